@@ -1,0 +1,1 @@
+"""Adapters: one module per technology, each implementing a port of agentvm.ports."""

@@ -1,0 +1,76 @@
+"""Settings: read once, at bootstrap, from the environment (explicit values beat env).
+
+Environment names are ``AVM_<FIELD>`` except the provider keys, which use each provider's
+conventional name (``ANTHROPIC_API_KEY``, ``OPENAI_API_KEY``...). Secrets are ``SecretStr``:
+their repr is masked, so a logged Settings object never leaks a key.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+ECHO_MODEL = "echo/echo-1"
+
+
+class CompatProvider(BaseModel):
+    """An OpenAI-compatible endpoint, registered under its own provider name."""
+
+    base_url: str
+    api_key: SecretStr | None = None
+
+
+class Settings(BaseSettings):
+    model_config = SettingsConfigDict(env_prefix="AVM_", extra="ignore", frozen=True)
+
+    # where and how `avm serve` runs
+    data_dir: Path = Field(default_factory=lambda: Path.home() / ".agentvm")
+    host: str = "127.0.0.1"
+    port: int = 8080
+    log_level: str = "INFO"
+
+    # models
+    default_model: str | None = None  # "provider/model"; None = first configured provider, else echo
+    anthropic_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("AVM_ANTHROPIC_API_KEY", "ANTHROPIC_API_KEY")
+    )
+    anthropic_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("AVM_ANTHROPIC_BASE_URL", "ANTHROPIC_BASE_URL")
+    )
+    openai_api_key: SecretStr | None = Field(
+        default=None, validation_alias=AliasChoices("AVM_OPENAI_API_KEY", "OPENAI_API_KEY")
+    )
+    openai_base_url: str | None = Field(
+        default=None, validation_alias=AliasChoices("AVM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
+    )
+    bedrock_region: str | None = None  # enables provider "bedrock" (credentials from the AWS chain)
+    openai_compatible: dict[str, CompatProvider] = Field(default_factory=dict)  # JSON in env
+    provider_timeout_s: float = 60.0
+    max_output_tokens: int = 1024
+
+    # turns
+    flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)
+    history_window: int = 50  # messages a turn reads; older history is not re-read
+    echo_delay_ms: int = 20  # pause between words of the echo model
+
+    # protocol limits
+    max_frame_bytes: int = 256 * 1024
+
+    def resolved_default_model(self) -> str:
+        if self.default_model:
+            return self.default_model
+        if self.anthropic_api_key:
+            return "anthropic/claude-haiku-4-5"
+        if self.openai_api_key:
+            return "openai/gpt-4o-mini"
+        return ECHO_MODEL
+
+    def has_provider_key(self) -> bool:
+        return bool(
+            self.anthropic_api_key or self.openai_api_key or self.bedrock_region or self.openai_compatible
+        )
+
+
+__all__ = ["ECHO_MODEL", "CompatProvider", "Settings"]

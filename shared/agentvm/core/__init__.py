@@ -1,0 +1,1 @@
+"""The core: gateway, turns, the agent loop. Imports only agentvm domain modules and ports."""

@@ -1,0 +1,46 @@
+"""Deliver frames to every connection subscribed to a session; prune connections that are gone."""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agentvm.errors import ConnectionGone
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agentvm.ports import Connections, Push
+
+log = logging.getLogger("agentvm.fanout")
+
+
+class Fanout:
+    """Posts to a session's subscribers. ``$disconnect`` is best-effort, so a 410 prunes too."""
+
+    def __init__(self, connections: Connections, push: Push) -> None:
+        self._connections = connections
+        self._push = push
+
+    async def subscribers(self, session_id: str) -> list[str]:
+        return list(await self._connections.subscribers(session_id))
+
+    async def send_to(self, connection_ids: Sequence[str], payloads: Sequence[str]) -> list[str]:
+        """Send each payload to each connection in order. Returns the connections still alive."""
+        alive: list[str] = []
+        for conn in connection_ids:
+            try:
+                for payload in payloads:
+                    await self._push.send(conn, payload)
+            except ConnectionGone:
+                log.info("pruning gone connection", extra={"connection_id": conn})
+                await self._connections.remove(conn)
+            else:
+                alive.append(conn)
+        return alive
+
+    async def publish(self, session_id: str, payloads: Sequence[str]) -> None:
+        await self.send_to(await self.subscribers(session_id), payloads)
+
+
+__all__ = ["Fanout"]

@@ -1,0 +1,95 @@
+"""The gateway: one client frame in, the frames for that caller out.
+
+Both hosts call ``handle_frame`` for every WebSocket text frame and send the returned payloads
+to the calling connection only (never broadcast: AgentX v1 broadcast responses to everyone, which
+leaks across tenants). Events for a session go to its subscribers through the fanout.
+Nothing a client sends can crash it: every failure becomes the protocol's error shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agentvm.core.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
+from agentvm.errors import AgentVMError, NotFound, Unauthorized
+from agentvm.events import dumps, response, system_error
+from agentvm.protocol import AuthFrame, FrameError, IgnoredFrame, RequestFrame, SubscribeFrame, parse_frame
+
+if TYPE_CHECKING:
+    from agentvm.core.runtime import Runtime
+    from agentvm.events import Json
+    from agentvm.ports import ConnectionInfo
+
+log = logging.getLogger("agentvm.gateway")
+
+
+async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> list[str]:
+    """Handle one frame from ``connection_id``; returns the payloads to send back to it."""
+    try:
+        frame = parse_frame(raw, max_bytes=rt.turns.max_frame_bytes)
+    except FrameError as exc:
+        return _error_frames(rt, exc, request_type=exc.request_type, request_id=exc.request_id, data={})
+    conn = await rt.connections.get(connection_id)
+    if isinstance(frame, IgnoredFrame):
+        return []
+    if isinstance(frame, AuthFrame):
+        return []  # credentials are checked at connect time by the host
+    if conn is None or conn.tenant_id is None:
+        err = Unauthorized("connection is not authenticated")
+        if isinstance(frame, RequestFrame):
+            return _error_frames(rt, err, request_type=frame.type, request_id=frame.request_id, data={})
+        return _error_frames(rt, err, request_type=None, request_id=None, data={})
+    if isinstance(frame, SubscribeFrame):
+        return await _subscribe(rt, conn, frame)
+    return await _request(rt, conn, frame)
+
+
+async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -> list[str]:
+    assert conn.tenant_id is not None
+    session = await rt.store.get_session(conn.tenant_id, frame.session_id)
+    if session is None:
+        err = NotFound(f"Session not found: {frame.session_id}")
+        return _error_frames(rt, err, request_type=None, request_id=None, data={})
+    await rt.connections.subscribe(conn.connection_id, frame.session_id)
+    return []
+
+
+async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> list[str]:
+    assert conn.tenant_id is not None
+    ctx = CommandContext(
+        rt=rt, tenant_id=conn.tenant_id, connection_id=conn.connection_id, request_id=frame.request_id
+    )
+    payload = frame.payload.model_dump(exclude_none=True)
+    try:
+        data = await COMMANDS[frame.type](ctx, frame.payload)
+    except AgentVMError as exc:
+        out = [dumps(f) for f in ctx.before_response]
+        return out + _error_frames(
+            rt, exc, request_type=frame.type, request_id=frame.request_id, data=payload
+        )
+    except Exception:
+        log.exception("command failed", extra={"request_type": frame.type, "request_id": frame.request_id})
+        err = AgentVMError("internal error")
+        return _error_frames(rt, err, request_type=frame.type, request_id=frame.request_id, data=payload)
+    out = [dumps(f) for f in ctx.before_response]
+    out.append(dumps(response(frame.type, {"requestId": frame.request_id, **data}, now_ms=rt.clock.now_ms())))
+    return out
+
+
+def _error_frames(
+    rt: Runtime, exc: AgentVMError, *, request_type: str | None, request_id: str | None, data: Json
+) -> list[str]:
+    """A ``system_error``, then (for a request we can name) its ``*_response`` with ``data.error``."""
+    now = rt.clock.now_ms()
+    out = [dumps(system_error(exc.message, now_ms=now, code=exc.code, request_id=request_id))]
+    if request_type is not None and request_id is not None:
+        body: Json = {"requestId": request_id, **FAILURE_DEFAULTS.get(request_type, {})}
+        body.update({k: data[k] for k in ECHOED_FIELDS if isinstance(data.get(k), str)})
+        body["error"] = exc.message
+        body["code"] = exc.code
+        out.append(dumps(response(request_type, body, now_ms=now)))
+    return out
+
+
+__all__ = ["handle_frame"]

@@ -1,0 +1,94 @@
+"""The Runtime: every port the core needs, wired once per host by ``agentvm.bootstrap``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Store, TurnQueue
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    """Plain values the core reads; built from ``Settings`` by bootstrap."""
+
+    flush_s: float = 0.25
+    history_window: int = 50
+    max_output_tokens: int = 1024
+    cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
+    subscriber_refresh_s: float = 2.0
+    max_frame_bytes: int = 256 * 1024
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+
+
+def _base36(n: int) -> str:
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = _ALPHABET[r] + out
+    return out or "0"
+
+
+class RandomIds:
+    """Ids shaped like AgentX's (``img_<ms base36>_<suffix>``); clients treat them as opaque.
+
+    The suffix starts with a per-process counter, so ids made in the same millisecond still sort
+    in creation order ("newest first" listings break ties by id), then random characters.
+    """
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(secrets.randbelow(36**3))
+
+    def new(self, prefix: str) -> str:
+        seq = _base36(next(self._counter) % 36**4).rjust(4, "0")
+        rand = "".join(secrets.choice(_ALPHABET) for _ in range(6))
+        return f"{prefix}_{_base36(time.time_ns() // 1_000_000)}_{seq}{rand}"
+
+
+@dataclass
+class CancelSignals:
+    """In-process interrupt signals: instant when gateway and worker share a process."""
+
+    _events: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def event_for(self, turn_id: str) -> asyncio.Event:
+        return self._events.setdefault(turn_id, asyncio.Event())
+
+    def fire(self, turn_id: str) -> None:
+        ev = self._events.get(turn_id)
+        if ev is not None:
+            ev.set()
+
+    def forget(self, turn_id: str) -> None:
+        self._events.pop(turn_id, None)
+
+
+@dataclass
+class Runtime:
+    store: Store
+    queue: TurnQueue
+    connections: Connections
+    push: Push
+    models: ModelResolver
+    clock: Clock = field(default_factory=SystemClock)
+    ids: Ids = field(default_factory=RandomIds)
+    turns: TurnSettings = field(default_factory=TurnSettings)
+    signals: CancelSignals = field(default_factory=CancelSignals)
+
+
+__all__ = ["CancelSignals", "RandomIds", "Runtime", "SystemClock", "TurnSettings"]

@@ -1,0 +1,218 @@
+"""Running one queued turn: rebuild the agent, stream, persist, then send the terminal events.
+
+Exactly-once rules: a turn whose record is terminal is skipped (a redelivered job does nothing);
+a turn whose reply is already stored (the worker died after persisting) is finished from the
+stored reply without calling the model again; results are appended with an idempotency key
+derived from the turn, so no path appends a reply twice.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from typing import TYPE_CHECKING
+
+from agentvm.core.fanout import Fanout
+from agentvm.core.history import chat_turns, result_of
+from agentvm.core.loop import TurnOutcome, run_turn
+from agentvm.core.sink import CoalescingSink
+from agentvm.errors import AgentVMError, ProviderError, ProviderRejected
+from agentvm.events import EventContext
+from agentvm.llm import ModelRequest
+from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, TokenUsage, message_to_wire
+from agentvm.records import TurnRecord, UsageRecord
+
+if TYPE_CHECKING:
+    from agentvm.core.runtime import Runtime
+    from agentvm.messages import Message
+    from agentvm.records import ImageRecord, TurnJob, TurnStatus
+
+log = logging.getLogger("agentvm.turns")
+
+TERMINAL: frozenset[str] = frozenset({"completed", "interrupted", "failed"})
+
+
+def turn_id_for(user_message_id: str) -> str:
+    return "turn_" + user_message_id.removeprefix("msg_")
+
+
+def context_for(job: TurnJob) -> EventContext:
+    return EventContext(
+        containerId=job.containerId,
+        imageId=job.imageId,
+        agentId=job.agentId,
+        sessionId=job.sessionId,
+        turnId=job.turnId,
+    )
+
+
+async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
+    """Run one turn job to completion. Returns None when there was nothing to do."""
+    store = rt.store
+    turn = await store.get_turn(job.turnId)
+    if turn is not None and turn.status in TERMINAL:
+        log.info("turn already finished; skipping redelivery", extra={"turn_id": job.turnId})
+        return None
+    image = await store.get_image(job.tenantId, job.imageId)
+    if image is None:  # deleted while queued
+        await _set_status(rt, job, "failed")
+        return None
+    history = await store.recent_messages(job.sessionId, rt.turns.history_window)
+    sink = CoalescingSink(
+        session_id=job.sessionId,
+        context=context_for(job),
+        fanout=Fanout(rt.connections, rt.push),
+        clock=rt.clock,
+        flush_s=rt.turns.flush_s,
+        subscriber_refresh_s=rt.turns.subscriber_refresh_s,
+    )
+    stored = result_of(history, job.userMessageId)
+    if stored is not None:
+        # A previous attempt persisted the reply and died before finishing: finish from storage.
+        _emit_terminal(sink, stored, stop_reason="end_turn", interrupted=False)
+        await sink.aclose()
+        await _set_status(rt, job, "failed" if isinstance(stored, ErrorMessage) else "completed")
+        return None
+
+    await _set_status(rt, job, "running")
+    started_ms = rt.clock.now_ms()
+    started = rt.clock.monotonic()
+    outcome, model_ref = await _stream(rt, job, image, history, sink)
+    duration_ms = int((rt.clock.monotonic() - started) * 1000)
+    status: TurnStatus = "interrupted" if outcome.interrupted else "failed" if outcome.error else "completed"
+
+    # Persist before the terminal events: a client that saw the end can always read it back.
+    await store.put_usage(
+        UsageRecord(
+            turnId=job.turnId,
+            tenantId=job.tenantId,
+            containerId=job.containerId,
+            imageId=job.imageId,
+            sessionId=job.sessionId,
+            model=model_ref,
+            inputTokens=outcome.input_tokens,
+            outputTokens=outcome.output_tokens,
+            ttftMs=None if outcome.ttft_s is None else int(outcome.ttft_s * 1000),
+            durationMs=duration_ms,
+            status=status,
+            createdAt=rt.clock.now_ms(),
+        )
+    )
+    result = _result_message(rt, job, outcome, started_ms)
+    if result is not None:
+        appended = await store.append_message(job.sessionId, result, idempotency_key=f"result:{job.turnId}")
+        result = appended.message
+    if outcome.error is not None and not outcome.interrupted:
+        error = ErrorMessage(
+            id=rt.ids.new("msg"),
+            timestamp=rt.clock.now_ms(),
+            content=outcome.error.message,
+            errorCode=outcome.error.code,
+            parentId=job.userMessageId,
+        )
+        appended = await store.append_message(job.sessionId, error, idempotency_key=f"error:{job.turnId}")
+        if result is not None:
+            sink.emit("assistant_message", message_to_wire(result))
+        result = appended.message
+    await _set_status(rt, job, status)
+    _emit_terminal(
+        sink, result, stop_reason=outcome.stop_reason or "end_turn", interrupted=outcome.interrupted
+    )
+    await sink.aclose()
+    rt.signals.forget(job.turnId)
+    return outcome
+
+
+async def _stream(
+    rt: Runtime, job: TurnJob, image: ImageRecord, history: list[Message], sink: CoalescingSink
+) -> tuple[TurnOutcome, str]:
+    cancelled = rt.signals.event_for(job.turnId)
+    if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
+        cancelled.set()
+    try:
+        client, model_name, model_ref = rt.models.resolve(image.model)
+    except AgentVMError as exc:
+        return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), image.model or ""
+    request = ModelRequest(
+        model=model_name,
+        messages=chat_turns(history, up_to_user_id=job.userMessageId),
+        system=image.systemPrompt,
+        max_tokens=rt.turns.max_output_tokens,
+    )
+    poller = asyncio.create_task(_poll_cancel(rt, job, cancelled)) if rt.turns.cancel_poll_s > 0 else None
+    try:
+        outcome = await run_turn(client, request, _SinkObserver(sink), cancelled=cancelled, clock=rt.clock)
+    finally:
+        if poller is not None:
+            poller.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await poller
+    return outcome, model_ref
+
+
+async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> None:
+    """On AWS the interrupt arrives in another Lambda: look for its mark between flushes."""
+    while not cancelled.is_set():
+        await asyncio.sleep(rt.turns.cancel_poll_s)
+        if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
+            cancelled.set()
+
+
+class _SinkObserver:
+    def __init__(self, sink: CoalescingSink) -> None:
+        self._sink = sink
+
+    def on_start(self, message_id: str, model: str) -> None:
+        self._sink.emit("message_start", {"messageId": message_id, "model": model})
+        self._sink.emit("conversation_start", {"messageId": message_id})
+
+    def on_text(self, text: str) -> None:
+        self._sink.text(text)
+
+
+def _result_message(
+    rt: Runtime, job: TurnJob, outcome: TurnOutcome, started_ms: int
+) -> AssistantMessage | None:
+    if not outcome.text.strip():
+        return None
+    return AssistantMessage(
+        id=outcome.message_id or rt.ids.new("msg"),
+        timestamp=started_ms,
+        content=[TextPart(text=outcome.text)],
+        parentId=job.userMessageId,
+        usage=TokenUsage(
+            inputTokens=outcome.input_tokens,
+            outputTokens=outcome.output_tokens,
+            totalTokens=outcome.input_tokens + outcome.output_tokens,
+        ),
+    )
+
+
+def _emit_terminal(
+    sink: CoalescingSink, result: Message | None, *, stop_reason: str, interrupted: bool
+) -> None:
+    if isinstance(result, ErrorMessage):
+        sink.emit("error_message", message_to_wire(result))
+        sink.emit(
+            "error_occurred",
+            {"code": result.errorCode or "unknown_error", "message": result.content, "recoverable": True},
+        )
+        return
+    sink.emit("message_stop", {"stopReason": stop_reason})
+    if result is not None:
+        sink.emit("assistant_message", message_to_wire(result))
+    sink.emit("conversation_end", {"reason": "interrupted" if interrupted else "completed"})
+
+
+def _as_provider_error(exc: AgentVMError) -> ProviderError:
+    return exc if isinstance(exc, ProviderError) else ProviderRejected(exc.message)
+
+
+async def _set_status(rt: Runtime, job: TurnJob, status: TurnStatus) -> None:
+    await rt.store.put_turn(
+        TurnRecord(turnId=job.turnId, sessionId=job.sessionId, status=status, updatedAt=rt.clock.now_ms())
+    )
+
+
+__all__ = ["TERMINAL", "context_for", "process_turn", "turn_id_for"]

@@ -1,0 +1,139 @@
+"""The one error tree of AgentVM. Hosts map these to wire errors by type, never by message.
+
+    AgentVMError                    code
+    ├── BadRequest                  bad_request       malformed frame, missing or mistyped field
+    │   ├── UnknownRequest          unknown_request   a request type the protocol does not have
+    │   └── FrameTooLarge           frame_too_large   a frame over the configured size limit
+    ├── Unauthorized                unauthorized      no or invalid credentials
+    ├── Forbidden                   forbidden         valid credentials, scope does not allow it
+    ├── NotFound                    not_found         unknown id, or an id of another tenant
+    ├── Conflict                    conflict          e.g. a session busy under the `reject` policy
+    ├── QuotaExceeded               quota_exceeded    a budget or rate limit was reached
+    ├── ProviderError               provider_error    the LLM provider failed
+    │   ├── ProviderRateLimited     rate_limited      429; carries retry_after (retryable)
+    │   ├── ProviderUnavailable     provider_unavailable  5xx, overloaded, timeout, cut stream (retryable)
+    │   └── ProviderRejected        provider_rejected bad key, bad request (not retryable)
+    └── ConnectionGone              connection_gone   a WebSocket connection no longer exists
+
+Messages are written for the client: they never contain secrets, stack traces or provider keys.
+"""
+
+from __future__ import annotations
+
+
+class AgentVMError(Exception):
+    """Base of every error AgentVM raises on purpose."""
+
+    code = "internal_error"
+
+    def __init__(self, message: str = "", **details: object) -> None:
+        super().__init__(message or self.__class__.__doc__ or self.code)
+        self.message = message or (self.__class__.__doc__ or self.code).strip()
+        self.details = details
+
+
+class BadRequest(AgentVMError):
+    """The request is malformed."""
+
+    code = "bad_request"
+
+
+class UnknownRequest(BadRequest):
+    """The request type is not part of the protocol."""
+
+    code = "unknown_request"
+
+
+class FrameTooLarge(BadRequest):
+    """The frame exceeds the size limit."""
+
+    code = "frame_too_large"
+
+
+class Unauthorized(AgentVMError):
+    """Authentication is required."""
+
+    code = "unauthorized"
+
+
+class Forbidden(AgentVMError):
+    """The credentials do not allow this."""
+
+    code = "forbidden"
+
+
+class NotFound(AgentVMError):
+    """The object does not exist."""
+
+    code = "not_found"
+
+
+class Conflict(AgentVMError):
+    """The request conflicts with the current state."""
+
+    code = "conflict"
+
+
+class QuotaExceeded(AgentVMError):
+    """A budget or rate limit was reached."""
+
+    code = "quota_exceeded"
+
+
+class ProviderError(AgentVMError):
+    """The model provider failed."""
+
+    code = "provider_error"
+    retryable = False
+
+
+class ProviderRateLimited(ProviderError):
+    """The model provider is rate limiting requests."""
+
+    code = "rate_limited"
+    retryable = True
+
+    def __init__(self, message: str = "", retry_after: float | None = None, **details: object) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after
+
+
+class ProviderUnavailable(ProviderError):
+    """The model provider is unavailable or overloaded."""
+
+    code = "provider_unavailable"
+    retryable = True
+
+    def __init__(self, message: str = "", retry_after: float | None = None, **details: object) -> None:
+        super().__init__(message, **details)
+        self.retry_after = retry_after
+
+
+class ProviderRejected(ProviderError):
+    """The model provider rejected the request."""
+
+    code = "provider_rejected"
+
+
+class ConnectionGone(AgentVMError):
+    """The WebSocket connection no longer exists."""
+
+    code = "connection_gone"
+
+
+__all__ = [
+    "AgentVMError",
+    "BadRequest",
+    "Conflict",
+    "ConnectionGone",
+    "Forbidden",
+    "FrameTooLarge",
+    "NotFound",
+    "ProviderError",
+    "ProviderRateLimited",
+    "ProviderRejected",
+    "ProviderUnavailable",
+    "QuotaExceeded",
+    "Unauthorized",
+    "UnknownRequest",
+]

@@ -1,0 +1,140 @@
+"""Building AgentX v1 ``SystemEvent`` frames (protocol §1.2, §3).
+
+Frames are plain dicts (they are built on the hot path of every delta, so no model validation
+here); ``dumps`` turns one into the text frame sent on the wire.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+Json = dict[str, Any]
+
+# category of every pushed agent event we emit (protocol §3.1)
+AGENT_EVENT_CATEGORY: dict[str, str] = {
+    "message_start": "stream",
+    "message_delta": "stream",
+    "message_stop": "stream",
+    "text_delta": "stream",
+    "tool_use_start": "stream",
+    "input_json_delta": "stream",
+    "tool_use_stop": "stream",
+    "tool_result": "stream",
+    "error_received": "stream",
+    "conversation_queued": "state",
+    "conversation_start": "state",
+    "conversation_thinking": "state",
+    "conversation_responding": "state",
+    "conversation_end": "state",
+    "conversation_interrupted": "state",
+    "tool_planned": "state",
+    "tool_executing": "state",
+    "tool_completed": "state",
+    "tool_failed": "state",
+    "error_occurred": "state",
+    "assistant_message": "message",
+    "tool_call_message": "message",
+    "tool_result_message": "message",
+    "error_message": "message",
+    "turn_request": "turn",
+    "turn_response": "turn",
+    "interrupted": "lifecycle",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class EventContext:
+    containerId: str
+    imageId: str
+    agentId: str
+    sessionId: str
+    turnId: str | None = None
+
+    def to_wire(self) -> Json:
+        out = {
+            "containerId": self.containerId,
+            "imageId": self.imageId,
+            "agentId": self.agentId,
+            "sessionId": self.sessionId,
+        }
+        if self.turnId:
+            out["turnId"] = self.turnId
+        return out
+
+
+def event(
+    type_: str,
+    data: Json,
+    *,
+    now_ms: int,
+    source: str,
+    category: str,
+    intent: str = "notification",
+    context: Json | None = None,
+) -> Json:
+    frame: Json = {
+        "type": type_,
+        "timestamp": now_ms,
+        "data": data,
+        "source": source,
+        "category": category,
+        "intent": intent,
+    }
+    if context is not None:
+        frame["context"] = context
+    return frame
+
+
+def agent_event(type_: str, data: Json, *, now_ms: int, context: EventContext) -> Json:
+    """A pushed agent-layer event: ``source: agent`` with the category of §3.1 and full context."""
+    return event(
+        type_,
+        data,
+        now_ms=now_ms,
+        source="agent",
+        category=AGENT_EVENT_CATEGORY[type_],
+        context=context.to_wire(),
+    )
+
+
+def response(request_type: str, data: Json, *, now_ms: int) -> Json:
+    """The ``*_response`` to a ``*_request``; ``data`` must already hold ``requestId``."""
+    return event(
+        response_type(request_type),
+        data,
+        now_ms=now_ms,
+        source="command",
+        category="response",
+        intent="result",
+    )
+
+
+def response_type(request_type: str) -> str:
+    return request_type.removesuffix("_request") + "_response"
+
+
+def system_error(
+    message: str, *, now_ms: int, code: str, request_id: str | None = None, context: Json | None = None
+) -> Json:
+    data: Json = {"message": message, "severity": "error", "details": {"code": code}}
+    if request_id is not None:
+        data["requestId"] = request_id
+    return event("system_error", data, now_ms=now_ms, source="command", category="error", context=context)
+
+
+def dumps(frame: Json) -> str:
+    return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
+
+
+__all__ = [
+    "AGENT_EVENT_CATEGORY",
+    "EventContext",
+    "agent_event",
+    "dumps",
+    "event",
+    "response",
+    "response_type",
+    "system_error",
+]

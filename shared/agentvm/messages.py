@@ -1,0 +1,168 @@
+"""AgentX v1 messages and content parts (protocol §3.4), one shape on the wire and in storage.
+
+Field names are the protocol's own camelCase names, so a stored message is byte-for-byte what a
+client receives in ``image_messages_response`` and ``assistant_message``. New fields always get
+defaults so stored history keeps validating.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+
+class _Part(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+
+class TextPart(_Part):
+    type: Literal["text"] = "text"
+    text: str
+
+
+class ThinkingPart(_Part):
+    type: Literal["thinking"] = "thinking"
+    reasoning: str
+    tokenCount: int | None = None
+
+
+class ImagePart(_Part):
+    type: Literal["image"] = "image"
+    data: str  # base64 or URL
+    mediaType: Literal["image/png", "image/jpeg", "image/gif", "image/webp"]
+    name: str | None = None
+
+
+class FilePart(_Part):
+    type: Literal["file"] = "file"
+    data: str  # base64 or URL
+    mediaType: str
+    filename: str | None = None
+
+
+class ToolCallPart(_Part):
+    type: Literal["tool-call"] = "tool-call"
+    id: str
+    name: str
+    input: dict[str, Any] = Field(default_factory=dict)
+
+
+class ToolResultOutput(_Part):
+    """One of text | json | error-text | error-json | execution-denied | content."""
+
+    type: Literal["text", "json", "error-text", "error-json", "execution-denied", "content"]
+    value: Any = None
+    reason: str | None = None
+
+
+class ToolResultPart(_Part):
+    type: Literal["tool-result"] = "tool-result"
+    id: str
+    name: str
+    output: ToolResultOutput
+
+
+UserContentPart = Annotated[TextPart | ImagePart | FilePart, Field(discriminator="type")]
+AssistantContentPart = Annotated[TextPart | ThinkingPart | FilePart, Field(discriminator="type")]
+
+
+class TokenUsage(_Part):
+    inputTokens: int
+    outputTokens: int
+    totalTokens: int | None = None
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(extra="ignore", frozen=True)
+
+    id: str
+    timestamp: int  # Unix ms
+
+
+class UserMessage(_Message):
+    role: Literal["user"] = "user"
+    subtype: Literal["user"] = "user"
+    content: str | list[UserContentPart]
+    parentId: str | None = None
+
+
+class AssistantMessage(_Message):
+    role: Literal["assistant"] = "assistant"
+    subtype: Literal["assistant"] = "assistant"
+    content: str | list[AssistantContentPart]
+    parentId: str | None = None
+    usage: TokenUsage | None = None
+
+
+class ToolCallMessage(_Message):
+    role: Literal["assistant"] = "assistant"
+    subtype: Literal["tool-call"] = "tool-call"
+    toolCall: ToolCallPart
+    parentId: str | None = None
+
+
+class ToolResultMessage(_Message):
+    role: Literal["tool"] = "tool"
+    subtype: Literal["tool-result"] = "tool-result"
+    toolResult: ToolResultPart
+    toolCallId: str
+
+
+class ErrorMessage(_Message):
+    role: Literal["error"] = "error"
+    subtype: Literal["error"] = "error"
+    content: str
+    errorCode: str | None = None
+    parentId: str | None = None
+
+
+Message = Annotated[
+    UserMessage | AssistantMessage | ToolCallMessage | ToolResultMessage | ErrorMessage,
+    Field(discriminator="subtype"),
+]
+MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
+UserContentAdapter: TypeAdapter[str | list[UserContentPart]] = TypeAdapter(str | list[UserContentPart])
+
+
+def message_to_wire(message: Message) -> dict[str, Any]:
+    """The JSON object of a message, as sent and as stored (no null fields)."""
+    return message.model_dump(mode="json", exclude_none=True)
+
+
+def message_from_wire(data: dict[str, Any] | str | bytes) -> Message:
+    if isinstance(data, (str, bytes)):
+        return MessageAdapter.validate_json(data)
+    return MessageAdapter.validate_python(data)
+
+
+def text_of(content: str | list[Any]) -> str:
+    """The plain text of a message content (text parts joined), for models and summaries."""
+    if isinstance(content, str):
+        return content
+    return "".join(p.text for p in content if isinstance(p, TextPart))
+
+
+__all__ = [
+    "AssistantContentPart",
+    "AssistantMessage",
+    "ErrorMessage",
+    "FilePart",
+    "ImagePart",
+    "Message",
+    "MessageAdapter",
+    "TextPart",
+    "ThinkingPart",
+    "TokenUsage",
+    "ToolCallMessage",
+    "ToolCallPart",
+    "ToolResultMessage",
+    "ToolResultOutput",
+    "ToolResultPart",
+    "UserContentAdapter",
+    "UserContentPart",
+    "UserMessage",
+    "message_from_wire",
+    "message_to_wire",
+    "text_of",
+]

@@ -1,0 +1,164 @@
+"""Ports: what the core needs from the world. Adapters in ``agentvm.adapters`` implement them.
+
+The core imports only this module (plus the domain modules), never boto3, pynamodb, sqlite3 or
+FastAPI. Every port is async: adapters with blocking clients run them off the event loop.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Sequence
+
+    from agentvm.llm import ModelEvent, ModelRequest
+    from agentvm.messages import Message
+    from agentvm.records import (
+        ContainerRecord,
+        ImageRecord,
+        SessionRecord,
+        TurnJob,
+        TurnRecord,
+        UsageRecord,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class AppendResult:
+    """Outcome of an idempotent append: the stored message and whether this call created it."""
+
+    message: Message
+    seq: int
+    created: bool
+
+
+class Store(Protocol):
+    """Durable state: containers, images + sessions, messages, turns, usage.
+
+    Reads are always scoped by tenant; an id of another tenant reads as absent.
+    """
+
+    # containers
+    async def put_container(self, record: ContainerRecord) -> bool:
+        """Create if absent. True if this call created it."""
+        ...
+
+    async def get_container(self, tenant_id: str, container_id: str) -> ContainerRecord | None: ...
+    async def list_containers(self, tenant_id: str) -> list[ContainerRecord]: ...
+
+    # images (each with its one session)
+    async def create_image(self, image: ImageRecord, session: SessionRecord) -> None: ...
+    async def get_image(self, tenant_id: str, image_id: str) -> ImageRecord | None: ...
+    async def list_images(self, tenant_id: str, container_id: str | None = None) -> list[ImageRecord]:
+        """Newest first. ``container_id=None`` lists every image of the tenant."""
+        ...
+
+    async def put_image(self, image: ImageRecord) -> None:
+        """Overwrite an existing image record (update, run, stop)."""
+        ...
+
+    async def delete_image(self, tenant_id: str, image_id: str) -> None:
+        """Delete the image, its session and all its messages."""
+        ...
+
+    async def get_session(self, tenant_id: str, session_id: str) -> SessionRecord | None: ...
+
+    # messages: one item per message, a per-session sequence
+    async def append_message(
+        self, session_id: str, message: Message, *, idempotency_key: str | None = None
+    ) -> AppendResult:
+        """Append at the next sequence number. With a key, a repeated call returns the first result."""
+        ...
+
+    async def list_messages(self, session_id: str) -> list[Message]:
+        """The whole history, oldest first (for ``image_messages_request``)."""
+        ...
+
+    async def recent_messages(self, session_id: str, limit: int) -> list[Message]:
+        """The last ``limit`` messages, oldest first: what a turn reads."""
+        ...
+
+    # turns and usage
+    async def put_turn(self, turn: TurnRecord) -> None: ...
+    async def get_turn(self, turn_id: str) -> TurnRecord | None: ...
+    async def put_usage(self, usage: UsageRecord) -> None:
+        """Idempotent by ``turnId``."""
+        ...
+
+    async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]: ...
+
+    # interrupt marks: set by the gateway, checked by the worker between flushes
+    async def request_cancel(self, session_id: str, turn_id: str) -> None: ...
+    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool: ...
+
+
+class TurnQueue(Protocol):
+    """Where accepted turns wait for a worker. Turns of one session run in order."""
+
+    async def enqueue(self, job: TurnJob) -> None: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    connection_id: str
+    tenant_id: str | None  # None until authenticated
+    connected_at: int
+
+
+class Connections(Protocol):
+    """Live WebSocket connections, who they are, and which sessions they subscribed to."""
+
+    async def register(self, info: ConnectionInfo) -> None: ...
+    async def get(self, connection_id: str) -> ConnectionInfo | None: ...
+    async def remove(self, connection_id: str) -> None: ...
+    async def subscribe(self, connection_id: str, session_id: str) -> None: ...
+    async def subscribers(self, session_id: str) -> Sequence[str]: ...
+
+
+class Push(Protocol):
+    """Deliver one serialised frame to one connection. Raises ``ConnectionGone`` (HTTP 410)."""
+
+    async def send(self, connection_id: str, payload: str) -> None: ...
+
+
+class ModelClient(Protocol):
+    """A model provider. See ``agentvm.llm`` for the event contract."""
+
+    def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]: ...
+
+
+class ModelResolver(Protocol):
+    """Maps a model reference like ``anthropic/claude-haiku-4-5`` to a client and model name."""
+
+    def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
+        """Returns (client, provider model name, canonical "provider/name"). None = default."""
+        ...
+
+
+class Clock(Protocol):
+    def now_ms(self) -> int: ...
+    def monotonic(self) -> float: ...
+
+
+class Ids(Protocol):
+    def new(self, prefix: str) -> str:
+        """A new opaque id like ``img_mk2x9a_q8w7e6``."""
+        ...
+
+
+Json = dict[str, Any]
+
+__all__ = [
+    "AppendResult",
+    "Clock",
+    "ConnectionInfo",
+    "Connections",
+    "Ids",
+    "Json",
+    "ModelClient",
+    "ModelResolver",
+    "Push",
+    "Store",
+    "TurnQueue",
+]

@@ -1,0 +1,279 @@
+"""Parsing client frames (protocol §1.8) and validating the 17 request payloads (§2).
+
+A frame is one of: a ``*_request`` SystemEvent, ``subscribe``, ``auth``, an ``__ack``, or
+something we answer with an error. Request payloads are validated strictly (a string field given
+a number is an error, not coerced); unknown extra keys are tolerated, because AgentX clients
+flatten their ``context`` into ``data``.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+
+from agentvm.errors import BadRequest, FrameTooLarge, UnknownRequest
+from agentvm.messages import UserContentPart
+from agentvm.records import ConcurrencyPolicy
+
+Id = StrictStr
+
+
+class _Req(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    requestId: StrictStr
+
+
+def _id_field() -> Any:
+    return Field(min_length=1, max_length=128)
+
+
+class ContainerCreate(_Req):
+    containerId: Id = _id_field()
+
+
+class ContainerGet(_Req):
+    containerId: Id = _id_field()
+
+
+class ContainerList(_Req):
+    pass
+
+
+class AgentGet(_Req):
+    agentId: Id = _id_field()
+
+
+class AgentList(_Req):
+    containerId: Id = _id_field()
+
+
+class AgentDestroy(_Req):
+    agentId: Id = _id_field()
+
+
+class AgentDestroyAll(_Req):
+    containerId: Id = _id_field()
+
+
+class SendOptions(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    concurrency: ConcurrencyPolicy | None = None
+
+
+class MessageSend(_Req):
+    imageId: Id | None = Field(default=None, min_length=1, max_length=128)
+    agentId: Id | None = Field(default=None, min_length=1, max_length=128)
+    content: StrictStr | list[UserContentPart]
+    options: SendOptions | None = None
+
+    @field_validator("content", mode="after")
+    @classmethod
+    def _content_not_empty(cls, v: Any) -> Any:
+        if (isinstance(v, str) and not v.strip()) or (isinstance(v, list) and not v):
+            raise ValueError("must not be empty")
+        return v
+
+
+class AgentInterrupt(_Req):
+    imageId: Id | None = Field(default=None, min_length=1, max_length=128)
+    agentId: Id | None = Field(default=None, min_length=1, max_length=128)
+
+
+class ImageConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True)
+
+    name: StrictStr | None = Field(default=None, max_length=200)
+    description: StrictStr | None = Field(default=None, max_length=2000)
+    systemPrompt: StrictStr | None = Field(default=None, max_length=100_000)
+    model: StrictStr | None = Field(default=None, max_length=200)
+    mcpServers: dict[str, Any] | None = None
+    concurrency: ConcurrencyPolicy | None = None
+
+
+class ImageCreate(_Req):
+    containerId: Id = _id_field()
+    config: ImageConfig = Field(default_factory=ImageConfig)
+
+
+class ImageRun(_Req):
+    imageId: Id = _id_field()
+
+
+class ImageStop(_Req):
+    imageId: Id = _id_field()
+
+
+class ImageUpdate(_Req):
+    imageId: Id = _id_field()
+    updates: ImageConfig
+
+
+class ImageList(_Req):
+    containerId: Id | None = Field(default=None, min_length=1, max_length=128)
+
+
+class ImageGet(_Req):
+    imageId: Id = _id_field()
+
+
+class ImageDelete(_Req):
+    imageId: Id = _id_field()
+
+
+class ImageMessages(_Req):
+    imageId: Id = _id_field()
+
+
+REQUEST_MODELS: dict[str, type[_Req]] = {
+    "container_create_request": ContainerCreate,
+    "container_get_request": ContainerGet,
+    "container_list_request": ContainerList,
+    "agent_get_request": AgentGet,
+    "agent_list_request": AgentList,
+    "agent_destroy_request": AgentDestroy,
+    "agent_destroy_all_request": AgentDestroyAll,
+    "message_send_request": MessageSend,
+    "agent_interrupt_request": AgentInterrupt,
+    "image_create_request": ImageCreate,
+    "image_run_request": ImageRun,
+    "image_stop_request": ImageStop,
+    "image_update_request": ImageUpdate,
+    "image_list_request": ImageList,
+    "image_get_request": ImageGet,
+    "image_delete_request": ImageDelete,
+    "image_messages_request": ImageMessages,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class RequestFrame:
+    type: str
+    request_id: str
+    payload: _Req
+
+
+@dataclass(frozen=True, slots=True)
+class SubscribeFrame:
+    session_id: str
+    after_seq: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class AuthFrame:
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class IgnoredFrame:
+    """``__ack`` frames and echoed ``*_response`` frames: accepted, nothing to do."""
+
+    reason: str
+
+
+Frame = RequestFrame | SubscribeFrame | AuthFrame | IgnoredFrame
+
+
+class FrameError(BadRequest):
+    """A bad frame, with whatever we could learn of it so the error can be correlated."""
+
+    def __init__(self, cause: BadRequest, *, request_type: str | None, request_id: str | None) -> None:
+        super().__init__(cause.message)
+        self.code = cause.code
+        self.cause = cause
+        self.request_type = request_type
+        self.request_id = request_id
+
+
+def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
+    """Parse one client frame. Raises ``FrameError`` (a ``BadRequest``) for anything invalid."""
+    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
+    if size > max_bytes:
+        raise FrameError(
+            FrameTooLarge(f"frame of {size} bytes exceeds the limit of {max_bytes} bytes"),
+            request_type=None,
+            request_id=None,
+        )
+    try:
+        doc = json.loads(raw)
+    except (ValueError, UnicodeDecodeError):
+        raise FrameError(BadRequest("frame is not valid JSON"), request_type=None, request_id=None) from None
+    if not isinstance(doc, dict):
+        raise FrameError(BadRequest("frame must be a JSON object"), request_type=None, request_id=None)
+    if "__ack" in doc:
+        return IgnoredFrame("ack")
+    type_ = doc.get("type")
+    if not isinstance(type_, str) or not type_:
+        raise FrameError(BadRequest("frame has no 'type'"), request_type=None, request_id=None)
+    if type_ == "subscribe":
+        return _parse_subscribe(doc)
+    if type_ == "auth":
+        headers = doc.get("headers")
+        if not isinstance(headers, dict) or not all(isinstance(v, str) for v in headers.values()):
+            raise FrameError(
+                BadRequest("auth frame needs 'headers': an object of strings"),
+                request_type=None,
+                request_id=None,
+            )
+        return AuthFrame(headers={str(k): v for k, v in headers.items()})
+    if type_.endswith("_response"):
+        return IgnoredFrame("response")
+    data = doc.get("data")
+    request_id = data.get("requestId") if isinstance(data, dict) else None
+    request_id = request_id if isinstance(request_id, str) else None
+    model = REQUEST_MODELS.get(type_)
+    if model is None:
+        known = type_ if type_.endswith("_request") else None
+        raise FrameError(
+            UnknownRequest(f"unknown request type {type_!r}"), request_type=known, request_id=request_id
+        )
+    if not isinstance(data, dict):
+        raise FrameError(
+            BadRequest("request needs a 'data' object"), request_type=type_, request_id=request_id
+        )
+    try:
+        payload = model.model_validate(data)
+    except ValidationError as exc:
+        raise FrameError(
+            BadRequest(f"invalid {type_}: {_describe(exc)}"), request_type=type_, request_id=request_id
+        ) from None
+    return RequestFrame(type=type_, request_id=payload.requestId, payload=payload)
+
+
+def _parse_subscribe(doc: dict[str, Any]) -> SubscribeFrame:
+    session_id = doc.get("sessionId")
+    if not isinstance(session_id, str) or not session_id:
+        raise FrameError(
+            BadRequest("subscribe needs 'sessionId': a non-empty string"), request_type=None, request_id=None
+        )
+    after = doc.get("afterSeq")
+    if after is not None and (not isinstance(after, int) or isinstance(after, bool) or after < 0):
+        raise FrameError(
+            BadRequest("'afterSeq' must be a non-negative integer"), request_type=None, request_id=None
+        )
+    return SubscribeFrame(session_id=session_id, after_seq=after)
+
+
+def _describe(exc: ValidationError) -> str:
+    """A short, client-facing summary of a validation error (no input values echoed)."""
+    parts = []
+    for err in exc.errors()[:3]:
+        loc = ".".join(str(p) for p in err["loc"]) or "data"
+        parts.append(f"{loc}: {err['msg']}")
+    return "; ".join(parts)
+
+
+__all__ = [
+    "REQUEST_MODELS",
+    "AuthFrame",
+    "Frame",
+    "FrameError",
+    "IgnoredFrame",
+    "RequestFrame",
+    "SubscribeFrame",
+    "parse_frame",
+]
