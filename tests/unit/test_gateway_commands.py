@@ -39,7 +39,7 @@ async def test_image_create_returns_record_and_subscriptions(harness):
         config={"name": "My Assistant", "systemPrompt": "Be brief.", "mcpServers": {"fs": {"command": "x"}}},
     )
     record = data["record"]
-    assert RECORD_FIELDS <= set(record)
+    assert set(record) >= RECORD_FIELDS
     assert record["name"] == "My Assistant" and record["systemPrompt"] == "Be brief."
     assert record["online"] is False
     assert "mcpServers" not in record  # stored, not returned (protocol §2.1)
@@ -135,9 +135,9 @@ async def test_retried_message_send_appends_once_and_runs_one_turn(harness):
     c = await harness.client()
     img = await _image(c)
     frame = (
-        '{"type":"message_send_request","data":{"requestId":"req_same","imageId":"%s","content":"Hi"},'
-        '"source":"command","category":"request","intent":"request","timestamp":0}'
-    ) % img["imageId"]
+        '{{"type":"message_send_request","data":{{"requestId":"req_same","imageId":"{}","content":"Hi"}},'
+        '"source":"command","category":"request","intent":"request","timestamp":0}}'
+    ).format(img["imageId"])
     await c.send_raw(frame)
     await c.send_raw(frame)
     harness.model.add("one reply")

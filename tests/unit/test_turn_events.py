@@ -23,7 +23,7 @@ def _turn_types(client):
 
 def _assert_context(client, img):
     for frame in client.session_events():
-        assert CONTEXT_KEYS <= set(frame["context"]), frame
+        assert set(frame["context"]) >= CONTEXT_KEYS, frame
         assert frame["context"]["imageId"] == img["imageId"]
         assert frame["context"]["sessionId"] == img["sessionId"]
 

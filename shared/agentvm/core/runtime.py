@@ -33,7 +33,7 @@ class SystemClock:
         return time.monotonic()
 
 
-_ALPHABET = "abcdefghijklmnopqrstuvwxyz0123456789"
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"  # ascending in ASCII: ids sort by time
 
 
 def _base36(n: int) -> str:
