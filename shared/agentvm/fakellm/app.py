@@ -1,0 +1,241 @@
+"""The fake provider's Starlette app: the model endpoints, paced streaming, and test controls."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+from agentvm.fakellm.state import FakeLLMState, count_words, reply_tokens
+from agentvm.fakellm.wire import AnthropicWire, OpenAIWire
+
+if TYPE_CHECKING:
+    from starlette.requests import Request
+    from starlette.types import Message, Receive, Scope, Send
+
+    from agentvm.fakellm.state import FakeLLMConfig, Fault
+    from agentvm.fakellm.wire import Wire
+
+logger = logging.getLogger("agentvm.fakellm")
+
+_SSE_HEADERS = [
+    (b"content-type", b"text/event-stream; charset=utf-8"),
+    (b"cache-control", b"no-cache"),
+]
+
+
+class _Reply:
+    """One model reply: which tokens to send and how fast, and what the client is told it cost."""
+
+    def __init__(self, config: FakeLLMConfig, body: dict[str, Any], max_tokens: object) -> None:
+        limit = max_tokens if isinstance(max_tokens, int) and max_tokens >= 0 else config.reply_tokens
+        self.tokens = reply_tokens(min(config.reply_tokens, limit))
+        self.truncated = limit < config.reply_tokens
+        self.ttft_s = config.ttft_ms / 1000
+        self.interval_s = 1 / config.tokens_per_second
+        explicit = config.input_tokens
+        self.input_tokens = explicit if explicit is not None else _request_words(body)
+
+
+def _request_words(body: dict[str, Any]) -> int:
+    return max(count_words(body.get("system")) + count_words(body.get("messages")), 1)
+
+
+class TokenStream:
+    """An SSE response that paces tokens, stops when the client goes away, and can fail mid-way.
+
+    A raw ASGI callable rather than StreamingResponse: a ``cut`` must end the connection without
+    the final empty chunk, which only returning early (uvicorn then closes the socket) can do.
+    """
+
+    def __init__(self, state: FakeLLMState, wire: Wire, reply: _Reply, fault: Fault | None) -> None:
+        self._state = state
+        self._wire = wire
+        self._reply = reply
+        self._fault = fault if fault is not None and fault.kind in ("cut", "stream_error") else None
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        gone = asyncio.Event()
+        watcher = asyncio.create_task(_watch_disconnect(receive, gone))
+        try:
+            await self._stream(send, gone)
+        finally:
+            watcher.cancel()
+
+    async def _stream(self, send: Send, gone: asyncio.Event) -> None:
+        wire, reply, fault, state = self._wire, self._reply, self._fault, self._state
+        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        for frame in wire.head():
+            await _send_body(send, frame)
+        loop = asyncio.get_running_loop()
+        first_at = loop.time() + reply.ttft_s
+        for index, token in enumerate(reply.tokens):
+            if fault is not None and index == fault.after_tokens:
+                break
+            # Pace against an absolute schedule, so per-token overhead does not slow the stream.
+            if await _wait_gone(gone, first_at + index * reply.interval_s - loop.time()):
+                state.count("disconnects")
+                logger.info("client went away after %d tokens; stopped", index)
+                return
+            await _send_body(send, wire.token(token))
+            state.count("tokens_emitted")
+        if fault is not None and fault.kind == "cut":
+            logger.info("fault: cut the stream after %d tokens", fault.after_tokens)
+            return  # no terminal events and no final chunk: uvicorn drops the connection
+        if fault is not None:
+            for frame in wire.stream_error():
+                await _send_body(send, frame)
+        else:
+            for frame in wire.tail(len(reply.tokens), reply.truncated):
+                await _send_body(send, frame)
+            state.count("completed")
+        await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _send_body(send: Send, chunk: bytes) -> None:
+    await send({"type": "http.response.body", "body": chunk, "more_body": True})
+
+
+async def _watch_disconnect(receive: Receive, gone: asyncio.Event) -> None:
+    while True:
+        message: Message = await receive()
+        if message["type"] == "http.disconnect":
+            gone.set()
+            return
+
+
+async def _wait_gone(gone: asyncio.Event, delay_s: float) -> bool:
+    """Sleep ``delay_s``, waking early if the client goes away; True if it went."""
+    if delay_s <= 0:
+        await asyncio.sleep(0)  # let the disconnect watcher run even at very high token rates
+        return gone.is_set()
+    try:
+        await asyncio.wait_for(gone.wait(), delay_s)
+    except TimeoutError:
+        return False
+    return True
+
+
+class _CutResponse:
+    """A non-streamed reply that breaks off: half the promised body, then the connection drops."""
+
+    def __init__(self, body: bytes) -> None:
+        self._body = body
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        headers = [(b"content-type", b"application/json"), (b"content-length", str(len(self._body)).encode())]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
+        await send(
+            {"type": "http.response.body", "body": self._body[: len(self._body) // 2], "more_body": True}
+        )
+
+
+async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any) -> Any:
+    state: FakeLLMState = request.app.state.fake
+    try:
+        body = await request.json()
+    except json.JSONDecodeError:
+        body = None
+    if not isinstance(body, dict):
+        return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    config, fault = state.begin_request()
+    reply = _Reply(config, body, max_tokens(body))
+    wire: Wire = wire_for(body, reply)
+    if fault is not None and fault.kind in ("429", "500", "overloaded"):
+        logger.info("fault: %s", fault.kind)
+        error = wire.error(fault.kind, fault.retry_after)
+        return JSONResponse(error.body, status_code=error.status, headers=error.headers)
+    if body.get("stream"):
+        return TokenStream(state, wire, reply, fault)
+    if fault is not None and fault.kind == "stream_error":  # no stream to put an error event into
+        error = wire.error("500", fault.retry_after)
+        return JSONResponse(error.body, status_code=error.status, headers=error.headers)
+    await asyncio.sleep(reply.ttft_s + len(reply.tokens) * reply.interval_s)
+    message = wire.message("".join(reply.tokens), len(reply.tokens), reply.truncated)
+    if fault is not None:  # cut
+        return _CutResponse(json.dumps(message).encode())
+    state.count("tokens_emitted", len(reply.tokens))
+    state.count("completed")
+    return JSONResponse(message)
+
+
+async def anthropic_messages(request: Request) -> Any:
+    return await _model_endpoint(
+        request,
+        lambda body, reply: AnthropicWire(str(body.get("model", "fake")), reply.input_tokens),
+        lambda body: body.get("max_tokens"),
+    )
+
+
+async def openai_chat_completions(request: Request) -> Any:
+    def wire_for(body: dict[str, Any], reply: _Reply) -> OpenAIWire:
+        options = body.get("stream_options") or {}
+        return OpenAIWire(
+            str(body.get("model", "fake")), reply.input_tokens, bool(options.get("include_usage"))
+        )
+
+    def max_tokens(body: dict[str, Any]) -> object:
+        limit = body.get("max_completion_tokens")
+        return limit if limit is not None else body.get("max_tokens")
+
+    return await _model_endpoint(request, wire_for, max_tokens)
+
+
+async def set_config(request: Request) -> JSONResponse:
+    state: FakeLLMState = request.app.state.fake
+    try:
+        config = state.configure(await request.json())
+    except (ValueError, TypeError, AttributeError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    return JSONResponse(_config_json(config))
+
+
+async def add_faults(request: Request) -> JSONResponse:
+    state: FakeLLMState = request.app.state.fake
+    try:
+        payload = await request.json()
+        faults = payload.get("faults", []) if isinstance(payload, dict) else payload
+        pending = state.add_faults(faults)
+    except (ValueError, TypeError, AttributeError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    return JSONResponse({"pending": pending})
+
+
+async def reset(request: Request) -> JSONResponse:
+    state: FakeLLMState = request.app.state.fake
+    state.reset()
+    return JSONResponse(_config_json(state.config))
+
+
+async def stats(request: Request) -> JSONResponse:
+    state: FakeLLMState = request.app.state.fake
+    return JSONResponse(state.stats())
+
+
+def _config_json(config: FakeLLMConfig) -> dict[str, Any]:
+    return {name: getattr(config, name) for name in config.__dataclass_fields__}
+
+
+def create_app(state: FakeLLMState | None = None) -> Starlette:
+    """The ASGI app; ``app.state.fake`` is the FakeLLMState it serves from."""
+    app = Starlette(
+        routes=[
+            Route("/v1/messages", anthropic_messages, methods=["POST"]),
+            Route("/v1/chat/completions", openai_chat_completions, methods=["POST"]),
+            Route("/chat/completions", openai_chat_completions, methods=["POST"]),
+            Route("/_fake/config", set_config, methods=["POST"]),
+            Route("/_fake/faults", add_faults, methods=["POST"]),
+            Route("/_fake/reset", reset, methods=["POST"]),
+            Route("/_fake/stats", stats, methods=["GET"]),
+        ]
+    )
+    app.state.fake = state or FakeLLMState()
+    return app
+
+
+__all__ = ["TokenStream", "create_app"]

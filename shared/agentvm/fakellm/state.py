@@ -1,0 +1,147 @@
+"""The fake provider's configuration, injected faults and counters, shared across threads."""
+
+from __future__ import annotations
+
+import dataclasses
+import threading
+from collections import deque
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable, Mapping
+
+_LOREM_TEXT = (
+    "Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore "
+    "et dolore magna aliqua Ut enim ad minim veniam quis nostrud exercitation ullamco laboris nisi"
+)
+_LOREM = _LOREM_TEXT.split()
+
+FAULT_KINDS = ("429", "500", "overloaded", "cut", "stream_error")
+
+
+def reply_tokens(count: int) -> list[str]:
+    """The deterministic reply, one token per word, each but the first with its leading space."""
+    return [("" if i == 0 else " ") + _LOREM[i % len(_LOREM)] for i in range(count)]
+
+
+def count_words(value: object) -> int:
+    """Rough input size of a request body part: words in every string (or text/content field)."""
+    if isinstance(value, str):
+        return len(value.split())
+    if isinstance(value, list):
+        return sum(count_words(item) for item in value)
+    if isinstance(value, dict):
+        return count_words(value.get("text")) + count_words(value.get("content"))
+    return 0
+
+
+@dataclass(frozen=True, slots=True)
+class FakeLLMConfig:
+    """How the fake model behaves. ``input_tokens=None`` reports a rough word count of the request."""
+
+    ttft_ms: float = 500
+    tokens_per_second: float = 35
+    reply_tokens: int = 200
+    input_tokens: int | None = None
+
+    def updated(self, fields: Mapping[str, Any]) -> FakeLLMConfig:
+        """A copy with ``fields`` changed; unknown names or bad values raise ValueError."""
+        known = {f.name for f in dataclasses.fields(self)}
+        unknown = sorted(set(fields) - known)
+        if unknown:
+            raise ValueError(f"unknown config fields: {', '.join(unknown)}")
+        try:
+            values = {name: _coerce(name, value) for name, value in fields.items()}
+        except (TypeError, ValueError):
+            raise ValueError(f"bad config values: {dict(fields)!r}") from None
+        new = dataclasses.replace(self, **values)
+        if new.ttft_ms < 0 or new.tokens_per_second <= 0 or new.reply_tokens < 0:
+            raise ValueError("need ttft_ms >= 0, tokens_per_second > 0, reply_tokens >= 0")
+        if new.input_tokens is not None and new.input_tokens < 0:
+            raise ValueError("input_tokens must be >= 0")
+        return new
+
+
+def _coerce(name: str, value: Any) -> Any:
+    """Config values arrive as JSON: accept "20" for 20, keep None for an automatic input count."""
+    if name == "input_tokens":
+        return None if value is None else int(value)
+    return int(value) if name == "reply_tokens" else float(value)
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One injected failure, consumed by the next model request.
+
+    ``429`` (with ``retry_after`` seconds), ``500``, ``overloaded`` (Anthropic 529, OpenAI 503),
+    ``cut`` (drop the connection after ``after_tokens`` tokens, without the terminal events) and
+    ``stream_error`` (an error event in the stream after ``after_tokens`` tokens).
+    """
+
+    kind: str
+    retry_after: float = 1.0
+    after_tokens: int = 0
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> Fault:
+        kind = str(raw.get("kind", ""))
+        if kind not in FAULT_KINDS:
+            raise ValueError(f"unknown fault kind {kind!r}; use one of {', '.join(FAULT_KINDS)}")
+        return cls(
+            kind=kind,
+            retry_after=float(raw.get("retry_after", 1.0)),
+            after_tokens=max(int(raw.get("after_tokens", 0)), 0),
+        )
+
+
+class FakeLLMState:
+    """Config, pending faults and stats. Locked: the server thread and test code both touch it."""
+
+    def __init__(self, config: FakeLLMConfig | None = None) -> None:
+        self._lock = threading.Lock()
+        self._initial = config or FakeLLMConfig()
+        self._config = self._initial
+        self._faults: deque[Fault] = deque()
+        self._counts = dict.fromkeys(("requests", "tokens_emitted", "disconnects", "completed"), 0)
+
+    @property
+    def config(self) -> FakeLLMConfig:
+        return self._config
+
+    def configure(self, fields: Mapping[str, Any]) -> FakeLLMConfig:
+        with self._lock:
+            self._config = self._config.updated(fields)
+            return self._config
+
+    def add_faults(self, faults: Iterable[Mapping[str, Any] | Fault]) -> int:
+        """Queue faults; returns how many are pending."""
+        parsed = [f if isinstance(f, Fault) else Fault.parse(f) for f in faults]
+        with self._lock:
+            self._faults.extend(parsed)
+            return len(self._faults)
+
+    def reset(self) -> None:
+        """Back to the initial config, no faults, zero counters."""
+        with self._lock:
+            self._config = self._initial
+            self._faults.clear()
+            for name in self._counts:
+                self._counts[name] = 0
+
+    def begin_request(self) -> tuple[FakeLLMConfig, Fault | None]:
+        """Count a model request and take its config and the next fault, if any."""
+        with self._lock:
+            self._counts["requests"] += 1
+            return self._config, (self._faults.popleft() if self._faults else None)
+
+    def count(self, name: str, amount: int = 1) -> None:
+        with self._lock:
+            self._counts[name] += amount
+
+    def stats(self) -> dict[str, int]:
+        with self._lock:
+            return dict(self._counts)
+
+
+__all__ = ["FAULT_KINDS", "FakeLLMConfig", "FakeLLMState", "Fault", "count_words", "reply_tokens"]

@@ -1,0 +1,218 @@
+"""The JSON shapes of the real provider APIs, as the official SDKs parse them.
+
+Anthropic Messages streams named SSE events (``message_start`` ... ``message_stop``); OpenAI
+Chat Completions streams ``data: {chat.completion.chunk}`` lines ending with ``data: [DONE]``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any, Protocol
+
+
+def sse(data: object, event: str | None = None) -> bytes:
+    """One server-sent event; compact JSON keeps it on a single ``data:`` line."""
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    head = f"event: {event}\n" if event else ""
+    return f"{head}data: {payload}\n\n".encode()
+
+
+@dataclass(frozen=True, slots=True)
+class ErrorReply:
+    status: int
+    body: dict[str, Any]
+    headers: dict[str, str] = field(default_factory=dict)
+
+
+class Wire(Protocol):
+    """One provider's wire format for one request."""
+
+    def head(self) -> list[bytes]: ...
+    def token(self, text: str) -> bytes: ...
+    def tail(self, emitted: int, truncated: bool) -> list[bytes]: ...
+    def stream_error(self) -> list[bytes]: ...
+    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]: ...
+    def error(self, kind: str, retry_after: float) -> ErrorReply: ...
+
+
+def _retry_after_header(seconds: float) -> str:
+    return str(int(seconds)) if float(seconds).is_integer() else str(seconds)
+
+
+class AnthropicWire:
+    """``POST /v1/messages``."""
+
+    def __init__(self, model: str, input_tokens: int) -> None:
+        self.model = model
+        self.input_tokens = input_tokens
+        self.message_id = f"msg_fake_{uuid.uuid4().hex[:24]}"
+
+    def head(self) -> list[bytes]:
+        message = {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [],
+            "stop_reason": None,
+            "stop_sequence": None,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": 0},
+        }
+        return [
+            sse({"type": "message_start", "message": message}, "message_start"),
+            sse(
+                {"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}},
+                "content_block_start",
+            ),
+            sse({"type": "ping"}, "ping"),
+        ]
+
+    def token(self, text: str) -> bytes:
+        delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+        return sse(delta, "content_block_delta")
+
+    def tail(self, emitted: int, truncated: bool) -> list[bytes]:
+        return [
+            sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+            sse(
+                {
+                    "type": "message_delta",
+                    "delta": {"stop_reason": _stop_reason(truncated), "stop_sequence": None},
+                    "usage": {"output_tokens": emitted},
+                },
+                "message_delta",
+            ),
+            sse({"type": "message_stop"}, "message_stop"),
+        ]
+
+    def stream_error(self) -> list[bytes]:
+        return [sse(_anthropic_error("overloaded_error", "Overloaded"), "error")]
+
+    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]:
+        return {
+            "id": self.message_id,
+            "type": "message",
+            "role": "assistant",
+            "model": self.model,
+            "content": [{"type": "text", "text": text}],
+            "stop_reason": _stop_reason(truncated),
+            "stop_sequence": None,
+            "usage": {"input_tokens": self.input_tokens, "output_tokens": emitted},
+        }
+
+    def error(self, kind: str, retry_after: float) -> ErrorReply:
+        headers = {"request-id": f"req_fake_{uuid.uuid4().hex[:24]}"}
+        if kind == "429":
+            headers["retry-after"] = _retry_after_header(retry_after)
+            body = _anthropic_error("rate_limit_error", "Number of requests has exceeded your rate limit.")
+            return ErrorReply(429, body, headers)
+        if kind == "overloaded":
+            return ErrorReply(529, _anthropic_error("overloaded_error", "Overloaded"), headers)
+        return ErrorReply(500, _anthropic_error("api_error", "Internal server error"), headers)
+
+
+def _anthropic_error(error_type: str, message: str) -> dict[str, Any]:
+    return {"type": "error", "error": {"type": error_type, "message": message}}
+
+
+def _stop_reason(truncated: bool) -> str:
+    return "max_tokens" if truncated else "end_turn"
+
+
+class OpenAIWire:
+    """``POST /v1/chat/completions``."""
+
+    def __init__(self, model: str, input_tokens: int, include_usage: bool) -> None:
+        self.model = model
+        self.input_tokens = input_tokens
+        self.include_usage = include_usage
+        self.completion_id = f"chatcmpl-fake{uuid.uuid4().hex[:24]}"
+        self.created = int(time.time())
+
+    def _chunk(self, choices: list[dict[str, Any]], usage: dict[str, Any] | None = None) -> bytes:
+        chunk: dict[str, Any] = {
+            "id": self.completion_id,
+            "object": "chat.completion.chunk",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_fake",
+            "choices": choices,
+        }
+        if self.include_usage:
+            chunk["usage"] = usage  # null on every chunk but the last, as the real API does
+        return sse(chunk)
+
+    def head(self) -> list[bytes]:
+        return [self._chunk([_choice({"role": "assistant", "content": "", "refusal": None})])]
+
+    def token(self, text: str) -> bytes:
+        return self._chunk([_choice({"content": text})])
+
+    def tail(self, emitted: int, truncated: bool) -> list[bytes]:
+        frames = [self._chunk([_choice({}, _finish_reason(truncated))])]
+        if self.include_usage:
+            frames.append(self._chunk([], self._usage(emitted)))
+        frames.append(sse("[DONE]"))
+        return frames
+
+    def stream_error(self) -> list[bytes]:
+        return [sse(_openai_error("The server had an error while processing your request.", "server_error"))]
+
+    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]:
+        return {
+            "id": self.completion_id,
+            "object": "chat.completion",
+            "created": self.created,
+            "model": self.model,
+            "system_fingerprint": "fp_fake",
+            "choices": [
+                {
+                    "index": 0,
+                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "logprobs": None,
+                    "finish_reason": _finish_reason(truncated),
+                }
+            ],
+            "usage": self._usage(emitted),
+        }
+
+    def error(self, kind: str, retry_after: float) -> ErrorReply:
+        headers = {"x-request-id": f"req_fake{uuid.uuid4().hex[:24]}"}
+        if kind == "429":
+            headers["retry-after"] = _retry_after_header(retry_after)
+            body = _openai_error("Rate limit reached for requests.", "requests", "rate_limit_exceeded")
+            return ErrorReply(429, body, headers)
+        if kind == "overloaded":
+            body = _openai_error(
+                "The engine is currently overloaded, please try again later.", "server_error"
+            )
+            return ErrorReply(503, body, headers)
+        body = _openai_error("The server had an error while processing your request.", "server_error")
+        return ErrorReply(500, body, headers)
+
+    def _usage(self, emitted: int) -> dict[str, Any]:
+        return {
+            "prompt_tokens": self.input_tokens,
+            "completion_tokens": emitted,
+            "total_tokens": self.input_tokens + emitted,
+            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
+        }
+
+
+def _choice(delta: dict[str, Any], finish_reason: str | None = None) -> dict[str, Any]:
+    return {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+
+
+def _finish_reason(truncated: bool) -> str:
+    return "length" if truncated else "stop"
+
+
+def _openai_error(message: str, error_type: str, code: str | None = None) -> dict[str, Any]:
+    return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
+
+
+__all__ = ["AnthropicWire", "ErrorReply", "OpenAIWire", "Wire", "sse"]
