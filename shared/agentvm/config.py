@@ -58,6 +58,13 @@ class Settings(BaseSettings):
     # protocol limits
     max_frame_bytes: int = 256 * 1024
 
+    # AWS host (set by template.yaml; unused locally)
+    table_name: str | None = None  # the one DynamoDB table
+    queue_url: str | None = None  # the SQS FIFO turn queue
+    ws_endpoint: str | None = None  # https://{api}.execute-api.{region}.amazonaws.com/{stage}
+    provider_keys_parameter: str | None = None  # SSM SecureString (JSON) holding provider keys
+    cancel_poll_ms: int = 500  # how often an AWS worker looks for an interrupt mark
+
     def resolved_default_model(self) -> str:
         if self.default_model:
             return self.default_model
