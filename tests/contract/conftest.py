@@ -1,0 +1,57 @@
+"""Store implementations the contract suite runs against.
+
+Each entry of ``STORE_FACTORIES`` is a ``pytest.param(factory, id=...)`` where ``factory`` takes the
+test's ``tmp_path`` and returns an async context manager yielding a fresh, empty store (and cleaning
+it up on exit). To add an implementation, append a param; marks go on the param, e.g.
+``pytest.param(dynamo_store, id="dynamo", marks=pytest.mark.aws)``.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+import pytest
+
+from agentvm.adapters.sqlite_store import SqliteStore
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from contextlib import AbstractAsyncContextManager
+    from pathlib import Path
+
+    from agentvm.ports import Store
+
+    StoreFactory = Callable[[Path], AbstractAsyncContextManager[Store]]
+
+
+@asynccontextmanager
+async def sqlite_memory_store(tmp_path: Path) -> AsyncIterator[Store]:
+    store = SqliteStore(":memory:")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+@asynccontextmanager
+async def sqlite_file_store(tmp_path: Path) -> AsyncIterator[Store]:
+    # A nested path also checks that parent directories are created.
+    store = SqliteStore(tmp_path / "data" / "x.db")
+    try:
+        yield store
+    finally:
+        store.close()
+
+
+STORE_FACTORIES = [
+    pytest.param(sqlite_memory_store, id="sqlite-memory"),
+    pytest.param(sqlite_file_store, id="sqlite-file"),
+]
+
+
+@pytest.fixture(params=STORE_FACTORIES)
+async def store(request: pytest.FixtureRequest, tmp_path: Path) -> AsyncIterator[Store]:
+    factory: StoreFactory = request.param
+    async with factory(tmp_path) as instance:
+        yield instance
