@@ -48,6 +48,10 @@ class Settings(BaseSettings):
     bedrock_region: str | None = None  # enables provider "bedrock" (credentials from the AWS chain)
     openai_compatible: dict[str, CompatProvider] = Field(default_factory=dict)  # JSON in env
     provider_timeout_s: float = 60.0
+    # retries on 429 / 5xx / overloaded / timeouts, before any output reached the client
+    provider_max_attempts: int = 4
+    provider_retry_base_ms: int = 500  # exponential backoff with full jitter from here
+    provider_retry_max_total_s: float = 30.0  # never wait longer than this in total
     max_output_tokens: int = 1024
 
     # turns

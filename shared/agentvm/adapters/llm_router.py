@@ -51,6 +51,15 @@ class SettingsModelResolver:
         names += [name for name in s.openai_compatible if name not in BUILTIN_PROVIDERS]
         return names
 
+    def _retrying(self, client: ModelClient) -> ModelClient:
+        s = self._settings
+        return RetryingModelClient(
+            client,
+            max_attempts=s.provider_max_attempts,
+            base_delay_s=s.provider_retry_base_ms / 1000,
+            max_total_s=s.provider_retry_max_total_s,
+        )
+
     def _create(self, provider: str) -> ModelClient:
         s = self._settings
         if provider == "echo":
@@ -63,26 +72,26 @@ class SettingsModelResolver:
             from agentvm.adapters.llm_anthropic import AnthropicModelClient
 
             key = s.anthropic_api_key.get_secret_value()
-            return RetryingModelClient(AnthropicModelClient(key, s.anthropic_base_url, s.provider_timeout_s))
+            return self._retrying(AnthropicModelClient(key, s.anthropic_base_url, s.provider_timeout_s))
         if provider == "openai":
             if s.openai_api_key is None:
                 raise _not_configured(provider, "set OPENAI_API_KEY")
             from agentvm.adapters.llm_openai import OpenAIModelClient
 
             key = s.openai_api_key.get_secret_value()
-            return RetryingModelClient(OpenAIModelClient(key, s.openai_base_url, s.provider_timeout_s))
+            return self._retrying(OpenAIModelClient(key, s.openai_base_url, s.provider_timeout_s))
         if provider == "bedrock":
             if not s.bedrock_region:
                 raise _not_configured(provider, "set AVM_BEDROCK_REGION")
             from agentvm.adapters.llm_bedrock import BedrockModelClient
 
-            return RetryingModelClient(BedrockModelClient(s.bedrock_region, timeout_s=s.provider_timeout_s))
+            return self._retrying(BedrockModelClient(s.bedrock_region, timeout_s=s.provider_timeout_s))
         compat = s.openai_compatible.get(provider)
         if compat is not None:
             from agentvm.adapters.llm_openai import OpenAIModelClient
 
             key = compat.api_key.get_secret_value() if compat.api_key else _NO_KEY
-            return RetryingModelClient(
+            return self._retrying(
                 OpenAIModelClient(key, compat.base_url, s.provider_timeout_s, provider_name=provider)
             )
         known = ", ".join(self.configured_providers())
