@@ -7,7 +7,8 @@
     ├── Unauthorized                unauthorized      no or invalid credentials
     ├── Forbidden                   forbidden         valid credentials, scope does not allow it
     ├── NotFound                    not_found         unknown id, or an id of another tenant
-    ├── Conflict                    conflict          e.g. a session busy under the `reject` policy
+    ├── Conflict                    conflict          the request conflicts with the current state
+    │   └── SessionBusy             session_busy      a turn is running and the policy is `reject`
     ├── QuotaExceeded               quota_exceeded    a budget or rate limit was reached
     ├── ProviderError               provider_error    the LLM provider failed
     │   ├── ProviderRateLimited     rate_limited      429; carries retry_after (retryable)
@@ -74,6 +75,12 @@ class Conflict(AgentVMError):
     code = "conflict"
 
 
+class SessionBusy(Conflict):
+    """A turn is already running in this session."""
+
+    code = "session_busy"
+
+
 class QuotaExceeded(AgentVMError):
     """A budget or rate limit was reached."""
 
@@ -134,6 +141,7 @@ __all__ = [
     "ProviderRejected",
     "ProviderUnavailable",
     "QuotaExceeded",
+    "SessionBusy",
     "Unauthorized",
     "UnknownRequest",
 ]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agentvm.core.fanout import Fanout
 from agentvm.core.history import pending_user_ids
 from agentvm.core.turns import TERMINAL, turn_id_for
-from agentvm.errors import BadRequest, NotFound
+from agentvm.errors import BadRequest, NotFound, SessionBusy
 from agentvm.events import EventContext, agent_event, dumps, event
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
@@ -147,6 +147,37 @@ async def _stop_agent(ctx: CommandContext, image: ImageRecord) -> bool:
     return True
 
 
+async def _active_turn(ctx: CommandContext, image: ImageRecord) -> str | None:
+    """The oldest turn of the session that is queued or running, if any.
+
+    Unanswered user messages in the recent window are the candidates; their turn records say
+    which are still live (an interrupted turn with no text leaves its message unanswered).
+    """
+    window = await ctx.rt.store.recent_messages(image.sessionId, ctx.rt.turns.history_window)
+    for user_id in pending_user_ids(window):
+        turn = await ctx.rt.store.get_turn(turn_id_for(user_id))
+        if turn is not None and turn.status not in TERMINAL:
+            return turn.turnId
+    return None
+
+
+async def _interrupt_running(ctx: CommandContext, image: ImageRecord) -> bool:
+    """Mark the active turn cancelled (store + in-process signal) and tell the subscribers."""
+    turn_id = await _active_turn(ctx, image)
+    if turn_id is None:
+        return False
+    await ctx.rt.store.request_cancel(image.sessionId, turn_id)
+    ctx.rt.signals.fire(turn_id)
+    interrupted = agent_event(
+        "interrupted",
+        {"agentId": image.agentId, "containerId": image.containerId},
+        now_ms=ctx.now(),
+        context=_context(image),
+    )
+    await ctx.fanout.publish(image.sessionId, [dumps(interrupted)])
+    return True
+
+
 def _context(image: ImageRecord, agent_id: str | None = None) -> EventContext:
     return EventContext(
         containerId=image.containerId,
@@ -223,6 +254,13 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
     # "stuck in Queued" bug, protocol §1.5).
     await _subscribe(ctx, image.sessionId)
 
+    # What to do if a turn is already running: the request's option beats the image's policy.
+    policy = (req.options.concurrency if req.options else None) or image.concurrency
+    if policy == "reject" and await _active_turn(ctx, image) is not None:
+        raise SessionBusy("a turn is already running in this session; retry when it ends")
+    if policy == "interrupt":
+        await _interrupt_running(ctx, image)  # the new turn runs right after it stops (FIFO)
+
     user = UserMessage(id=ctx.rt.ids.new("msg"), timestamp=ctx.now(), content=req.content)
     # Keyed by requestId: a retried request never appends twice nor runs a second turn.
     appended = await ctx.rt.store.append_message(
@@ -271,22 +309,7 @@ async def agent_interrupt(ctx: CommandContext, req: AgentInterrupt) -> Json:
     assert image is not None
     if not image.agentId:  # offline: nothing runs
         return {"imageId": image.imageId}
-    window = await ctx.rt.store.recent_messages(image.sessionId, ctx.rt.turns.history_window)
-    for user_id in pending_user_ids(window):
-        turn_id = turn_id_for(user_id)
-        turn = await ctx.rt.store.get_turn(turn_id)
-        if turn is None or turn.status in TERMINAL:
-            continue
-        await ctx.rt.store.request_cancel(image.sessionId, turn_id)
-        ctx.rt.signals.fire(turn_id)
-        interrupted = agent_event(
-            "interrupted",
-            {"agentId": image.agentId, "containerId": image.containerId},
-            now_ms=ctx.now(),
-            context=_context(image),
-        )
-        await ctx.fanout.publish(image.sessionId, [dumps(interrupted)])
-        break
+    await _interrupt_running(ctx, image)
     return {"imageId": image.imageId, "agentId": image.agentId}
 
 
