@@ -1,0 +1,110 @@
+"""Fuzzing the gateway: no frame crashes it, and every request is answered exactly once."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from agentvm.core.gateway import handle_frame
+from agentvm.protocol import REQUEST_MODELS
+
+FIELDS = ["containerId", "imageId", "agentId", "content", "config", "updates", "options", "sessionId"]
+
+json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
+    max_leaves=12,
+)
+field_values = st.one_of(
+    json_values,
+    st.sampled_from(["user-alice", "img_x", "agent_x", "", " ", "x" * 300]),
+    st.fixed_dictionaries(
+        {}, optional={"name": json_values, "systemPrompt": json_values, "model": json_values}
+    ),
+    st.lists(st.fixed_dictionaries({"type": st.sampled_from(["text", "image", "file", "nope"])}), max_size=3),
+)
+request_types = st.sampled_from(sorted(REQUEST_MODELS)) | st.text(max_size=15).map(lambda t: t + "_request")
+request_frames = st.builds(
+    lambda type_, rid, data: {"type": type_, "data": {**data, "requestId": rid}, "source": "command"},
+    request_types,
+    st.text(min_size=1, max_size=12),
+    st.dictionaries(st.sampled_from(FIELDS), field_values, max_size=4),
+)
+other_frames = st.one_of(
+    json_values,
+    st.fixed_dictionaries(
+        {"type": st.sampled_from(["subscribe", "auth", "x_response"])},
+        optional={"sessionId": json_values, "headers": json_values, "afterSeq": json_values},
+    ),
+    st.fixed_dictionaries({"__ack": json_values}),
+)
+raw_frames = st.one_of(
+    request_frames.map(json.dumps),
+    other_frames.map(json.dumps),
+    st.text(max_size=40),
+    st.binary(max_size=40),
+)
+
+SLOW_EXAMPLES = int(os.environ.get("AVM_FUZZ_EXAMPLES", "10000"))
+
+
+@pytest.fixture(scope="module")
+def gateway(tmp_path_factory):
+    from conftest import Harness
+
+    loop = asyncio.new_event_loop()
+    harness = Harness(tmp_path_factory.mktemp("fuzz"))
+    conn = loop.run_until_complete(harness.client()).connection_id
+    yield loop, harness, conn
+    harness.queue.close()
+    harness.store.close()
+    loop.close()
+
+
+def _check(gateway, raw):
+    loop, harness, conn = gateway
+    replies = [json.loads(p) for p in loop.run_until_complete(handle_frame(harness.rt, conn, raw))]
+    doc = None
+    if isinstance(raw, str):
+        try:
+            doc = json.loads(raw)
+        except ValueError:
+            doc = None
+    responses = [r for r in replies if r["category"] == "response"]
+    is_request = (
+        isinstance(doc, dict)
+        and isinstance(doc.get("type"), str)
+        and doc["type"].endswith("_request")
+        and isinstance(doc.get("data"), dict)
+        and isinstance(doc["data"].get("requestId"), str)
+    )
+    if is_request:
+        assert len(responses) == 1, (raw, replies)
+        assert responses[0]["data"]["requestId"] == doc["data"]["requestId"]
+        assert responses[0]["type"] == doc["type"].removesuffix("_request") + "_response"
+        if responses[0]["data"].get("error"):
+            assert replies[-2]["type"] == "system_error"
+    else:
+        assert responses == [], (raw, replies)
+        assert all(r["type"] == "system_error" for r in replies)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(raw=raw_frames)
+def test_gateway_answers_every_fuzzed_frame(gateway, raw):
+    _check(gateway, raw)
+
+
+@pytest.mark.slow
+@settings(
+    max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
+)
+@given(raw=raw_frames)
+def test_gateway_answers_ten_thousand_fuzzed_frames(gateway, raw):
+    _check(gateway, raw)
