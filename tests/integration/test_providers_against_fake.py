@@ -275,5 +275,7 @@ def test_fake_cli_flags_and_defaults():
         "ttft_ms": 500,
         "tokens_per_second": 35,
         "reply_tokens": 200,
+        "input_tokens": None,
+        "stamp_tokens": False,
     }
     assert (custom.port, custom.ttft_ms, custom.tokens_per_second, custom.reply_tokens) == (9000, 20, 2000, 7)

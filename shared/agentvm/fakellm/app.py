@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -38,6 +39,7 @@ class _Reply:
         self.truncated = limit < config.reply_tokens
         self.ttft_s = config.ttft_ms / 1000
         self.interval_s = 1 / config.tokens_per_second
+        self.stamp = config.stamp_tokens
         explicit = config.input_tokens
         self.input_tokens = explicit if explicit is not None else _request_words(body)
 
@@ -82,6 +84,8 @@ class TokenStream:
                 state.count("disconnects")
                 logger.info("client went away after %d tokens; stopped", index)
                 return
+            if reply.stamp:  # the emit time rides in the text, so a client can measure added latency
+                token = f"{'' if index == 0 else ' '}@{time.time():.6f}"
             await _send_body(send, wire.token(token))
             state.count("tokens_emitted")
         if fault is not None and fault.kind == "cut":

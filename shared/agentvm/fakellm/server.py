@@ -151,6 +151,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--reply-tokens", type=int, default=defaults.reply_tokens, help="tokens (words) per reply"
     )
+    parser.add_argument(
+        "--input-tokens", type=int, default=None, help="input tokens to report (default: count request words)"
+    )
+    parser.add_argument(
+        "--stamp-tokens", action="store_true", help="send each token as its emit time (latency benchmarks)"
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -165,6 +171,8 @@ def run(args: argparse.Namespace) -> int:
                 "ttft_ms": args.ttft_ms,
                 "tokens_per_second": args.tokens_per_second,
                 "reply_tokens": args.reply_tokens,
+                "input_tokens": args.input_tokens,
+                "stamp_tokens": args.stamp_tokens,
             }
         )
     except ValueError as exc:

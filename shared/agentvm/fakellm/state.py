@@ -44,6 +44,7 @@ class FakeLLMConfig:
     tokens_per_second: float = 35
     reply_tokens: int = 200
     input_tokens: int | None = None
+    stamp_tokens: bool = False  # each token is " @<emit time, epoch seconds>" (latency benchmarks)
 
     def updated(self, fields: Mapping[str, Any]) -> FakeLLMConfig:
         """A copy with ``fields`` changed; unknown names or bad values raise ValueError."""
@@ -67,6 +68,8 @@ def _coerce(name: str, value: Any) -> Any:
     """Config values arrive as JSON: accept "20" for 20, keep None for an automatic input count."""
     if name == "input_tokens":
         return None if value is None else int(value)
+    if name == "stamp_tokens":
+        return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
     return int(value) if name == "reply_tokens" else float(value)
 
 
