@@ -1,0 +1,1 @@
+"""Benchmarks: they print figures and write results; they are not pass/fail tests."""

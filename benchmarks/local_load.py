@@ -1,0 +1,169 @@
+"""Local latency and concurrency: ``avm serve`` + the fake provider streaming the standard turn.
+
+N WebSocket clients each create an image and run one standard turn at the same time. The fake
+provider stamps every token with its emit time, so the client measures, per token, how long the
+runtime took to deliver it. Definitions (all in milliseconds):
+
+- first-delta added latency: receipt of the first ``text_delta`` minus the provider's emit time
+  of the first token. This is the runtime's own overhead on time-to-first-token.
+- token delivery lag: receipt minus emit, for every token. Includes the coalescing window by
+  design (a token may wait up to ``AVM_FLUSH_MS`` to be merged with the next ones).
+- inter-delta lag: for every merged frame after the first, receipt minus the moment it was due
+  (emit of its first token + the flush window), floored at 0: the delay the runtime adds beyond
+  its coalescing design.
+
+Run: ``./dev python -m benchmarks.local_load [--clients 10 100 1000]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from agentvm.client import AgentVMClient
+from benchmarks.procs import avm_serve, fake_llm, raise_fd_limit
+
+FLUSH_MS = 250
+STANDARD_TURN = [
+    "--ttft-ms",
+    "500",
+    "--tokens-per-second",
+    "35",
+    "--reply-tokens",
+    "200",
+    "--input-tokens",
+    "500",
+]
+
+
+@dataclass
+class TurnSample:
+    first_delta_ms: float | None = None
+    token_lags_ms: list[float] = field(default_factory=list)
+    frame_lags_ms: list[float] = field(default_factory=list)
+    tokens: int = 0
+    ok: bool = False
+
+
+def _stamps(text: str) -> list[float]:
+    return [float(w[1:]) for w in text.split() if w.startswith("@")]
+
+
+async def _one_client(url: str, idx: int, ready: asyncio.Barrier, sample: TurnSample) -> None:
+    async with AgentVMClient.connect(url) as client:
+        img = (
+            await client.request(
+                "image_create", containerId=f"user-{idx}", config={"name": "bench"}, check=True
+            )
+        )["record"]
+        await ready.wait()
+        await client.request(
+            "message_send", imageId=img["imageId"], content="standard turn " * 100, check=True
+        )
+        first = True
+        async for frame in client.turn_events(timeout=120):
+            if frame["type"] == "text_delta":
+                now = time.time()
+                stamps = _stamps(frame["data"]["text"])
+                if not stamps:
+                    continue
+                sample.tokens += len(stamps)
+                sample.token_lags_ms.extend((now - s) * 1000 for s in stamps)
+                if first:
+                    sample.first_delta_ms = (now - stamps[0]) * 1000
+                    first = False
+                else:
+                    due = stamps[0] + FLUSH_MS / 1000
+                    sample.frame_lags_ms.append(max(0.0, (now - due) * 1000))
+            elif frame["type"] == "conversation_end":
+                sample.ok = True
+
+
+def _pct(values: list[float], p: float) -> float:
+    if not values:
+        return float("nan")
+    values = sorted(values)
+    return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
+
+
+async def _phase(url: str, n: int, server, sampler_period: float = 0.1) -> dict[str, object]:
+    samples = [TurnSample() for _ in range(n)]
+    ready = asyncio.Barrier(n + 1)
+    rss_base = server.rss_bytes()
+    tasks = [asyncio.create_task(_one_client(url, i, ready, samples[i])) for i in range(n)]
+    await ready.wait()  # every client is connected with its image: the idle state
+    await asyncio.sleep(0.5)
+    rss_idle = server.rss_bytes()
+    cpu0, t0 = server.cpu_seconds(), time.monotonic()
+    peak = rss_idle
+    pending = set(tasks)
+    while pending:
+        done, pending = await asyncio.wait(pending, timeout=sampler_period)
+        peak = max(peak, server.rss_bytes())
+    for t in tasks:
+        t.result()
+    wall, cpu = time.monotonic() - t0, server.cpu_seconds() - cpu0
+    ok = [s for s in samples if s.ok]
+    firsts = [s.first_delta_ms for s in ok if s.first_delta_ms is not None]
+    token_lags = [x for s in ok for x in s.token_lags_ms]
+    frame_lags = [x for s in ok for x in s.frame_lags_ms]
+    return {
+        "clients": n,
+        "turns_ok": len(ok),
+        "tokens_per_turn": statistics.median(s.tokens for s in ok) if ok else 0,
+        "first_delta_added_ms_p50": round(_pct(firsts, 50), 2),
+        "first_delta_added_ms_p99": round(_pct(firsts, 99), 2),
+        "token_lag_ms_p50": round(_pct(token_lags, 50), 1),
+        "token_lag_ms_p99": round(_pct(token_lags, 99), 1),
+        "inter_delta_lag_ms_p50": round(_pct(frame_lags, 50), 2),
+        "inter_delta_lag_ms_p99": round(_pct(frame_lags, 99), 2),
+        "turns_per_s": round(len(ok) / wall, 1),
+        "wall_s": round(wall, 2),
+        "server_cpu_ms_per_turn": round(cpu / max(len(ok), 1) * 1000, 2),
+        "rss_per_idle_connection_kb": round((rss_idle - rss_base) / n / 1024, 1),
+        "rss_per_active_turn_kb": round((peak - rss_idle) / n / 1024, 1),
+    }
+
+
+async def run(clients: list[int]) -> list[dict[str, object]]:
+    raise_fd_limit()
+    results = []
+    with fake_llm(*STANDARD_TURN, "--stamp-tokens") as fake:
+        for n in clients:
+            with (
+                tempfile.TemporaryDirectory() as data_dir,
+                avm_serve(
+                    Path(data_dir),
+                    {
+                        "ANTHROPIC_API_KEY": "bench",
+                        "ANTHROPIC_BASE_URL": fake.url,
+                        "AVM_FLUSH_MS": str(FLUSH_MS),
+                    },
+                ) as server,
+            ):
+                result = await _phase(server.url, n, server)
+                print(json.dumps(result))
+                results.append(result)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000])
+    parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    args = parser.parse_args()
+    results = asyncio.run(run(args.clients))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,95 @@
+"""Starting AgentVM and the fake provider as real processes, and reading their CPU and memory."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import resource
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import httpx
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+
+CLK_TCK = os.sysconf("SC_CLK_TCK")
+PAGE = os.sysconf("SC_PAGE_SIZE")
+
+
+def raise_fd_limit() -> None:
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@dataclass
+class Proc:
+    popen: subprocess.Popen[bytes]
+    url: str
+
+    def cpu_seconds(self) -> float:
+        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+
+    def rss_bytes(self) -> int:
+        return int(Path(f"/proc/{self.popen.pid}/statm").read_text().split()[1]) * PAGE
+
+
+def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"process exited: {proc.args}")
+        with contextlib.suppress(httpx.TransportError):
+            httpx.get(url, timeout=0.5)
+            return
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not come up")
+
+
+@contextlib.contextmanager
+def fake_llm(*args: str) -> Iterator[Proc]:
+    port = free_port()
+    cmd = [sys.executable, "-m", "agentvm.cli", "fake-llm", "--port", str(port), *args]
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/_fake/stats", proc)
+        yield Proc(proc, f"http://127.0.0.1:{port}")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@contextlib.contextmanager
+def avm_serve(data_dir: Path, env: dict[str, str]) -> Iterator[Proc]:
+    port = free_port()
+    full_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    full_env.update({"AVM_OPEN": "true", "AVM_LOG_LEVEL": "WARNING", **env})
+    cmd = [sys.executable, "-m", "agentvm.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
+    if "--open" in _serve_help():
+        cmd.append("--open")
+    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        _wait_http(f"http://127.0.0.1:{port}/health", proc)
+        yield Proc(proc, f"ws://127.0.0.1:{port}/ws")
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+def _serve_help() -> str:
+    out = subprocess.run(
+        [sys.executable, "-m", "agentvm.cli", "serve", "--help"], capture_output=True, text=True, check=False
+    )
+    return out.stdout
