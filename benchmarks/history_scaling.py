@@ -1,0 +1,141 @@
+"""History scaling: the runtime overhead of one turn in a 10-message vs a 10,000-message session.
+
+The model is the scripted one with no delay, so the time measured is the runtime's own: reading
+the window, building the request, streaming through the sink, persisting. Store reads are
+counted too (``SqliteStore.queries``): they must not grow with history.
+
+Run: ``./dev python -m benchmarks.history_scaling``
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import statistics
+import tempfile
+import time
+from pathlib import Path
+
+from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local_push import LocalPush
+from agentvm.adapters.local_queue import SqliteTurnQueue
+from agentvm.adapters.memory_connections import InMemoryConnections
+from agentvm.adapters.sqlite_store import SqliteStore
+from agentvm.core.runtime import Runtime, TurnSettings
+from agentvm.core.turns import process_turn
+from agentvm.messages import AssistantMessage, TextPart, UserMessage
+from agentvm.records import ImageRecord, SessionRecord, TurnJob
+
+REPLY = " ".join(["word"] * 200)
+
+
+async def _session(rt: Runtime, store: SqliteStore, n_messages: int, idx: int) -> ImageRecord:
+    now = rt.clock.now_ms()
+    image = ImageRecord(
+        tenantId="t",
+        imageId=f"img_{idx}",
+        containerId="c",
+        sessionId=f"sess_{idx}",
+        name="b",
+        createdAt=now,
+        updatedAt=now,
+    )
+    await store.create_image(
+        image,
+        SessionRecord(
+            tenantId="t",
+            sessionId=image.sessionId,
+            imageId=image.imageId,
+            containerId="c",
+            createdAt=now,
+            updatedAt=now,
+        ),
+    )
+    body = "x" * 1000  # ~1 KB messages, as in the standard turn
+    for i in range(n_messages // 2):
+        user = UserMessage(id=f"msg_u{i}", timestamp=now, content=body)
+        await store.append_message(image.sessionId, user)
+        reply = AssistantMessage(
+            id=f"msg_a{i}", timestamp=now, content=[TextPart(text=body)], parentId=user.id
+        )
+        await store.append_message(image.sessionId, reply)
+    return image
+
+
+async def _turn(rt: Runtime, store: SqliteStore, image: ImageRecord, k: int) -> tuple[float, int]:
+    user = UserMessage(id=f"msg_bench{k}", timestamp=rt.clock.now_ms(), content="hello " * 100)
+    await store.append_message(image.sessionId, user)
+    job = TurnJob(
+        turnId=f"turn_bench{k}_{image.imageId}",
+        tenantId="t",
+        containerId="c",
+        imageId=image.imageId,
+        sessionId=image.sessionId,
+        agentId="agent_b",
+        userMessageId=user.id,
+        requestId=f"r{k}",
+        enqueuedAt=0,
+    )
+    reads0 = store.queries
+    t0 = time.perf_counter()
+    await process_turn(rt, job)
+    return (time.perf_counter() - t0) * 1000, store.queries - reads0
+
+
+async def run(sizes: list[int], turns: int) -> list[dict[str, object]]:
+    results = []
+    with tempfile.TemporaryDirectory() as tmp:
+        store = SqliteStore(Path(tmp) / "bench.db")
+        model = ScriptedModelClient()
+        rt = Runtime(
+            store=store,
+            queue=SqliteTurnQueue(Path(tmp) / "q.db"),
+            connections=InMemoryConnections(),
+            push=LocalPush(),
+            models=SingleModelResolver(model),
+            turns=TurnSettings(flush_s=0.25),
+        )
+        images = {n: await _session(rt, store, n, n) for n in sizes}
+        for image in images.values():  # warm up once per session
+            model.add(REPLY)
+            await _turn(rt, store, image, -1)
+        samples: dict[int, list[tuple[float, int]]] = {n: [] for n in sizes}
+        for k in range(turns):  # interleave sizes so machine noise hits both alike
+            for n, image in images.items():
+                model.add(REPLY)
+                samples[n].append(await _turn(rt, store, image, k))
+        for n in sizes:
+            ms = [s[0] for s in samples[n]]
+            results.append(
+                {
+                    "history_messages": n,
+                    "turn_overhead_ms_median": round(statistics.median(ms), 2),
+                    "store_reads_per_turn": max(s[1] for s in samples[n]),
+                    "turns": turns,
+                }
+            )
+        store.close()
+    base = results[0]["turn_overhead_ms_median"]
+    for r in results:
+        r["ratio_vs_smallest"] = round(float(r["turn_overhead_ms_median"]) / float(base), 2)
+    return results
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--sizes", type=int, nargs="+", default=[10, 10_000])
+    parser.add_argument("--turns", type=int, default=31)
+    parser.add_argument("--out", type=Path)
+    args = parser.parse_args()
+    results = asyncio.run(run(args.sizes, args.turns))
+    for r in results:
+        print(json.dumps(r))
+    if args.out:
+        args.out.write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
