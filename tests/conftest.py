@@ -1,23 +1,13 @@
-"""Shared fixtures: a wired local runtime on real SQLite, and an in-process protocol client."""
+"""Shared fixtures: dummy AWS credentials, no provider keys, and the in-process harness."""
 
 from __future__ import annotations
 
-import itertools
-import json
 import os
 from typing import Any
 
 import pytest
 
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local_push import LocalPush
-from agentvm.adapters.local_queue import SqliteTurnQueue
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.adapters.sqlite_store import SqliteStore
-from agentvm.core.gateway import handle_frame
-from agentvm.core.runtime import Runtime, TurnSettings
-from agentvm.core.turns import process_turn
-from agentvm.ports import ConnectionInfo
+from tests.harness import Harness
 
 # Tests never reach a real provider or AWS: dummy credentials, no provider keys.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -25,78 +15,6 @@ os.environ.setdefault("AWS_ACCESS_KEY_ID", "testing")
 os.environ.setdefault("AWS_SECRET_ACCESS_KEY", "testing")
 for _key in ("ANTHROPIC_API_KEY", "OPENAI_API_KEY", "AVM_DEFAULT_MODEL"):
     os.environ.pop(_key, None)
-
-_request_ids = itertools.count(1)
-
-
-class ProtocolClient:
-    """Speaks AgentX frames to the gateway in-process and keeps every frame it receives."""
-
-    def __init__(self, rt: Runtime, push: LocalPush, connection_id: str) -> None:
-        self.rt = rt
-        self.connection_id = connection_id
-        self.frames: list[dict[str, Any]] = []
-        push.attach(connection_id, self._receive)
-
-    async def _receive(self, payload: str) -> None:
-        self.frames.append(json.loads(payload))
-
-    async def send_raw(self, raw: str | bytes) -> list[dict[str, Any]]:
-        out = [json.loads(p) for p in await handle_frame(self.rt, self.connection_id, raw)]
-        self.frames.extend(out)
-        return out
-
-    async def request(self, type_: str, **data: Any) -> dict[str, Any]:
-        """Send ``<type_>_request``; returns the response frame's ``data``."""
-        request_id = f"req_{next(_request_ids)}"
-        frame = {
-            "type": f"{type_}_request",
-            "timestamp": 0,
-            "data": {**data, "requestId": request_id},
-            "source": "command",
-            "category": "request",
-            "intent": "request",
-        }
-        replies = await self.send_raw(json.dumps(frame))
-        responses = [f for f in replies if f.get("category") == "response"]
-        assert len(responses) == 1, replies
-        assert responses[0]["data"]["requestId"] == request_id
-        assert responses[0]["type"] == f"{type_}_response"
-        return responses[0]["data"]
-
-    async def subscribe(self, session_id: str) -> list[dict[str, Any]]:
-        return await self.send_raw(json.dumps({"type": "subscribe", "sessionId": session_id}))
-
-    def session_events(self) -> list[dict[str, Any]]:
-        return [f for f in self.frames if f.get("source") == "agent"]
-
-    def types(self) -> list[str]:
-        return [f["type"] for f in self.frames]
-
-
-class Harness:
-    def __init__(self, tmp_path: Any) -> None:
-        self.model = ScriptedModelClient()
-        self.store = SqliteStore(":memory:")
-        self.queue = SqliteTurnQueue(tmp_path / "queue.db", retry_delay_s=0.01)
-        self.push = LocalPush()
-        self.rt = Runtime(
-            store=self.store,
-            queue=self.queue,
-            connections=InMemoryConnections(),
-            push=self.push,
-            models=SingleModelResolver(self.model),
-            turns=TurnSettings(flush_s=0.01, max_frame_bytes=64 * 1024),
-        )
-        self._conns = itertools.count(1)
-
-    async def client(self, tenant: str = "tenant-a") -> ProtocolClient:
-        conn_id = f"conn_{next(self._conns)}"
-        await self.rt.connections.register(ConnectionInfo(conn_id, tenant, self.rt.clock.now_ms()))
-        return ProtocolClient(self.rt, self.push, conn_id)
-
-    async def run_turns(self) -> None:
-        await self.queue.drain(lambda job: process_turn(self.rt, job))
 
 
 @pytest.fixture

@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from agentvm.core.gateway import handle_frame
 from agentvm.protocol import REQUEST_MODELS
+from tests.harness import Harness
 
 FIELDS = ["containerId", "imageId", "agentId", "content", "config", "updates", "options", "sessionId"]
 
@@ -56,8 +57,6 @@ SLOW_EXAMPLES = int(os.environ.get("AVM_FUZZ_EXAMPLES", "10000"))
 
 @pytest.fixture(scope="module")
 def gateway(tmp_path_factory):
-    from conftest import Harness
-
     loop = asyncio.new_event_loop()
     harness = Harness(tmp_path_factory.mktemp("fuzz"))
     conn = loop.run_until_complete(harness.client()).connection_id

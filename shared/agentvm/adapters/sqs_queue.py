@@ -1,0 +1,61 @@
+"""The ``TurnQueue`` port on an SQS FIFO queue: the AWS host's path from the gateway to the turn worker.
+
+``MessageGroupId = sessionId``: FIFO delivers one message of a group at a time, in order, so the
+turns of one session never overlap while different sessions run in parallel (worker concurrency is
+bounded by the number of active groups). ``MessageDeduplicationId = turnId``: SQS drops a second
+send of the same turn within its 5-minute deduplication window, so a retried request or a gateway
+retry enqueues the turn once (the worker is idempotent by turn id beyond that window).
+
+The body is the ``TurnJob``'s JSON; ``job_from_body`` reads it back in the worker. A few fields are
+repeated as message attributes so the worker can log and correlate before parsing the body.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from agentvm.records import TurnJob
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+# The attributes sent with every job (all String).
+ATTRIBUTES = ("turnId", "tenantId", "sessionId")
+
+
+class SqsTurnQueue:
+    """``agentvm.ports.TurnQueue`` on an SQS FIFO queue. ``client`` is a boto3 SQS client.
+
+    boto3 is imported only when no client is injected, so importing this module stays cheap for
+    the WebSocket handlers' cold start.
+    """
+
+    def __init__(self, queue_url: str, *, client: Any | None = None) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("sqs")
+        self._client = client
+        self.queue_url = queue_url
+
+    async def enqueue(self, job: TurnJob) -> None:
+        attributes: Mapping[str, dict[str, str]] = {
+            name: {"DataType": "String", "StringValue": getattr(job, name)} for name in ATTRIBUTES
+        }
+        await asyncio.to_thread(
+            self._client.send_message,
+            QueueUrl=self.queue_url,
+            MessageBody=job.model_dump_json(),
+            MessageGroupId=job.sessionId,
+            MessageDeduplicationId=job.turnId,
+            MessageAttributes=attributes,
+        )
+
+
+def job_from_body(body: str) -> TurnJob:
+    """The ``TurnJob`` of an SQS record's body (raises ``pydantic.ValidationError`` if it is not one)."""
+    return TurnJob.model_validate_json(body)
+
+
+__all__ = ["ATTRIBUTES", "SqsTurnQueue", "job_from_body"]

@@ -1,0 +1,226 @@
+"""The ``Connections`` port's contract: the in-memory registry (local host) and DynamoDB (AWS host) on moto.
+
+The shared tests use only the port; the order of ``subscribers`` is not part of the contract (the
+in-memory registry keeps insertion order, DynamoDB returns index order), so they compare sets.
+Expiry exists only where API Gateway can drop a connection without ``$disconnect``: those tests
+run on DynamoDB alone.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+import boto3
+import pytest
+
+from agentvm.adapters.dynamodb_connections import DynamoConnections
+from agentvm.adapters.memory_connections import InMemoryConnections
+from agentvm.ports import ConnectionInfo
+
+if TYPE_CHECKING:
+    from agentvm.ports import Connections
+
+TABLE = "agentvm-connections-contract"
+
+
+class FakeClock:
+    def __init__(self, now: float = 1_800_000_000.0) -> None:
+        self.now = now
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def dynamo_connections(clock: FakeClock | None = None, ttl_s: int = 7500) -> DynamoConnections:
+    connections = DynamoConnections(TABLE, ttl_s=ttl_s, clock=clock or FakeClock())
+    connections.create_table()
+    return connections
+
+
+@pytest.fixture(
+    params=[
+        pytest.param("memory", id="memory"),
+        pytest.param("dynamo", id="dynamo", marks=pytest.mark.aws),
+    ]
+)
+def connections(request: pytest.FixtureRequest) -> Connections:
+    if request.param == "memory":
+        return InMemoryConnections()
+    request.getfixturevalue("aws")
+    return dynamo_connections()
+
+
+def info(connection_id: str, tenant: str | None = "tenant-a", at: int = 1000) -> ConnectionInfo:
+    return ConnectionInfo(connection_id=connection_id, tenant_id=tenant, connected_at=at)
+
+
+# register / get / remove
+
+
+async def test_get_returns_what_was_registered(connections: Connections) -> None:
+    await connections.register(info("c1", "tenant-a", at=1234))
+
+    assert await connections.get("c1") == info("c1", "tenant-a", at=1234)
+
+
+async def test_a_connection_without_a_tenant_round_trips_its_none(connections: Connections) -> None:
+    await connections.register(info("c1", tenant=None))
+
+    assert await connections.get("c1") == info("c1", tenant=None)
+
+
+async def test_registering_again_replaces_the_connection_info(connections: Connections) -> None:
+    await connections.register(info("c1", tenant=None))
+
+    await connections.register(info("c1", tenant="tenant-b"))
+
+    assert await connections.get("c1") == info("c1", tenant="tenant-b")
+
+
+async def test_unknown_connection_reads_as_none(connections: Connections) -> None:
+    assert await connections.get("c-missing") is None
+
+
+async def test_remove_forgets_the_connection_and_leaves_others(connections: Connections) -> None:
+    await connections.register(info("c1"))
+    await connections.register(info("c2"))
+
+    await connections.remove("c1")
+
+    assert await connections.get("c1") is None
+    assert await connections.get("c2") == info("c2")
+
+
+async def test_remove_of_an_unknown_connection_is_a_no_op(connections: Connections) -> None:
+    await connections.remove("c-missing")
+
+    assert await connections.get("c-missing") is None
+
+
+# subscriptions
+
+
+async def test_subscribers_are_the_connections_subscribed_to_the_session(connections: Connections) -> None:
+    for conn in ("c1", "c2", "c3"):
+        await connections.register(info(conn))
+    await connections.subscribe("c1", "ses_1")
+    await connections.subscribe("c2", "ses_1")
+    await connections.subscribe("c3", "ses_2")
+
+    assert set(await connections.subscribers("ses_1")) == {"c1", "c2"}
+    assert list(await connections.subscribers("ses_2")) == ["c3"]
+    assert list(await connections.subscribers("ses_none")) == []
+
+
+async def test_subscribing_twice_lists_the_connection_once(connections: Connections) -> None:
+    await connections.register(info("c1"))
+
+    await connections.subscribe("c1", "ses_1")
+    await connections.subscribe("c1", "ses_1")
+
+    assert list(await connections.subscribers("ses_1")) == ["c1"]
+
+
+async def test_one_connection_can_follow_several_sessions(connections: Connections) -> None:
+    await connections.register(info("c1"))
+
+    await connections.subscribe("c1", "ses_1")
+    await connections.subscribe("c1", "ses_2")
+
+    assert list(await connections.subscribers("ses_1")) == ["c1"]
+    assert list(await connections.subscribers("ses_2")) == ["c1"]
+
+
+async def test_subscribe_of_an_unregistered_connection_is_ignored(connections: Connections) -> None:
+    await connections.subscribe("c-ghost", "ses_1")
+
+    assert list(await connections.subscribers("ses_1")) == []
+    assert await connections.get("c-ghost") is None
+
+
+async def test_remove_also_removes_the_connections_subscriptions(connections: Connections) -> None:
+    await connections.register(info("c1"))
+    await connections.register(info("c2"))
+    await connections.subscribe("c1", "ses_1")
+    await connections.subscribe("c1", "ses_2")
+    await connections.subscribe("c2", "ses_1")
+
+    await connections.remove("c1")
+
+    assert list(await connections.subscribers("ses_1")) == ["c2"]
+    assert list(await connections.subscribers("ses_2")) == []
+
+
+async def test_a_connection_registered_again_after_remove_starts_without_subscriptions(
+    connections: Connections,
+) -> None:
+    await connections.register(info("c1"))
+    await connections.subscribe("c1", "ses_1")
+    await connections.remove("c1")
+
+    await connections.register(info("c1"))
+
+    assert list(await connections.subscribers("ses_1")) == []
+
+
+# expiry: DynamoDB only (TTL deletes lag, so reads must drop expired items themselves)
+
+
+@pytest.mark.aws
+async def test_an_expired_connection_reads_as_none_before_ttl_deletes_it(aws: None) -> None:
+    clock = FakeClock()
+    connections = dynamo_connections(clock, ttl_s=60)
+    await connections.register(info("c1"))
+
+    clock.now += 59
+    assert await connections.get("c1") == info("c1")
+    clock.now += 2
+    assert await connections.get("c1") is None
+
+
+@pytest.mark.aws
+async def test_subscriptions_expire_with_their_connection(aws: None) -> None:
+    clock = FakeClock()
+    connections = dynamo_connections(clock, ttl_s=60)
+    await connections.register(info("c1"))
+    clock.now += 30
+    await connections.register(info("c2"))  # connected later, so it expires later
+    await connections.subscribe("c1", "ses_1")
+    await connections.subscribe("c2", "ses_1")
+
+    clock.now += 31  # c1 is past its 60 s, c2 is not
+
+    assert list(await connections.subscribers("ses_1")) == ["c2"]
+
+
+@pytest.mark.aws
+async def test_subscribe_of_an_expired_connection_is_ignored(aws: None) -> None:
+    clock = FakeClock()
+    connections = dynamo_connections(clock, ttl_s=60)
+    await connections.register(info("c1"))
+    clock.now += 61
+
+    await connections.subscribe("c1", "ses_1")
+    clock.now -= 61  # even seen from before the expiry, no subscription was written
+
+    assert list(await connections.subscribers("ses_1")) == []
+
+
+@pytest.mark.aws
+async def test_items_carry_the_ttl_attribute_dynamodb_expires_them_by(aws: None) -> None:
+    clock = FakeClock(1_800_000_000.0)
+    connections = dynamo_connections(clock, ttl_s=7500)
+    await connections.register(info("c1"))
+    await connections.subscribe("c1", "ses_1")
+
+    client = boto3.client("dynamodb")
+    ttl = client.describe_time_to_live(TableName=TABLE)["TimeToLiveDescription"]
+    items = client.query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": "CONN#c1"}},
+    )["Items"]
+
+    assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
+    assert sorted(i["sk"]["S"] for i in items) == ["META", "SUB#ses_1"]
+    assert {i["expiresAt"]["N"] for i in items} == {str(1_800_000_000 + 7500)}
