@@ -35,6 +35,14 @@ class Fanout:
             except ConnectionGone:
                 log.info("pruning gone connection", extra={"connection_id": conn})
                 await self._connections.remove(conn)
+            except Exception as exc:
+                # e.g. API Gateway's LimitExceeded (the client's buffer is full) after the adapter's
+                # retries: that client misses these frames, the turn and the others go on.
+                log.warning(
+                    "dropping frames for a connection that cannot take them",
+                    extra={"connection_id": conn, "error": type(exc).__name__},
+                )
+                alive.append(conn)
             else:
                 alive.append(conn)
         return alive
