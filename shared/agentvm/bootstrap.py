@@ -1,16 +1,36 @@
-"""Composition roots: the only code that knows which adapters a host uses."""
+"""Composition roots: the only code that knows which adapters a host uses.
+
+``local_runtime`` wires ``avm serve``; ``aws_runtime`` wires the Lambdas, and ``LambdaEntry`` /
+``run_sync`` are the two pieces of Lambda glue every ``functions/<name>/app.py`` shares.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import json
+import logging
+import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentvm.core.runtime import Runtime, TurnSettings
 
 if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Iterable
+
+    from aws_lambda_powertools import Logger
+
+    from agentvm.adapters.llm_router import SettingsModelResolver
     from agentvm.adapters.local_push import LocalPush
     from agentvm.adapters.local_queue import SqliteTurnQueue
     from agentvm.config import Settings
+    from agentvm.ports import ModelClient
+    from agentvm.records import TurnJob
+
+    Handler = Callable[[dict[str, Any], Any], Any]
+
+T = TypeVar("T")
+log = logging.getLogger("agentvm.bootstrap")
 
 
 def turn_settings(settings: Settings, *, cancel_poll_s: float = 0.0) -> TurnSettings:
@@ -56,4 +76,215 @@ def local_runtime(settings: Settings) -> LocalHost:
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 
 
-__all__ = ["LocalHost", "local_runtime", "turn_settings"]
+# -- the AWS host -------------------------------------------------------------------------------
+# Provider settings the keys parameter may carry. Other settings come from the function's
+# environment (template.yaml), never from the secret.
+_SECRET_FIELDS = (
+    "anthropic_api_key",
+    "anthropic_base_url",
+    "openai_api_key",
+    "openai_base_url",
+    "openai_compatible",
+)
+
+
+def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",)) -> Runtime:
+    """DynamoDB store and connections, SQS FIFO turn queue, API Gateway push, models by settings.
+
+    Only builds objects: boto3 clients are created offline, so this does no network I/O (provider
+    keys are read later, on first use; see ``SsmKeysModelResolver``). ``require`` names the
+    settings this function cannot run without; a missing one fails here, with the environment
+    variable to set. Ports whose setting a function was not given (``$connect`` has no queue)
+    fail loudly if ever used. No authenticator yet: a connection's tenant is what ``$connect``
+    registered (``default`` until API-key auth lands).
+    """
+    from agentvm.adapters.apigw_push import ApiGatewayPush
+    from agentvm.adapters.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.dynamodb_store import DynamoStore
+    from agentvm.adapters.sqs_queue import SqsTurnQueue
+
+    missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
+    if missing:
+        names = ", ".join(f"AVM_{name.upper()}" for name in missing)
+        raise RuntimeError(f"AWS host misconfigured: {names} not set")
+    assert settings.table_name is not None
+    return Runtime(
+        store=DynamoStore(settings.table_name),
+        queue=SqsTurnQueue(settings.queue_url) if settings.queue_url else NotConfigured("queue_url"),
+        connections=DynamoConnections(settings.table_name),
+        push=ApiGatewayPush(settings.ws_endpoint) if settings.ws_endpoint else NotConfigured("ws_endpoint"),
+        models=SsmKeysModelResolver(settings),
+        turns=turn_settings(settings, cancel_poll_s=settings.cancel_poll_ms / 1000),
+    )
+
+
+class NotConfigured:
+    """Stands in for the queue or push of a function deployed without that setting."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+
+    def _error(self) -> RuntimeError:
+        return RuntimeError(f"this function has no AVM_{self.setting.upper()}: add it in template.yaml")
+
+    async def enqueue(self, job: TurnJob) -> None:
+        raise self._error()
+
+    async def send(self, connection_id: str, payload: str) -> None:
+        raise self._error()
+
+
+class SsmKeysModelResolver:
+    """The AWS host's ModelResolver: ``SettingsModelResolver`` plus keys from SSM Parameter Store.
+
+    ``settings.provider_keys_parameter`` names one SecureString holding a JSON object such as
+    ``{"ANTHROPIC_API_KEY": "...", "OPENAI_API_KEY": "..."}`` (the same names as the local
+    environment variables). It is read on the first ``resolve``: when a turn first needs a model, or
+    a frame names one (``image_create`` with ``config.model``); never at import, so no handler's
+    cold start waits for SSM and KMS. The keys are then kept for the life of the execution
+    environment: a rotated key reaches functions as their environments are replaced (any deploy or
+    configuration change replaces all of them). Values are never logged, not even on errors.
+    """
+
+    def __init__(self, settings: Settings, *, ssm_client: Any = None) -> None:
+        self._settings = settings
+        self._ssm_client = ssm_client
+        self._resolver: SettingsModelResolver | None = None
+
+    def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
+        return self._loaded().resolve(ref)
+
+    def _loaded(self) -> SettingsModelResolver:
+        if self._resolver is None:
+            from agentvm.adapters.llm_router import SettingsModelResolver
+
+            settings = self._settings
+            if settings.provider_keys_parameter:
+                settings = with_provider_keys(settings, self._read(settings.provider_keys_parameter))
+            self._resolver = SettingsModelResolver(settings)
+        return self._resolver
+
+    def _read(self, name: str) -> dict[str, Any]:
+        client = self._ssm_client
+        if client is None:
+            import boto3
+
+            client = boto3.client("ssm")
+        value = client.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+        try:
+            keys = json.loads(value)
+        except ValueError:
+            keys = None
+        if not isinstance(keys, dict):
+            # no detail on purpose: a parse error's message can quote the secret
+            raise RuntimeError(f"SSM parameter {name} must hold a JSON object of provider settings")
+        log.info("provider keys loaded", extra={"parameter": name, "names": sorted(keys)})
+        return keys
+
+
+def with_provider_keys(settings: Settings, keys: dict[str, Any]) -> Settings:
+    """``settings`` plus the provider settings in ``keys`` (named as their environment variables)."""
+    from pydantic import AliasChoices, TypeAdapter, ValidationError
+
+    names: dict[str, str] = {}
+    for field in _SECRET_FIELDS:
+        info = type(settings).model_fields[field]
+        names[f"AVM_{field.upper()}"] = field
+        if isinstance(info.validation_alias, AliasChoices):
+            names.update({str(alias): field for alias in info.validation_alias.choices})
+    update: dict[str, Any] = {}
+    for name, value in keys.items():
+        field = names.get(name)
+        if field is None:
+            log.warning("ignoring an unknown name in the provider keys", extra={"key_name": name})
+            continue
+        try:
+            update[field] = TypeAdapter(type(settings).model_fields[field].annotation).validate_python(value)
+        except ValidationError:
+            # no detail on purpose: pydantic's message quotes the input value
+            raise RuntimeError(f"provider key {name} has an invalid value") from None
+    return settings.model_copy(update=update)
+
+
+class LambdaEntry:
+    """A function module's ``lambda_handler``: ``build(aws_runtime(Settings()))``, built once.
+
+    Inside a Lambda execution environment (``AWS_LAMBDA_FUNCTION_NAME`` is set) the handler is
+    built when the module is imported, i.e. in Lambda's init phase: the runtime's clients are then
+    ready before the first event, and an environment Lambda initialises ahead of traffic pays
+    nothing on a request. Anywhere else (tests, tooling, ``scripts/measure_imports.py``) it is built
+    on the first invocation, so a handler module imports without AWS settings. ``eager`` overrides
+    the choice. Either way the handler, its runtime and its clients live as long as the execution
+    environment; a missing setting fails the build with the variable to set.
+    """
+
+    def __init__(
+        self,
+        build: Callable[[Runtime], Handler],
+        *,
+        require: Iterable[str],
+        logger: Logger | None = None,
+        eager: bool | None = None,
+    ) -> None:
+        self._build = build
+        self._require = tuple(require)
+        self._logger = logger
+        self._handler: Handler | None = None
+        if eager is None:
+            eager = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))  # set by Lambda's runtime
+        if eager:
+            self.prime()
+
+    def __call__(self, event: dict[str, Any], context: Any) -> Any:
+        handler = self._handler or self.prime()
+        return handler(event, context)
+
+    def prime(self) -> Handler:
+        """Build the handler now (what the first invocation does when nothing did before)."""
+        from agentvm.config import Settings
+
+        settings = Settings()
+        if self._logger is not None:
+            # With POWERTOOLS_SERVICE_NAME=agentvm (template.yaml) the Powertools logger is the
+            # stdlib logger "agentvm", parent of the core's agentvm.* loggers: their lines come out
+            # as the same JSON, with the same correlation keys, at this level.
+            self._logger.setLevel(settings.log_level.upper())
+        self._handler = self._build(aws_runtime(settings, require=self._require))
+        return self._handler
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """This process's one event loop, created on first use and made the thread's current loop.
+
+    Lambda freezes the process between invocations and thaws it for the next one; the loop, and
+    everything bound to it (async HTTP clients of the provider SDKs, pooled connections), must
+    survive that. ``asyncio.run`` per invocation would close the loop each time and break them
+    ("Event loop is closed"). Mangum looks the current loop up, so it runs on this one too.
+    """
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(_loop)
+    return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on the process's one event loop (from a sync Lambda handler)."""
+    return event_loop().run_until_complete(coro)
+
+
+__all__ = [
+    "LambdaEntry",
+    "LocalHost",
+    "NotConfigured",
+    "SsmKeysModelResolver",
+    "aws_runtime",
+    "event_loop",
+    "local_runtime",
+    "run_sync",
+    "turn_settings",
+    "with_provider_keys",
+]

@@ -1,0 +1,156 @@
+"""The turn worker: SQS FIFO turn jobs in, streamed turns out (``process_turn``).
+
+The queue's message group is the session, so SQS hands out one session's turns in order and
+never two of them at once. One invocation receives up to ``BatchSize`` jobs, usually of different
+sessions: they run concurrently on one event loop, so the invocation's wait on the models (most of
+its billed duration) is shared between them. Failures are reported per record
+(``ReportBatchItemFailures``): only failed records return to the queue.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING, Any
+
+from aws_lambda_powertools import Logger
+from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
+from aws_lambda_powertools.utilities.batch import (
+    AsyncBatchProcessor,
+    EventType,
+    async_process_partial_response,
+)
+from aws_lambda_powertools.utilities.batch.exceptions import SQSFifoMessageGroupCircuitBreakerError
+
+from agentvm.adapters.sqs_queue import job_from_body
+from agentvm.bootstrap import LambdaEntry, run_sync
+from agentvm.core.turns import process_turn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
+
+    from agentvm.core.loop import TurnOutcome
+    from agentvm.core.runtime import Runtime
+    from agentvm.records import TurnJob
+
+REQUIRED_SETTINGS = ("table_name", "ws_endpoint")
+
+logger = Logger()
+
+_SKIPPED = SQSFifoMessageGroupCircuitBreakerError("an earlier record of this session failed")
+
+
+class SessionBatchProcessor(AsyncBatchProcessor):
+    """Powertools' partial-batch processor, ordered for a FIFO queue grouped by session.
+
+    Sessions (message groups) run concurrently; the records of one session run one after another,
+    in queue order. When a record fails, the later records of its session are reported failed
+    without running: SQS redelivers the whole tail after the failed record, so order holds. A
+    record that succeeded is never reported, so it never runs twice.
+    """
+
+    def __init__(self) -> None:
+        # A batch where every record failed is reported like any other (not raised): SQS treats
+        # both the same, and each failure was already logged with its own correlation keys.
+        super().__init__(event_type=EventType.SQS, raise_on_entire_batch_failure=False, logger=logger)
+
+    def async_process(self) -> list[tuple[Any, ...]]:
+        return run_sync(self._process_sessions())  # the process's one loop, never asyncio.run
+
+    async def _process_sessions(self) -> list[tuple[Any, ...]]:
+        sessions: dict[str, list[dict[str, Any]]] = {}
+        for record in self.records:
+            group = record.get("attributes", {}).get("MessageGroupId") or record["messageId"]
+            sessions.setdefault(group, []).append(record)
+        results = await asyncio.gather(*(self._process_session(records) for records in sessions.values()))
+        return [entry for entries in results for entry in entries]
+
+    async def _process_session(self, records: list[dict[str, Any]]) -> list[tuple[Any, ...]]:
+        done: list[tuple[Any, ...]] = []
+        for i, record in enumerate(records):
+            done.append(await self._async_process_record(record))
+            if done[-1][0] == "fail":
+                skipped = (type(_SKIPPED), _SKIPPED, None)
+                done += [
+                    self.failure_handler(self._to_batch_type(r, self.event_type), skipped)
+                    for r in records[i + 1 :]
+                ]
+                break
+        return done
+
+
+def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
+    processor = SessionBatchProcessor()
+
+    async def record_handler(record: SQSRecord) -> None:
+        job = job_from_body(record.body)
+        # Task-local keys: the turns of other sessions log concurrently from the same process.
+        logger.thread_safe_append_keys(
+            session_id=job.sessionId, turn_id=job.turnId, tenant_id=job.tenantId, message_id=record.message_id
+        )
+        started = rt.clock.monotonic()
+        try:
+            outcome = await process_turn(rt, job)
+        except Exception:
+            _publish_metrics(job, None, _ms_since(rt, started), failed=True)
+            raise
+        if outcome is None:
+            logger.info("nothing to run: turn already finished or image deleted")
+            return
+        duration_ms = _ms_since(rt, started)
+        _publish_metrics(job, outcome, duration_ms, failed=False)
+        logger.info(
+            "turn finished",
+            extra={
+                "model": outcome.model,
+                "input_tokens": outcome.input_tokens,
+                "output_tokens": outcome.output_tokens,
+                "duration_ms": duration_ms,
+                "interrupted": outcome.interrupted,
+                "error_code": outcome.error.code if outcome.error else None,
+            },
+        )
+
+    @logger.inject_lambda_context(clear_state=True)
+    def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        return dict(async_process_partial_response(event, record_handler, processor, context))
+
+    return handler
+
+
+def _ms_since(rt: Runtime, started: float) -> int:
+    return int((rt.clock.monotonic() - started) * 1000)
+
+
+def _publish_metrics(job: TurnJob, outcome: TurnOutcome | None, duration_ms: int, *, failed: bool) -> None:
+    """One EMF line per turn (no API call): counts and latencies as metrics, ids as metadata.
+
+    Ids are never dimensions: every distinct dimension value is a separately billed metric.
+    """
+    metrics = EphemeralMetrics()  # namespace and service from POWERTOOLS_* (template.yaml)
+    errored = failed or bool(outcome and outcome.error and not outcome.interrupted)
+    metrics.add_metric(name="Turns", unit=MetricUnit.Count, value=1)
+    metrics.add_metric(name="TurnErrors", unit=MetricUnit.Count, value=int(errored))
+    metrics.add_metric(name="TurnDurationMs", unit=MetricUnit.Milliseconds, value=duration_ms)
+    if outcome is not None:
+        metrics.add_metric(name="InputTokens", unit=MetricUnit.Count, value=outcome.input_tokens)
+        metrics.add_metric(name="OutputTokens", unit=MetricUnit.Count, value=outcome.output_tokens)
+        if outcome.ttft_s is not None:
+            ttft_ms = int(outcome.ttft_s * 1000)
+            metrics.add_metric(name="TimeToFirstTokenMs", unit=MetricUnit.Milliseconds, value=ttft_ms)
+        metrics.add_metadata(key="model", value=outcome.model)
+    for key, value in (
+        ("turnId", job.turnId),
+        ("sessionId", job.sessionId),
+        ("tenantId", job.tenantId),
+        ("containerId", job.containerId),
+    ):
+        metrics.add_metadata(key=key, value=value)
+    try:
+        metrics.flush_metrics()
+    except Exception:  # observability must never fail (and so redeliver) a finished turn
+        logger.exception("turn metrics not published")
+
+
+lambda_handler = LambdaEntry(build_handler, require=REQUIRED_SETTINGS, logger=logger)

@@ -1,0 +1,131 @@
+"""Cold-start weight of each Lambda handler module, measured in fresh interpreters.
+
+For every ``functions.<name>.app`` it times, in a new process each run:
+
+* ``import``: the module alone, as tests and tools import it (the runtime is not built);
+* ``lambda init``: the same import inside a Lambda environment (``AWS_LAMBDA_FUNCTION_NAME`` set),
+  where ``LambdaEntry`` also builds the runtime: Settings, the adapters, boto3/pynamodb clients
+  (no network I/O). This is the work of Lambda's init phase, before the first event.
+
+Each figure is a median of ``--runs`` runs minus the median of an empty interpreter (``python -c
+pass``). Each subprocess gets the environment variables template.yaml gives that function, with
+dummy values, a region, and no AWS credentials or config files, so nothing can reach AWS.
+
+    .venv/bin/python scripts/measure_imports.py            # the table in docs/cold-start.md
+    .venv/bin/python scripts/measure_imports.py --top 12   # plus where the import time goes
+
+Exits 1 when an import misses its target. Timings depend on the machine: compare modules with
+each other and with the targets measured here, not with Lambda's numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+# module -> import-time target in ms on a developer machine (docs/cold-start.md)
+TARGETS = {"ws_connect": 150, "ws_disconnect": 150, "ws_default": 150, "http_api": 300, "turn_worker": 400}
+# Dummy values for the variables template.yaml sets (its values are CloudFormation references).
+DUMMY = {
+    "AVM_TABLE_NAME": "agentvm-measure",
+    "AVM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/agentvm-measure.fifo",
+    "AVM_WS_ENDPOINT": "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod",
+    "AVM_PROVIDER_KEYS_PARAMETER": "/agentvm/provider-keys",  # read on first use, never at init
+    "AVM_DEFAULT_MODEL": "",
+    "AVM_LOG_LEVEL": "INFO",
+}
+NO_AWS = {
+    "AWS_DEFAULT_REGION": "us-east-1",
+    "AWS_CONFIG_FILE": os.devnull,
+    "AWS_SHARED_CREDENTIALS_FILE": os.devnull,
+    "AWS_EC2_METADATA_DISABLED": "true",
+}
+
+
+def _template_variables() -> dict[str, set[str]]:
+    """Function folder -> the environment variable names template.yaml gives it."""
+    from cfnlint.decode.cfn_yaml import load
+
+    template = load(str(ROOT / "template.yaml"))
+    shared = set(template["Globals"]["Function"]["Environment"]["Variables"])
+    out = {}
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            own = resource["Properties"].get("Environment", {}).get("Variables", {})
+            out[Path(resource["Properties"]["CodeUri"]).name] = shared | set(own)
+    return out
+
+
+def _env(variables: set[str], *, in_lambda: bool) -> dict[str, str]:
+    keep = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AVM_", "POWERTOOLS_"))}
+    env = {**keep, **NO_AWS, "PYTHONPATH": str(ROOT)}
+    for name in variables:
+        env[name] = DUMMY.get(name, "agentvm")  # POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE
+    if in_lambda:
+        env["AWS_LAMBDA_FUNCTION_NAME"] = "agentvm-measure"
+    return env
+
+
+def _median_ms(code: str, runs: int, variables: set[str], *, in_lambda: bool = False) -> float:
+    env = _env(variables, in_lambda=in_lambda)
+    samples = []
+    for _ in range(runs):
+        started = time.perf_counter()
+        subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
+        samples.append((time.perf_counter() - started) * 1000)
+    return statistics.median(samples)
+
+
+def _top(module: str, n: int, variables: set[str]) -> list[tuple[int, int, str]]:
+    """The ``n`` imports with the most self time (us) of a Lambda init, from ``-X importtime``."""
+    result = subprocess.run(
+        [sys.executable, "-X", "importtime", "-c", f"import {module}"],
+        cwd=ROOT,
+        env=_env(variables, in_lambda=True),
+        check=True,
+        capture_output=True,
+        text=True,
+    )
+    rows = []
+    for line in result.stderr.splitlines():
+        match = re.match(r"import time:\s+(\d+) \|\s+(\d+) \|(\s*)(\S+)", line)
+        if match:
+            rows.append((int(match.group(1)), int(match.group(2)), match.group(4)))
+    return sorted(rows, reverse=True)[:n]
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--runs", type=int, default=9)
+    parser.add_argument("--top", type=int, default=0, help="also list the N imports with the most self time")
+    args = parser.parse_args()
+
+    baseline = _median_ms("pass", args.runs, set())
+    print(f"python {sys.version.split()[0]}, {args.runs} runs each, empty interpreter {baseline:.0f} ms")
+    print(f"{'module':<28}{'import':>8}{'target':>8}{'':>6}{'lambda init':>13}")
+    missed = False
+    variables = _template_variables()
+    for name, target in TARGETS.items():
+        module = f"functions.{name}.app"
+        imported = _median_ms(f"import {module}", args.runs, variables[name]) - baseline
+        primed = _median_ms(f"import {module}", args.runs, variables[name], in_lambda=True) - baseline
+        ok = imported <= target
+        missed |= not ok
+        print(f"{module:<28}{imported:>6.0f}ms{target:>6}ms{'ok' if ok else 'MISS':>6}{primed:>11.0f}ms")
+        if args.top:
+            for self_us, total_us, imported_name in _top(module, args.top, variables[name]):
+                print(f"    {self_us / 1000:>7.1f} ms self {total_us / 1000:>8.1f} ms total  {imported_name}")
+    return 1 if missed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,295 @@
+"""Parity: one scripted conversation through the AWS host on moto and through the local host.
+
+AWS side: the real handlers (ws_connect, ws_default, turn_worker, ws_disconnect), each with its
+own runtime wired by ``aws_runtime`` (DynamoDB, SQS FIFO, API Gateway management API, all moto),
+fed API-Gateway-shaped events; the turn jobs are received from the moto queue and delivered to the
+worker as the SQS event Lambda would build. Local side: the local adapters (SQLite store and queue,
+in-memory connections, in-process push), as ``avm serve`` wires them. Both use the same scripted
+model and flush window. The client must see the same frames, in the same order.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import re
+from typing import TYPE_CHECKING, Any
+
+import boto3
+import pytest
+from aws_lambda_powertools.utilities.parser.models import SqsModel
+from moto import mock_aws
+from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
+
+from agentvm.adapters.dynamodb_store import DynamoStore
+from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local_push import LocalPush
+from agentvm.adapters.local_queue import SqliteTurnQueue
+from agentvm.adapters.memory_connections import InMemoryConnections
+from agentvm.adapters.sqlite_store import SqliteStore
+from agentvm.bootstrap import aws_runtime, run_sync
+from agentvm.config import Settings
+from agentvm.core.gateway import handle_frame
+from agentvm.core.runtime import Runtime, TurnSettings
+from agentvm.core.turns import process_turn
+from agentvm.ports import ConnectionInfo
+from functions.turn_worker import app as turn_worker
+from functions.ws_connect import app as ws_connect
+from functions.ws_default import app as ws_default
+from functions.ws_disconnect import app as ws_disconnect
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+    from pathlib import Path
+
+pytestmark = pytest.mark.aws
+
+REPLIES = ["Hello there, how are you today?", "Fine, thanks for asking."]
+TURNS = TurnSettings(flush_s=10.0)  # deterministic coalescing: first delta at once, the rest at the end
+TABLE = "agentvm-parity"
+ENDPOINT = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod"
+CONNECTION = "Q3xYzfGIoAMCJqg="  # the id in events/apigw-ws-*.json
+
+
+def _frame(type_: str, request_id: str, **data: Any) -> dict[str, Any]:
+    return {
+        "type": f"{type_}_request",
+        "timestamp": 0,
+        "data": {**data, "requestId": request_id},
+        "source": "command",
+        "category": "request",
+        "intent": "request",
+    }
+
+
+class Conversation:
+    """The script: what the client sends, given what it has received so far."""
+
+    def __init__(
+        self,
+        send: Callable[[dict[str, Any]], None],
+        run_turns: Callable[[], None],
+        received: Callable[[], list[dict[str, Any]]],
+    ) -> None:
+        self.send = send
+        self.run_turns = run_turns
+        self.received = received
+
+    def response(self, type_: str) -> dict[str, Any]:
+        return next(f for f in reversed(self.received()) if f["type"] == f"{type_}_response")["data"]
+
+    def play(self) -> None:
+        self.send(_frame("container_create", "req_1", containerId="user-alice"))
+        self.send(_frame("image_create", "req_2", containerId="user-alice", config={"name": "Helper"}))
+        image = self.response("image_create")["record"]
+        self.send({"type": "subscribe", "sessionId": image["sessionId"]})
+        for n, content in enumerate(["Hi!", "How are you?"]):
+            self.send(_frame("message_send", f"req_{3 + n}", imageId=image["imageId"], content=content))
+            self.run_turns()
+        self.send(_frame("image_messages", "req_9", imageId=image["imageId"]))
+        self.send(_frame("image_get", "req_10", imageId="img_does_not_exist"))
+
+
+# -- local host ---------------------------------------------------------------------------------
+
+
+def _local_stream(tmp_path: Path) -> list[dict[str, Any]]:
+    store, queue, push = SqliteStore(":memory:"), SqliteTurnQueue(tmp_path / "queue.db"), LocalPush()
+    rt = Runtime(
+        store=store,
+        queue=queue,
+        connections=InMemoryConnections(),
+        push=push,
+        models=SingleModelResolver(ScriptedModelClient(REPLIES)),
+        turns=TURNS,
+    )
+    received: list[dict[str, Any]] = []
+
+    async def deliver(payload: str) -> None:
+        received.append(json.loads(payload))
+
+    push.attach("conn_local", deliver)
+    run_sync(rt.connections.register(ConnectionInfo("conn_local", "default", rt.clock.now_ms())))
+
+    async def send(frame: dict[str, Any]) -> None:
+        for payload in await handle_frame(rt, "conn_local", json.dumps(frame)):
+            await push.send("conn_local", payload)
+
+    conversation = Conversation(
+        lambda frame: run_sync(send(frame)),
+        lambda: run_sync(queue.drain(lambda job: process_turn(rt, job))),
+        lambda: received,
+    )
+    try:
+        conversation.play()
+    finally:
+        queue.close()
+        store.close()
+    return received
+
+
+# -- AWS host on moto ---------------------------------------------------------------------------
+
+
+class SpyPush:
+    """Wraps a function's real ``ApiGatewayPush``: moto keeps one byte buffer per connection, so the
+    individual frames are recorded here, in delivery order, after the real post succeeded."""
+
+    def __init__(self, inner: Any, log: list[tuple[str, str]]) -> None:
+        self.inner = inner
+        self.log = log
+
+    async def send(self, connection_id: str, payload: str) -> None:
+        await self.inner.send(connection_id, payload)  # ConnectionGone propagates, unrecorded
+        self.log.append((connection_id, payload))
+
+
+def _lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """What Lambda's SQS event source mapping hands the function for received ``messages``."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m["Attributes"],
+                "messageAttributes": {
+                    name: {
+                        "stringValue": a.get("StringValue"),
+                        "stringListValues": [],
+                        "binaryListValues": [],
+                        "dataType": a["DataType"],
+                    }
+                    for name, a in m.get("MessageAttributes", {}).items()
+                },
+                "md5OfMessageAttributes": m.get("MD5OfMessageAttributes"),
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
+        ]
+    }
+
+
+@pytest.fixture
+def aws(monkeypatch: pytest.MonkeyPatch):
+    with mock_aws():
+        sqs = boto3.client("sqs", region_name="us-east-1")
+        queue_url = sqs.create_queue(QueueName="agentvm-turns.fifo", Attributes={"FifoQueue": "true"})[
+            "QueueUrl"
+        ]
+        monkeypatch.setenv("AVM_TABLE_NAME", TABLE)
+        monkeypatch.setenv("AVM_QUEUE_URL", queue_url)
+        monkeypatch.setenv("AVM_WS_ENDPOINT", ENDPOINT)
+        DynamoStore(TABLE).create_table(wait=True)
+        yield sqs, queue_url
+
+
+def _aws_stream(
+    aws: tuple[Any, str], load_event, context
+) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+    """Play the conversation through the Lambda handlers; returns the frames and the raw posts."""
+    sqs, queue_url = aws
+    model = ScriptedModelClient(REPLIES)
+    posts: list[tuple[str, str]] = []
+
+    def handler(app: Any) -> Callable[[dict[str, Any], Any], Any]:
+        # One runtime per function, as each Lambda builds its own from its environment.
+        rt = aws_runtime(Settings(), require=app.REQUIRED_SETTINGS)
+        rt = dataclasses.replace(
+            rt, models=SingleModelResolver(model), turns=TURNS, push=SpyPush(rt.push, posts)
+        )
+        return app.build_handler(rt)
+
+    connect, default, worker, disconnect = (
+        handler(m) for m in (ws_connect, ws_default, turn_worker, ws_disconnect)
+    )
+    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
+        "QueueArn"
+    ]
+
+    def send(frame: dict[str, Any]) -> None:
+        event = load_event("apigw-ws-default-container-create.json")
+        event["body"] = json.dumps(frame)
+        assert default(event, context) == {"statusCode": 200}
+
+    def run_turns() -> None:
+        received = sqs.receive_message(
+            QueueUrl=queue_url,
+            MaxNumberOfMessages=10,
+            AttributeNames=["All"],
+            MessageAttributeNames=["All"],
+        )["Messages"]
+        event = _lambda_sqs_event(received, queue_arn)
+        SqsModel.model_validate(event)  # the shape Lambda delivers
+        assert worker(event, context) == {"batchItemFailures": []}
+        for m in received:  # what the event source mapping does with records not reported failed
+            sqs.delete_message(QueueUrl=queue_url, ReceiptHandle=m["ReceiptHandle"])
+
+    def received() -> list[dict[str, Any]]:  # the client's view: every post so far
+        return [json.loads(payload) for _, payload in posts]
+
+    assert connect(load_event("apigw-ws-connect.json"), context) == {"statusCode": 200}
+    Conversation(send, run_turns, received).play()
+    assert disconnect(load_event("apigw-ws-disconnect.json"), context) == {"statusCode": 200}
+    assert {conn for conn, _ in posts} == {CONNECTION}
+    return received(), posts
+
+
+# -- comparison ---------------------------------------------------------------------------------
+
+# Ids are <kind>_<base36 time>_<suffix> (scripted ones msg_scripted_<n>); event types such as
+# agent_registered have no second part.
+_ID = re.compile(r"\b(img|sess|agent|msg|turn|conn)_[0-9a-z]+_[0-9a-z]+\b")
+_TIME_KEYS = {"timestamp", "createdAt", "updatedAt", "savedAt", "registeredAt", "connectedAt"}
+
+
+def _normalised(frames: list[dict[str, Any]]) -> list[Any]:
+    """Ids become ``<kind#n>`` by first appearance (so references still have to match), times ``<t>``."""
+    names: dict[str, str] = {}
+
+    def id_name(match: re.Match[str]) -> str:
+        kind = match.group(1)
+        return names.setdefault(
+            match.group(0), f"<{kind}#{sum(v.startswith(f'<{kind}#') for v in names.values())}>"
+        )
+
+    def walk(value: Any, key: str | None = None) -> Any:
+        if key in _TIME_KEYS and isinstance(value, int):
+            return "<t>"
+        if isinstance(value, dict):
+            return {k: walk(v, k) for k, v in value.items()}
+        if isinstance(value, list):
+            return [walk(v) for v in value]
+        if isinstance(value, str):
+            return _ID.sub(id_name, value)
+        return value
+
+    return [walk(f) for f in frames]
+
+
+def test_aws_host_sends_the_client_what_the_local_host_sends(aws, tmp_path, load_event, context):
+    local = _local_stream(tmp_path)
+    remote, posts = _aws_stream(aws, load_event, context)
+
+    types = [f["type"] for f in remote]
+    assert types.count("conversation_end") == 2 and types[-1] == "image_get_response"
+    assert _normalised(remote) == _normalised(local)
+
+    # Every frame really went through the management API: moto holds them, concatenated.
+    backend = apigatewaymanagementapi_backends["123456789012"]["us-east-1"]
+    delivered = backend.connections[CONNECTION.replace("=", "%3D")].data
+    assert delivered == "".join(payload for _, payload in posts).encode()
+
+
+def test_aws_host_persists_what_the_turns_streamed(aws, load_event, context):
+    remote, _ = _aws_stream(aws, load_event, context)
+    history = next(f for f in remote if f["type"] == "image_messages_response")["data"]["messages"]
+    assert [m["subtype"] for m in history] == ["user", "assistant", "user", "assistant"]
+    assert [m["content"][0]["text"] for m in history if m["subtype"] == "assistant"] == REPLIES
+    # $disconnect removed the connection from DynamoDB
+    from agentvm.adapters.dynamodb_connections import DynamoConnections
+
+    assert run_sync(DynamoConnections(TABLE).get(CONNECTION)) is None

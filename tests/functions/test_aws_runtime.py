@@ -1,0 +1,188 @@
+"""The AWS composition root: ``aws_runtime``, provider keys from SSM, ``LambdaEntry``, ``run_sync``."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+
+import boto3
+import botocore.endpoint
+import pytest
+from moto import mock_aws
+
+from agentvm.adapters.apigw_push import ApiGatewayPush
+from agentvm.adapters.dynamodb_connections import DynamoConnections
+from agentvm.adapters.dynamodb_store import DynamoStore
+from agentvm.adapters.sqs_queue import SqsTurnQueue
+from agentvm.bootstrap import LambdaEntry, NotConfigured, SsmKeysModelResolver, aws_runtime, run_sync
+from agentvm.config import Settings
+from agentvm.errors import BadRequest
+from agentvm.records import TurnJob
+from functions.ws_connect import app as ws_connect
+
+pytestmark = pytest.mark.aws
+
+SECRET = "sk-ant-api03-do-not-log-me-0123456789"
+PARAMETER = "/agentvm/test/provider-keys"
+AWS_SETTINGS = {
+    "table_name": "agentvm-test",
+    "queue_url": "https://sqs.us-east-1.amazonaws.com/123456789012/agentvm-turns.fifo",
+    "ws_endpoint": "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod",
+}
+
+
+def _settings(**overrides: object) -> Settings:
+    return Settings(**{**AWS_SETTINGS, **overrides})
+
+
+@pytest.fixture
+def no_network(monkeypatch):
+    """Every botocore request fails: what runs under this fixture made none."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise AssertionError("network I/O")
+
+    monkeypatch.setattr(botocore.endpoint.Endpoint, "_send", refuse)
+
+
+def test_aws_runtime_wires_the_aws_adapters_without_network_io(no_network):
+    rt = aws_runtime(_settings(provider_keys_parameter=PARAMETER, cancel_poll_ms=250, flush_ms=100))
+    assert isinstance(rt.store, DynamoStore)
+    assert isinstance(rt.connections, DynamoConnections)
+    assert isinstance(rt.queue, SqsTurnQueue) and rt.queue.queue_url == AWS_SETTINGS["queue_url"]
+    assert isinstance(rt.push, ApiGatewayPush) and rt.push.endpoint_url == AWS_SETTINGS["ws_endpoint"]
+    assert isinstance(rt.models, SsmKeysModelResolver)
+    # the worker looks for interrupt marks (set by another Lambda) between flushes
+    assert (rt.turns.cancel_poll_s, rt.turns.flush_s) == (0.25, 0.1)
+    with pytest.raises(AssertionError, match="network I/O"):  # the keys are read on first use only
+        rt.models.resolve(None)
+
+
+def test_missing_required_setting_names_the_variable_to_set():
+    with pytest.raises(RuntimeError, match="AVM_QUEUE_URL, AVM_TABLE_NAME"):
+        aws_runtime(Settings(ws_endpoint=AWS_SETTINGS["ws_endpoint"]), require=("queue_url", "ws_endpoint"))
+
+
+def test_port_of_a_setting_the_function_was_not_given_fails_loudly(no_network):
+    rt = aws_runtime(Settings(table_name="agentvm-test"))  # what $connect gets
+    assert isinstance(rt.queue, NotConfigured) and isinstance(rt.push, NotConfigured)
+    job = TurnJob(
+        turnId="turn_1",
+        tenantId="t",
+        containerId="c",
+        imageId="i",
+        sessionId="s",
+        agentId="a",
+        userMessageId="m",
+        requestId="r",
+        enqueuedAt=0,
+    )
+    with pytest.raises(RuntimeError, match="AVM_QUEUE_URL"):
+        run_sync(rt.queue.enqueue(job))
+    with pytest.raises(RuntimeError, match="AVM_WS_ENDPOINT"):
+        run_sync(rt.push.send("conn", "{}"))
+
+
+class CountingSsm:
+    def __init__(self, client: object) -> None:
+        self.client = client
+        self.calls = 0
+
+    def get_parameter(self, **kwargs: object) -> dict:
+        self.calls += 1
+        return self.client.get_parameter(**kwargs)
+
+
+@pytest.fixture
+def ssm():
+    with mock_aws():
+        client = boto3.client("ssm", region_name="us-east-1")
+        yield client
+
+
+def _put(ssm, value: str) -> CountingSsm:
+    ssm.put_parameter(Name=PARAMETER, Value=value, Type="SecureString")
+    return CountingSsm(ssm)
+
+
+def test_provider_keys_are_read_once_when_a_model_is_first_resolved(ssm):
+    counting = _put(ssm, json.dumps({"ANTHROPIC_API_KEY": SECRET, "UNKNOWN_THING": "x"}))
+    resolver = SsmKeysModelResolver(_settings(provider_keys_parameter=PARAMETER), ssm_client=counting)
+    assert counting.calls == 0
+    _, name, ref = resolver.resolve(None)  # the default follows the configured key
+    assert (name, ref) == ("claude-haiku-4-5", "anthropic/claude-haiku-4-5")
+    resolver.resolve("echo/echo-1")
+    assert counting.calls == 1
+    with pytest.raises(BadRequest, match="not configured"):  # no OpenAI key in the parameter
+        resolver.resolve("openai/gpt-4o-mini")
+
+
+def test_without_a_keys_parameter_only_keyless_providers_resolve(ssm):
+    resolver = SsmKeysModelResolver(_settings(), ssm_client=CountingSsm(ssm))
+    assert resolver.resolve(None)[2] == "echo/echo-1"
+    with pytest.raises(BadRequest):
+        resolver.resolve("anthropic/claude-haiku-4-5")
+
+
+def test_provider_key_values_are_never_logged(ssm, caplog):
+    counting = _put(ssm, json.dumps({"ANTHROPIC_API_KEY": SECRET, "NOT_A_SETTING": SECRET}))
+    with caplog.at_level(logging.DEBUG, logger="agentvm"):
+        SsmKeysModelResolver(_settings(provider_keys_parameter=PARAMETER), ssm_client=counting).resolve(None)
+    # Ours only: botocore's own DEBUG lines print response bodies, the decrypted value included
+    # (the Lambda runtime's root logger stays at WARNING).
+    ours = [r for r in caplog.records if r.name.startswith("agentvm")]
+    text = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in ours)
+    assert "ANTHROPIC_API_KEY" in text and "NOT_A_SETTING" in text  # names, for operators
+    assert SECRET not in text
+
+
+@pytest.mark.parametrize("value", [SECRET, json.dumps([SECRET]), json.dumps({"ANTHROPIC_API_KEY": [SECRET]})])
+def test_unusable_parameter_errors_do_not_quote_it(ssm, value):
+    resolver = SsmKeysModelResolver(_settings(provider_keys_parameter=PARAMETER), ssm_client=_put(ssm, value))
+    with pytest.raises(RuntimeError) as raised:
+        resolver.resolve(None)
+    assert SECRET not in str(raised.value) and raised.value.__cause__ is None
+
+
+def test_lambda_entry_builds_from_the_environment_once(monkeypatch, load_event, context):
+    with mock_aws():
+        DynamoStore("agentvm-entry").create_table(wait=True)
+        monkeypatch.setenv("AVM_TABLE_NAME", "agentvm-entry")
+        builds = []
+
+        def build(rt):
+            builds.append(rt)
+            return ws_connect.build_handler(rt)
+
+        entry = LambdaEntry(build, require=ws_connect.REQUIRED_SETTINGS)
+        event = load_event("apigw-ws-connect.json")
+        assert entry(event, context) == {"statusCode": 200}
+        assert entry(event, context) == {"statusCode": 200}
+        assert len(builds) == 1  # the second invocation reused the runtime and its clients
+        info = run_sync(DynamoConnections("agentvm-entry").get(event["requestContext"]["connectionId"]))
+        assert info is not None and info.tenant_id == "default"
+
+
+def test_lambda_entry_builds_in_lambdas_init_phase(monkeypatch):
+    with mock_aws():
+        monkeypatch.setenv("AVM_TABLE_NAME", "agentvm-entry")
+        monkeypatch.setenv("AWS_LAMBDA_FUNCTION_NAME", "agentvm-WsConnectFunction-Q1w2E3r4")
+        builds = []
+        LambdaEntry(builds.append, require=ws_connect.REQUIRED_SETTINGS)  # the module import
+        assert len(builds) == 1  # before any event: init work stays off the first request
+
+
+def test_lambda_entry_without_its_settings_fails_at_the_first_invocation(monkeypatch, load_event, context):
+    monkeypatch.delenv("AVM_TABLE_NAME", raising=False)
+    entry = LambdaEntry(ws_connect.build_handler, require=ws_connect.REQUIRED_SETTINGS)  # importing is fine
+    with pytest.raises(RuntimeError, match="AVM_TABLE_NAME"):
+        entry(load_event("apigw-ws-connect.json"), context)
+
+
+def test_run_sync_reuses_one_open_loop_across_invocations():
+    async def current() -> asyncio.AbstractEventLoop:
+        return asyncio.get_running_loop()
+
+    first, second = run_sync(current()), run_sync(current())
+    assert first is second and not first.is_closed()

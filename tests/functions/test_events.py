@@ -1,0 +1,151 @@
+"""Every sample event in events/ parses as what its function receives, and every function has one."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from pathlib import Path
+from typing import Any, Literal
+
+import pytest
+from aws_lambda_powertools.utilities.parser.models import (
+    APIGatewayProxyEventV2Model,
+    APIGatewayWebSocketConnectEventModel,
+    APIGatewayWebSocketDisconnectEventModel,
+    APIGatewayWebSocketMessageEventModel,
+    SqsModel,
+)
+from pydantic import BaseModel, model_validator
+
+from agentvm.adapters.sqs_queue import ATTRIBUTES, job_from_body
+from agentvm.protocol import FrameError, parse_frame
+
+EVENTS = Path(__file__).resolve().parents[2] / "events"
+# `<source>-<route>[-<variant>].json` -> the function (folder under functions/) it is sent to.
+PREFIXES = {
+    "apigw-ws-connect": "ws_connect",
+    "apigw-ws-disconnect": "ws_disconnect",
+    "apigw-ws-default": "ws_default",
+    "apigw-http": "http_api",
+    "sqs-turn-job": "turn_worker",
+}
+NAME = re.compile(r"^(apigw-ws|apigw-http|sqs)-[a-z0-9]+(-[a-z0-9]+)*\.json$")
+ALL_EVENTS = sorted(p.name for p in EVENTS.glob("*.json"))
+
+_ROUTES = {"$connect": "CONNECT", "$disconnect": "DISCONNECT", "$default": "MESSAGE"}
+
+
+class WsRequestContext(BaseModel):
+    """What our WebSocket handlers read from ``requestContext`` (Powertools' REST model needs
+    resource/path/httpMethod, which WebSocket events lack)."""
+
+    routeKey: Literal["$connect", "$disconnect", "$default"]
+    eventType: Literal["CONNECT", "DISCONNECT", "MESSAGE"]
+    connectionId: str
+    connectedAt: int
+    requestId: str
+    domainName: str
+    stage: str
+    apiId: str
+    messageId: str | None = None
+    authorizer: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _consistent(self) -> WsRequestContext:
+        assert _ROUTES[self.routeKey] == self.eventType, "routeKey and eventType disagree"
+        assert (self.messageId is not None) == (self.eventType == "MESSAGE"), "messageId only on messages"
+        assert self.domainName.startswith(self.apiId + "."), "domainName is not the API's"
+        return self
+
+
+class WsEvent(BaseModel):
+    requestContext: WsRequestContext
+    isBase64Encoded: bool
+    body: str | None = None
+
+
+def _function_of(name: str) -> str:
+    matches = [
+        fn for prefix, fn in PREFIXES.items() if name.startswith(prefix + "-") or name == prefix + ".json"
+    ]
+    assert len(matches) == 1, f"{name} matches no function prefix, or several"
+    return matches[0]
+
+
+def _load(name: str) -> dict[str, Any]:
+    return json.loads((EVENTS / name).read_text())
+
+
+def test_events_exist_for_every_function_and_only_for_them(functions):
+    covered = {_function_of(name) for name in ALL_EVENTS}
+    assert covered == set(functions), "every function in template.yaml needs a sample event"
+
+
+@pytest.mark.parametrize("name", ALL_EVENTS)
+def test_event_name_follows_the_convention(name):
+    assert NAME.match(name), name
+
+
+@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("apigw-ws-")])
+def test_websocket_event_parses(name):
+    raw = _load(name)
+    event = WsEvent.model_validate(raw)
+    # Powertools' own WebSocket models agree (they check identity, timestamps, directions).
+    powertools_model = {
+        "CONNECT": APIGatewayWebSocketConnectEventModel,
+        "DISCONNECT": APIGatewayWebSocketDisconnectEventModel,
+        "MESSAGE": APIGatewayWebSocketMessageEventModel,
+    }[event.requestContext.eventType]
+    powertools_model.model_validate(raw)
+    expected_route = {"ws_connect": "$connect", "ws_disconnect": "$disconnect", "ws_default": "$default"}
+    assert event.requestContext.routeKey == expected_route[_function_of(name)]
+
+
+@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("apigw-ws-default-")])
+def test_websocket_message_body_is_a_frame_unless_malformed(name):
+    body = WsEvent.model_validate(_load(name)).body
+    assert body is not None
+    if "malformed" in name:
+        with pytest.raises(FrameError):
+            parse_frame(body, max_bytes=256 * 1024)
+    else:
+        parse_frame(body, max_bytes=256 * 1024)
+
+
+def test_authorizer_variant_carries_a_tenant():
+    event = WsEvent.model_validate(_load("apigw-ws-connect-authorizer.json"))
+    assert event.requestContext.authorizer and event.requestContext.authorizer["tenantId"]
+    assert WsEvent.model_validate(_load("apigw-ws-connect.json")).requestContext.authorizer is None
+
+
+@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("apigw-http-")])
+def test_http_event_parses_as_payload_format_2(name):
+    event = APIGatewayProxyEventV2Model.model_validate(_load(name))
+    assert event.version == "2.0"
+    assert event.routeKey == "$default"  # the HTTP API's only route: FastAPI routes
+    assert event.rawPath == event.requestContext.http.path
+
+
+@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("sqs-")])
+def test_sqs_event_parses_and_carries_turn_jobs(name):
+    event = SqsModel.model_validate(_load(name))
+    assert event.Records
+    for record in event.Records:
+        assert record.eventSourceARN.endswith(".fifo")
+        job = job_from_body(record.body)
+        # What SqsTurnQueue sends: grouped by session, deduplicated by turn, ids as attributes.
+        assert record.attributes.MessageGroupId == job.sessionId
+        assert record.attributes.MessageDeduplicationId == job.turnId
+        assert {k: v.stringValue for k, v in record.messageAttributes.items()} == {
+            name: getattr(job, name) for name in ATTRIBUTES
+        }
+        assert record.md5OfBody == hashlib.md5(record.body.encode()).hexdigest()
+
+
+def test_batch_event_holds_two_turns_of_one_session_in_order_and_another_session():
+    records = SqsModel.model_validate(_load("sqs-turn-job-batch.json")).Records
+    groups = [r.attributes.MessageGroupId for r in records]
+    assert len(set(groups)) == 2 and len(groups) == 3
+    seqs = [int(r.attributes.SequenceNumber or 0) for r in records]
+    assert seqs == sorted(seqs)

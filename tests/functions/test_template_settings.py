@@ -1,0 +1,180 @@
+"""template.yaml and the code agree: environment, permissions, queue timing, layer contents."""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import re
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from agentvm.bootstrap import LambdaEntry
+from agentvm.config import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+
+# Variables the template may set that are not Settings fields: read by Powertools itself.
+POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
+# Functions whose runtime resolves models: the worker runs turns; ws_default checks an image's
+# model when one is named (image_create / image_update).
+MODEL_USERS = {"ws_default", "turn_worker"}
+
+
+def _environment(template: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
+    variables = dict(template["Globals"]["Function"]["Environment"]["Variables"])
+    variables.update(fn["Properties"].get("Environment", {}).get("Variables", {}))
+    return variables
+
+
+def _statements(fn: dict[str, Any]) -> list[dict[str, Any]]:
+    return [s for p in fn["Properties"].get("Policies", []) if "Statement" in p for s in p["Statement"]]
+
+
+def _policy_templates(fn: dict[str, Any]) -> set[str]:
+    return {key for p in fn["Properties"].get("Policies", []) for key in p if key.endswith("Policy")}
+
+
+def _setting(variable: str) -> str | None:
+    field = variable.removeprefix("AVM_").lower()
+    return field if variable.startswith("AVM_") and field in Settings.model_fields else None
+
+
+def test_template_declares_the_five_functions(functions):
+    assert set(functions) == {"ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"}
+    for name, fn in functions.items():
+        assert (ROOT / fn["Properties"]["CodeUri"] / "app.py").is_file()
+        assert fn["Properties"]["Handler"] == "app.lambda_handler"
+        assert isinstance(importlib.import_module(f"functions.{name}.app").lambda_handler, LambdaEntry)
+
+
+@pytest.mark.parametrize("name", ["ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"])
+def test_every_environment_variable_is_a_setting_or_a_powertools_variable(template, functions, name):
+    for variable in _environment(template, functions[name]):
+        assert _setting(variable) or variable in POWERTOOLS_VARIABLES, (
+            f"{name}: {variable} is read by nothing"
+        )
+        assert "KEY" not in variable or variable.endswith("_PARAMETER"), "secrets never go in the template"
+
+
+@pytest.mark.parametrize("name", ["ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"])
+def test_every_setting_a_function_requires_is_given_to_it(template, functions, name):
+    required = importlib.import_module(f"functions.{name}.app").REQUIRED_SETTINGS
+    given = {_setting(v) for v in _environment(template, functions[name])}
+    assert set(required) <= given
+    if name in MODEL_USERS:
+        assert {"default_model", "provider_keys_parameter"} <= given
+    else:  # only the functions that resolve models may read the provider keys
+        assert "provider_keys_parameter" not in given
+
+
+def test_only_functions_that_post_may_manage_connections(template, functions):
+    for name, fn in functions.items():
+        posts = "AVM_WS_ENDPOINT" in _environment(template, fn)
+        grants = [s for s in _statements(fn) if s["Action"] == "execute-api:ManageConnections"]
+        assert bool(grants) == posts, name
+        for grant in grants:
+            arn, variables = grant["Resource"]["Fn::Sub"]
+            assert arn.endswith("/${Stage}/POST/@connections/*"), "POST to connections only, one stage"
+            assert variables["Stage"] == {"Fn::FindInMap": ["WebSocket", "Stage", "Name"]}
+    assert {n for n, fn in functions.items() if "AVM_WS_ENDPOINT" in _environment(template, fn)} == {
+        "ws_default",
+        "turn_worker",
+    }
+
+
+def test_only_the_function_that_enqueues_may_send_to_the_queue(template, functions):
+    for name, fn in functions.items():
+        sends = "SQSSendMessagePolicy" in _policy_templates(fn)
+        assert sends == ("AVM_QUEUE_URL" in _environment(template, fn)) == (name == "ws_default"), name
+        assert "DynamoDBCrudPolicy" in _policy_templates(fn)
+
+
+def test_provider_keys_are_readable_only_by_the_model_users(template, functions):
+    for name, fn in functions.items():
+        conditional = [
+            p["Fn::If"] for p in fn["Properties"].get("Policies", []) if isinstance(p, dict) and "Fn::If" in p
+        ]
+        reads_keys = [c for c in conditional if c[1] == {"Ref": "ProviderKeysReadPolicy"}]
+        assert bool(reads_keys) == (name in MODEL_USERS), name
+    policy = template["Resources"]["ProviderKeysReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    actions = {s["Action"] for s in policy}
+    assert actions == {"ssm:GetParameter", "kms:Decrypt"}
+    decrypt = next(s for s in policy if s["Action"] == "kms:Decrypt")
+    assert "kms:EncryptionContext:PARAMETER_ARN" in decrypt["Condition"]["StringEquals"]
+
+
+def test_service_name_makes_the_powertools_logger_the_cores_parent(template):
+    # bootstrap.LambdaEntry relies on it: the core logs through agentvm.* stdlib loggers.
+    assert template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "agentvm"
+
+
+def test_worker_batches_and_reports_partial_failures(template, functions):
+    worker = functions["turn_worker"]["Properties"]
+    sqs = next(e for e in worker["Events"].values() if e["Type"] == "SQS")["Properties"]
+    assert sqs["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
+    assert 1 < sqs["BatchSize"] <= 10  # FIFO's maximum
+    assert "POWERTOOLS_METRICS_NAMESPACE" in worker["Environment"]["Variables"]
+    queue = template["Resources"]["TurnQueue"]["Properties"]
+    # Lambda's guidance for SQS sources: visibility timeout >= 6x the function timeout.
+    assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]
+    assert queue["FifoQueue"] is True
+    dlq = template["Resources"][queue["RedrivePolicy"]["deadLetterTargetArn"]["Fn::GetAtt"][0]]
+    assert dlq["Properties"]["FifoQueue"] is True
+
+
+def test_table_matches_the_fixed_schema(template):
+    table = template["Resources"]["Table"]["Properties"]
+    assert table["BillingMode"] == "PAY_PER_REQUEST"
+    assert [(k["AttributeName"], k["KeyType"]) for k in table["KeySchema"]] == [
+        ("pk", "HASH"),
+        ("sk", "RANGE"),
+    ]
+    (gsi,) = table["GlobalSecondaryIndexes"]
+    assert gsi["IndexName"] == "gsi1" and gsi["Projection"] == {"ProjectionType": "ALL"}
+    assert [(k["AttributeName"], k["KeyType"]) for k in gsi["KeySchema"]] == [
+        ("gsi1pk", "HASH"),
+        ("gsi1sk", "RANGE"),
+    ]
+    assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
+    assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
+
+
+def _requirements() -> dict[str, str]:
+    lines = (ROOT / "layers/deps/requirements.txt").read_text().splitlines()
+    pins = [line.split("#")[0].strip() for line in lines]
+    return dict(pin.split("==") for pin in pins if pin)
+
+
+def test_deps_layer_pins_the_versions_the_tests_run_against():
+    pins = _requirements()
+    for package, version in pins.items():
+        assert importlib.metadata.version(package) == version, (
+            f"bump {package} in layers/deps/requirements.txt"
+        )
+    assert not {"uvicorn", "websockets", "pytest", "moto"} & set(pins), "local-only packages in the layer"
+
+
+def test_deps_layer_has_what_the_handlers_import():
+    pins = set(_requirements())
+    needed = {"pydantic", "pydantic-settings", "fastapi", "mangum", "pynamodb", "aws-lambda-powertools"}
+    assert needed <= pins
+    # Provider SDKs too: the worker imports them lazily, when an image first uses the provider.
+    assert {"anthropic", "openai"} <= pins
+
+
+def test_layers_are_built_by_make_with_compiled_bytecode(template):
+    for name in ("DepsLayer", "AgentvmLayer"):
+        layer = template["Resources"][name]
+        assert layer["Metadata"]["BuildMethod"] == "makefile"
+        assert layer["Properties"]["CompatibleArchitectures"] == ["arm64"]
+        folder = ROOT / layer["Metadata"].get("ContextPath", layer["Properties"]["ContentUri"])
+        makefile = (folder / "Makefile").read_text()
+        assert re.search(rf"^build-{name}:", makefile, re.MULTILINE)
+        # Lambda's code is read-only: without .pyc files every cold start compiles every import.
+        assert "compileall" in makefile and "unchecked-hash" in makefile
+    deps = (ROOT / template["Resources"]["DepsLayer"]["Properties"]["ContentUri"] / "Makefile").read_text()
+    assert "manylinux2014_aarch64" in deps and "--only-binary=:all:" in deps
+    agentvm = template["Resources"]["AgentvmLayer"]["Properties"]["ContentUri"]
+    assert (ROOT / agentvm / "agentvm" / "__init__.py").is_file()
