@@ -7,13 +7,16 @@ defaults so stored history keeps validating.
 
 from __future__ import annotations
 
+import functools
 from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
 
+# defer_build: validators are built on first use, not at import. A Lambda handler imports every
+# model but uses a few, and import time is cold-start time.
 class _Part(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
 
 class TextPart(_Part):
@@ -74,7 +77,7 @@ class TokenUsage(_Part):
 
 
 class _Message(BaseModel):
-    model_config = ConfigDict(extra="ignore", frozen=True)
+    model_config = ConfigDict(extra="ignore", frozen=True, defer_build=True)
 
     id: str
     timestamp: int  # Unix ms
@@ -121,8 +124,12 @@ Message = Annotated[
     UserMessage | AssistantMessage | ToolCallMessage | ToolResultMessage | ErrorMessage,
     Field(discriminator="subtype"),
 ]
-MessageAdapter: TypeAdapter[Message] = TypeAdapter(Message)
-UserContentAdapter: TypeAdapter[str | list[UserContentPart]] = TypeAdapter(str | list[UserContentPart])
+
+
+@functools.cache
+def message_adapter() -> TypeAdapter[Message]:
+    """The validator of the Message union, built on first use."""
+    return TypeAdapter(Message)
 
 
 def message_to_wire(message: Message) -> dict[str, Any]:
@@ -132,8 +139,8 @@ def message_to_wire(message: Message) -> dict[str, Any]:
 
 def message_from_wire(data: dict[str, Any] | str | bytes) -> Message:
     if isinstance(data, (str, bytes)):
-        return MessageAdapter.validate_json(data)
-    return MessageAdapter.validate_python(data)
+        return message_adapter().validate_json(data)
+    return message_adapter().validate_python(data)
 
 
 def text_of(content: str | list[Any]) -> str:
@@ -150,7 +157,6 @@ __all__ = [
     "FilePart",
     "ImagePart",
     "Message",
-    "MessageAdapter",
     "TextPart",
     "ThinkingPart",
     "TokenUsage",
@@ -159,9 +165,9 @@ __all__ = [
     "ToolResultMessage",
     "ToolResultOutput",
     "ToolResultPart",
-    "UserContentAdapter",
     "UserContentPart",
     "UserMessage",
+    "message_adapter",
     "message_from_wire",
     "message_to_wire",
     "text_of",

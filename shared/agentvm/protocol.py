@@ -22,7 +22,7 @@ Id = StrictStr
 
 
 class _Req(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
     requestId: StrictStr
 
@@ -60,7 +60,7 @@ class AgentDestroyAll(_Req):
 
 
 class SendOptions(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
     concurrency: ConcurrencyPolicy | None = None
 
@@ -85,7 +85,7 @@ class AgentInterrupt(_Req):
 
 
 class ImageConfig(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True)
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
 
     name: StrictStr | None = Field(default=None, max_length=200)
     description: StrictStr | None = Field(default=None, max_length=2000)
