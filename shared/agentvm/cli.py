@@ -3,10 +3,18 @@
 from __future__ import annotations
 
 import argparse
+import asyncio
+import json
 import sys
+from datetime import UTC, datetime
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from agentvm import __version__
+
+if TYPE_CHECKING:
+    from agentvm.bootstrap_security import Security
+    from agentvm.config import Settings
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -14,19 +22,64 @@ def _parser() -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"avm {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
 
-    serve = sub.add_parser("serve", help="run AgentVM locally (HTTP + WebSocket at /ws)")
-    serve.add_argument("--host", help="address to bind (default 127.0.0.1, env AVM_HOST)")
-    serve.add_argument("--port", type=int, help="port (default 8080, env AVM_PORT)")
-    serve.add_argument(
+    data_dir = argparse.ArgumentParser(add_help=False)
+    data_dir.add_argument(
         "--data-dir", type=Path, help="where state lives (default ~/.agentvm, env AVM_DATA_DIR)"
     )
+
+    serve = sub.add_parser("serve", parents=[data_dir], help="run AgentVM locally (HTTP + WebSocket at /ws)")
+    serve.add_argument("--host", help="address to bind (default 127.0.0.1, env AVM_HOST)")
+    serve.add_argument("--port", type=int, help="port (default 8080, env AVM_PORT)")
     serve.add_argument("--log-level", help="DEBUG, INFO, WARNING... (default INFO, env AVM_LOG_LEVEL)")
+    serve.add_argument(
+        "--open",
+        action="store_true",
+        default=None,
+        help="key-less dev mode: every connection is tenant 'local'; loopback only (env AVM_OPEN)",
+    )
 
     fake = sub.add_parser("fake-llm", help="run a fake Anthropic/OpenAI streaming server on loopback")
     from agentvm.fakellm import add_arguments
 
     add_arguments(fake)
+
+    keys = sub.add_parser("keys", help="create, list and revoke API keys (acts on the data dir directly)")
+    keys_sub = keys.add_subparsers(dest="keys_command", required=True)
+    create = keys_sub.add_parser("create", parents=[data_dir], help="create a key; prints its token once")
+    create.add_argument("--tenant", required=True)
+    create.add_argument(
+        "--scope", action="append", choices=["admin", "client"], help="repeatable (default: client)"
+    )
+    create.add_argument("--name")
+    create.add_argument("--rate-limit", type=int, help="requests per minute (default: the server's)")
+    listing = keys_sub.add_parser("list", parents=[data_dir], help="list a tenant's keys (never tokens)")
+    listing.add_argument("--tenant", required=True)
+    listing.add_argument("--json", action="store_true", help="one JSON object per line")
+    revoke = keys_sub.add_parser("revoke", parents=[data_dir], help="revoke a key")
+    revoke.add_argument("key_id")
+
+    budgets = sub.add_parser("budgets", help="token budgets per tenant and per container (UTC day/month)")
+    budgets_sub = budgets.add_subparsers(dest="budgets_command", required=True)
+    set_ = budgets_sub.add_parser("set", parents=[data_dir], help="set limits (flags left out are kept)")
+    show = budgets_sub.add_parser("show", parents=[data_dir], help="limits and current usage")
+    for p in (set_, show):
+        p.add_argument("--tenant", required=True)
+        p.add_argument("--container", help="a container of the tenant (default: the whole tenant)")
+    set_.add_argument("--daily", type=_limit, help="tokens per UTC day, or 'none'")
+    set_.add_argument("--monthly", type=_limit, help="tokens per UTC month, or 'none'")
     return parser
+
+
+_NO_LIMIT = -1
+
+
+def _limit(text: str) -> int:
+    if text.lower() == "none":
+        return _NO_LIMIT
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError("a limit is a number of tokens >= 0, or 'none'")
+    return value
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -37,32 +90,167 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.fakellm import run
 
         return run(args)
+    if args.command in ("keys", "budgets"):
+        from agentvm.errors import AgentVMError
+
+        try:
+            return asyncio.run(_keys(args) if args.command == "keys" else _budgets(args))
+        except (AgentVMError, ValueError) as exc:
+            print(f"avm: {getattr(exc, 'message', exc)}", file=sys.stderr)
+            return 2
     return 2
+
+
+def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
+    from agentvm.config import Settings
+
+    overrides = {k: v for k, v in {"data_dir": args.data_dir, **extra}.items() if v is not None}
+    return Settings(**overrides)  # explicit flags beat the environment
 
 
 def _serve(args: argparse.Namespace) -> int:
     from agentvm.bootstrap import local_runtime
-    from agentvm.config import Settings
+    from agentvm.bootstrap_security import ensure_admin_key, local_security
     from agentvm.logs import configure_logging
-    from agentvm.server import serve
+    from agentvm.server import open_mode_error, serve
 
-    overrides = {
-        k: v
-        for k, v in {
-            "host": args.host,
-            "port": args.port,
-            "data_dir": args.data_dir,
-            "log_level": args.log_level,
-        }.items()
-        if v is not None
-    }
-    settings = Settings(**overrides)  # explicit flags beat the environment
+    settings = _settings(args, host=args.host, port=args.port, log_level=args.log_level, open=args.open)
+    error = open_mode_error(settings)
+    if error is not None:
+        print(f"avm: {error}", file=sys.stderr)
+        return 2
     secrets = [
-        s.get_secret_value() for s in (settings.anthropic_api_key, settings.openai_api_key) if s is not None
+        s.get_secret_value()
+        for s in (
+            settings.anthropic_api_key,
+            settings.openai_api_key,
+            settings.auth_secret,
+            settings.auth_secret_previous,
+            settings.admin_key,
+        )
+        if s is not None
     ]
     configure_logging(settings.log_level, secrets=secrets)
-    serve(local_runtime(settings))
+    from agentvm.errors import AgentVMError
+
+    host = local_runtime(settings)
+    try:
+        security = local_security(settings, host.runtime.clock)
+        security.attach(host.runtime)
+        token = None if security.auth is None else asyncio.run(ensure_admin_key(security.auth, settings))
+    except (AgentVMError, ValueError) as exc:  # a bad AVM_AUTH_SECRET or AVM_ADMIN_KEY
+        print(f"avm: {getattr(exc, 'message', exc)}", file=sys.stderr)
+        return 2
+    if token is not None:
+        _announce_admin_key(token, settings)
+    serve(host)
     return 0
+
+
+def _announce_admin_key(token: str, settings: Settings) -> None:
+    """Printed to stdout once (never logged): the first start's admin key."""
+    ws = f"ws://{settings.host}:{settings.port}/ws"
+    print(
+        "\n".join(
+            [
+                "",
+                "AgentVM created an admin API key for tenant 'default'. It is shown only now; store it:",
+                "",
+                f"    {token}",
+                "",
+                f"Connect with the header 'Authorization: Bearer <key>', or {ws}?token=<key>",
+                "More keys: avm keys create --tenant <tenant> --scope client   (see SECURITY.md)",
+                "",
+            ]
+        ),
+        flush=True,
+    )
+
+
+def _security(settings: Settings) -> Security:
+    """The data dir's key store, budgets and counters, as the server uses them (never open mode)."""
+    from agentvm.bootstrap_security import local_security
+    from agentvm.core.runtime import SystemClock
+
+    settings = settings.model_copy(update={"open": False})
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    return local_security(settings, SystemClock())
+
+
+async def _keys(args: argparse.Namespace) -> int:
+    security = _security(_settings(args))
+    auth = security.auth
+    assert auth is not None  # not open: the CLI always manages keys
+    if args.keys_command == "create":
+        record, token = await auth.keys.create(
+            args.tenant, args.scope or ["client"], name=args.name, rate_limit_per_minute=args.rate_limit
+        )
+        print(token)
+        print(
+            f"created key {record.keyId} for tenant {record.tenantId!r} (scopes: {', '.join(record.scopes)});"
+            " the token above is shown only once",
+            file=sys.stderr,
+        )
+        return 0
+    if args.keys_command == "list":
+        for key in await auth.keys.list(args.tenant):
+            public = key.to_public()
+            if args.json:
+                print(json.dumps(public))
+                continue
+            status = "active" if key.revokedAt is None else f"revoked {_when(key.revokedAt)}"
+            print(
+                f"{key.keyId}  {','.join(key.scopes):<12}  {status:<28}  created {_when(key.createdAt)}"
+                f"  {key.name or ''}".rstrip()
+            )
+        return 0
+    record = await auth.revoke(args.key_id)
+    if record is None:
+        print(f"avm: no API key {args.key_id}", file=sys.stderr)
+        return 1
+    print(
+        f"revoked {record.keyId} (tenant {record.tenantId!r}); running servers stop accepting it within "
+        f"AVM_KEY_CACHE_S (at most 60 s)",
+        file=sys.stderr,
+    )
+    return 0
+
+
+async def _budgets(args: argparse.Namespace) -> int:
+    from agentvm.core.apikeys import check_tenant_id
+
+    budgets = _security(_settings(args)).budgets
+    tenant, container = check_tenant_id(args.tenant), args.container
+    if args.budgets_command == "set":
+        current = await budgets.store.get_budget(tenant, container)
+
+        def pick(flag: int | None, kept: int | None) -> int | None:
+            return kept if flag is None else None if flag == _NO_LIMIT else flag
+
+        await budgets.set(
+            tenant,
+            container,
+            daily_tokens=pick(args.daily, current.dailyTokens if current else None),
+            monthly_tokens=pick(args.monthly, current.monthlyTokens if current else None),
+        )
+    record = await budgets.store.get_budget(tenant, container)
+    usage = await budgets.usage(tenant, container)
+    print(
+        json.dumps(
+            {
+                "tenant": tenant,
+                "container": container,
+                "daily_tokens": record.dailyTokens if record else None,
+                "monthly_tokens": record.monthlyTokens if record else None,
+                "usage": usage,
+            }
+        )
+    )
+    return 0
+
+
+def _when(ms: int) -> str:
+    return datetime.fromtimestamp(ms / 1000, tz=UTC).strftime("%Y-%m-%d %H:%M:%SZ")
 
 
 if __name__ == "__main__":

@@ -1,6 +1,6 @@
 """A small async Python client for the AgentX v1 protocol as AgentVM serves it.
 
-    async with AgentVMClient.connect("ws://127.0.0.1:8080/ws") as client:
+    async with AgentVMClient.connect("ws://127.0.0.1:8080/ws", token=API_KEY) as client:
         img = await client.request("image_create", containerId="user-alice", config={"name": "A"})
         await client.request("message_send", imageId=img["record"]["imageId"], content="Hi")
         async for event in client.turn_events():
@@ -44,10 +44,13 @@ class AgentVMClient:
     @classmethod
     @contextlib.asynccontextmanager
     async def connect(
-        cls, url: str, *, headers: dict[str, str] | None = None
+        cls, url: str, *, token: str | None = None, headers: dict[str, str] | None = None
     ) -> AsyncIterator[AgentVMClient]:
+        """``token``: an API key, sent as ``Authorization: Bearer`` on the upgrade request."""
         import websockets
 
+        if token is not None:
+            headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
         async with websockets.connect(url, additional_headers=headers, max_size=None) as ws:
             client = cls(ws)
             try:
@@ -62,9 +65,10 @@ class AgentVMClient:
                 await self._ws.send(json.dumps({"__ack": frame["__msgId"]}))
                 frame = json.loads(frame["__payload"])
             data = frame.get("data") or {}
-            future = self._pending.pop(data.get("requestId", ""), None)
-            if frame.get("category") == "response" and future is not None:
-                future.set_result(frame)
+            request_id = data.get("requestId", "")
+            # A failed request also gets a system_error with its requestId: only the response resolves it.
+            if frame.get("category") == "response" and request_id in self._pending:
+                self._pending.pop(request_id).set_result(frame)
             else:
                 await self.events.put(frame)
 
@@ -100,6 +104,10 @@ class AgentVMClient:
         if after_seq is not None:
             frame["afterSeq"] = after_seq
         await self.send(frame)
+
+    async def authenticate(self, token: str) -> None:
+        """Send the ``auth`` frame browsers send (no reply on success; ``system_error`` otherwise)."""
+        await self.send({"type": "auth", "headers": {"Authorization": f"Bearer {token}"}})
 
     async def send(self, frame: dict[str, Any]) -> None:
         await self._ws.send(json.dumps(frame))

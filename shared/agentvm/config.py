@@ -62,6 +62,15 @@ class Settings(BaseSettings):
     # protocol limits
     max_frame_bytes: int = 256 * 1024
 
+    # authentication (see SECURITY.md)
+    open: bool = False  # key-less dev mode: every connection is tenant "local"; loopback only
+    auth_secret: SecretStr | None = None  # HMAC key for API key hashes; locally <data_dir>/auth_secret
+    auth_secret_previous: SecretStr | None = None  # still accepted while rotating auth_secret
+    admin_key: SecretStr | None = None  # an `avm_...` token stored (hashed) as tenant default's admin key
+    key_cache_s: float = Field(default=30.0, ge=0, le=60)  # verified keys cached: the revocation bound
+    # budgets and rate limits
+    rate_limit_per_minute: int = Field(default=600, ge=0)  # requests per API key; 0 = unlimited
+
     # AWS host (set by template.yaml; unused locally)
     table_name: str | None = None  # the one DynamoDB table
     queue_url: str | None = None  # the SQS FIFO turn queue

@@ -9,7 +9,8 @@
     ├── NotFound                    not_found         unknown id, or an id of another tenant
     ├── Conflict                    conflict          the request conflicts with the current state
     │   └── SessionBusy             session_busy      a turn is running and the policy is `reject`
-    ├── QuotaExceeded               quota_exceeded    a budget or rate limit was reached
+    ├── QuotaExceeded               quota_exceeded    a token budget was reached; carries limit, reset_at
+    │   └── RateLimited             rate_limited      a key's request rate limit was reached
     ├── ProviderError               provider_error    the LLM provider failed
     │   ├── ProviderRateLimited     rate_limited      429; carries retry_after (retryable)
     │   ├── ProviderUnavailable     provider_unavailable  5xx, overloaded, timeout, cut stream (retryable)
@@ -31,6 +32,10 @@ class AgentVMError(Exception):
         super().__init__(message or self.__class__.__doc__ or self.code)
         self.message = message or (self.__class__.__doc__ or self.code).strip()
         self.details = details
+
+    def wire_fields(self) -> dict[str, object]:
+        """Extra fields for the client (next to ``code`` and the message); never secrets."""
+        return {}
 
 
 class BadRequest(AgentVMError):
@@ -82,9 +87,23 @@ class SessionBusy(Conflict):
 
 
 class QuotaExceeded(AgentVMError):
-    """A budget or rate limit was reached."""
+    """A token budget was reached."""
 
     code = "quota_exceeded"
+
+    def __init__(self, message: str = "", *, limit: int, reset_at_ms: int, **details: object) -> None:
+        super().__init__(message, **details)
+        self.limit = limit
+        self.reset_at_ms = reset_at_ms  # epoch ms when the window that ran out starts over
+
+    def wire_fields(self) -> dict[str, object]:
+        return {"limit": self.limit, "resetAt": self.reset_at_ms}
+
+
+class RateLimited(QuotaExceeded):
+    """Too many requests for this API key; retry after the reset time."""
+
+    code = "rate_limited"
 
 
 class ProviderError(AgentVMError):
@@ -141,6 +160,7 @@ __all__ = [
     "ProviderRejected",
     "ProviderUnavailable",
     "QuotaExceeded",
+    "RateLimited",
     "SessionBusy",
     "Unauthorized",
     "UnknownRequest",

@@ -116,9 +116,15 @@ def response_type(request_type: str) -> str:
 
 
 def system_error(
-    message: str, *, now_ms: int, code: str, request_id: str | None = None, context: Json | None = None
+    message: str,
+    *,
+    now_ms: int,
+    code: str,
+    request_id: str | None = None,
+    context: Json | None = None,
+    details: Json | None = None,
 ) -> Json:
-    data: Json = {"message": message, "severity": "error", "details": {"code": code}}
+    data: Json = {"message": message, "severity": "error", "details": {**(details or {}), "code": code}}
     if request_id is not None:
         data["requestId"] = request_id
     return event("system_error", data, now_ms=now_ms, source="command", category="error", context=context)

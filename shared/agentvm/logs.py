@@ -1,15 +1,27 @@
 """Structured logging: one JSON object per line, with secrets masked as a last line of defence.
 
 Code never logs secrets on purpose; ``SecretMask`` additionally replaces any registered secret
-value (provider keys, API keys) that slips into a message or an ``extra`` field.
+value (provider keys, the auth secret, ``AVM_ADMIN_KEY``) that slips into a message, an ``extra``
+field or a traceback, and anything shaped like an AgentVM API key (``avm_<keyId>_<secret>``: the
+key id stays, the secret goes), a ``token=`` URL parameter (uvicorn logs WebSocket paths with
+their query string) or the credentials of an ``Authorization`` header (uvicorn's DEBUG header dumps).
 """
 
 from __future__ import annotations
 
 import json
 import logging
+import re
 import sys
 from typing import Any
+
+# An API key anywhere in a line (keeps the key id, which is not secret, for debugging), and the
+# value of a `token` query parameter (a WebSocket URL in a server log line).
+_PATTERNS = (
+    (re.compile(r"(avm_[0-9a-z]{12}_)[A-Za-z0-9_-]+"), r"\1***"),
+    (re.compile(r"([?&]token=)[^&\s\"']+"), r"\1***"),
+    (re.compile(r"((?i:authorization)[\"']?:\s*[\"']?[A-Za-z]+ )[^\s\"']+"), r"\1***"),  # header dumps
+)
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
@@ -28,7 +40,7 @@ class JsonFormatter(logging.Formatter):
         }
         out.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
         if record.exc_info:
-            out["exc"] = self.formatException(record.exc_info)
+            out["exc"] = record.exc_text or self.formatException(record.exc_info)
         return json.dumps(out, default=str)
 
 
@@ -38,18 +50,22 @@ class SecretMask(logging.Filter):
         self._secrets = [s for s in secrets if s and len(s) >= 6]
 
     def filter(self, record: logging.LogRecord) -> bool:
-        if not self._secrets:
-            return True
         record.msg = self._mask(record.getMessage())
         record.args = None
         for key, value in list(record.__dict__.items()):
             if key not in _STANDARD and isinstance(value, str):
                 record.__dict__[key] = self._mask(value)
+        if record.exc_info and not record.exc_text:
+            record.exc_text = logging.Formatter().formatException(record.exc_info)
+        if record.exc_text:
+            record.exc_text = self._mask(record.exc_text)
         return True
 
     def _mask(self, text: str) -> str:
         for secret in self._secrets:
             text = text.replace(secret, "***")
+        for pattern, replacement in _PATTERNS:
+            text = pattern.sub(replacement, text)
         return text
 
 

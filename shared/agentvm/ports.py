@@ -10,11 +10,13 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Sequence
+    from collections.abc import AsyncIterator, Mapping, Sequence
 
     from agentvm.llm import ModelEvent, ModelRequest
     from agentvm.messages import Message
     from agentvm.records import (
+        ApiKeyRecord,
+        BudgetRecord,
         ContainerRecord,
         ImageRecord,
         SessionRecord,
@@ -104,6 +106,7 @@ class ConnectionInfo:
     connection_id: str
     tenant_id: str | None  # None until authenticated
     connected_at: int
+    key_id: str | None = None  # the API key that authenticated it (None: open mode, or not yet)
 
 
 class Connections(Protocol):
@@ -147,15 +150,74 @@ class Ids(Protocol):
         ...
 
 
+class KeyStore(Protocol):
+    """API keys by ``keyId`` (one point read per verification) and by tenant (for listing)."""
+
+    async def put_key(self, key: ApiKeyRecord) -> None:
+        """Create or replace the key with this ``keyId`` (replace: re-hashing after a rotation)."""
+        ...
+
+    async def get_key(self, key_id: str) -> ApiKeyRecord | None: ...
+    async def list_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
+        """The tenant's keys, revoked ones included, oldest first."""
+        ...
+
+    async def revoke_key(
+        self, key_id: str, *, revoked_at: int, tenant_id: str | None = None
+    ) -> ApiKeyRecord | None:
+        """Mark the key revoked (a key revoked already keeps its first ``revokedAt``).
+
+        With ``tenant_id``, only a key of that tenant (another tenant's key reads as absent).
+        Returns the key as stored after the call, or None if there is no such key.
+        """
+        ...
+
+
+class Counters(Protocol):
+    """Atomic counters with an expiry: token usage per window, requests per minute.
+
+    A counter is a set of named integer fields under one key (so one write adds to a month's total
+    and to that day's field at once). Once ``expires_at`` has passed, the counter reads as empty
+    and the next ``incr`` starts it over from zero.
+    """
+
+    async def incr(self, key: str, amounts: Mapping[str, int], *, expires_at: int) -> dict[str, int]:
+        """Atomically add ``amounts`` to the fields; returns those fields' new values.
+
+        ``expires_at`` is in epoch seconds (the end of the counter's window). Field names are
+        1-16 characters of ``[a-z0-9]``.
+        """
+        ...
+
+    async def get(self, key: str) -> dict[str, int]:
+        """Every field of the counter; empty if it does not exist or has expired."""
+        ...
+
+
+class BudgetStore(Protocol):
+    """Token budgets of tenants and of their containers."""
+
+    async def put_budget(self, budget: BudgetRecord) -> None:
+        """Create or replace the budget of ``(tenantId, containerId)``."""
+        ...
+
+    async def get_budget(self, tenant_id: str, container_id: str | None = None) -> BudgetRecord | None:
+        """The tenant-wide budget (``container_id=None``) or that of one container of the tenant."""
+        ...
+
+
 Json = dict[str, Any]
 
 __all__ = [
     "AppendResult",
+    "BudgetStore",
     "Clock",
     "ConnectionInfo",
     "Connections",
+    "Counters",
     "Ids",
     "Json",
+    "KeyStore",
     "ModelClient",
     "ModelResolver",
     "Push",

@@ -1,4 +1,4 @@
-"""Stored records: containers, images, sessions, turns and usage.
+"""Stored records: containers, images, sessions, turns, usage, API keys and budgets.
 
 Every record carries ``tenantId``: container ids are chosen by clients but scoped by tenant, so
 tenant A's ``user-alice`` and tenant B's ``user-alice`` are different containers.
@@ -12,10 +12,11 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "completed", "interrupted", "failed"]
+Scope = Literal["admin", "client"]
 
 
 class _Record(BaseModel):
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)  # built on first use: cold starts
 
 
 class ContainerRecord(_Record):
@@ -107,10 +108,53 @@ class UsageRecord(_Record):
     createdAt: int = Field(default=0)
 
 
+class ApiKeyRecord(_Record):
+    """An API key as stored: never the token, only its HMAC-SHA256 under the server secret.
+
+    ``secretId`` names which server secret made ``secretHash`` (a fingerprint, not the secret), so
+    a key hashed under the previous secret is verified with that one during a rotation.
+    """
+
+    keyId: str
+    tenantId: str
+    scopes: list[Scope]
+    name: str | None = None
+    secretHash: str  # hex HMAC-SHA256(server secret, token)
+    secretId: str
+    createdAt: int
+    revokedAt: int | None = None
+    rateLimitPerMinute: int | None = None  # None = the server default
+
+    def to_public(self) -> dict[str, Any]:
+        """What clients may see: no hash, no secret fingerprint."""
+        return {
+            "keyId": self.keyId,
+            "tenantId": self.tenantId,
+            "name": self.name,
+            "scopes": list(self.scopes),
+            "createdAt": self.createdAt,
+            "revokedAt": self.revokedAt,
+            "rateLimitPerMinute": self.rateLimitPerMinute,
+        }
+
+
+class BudgetRecord(_Record):
+    """Token limits (input + output) of a tenant (``containerId=None``) or of one of its containers."""
+
+    tenantId: str
+    containerId: str | None = None
+    dailyTokens: int | None = None  # per UTC day; None = no limit
+    monthlyTokens: int | None = None  # per UTC calendar month; None = no limit
+    updatedAt: int = 0
+
+
 __all__ = [
+    "ApiKeyRecord",
+    "BudgetRecord",
     "ConcurrencyPolicy",
     "ContainerRecord",
     "ImageRecord",
+    "Scope",
     "SessionRecord",
     "TurnJob",
     "TurnRecord",

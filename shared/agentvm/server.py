@@ -1,21 +1,29 @@
 """``avm serve``: the local host. One process: uvicorn serving the FastAPI app, ``/ws`` feeding the
 same gateway the Lambdas use, and the durable SQLite queue's consumer running turns in-process.
+
+WebSocket authentication (see SECURITY.md): an ``Authorization: Bearer`` header on the upgrade
+request, or ``?token=``, authenticates the connection; a bad one refuses the upgrade with HTTP 401
+(no WebSocket is opened; browsers report close code 1006). Without credentials the connection is
+accepted but unauthenticated: it may send only an ``auth`` frame (handled by the gateway). In the
+open dev mode (``--open``, loopback only) every connection is tenant ``local``.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import ipaddress
 import logging
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
 from fastapi import WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
 
-from agentvm.api.app import create_app
+from agentvm.api.app import create_app, error_body
 from agentvm.core.gateway import handle_frame
 from agentvm.core.turns import process_turn
-from agentvm.errors import ConnectionGone
+from agentvm.errors import AgentVMError, ConnectionGone, Unauthorized
 from agentvm.ports import ConnectionInfo
 
 if TYPE_CHECKING:
@@ -24,15 +32,48 @@ if TYPE_CHECKING:
     from fastapi import FastAPI
 
     from agentvm.bootstrap import LocalHost
+    from agentvm.config import Settings
+    from agentvm.core.auth import Principal
+    from agentvm.core.runtime import Runtime
     from agentvm.records import TurnJob
 
 log = logging.getLogger("agentvm.server")
 
-LOCAL_TENANT = "local"  # the tenant of key-less loopback connections
+LOCAL_TENANT = "local"  # the tenant of key-less loopback connections (the open dev mode)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def open_mode_error(settings: Settings) -> str | None:
+    """Why these settings must not start (the open mode on a non-loopback address), else None."""
+    if settings.open and not is_loopback(settings.host):
+        return (
+            f"refusing to start: --open (AVM_OPEN) disables authentication and is allowed only on a "
+            f"loopback address, not on {settings.host!r}. Drop --open and use API keys (see SECURITY.md)."
+        )
+    return None
+
+
+async def _upgrade_principal(rt: Runtime, websocket: WebSocket) -> Principal | None:
+    """The key of the upgrade request (header, else ``?token=``); None if it carries none."""
+    if rt.auth is None:
+        raise Unauthorized("authentication is not configured on this server")
+    return await rt.auth.from_request(websocket.headers, websocket.query_params)
 
 
 def create_local_app(host: LocalHost) -> FastAPI:
     rt = host.runtime
+    error = open_mode_error(host.settings)
+    if error is not None:
+        raise ValueError(error)
+    open_tenant = LOCAL_TENANT if host.settings.open else None
 
     async def run_job(job: TurnJob) -> None:
         await process_turn(rt, job)
@@ -48,10 +89,17 @@ def create_local_app(host: LocalHost) -> FastAPI:
             with contextlib.suppress(asyncio.CancelledError):
                 await consumer
 
-    app = create_app(rt, lifespan=lifespan)
+    app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
+        principal = None
+        if open_tenant is None:
+            try:
+                principal = await _upgrade_principal(rt, websocket)
+            except AgentVMError as exc:
+                await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=401))
+                return
         await websocket.accept()
         conn_id = rt.ids.new("conn")
         lock = asyncio.Lock()
@@ -62,7 +110,12 @@ def create_local_app(host: LocalHost) -> FastAPI:
 
         host.push.attach(conn_id, send)
         await rt.connections.register(
-            ConnectionInfo(connection_id=conn_id, tenant_id=LOCAL_TENANT, connected_at=rt.clock.now_ms())
+            ConnectionInfo(
+                connection_id=conn_id,
+                tenant_id=open_tenant or (principal.tenant_id if principal else None),
+                connected_at=rt.clock.now_ms(),
+                key_id=principal.key_id if principal else None,
+            )
         )
         try:
             while True:
@@ -87,6 +140,11 @@ def serve(host: LocalHost) -> None:
     import uvicorn
 
     settings = host.settings
+    error = open_mode_error(settings)
+    if error is not None:
+        raise SystemExit(error)
+    if settings.open:
+        log.warning("OPEN DEV MODE: no authentication; every connection is tenant 'local' (loopback only)")
     if not settings.has_provider_key():
         log.warning(
             "NO LLM PROVIDER KEY SET: every image without a model uses the built-in echo model. "
@@ -99,6 +157,7 @@ def serve(host: LocalHost) -> None:
             "ws": f"ws://{settings.host}:{settings.port}/ws",
             "data_dir": str(settings.data_dir),
             "default_model": settings.resolved_default_model(),
+            "auth": "open (no keys)" if settings.open else "API keys",
         },
     )
     uvicorn.run(
@@ -112,4 +171,4 @@ def serve(host: LocalHost) -> None:
     )
 
 
-__all__ = ["LOCAL_TENANT", "create_local_app", "serve"]
+__all__ = ["LOCAL_TENANT", "create_local_app", "is_loopback", "open_mode_error", "serve"]

@@ -2,62 +2,25 @@
 
 from __future__ import annotations
 
-import contextlib
-import os
-import socket
-import subprocess
-import sys
-import time
-
 import httpx
 import pytest
 
 from agentvm.client import AgentVMClient
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-@contextlib.contextmanager
-def avm_serve(data_dir, port):
-    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    env["AVM_ECHO_DELAY_MS"] = "2"
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "agentvm.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-    )
-    try:
-        deadline = time.monotonic() + 20
-        while True:
-            try:
-                if httpx.get(f"http://127.0.0.1:{port}/health", timeout=0.5).status_code == 200:
-                    break
-            except httpx.TransportError:
-                pass
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("avm serve did not start:\n" + proc.stdout.read().decode())
-            time.sleep(0.1)
-        yield f"ws://127.0.0.1:{port}/ws"
-    finally:
-        proc.terminate()
-        proc.wait(timeout=10)
+from tests.integration.avm_process import avm_serve, free_port
 
 
 @pytest.fixture
 def port():
-    return _free_port()
+    return free_port()
 
 
 async def test_v1_flow_streams_reply_and_history_survives_restart(tmp_path, port):
-    with avm_serve(tmp_path, port) as url:
+    with avm_serve(tmp_path, port) as server:
+        url = server.url
         health = httpx.get(f"http://127.0.0.1:{port}/health").json()
         assert health["status"] == "ok" and health["version"]
-        async with AgentVMClient.connect(url) as client:
+        token = server.admin_token()  # the first start prints its admin key once
+        async with AgentVMClient.connect(url, token=token) as client:
             created = await client.request("container_create", containerId="user-alice", check=True)
             assert created["containerId"] == "user-alice"
             img = (
@@ -83,8 +46,9 @@ async def test_v1_flow_streams_reply_and_history_survives_restart(tmp_path, port
         reply = "".join(e["data"]["text"] for e in agent if e["type"] == "text_delta")
         assert reply == "Echo: hello from alice"
 
-    with avm_serve(tmp_path, port) as url:
-        async with AgentVMClient.connect(url) as client:
+    with avm_serve(tmp_path, port) as server:
+        assert server.printed_tokens() == []  # a restart keeps the key and prints nothing
+        async with AgentVMClient.connect(server.url, token=token) as client:
             listed = await client.request("image_list", containerId="user-alice", check=True)
             assert [r["imageId"] for r in listed["records"]] == [img["imageId"]]
             history = await client.request("image_messages", imageId=img["imageId"], check=True)
@@ -97,8 +61,9 @@ async def test_v1_flow_streams_reply_and_history_survives_restart(tmp_path, port
 
 
 async def test_server_answers_malformed_frames_and_keeps_serving(tmp_path, port):
-    with avm_serve(tmp_path, port) as url:
-        async with AgentVMClient.connect(url) as client:
+    with avm_serve(tmp_path, port) as server:
+        token = server.admin_token()
+        async with AgentVMClient.connect(server.url, token=token) as client:
             await client._ws.send("{definitely not json")
             error = await client.events.get()
             assert error["type"] == "system_error" and error["data"]["details"]["code"] == "bad_request"

@@ -2,19 +2,59 @@
 
 Local: ``avm serve`` adds the ``/ws`` WebSocket route and the queue consumer around it.
 Lambda: ``functions/http_api`` wraps the same object in Mangum.
+
+Every ``/v1/...`` route needs ``Authorization: Bearer <API key>`` (``/health``, ``/docs`` and
+``/openapi.json`` stay open; an unknown path is a 404 with or without a key) and counts against
+the key's rate limit. Errors always have one
+shape: ``{"error": {"code": "...", "message": "...", ...}}``, the status chosen by the error's type.
+Keys, budgets and usage are admin routes, and act on the caller's own tenant only.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+import logging
+from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import FastAPI
-from pydantic import BaseModel
+from fastapi import APIRouter, Depends, FastAPI, Request  # noqa: TC002 (FastAPI reads annotations)
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import JSONResponse
+from pydantic import BaseModel, ConfigDict, Field
+from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentvm import __version__
+from agentvm.core.auth import Principal
+from agentvm.errors import (
+    AgentVMError,
+    BadRequest,
+    Conflict,
+    Forbidden,
+    NotFound,
+    QuotaExceeded,
+    Unauthorized,
+)
 
 if TYPE_CHECKING:
+    from agentvm.core.budgets import Budgets
     from agentvm.core.runtime import Runtime
+
+log = logging.getLogger("agentvm.api")
+
+# Status by error type (the most specific class in the exception's MRO wins).
+STATUS: dict[type[AgentVMError], int] = {
+    BadRequest: 400,
+    Unauthorized: 401,
+    Forbidden: 403,
+    NotFound: 404,
+    Conflict: 409,
+    QuotaExceeded: 429,
+}
+_HTTP_CODES = {
+    400: "bad_request",
+    401: "unauthorized",
+    403: "forbidden",
+    404: "not_found",
+    405: "method_not_allowed",
+}
 
 
 class Health(BaseModel):
@@ -22,7 +62,52 @@ class Health(BaseModel):
     version: str
 
 
-def create_app(runtime: Runtime, **fastapi_kwargs: object) -> FastAPI:
+class CreateKey(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    scopes: list[Literal["admin", "client"]] = Field(default_factory=lambda: ["client"], min_length=1)
+    name: str | None = Field(default=None, max_length=200)
+    rate_limit_per_minute: int | None = Field(default=None, ge=0)
+
+
+class BudgetLimits(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    daily_tokens: int | None = Field(default=None, ge=0)  # per UTC day; null = no limit
+    monthly_tokens: int | None = Field(default=None, ge=0)  # per UTC calendar month; null = no limit
+
+
+def error_body(exc: AgentVMError) -> dict[str, Any]:
+    return {"error": {"code": exc.code, "message": exc.message, **exc.wire_fields()}}
+
+
+def error_status(exc: AgentVMError) -> int:
+    return next((STATUS[c] for c in type(exc).__mro__ if c in STATUS), 500)
+
+
+def error_response(exc: AgentVMError, *, now_ms: int) -> JSONResponse:
+    headers: dict[str, str] = {}
+    if isinstance(exc, Unauthorized):
+        headers["WWW-Authenticate"] = "Bearer"
+    if isinstance(exc, QuotaExceeded):
+        headers["Retry-After"] = str(max(1, -(-(exc.reset_at_ms - now_ms) // 1000)))
+    return JSONResponse(error_body(exc), status_code=error_status(exc), headers=headers)
+
+
+async def principal_of(runtime: Runtime, headers: Any, open_tenant: str | None) -> Principal:
+    """Who sends this request: its bearer key, or the open dev mode's tenant."""
+    if runtime.auth is None:
+        if open_tenant is None:
+            raise Unauthorized("authentication is not configured on this server")
+        return Principal(tenant_id=open_tenant, key_id=None, scopes=frozenset({"admin", "client"}))
+    principal = await runtime.auth.from_headers(headers)
+    if principal is None:
+        raise Unauthorized("missing API key: send 'Authorization: Bearer <API key>'")
+    return principal
+
+
+def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kwargs: object) -> FastAPI:
+    """``open_tenant``: without an authenticator, every caller is this tenant (loopback dev mode only)."""
     app = FastAPI(
         title="AgentVM",
         version=__version__,
@@ -31,11 +116,144 @@ def create_app(runtime: Runtime, **fastapi_kwargs: object) -> FastAPI:
     )
     app.state.runtime = runtime
 
+    def now_ms() -> int:
+        return runtime.clock.now_ms()
+
+    @app.exception_handler(AgentVMError)
+    async def agentvm_error(_request: Request, exc: AgentVMError) -> JSONResponse:
+        return error_response(exc, now_ms=now_ms())
+
+    @app.exception_handler(RequestValidationError)
+    async def invalid_request(_request: Request, exc: RequestValidationError) -> JSONResponse:
+        parts = [f"{'.'.join(str(p) for p in e['loc'])}: {e['msg']}" for e in exc.errors()[:3]]
+        return error_response(BadRequest("; ".join(parts) or "invalid request"), now_ms=now_ms())
+
+    @app.exception_handler(StarletteHTTPException)
+    async def http_error(_request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        code = _HTTP_CODES.get(exc.status_code, "http_error")
+        return JSONResponse(
+            {"error": {"code": code, "message": str(exc.detail)}},
+            status_code=exc.status_code,
+            headers=exc.headers,
+        )
+
+    @app.exception_handler(Exception)
+    async def internal_error(_request: Request, exc: Exception) -> JSONResponse:
+        log.error("HTTP route failed", exc_info=exc)  # details logged (masked), never sent
+        return error_response(AgentVMError("internal error"), now_ms=now_ms())
+
+    async def authenticate(request: Request) -> None:
+        """Runs before every ``/v1`` route (unknown paths are plain 404s, as without a key)."""
+        principal = await principal_of(runtime, request.headers, open_tenant)
+        if runtime.rate_limiter is not None:
+            await runtime.rate_limiter.hit(principal)
+        request.state.principal = principal
+
+    v1 = APIRouter(prefix="/v1", dependencies=[Depends(authenticate)])
+
+    def admin(request: Request) -> Principal:
+        principal: Principal = request.state.principal
+        if not principal.allows("admin"):
+            raise Forbidden("this route needs an API key with the admin scope")
+        return principal
+
+    def budgets() -> Budgets:
+        if runtime.budgets is None:
+            raise BadRequest("budgets are not enabled on this server")
+        return runtime.budgets
+
     @app.get("/health", response_model=Health, tags=["ops"])
     async def health() -> Health:
         return Health(status="ok", version=__version__)
 
+    # -- API keys (admin; the caller's tenant only) ------------------------------------------------
+    @v1.post("/auth/keys", status_code=201, tags=["auth"])
+    async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
+        """Create a key for the caller's tenant. The token is in this response only: store it now."""
+        principal = admin(request)
+        if runtime.auth is None:
+            raise BadRequest("API keys are disabled in the open dev mode")
+        record, token = await runtime.auth.keys.create(
+            principal.tenant_id, body.scopes, name=body.name, rate_limit_per_minute=body.rate_limit_per_minute
+        )
+        return {"key": record.to_public(), "token": token}
+
+    @v1.get("/auth/keys", tags=["auth"])
+    async def list_keys(request: Request) -> dict[str, Any]:
+        principal = admin(request)
+        if runtime.auth is None:
+            return {"keys": []}
+        return {"keys": [k.to_public() for k in await runtime.auth.keys.list(principal.tenant_id)]}
+
+    @v1.delete("/auth/keys/{key_id}", tags=["auth"])
+    async def revoke_key(request: Request, key_id: str) -> dict[str, Any]:
+        """Revoke at once in this process; other processes stop accepting it within the cache bound."""
+        principal = admin(request)
+        record = None
+        if runtime.auth is not None:
+            record = await runtime.auth.revoke(key_id, tenant_id=principal.tenant_id)
+        if record is None:
+            raise NotFound(f"API key not found: {key_id}")
+        return {"key": record.to_public()}
+
+    # -- budgets and usage (admin; the caller's tenant only) ---------------------------------------
+    async def budget_view(tenant_id: str, container_id: str | None) -> dict[str, Any]:
+        b = budgets()
+        record = await b.store.get_budget(tenant_id, container_id)
+        return {
+            "daily_tokens": None if record is None else record.dailyTokens,
+            "monthly_tokens": None if record is None else record.monthlyTokens,
+            "usage": await b.usage(tenant_id, container_id),
+        }
+
+    @v1.put("/budgets/tenant", tags=["budgets"])
+    async def put_tenant_budget(request: Request, body: BudgetLimits) -> dict[str, Any]:
+        """Token limits (input + output) for the whole tenant; null = no limit."""
+        principal = admin(request)
+        await budgets().set(
+            principal.tenant_id, None, daily_tokens=body.daily_tokens, monthly_tokens=body.monthly_tokens
+        )
+        return await budget_view(principal.tenant_id, None)
+
+    @v1.get("/budgets/tenant", tags=["budgets"])
+    async def get_tenant_budget(request: Request) -> dict[str, Any]:
+        return await budget_view(admin(request).tenant_id, None)
+
+    @v1.put("/budgets/containers/{container_id}", tags=["budgets"])
+    async def put_container_budget(request: Request, container_id: str, body: BudgetLimits) -> dict[str, Any]:
+        """Token limits for one container of the caller's tenant (it need not exist yet)."""
+        principal = admin(request)
+        await budgets().set(
+            principal.tenant_id,
+            container_id,
+            daily_tokens=body.daily_tokens,
+            monthly_tokens=body.monthly_tokens,
+        )
+        return await budget_view(principal.tenant_id, container_id)
+
+    @v1.get("/budgets/containers/{container_id}", tags=["budgets"])
+    async def get_container_budget(request: Request, container_id: str) -> dict[str, Any]:
+        return await budget_view(admin(request).tenant_id, container_id)
+
+    @v1.get("/usage", tags=["budgets"])
+    async def usage(request: Request, containerId: str | None = None) -> dict[str, Any]:  # noqa: N803
+        """The tenant's usage records (one per turn, oldest first) and their totals."""
+        principal = admin(request)
+        records = await runtime.store.list_usage(principal.tenant_id, containerId)
+        input_tokens = sum(r.inputTokens for r in records)
+        output_tokens = sum(r.outputTokens for r in records)
+        return {
+            "records": [r.model_dump() for r in records],
+            "totals": {
+                "turns": len(records),
+                "inputTokens": input_tokens,
+                "outputTokens": output_tokens,
+                "totalTokens": input_tokens + output_tokens,
+            },
+        }
+
+    app.include_router(v1)
     return app
 
 
-__all__ = ["create_app"]
+__all__ = ["STATUS", "create_app", "error_body", "error_response", "error_status", "principal_of"]

@@ -247,6 +247,8 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
         image = found
     else:
         raise BadRequest("Either imageId or agentId must be provided")
+    if ctx.rt.budgets is not None:  # refuse before anything is stored (quota_exceeded)
+        await ctx.rt.budgets.check(ctx.tenant_id, image.containerId)
     await _ensure_container(ctx, image.containerId)
     image, _ = await _start_agent(ctx, image)
     assert image.agentId is not None

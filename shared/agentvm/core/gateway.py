@@ -4,6 +4,12 @@ Both hosts call ``handle_frame`` for every WebSocket text frame and send the ret
 to the calling connection only (never broadcast: AgentX v1 broadcast responses to everyone, which
 leaks across tenants). Events for a session go to its subscribers through the fanout.
 Nothing a client sends can crash it: every failure becomes the protocol's error shape.
+
+Authentication (with ``rt.auth`` set): an ``auth`` frame carrying a valid ``Authorization:
+Bearer`` header authenticates its connection (the connection is re-registered with the key's
+tenant); a bad one answers ``unauthorized`` and leaves the connection as it was. Every later frame
+re-checks the connection's key (cached, so a revoked key stops within the revocation bound), and
+every request counts against the key's rate limit.
 """
 
 from __future__ import annotations
@@ -14,12 +20,12 @@ from typing import TYPE_CHECKING
 from agentvm.core.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
 from agentvm.errors import AgentVMError, NotFound, Unauthorized
 from agentvm.events import dumps, response, system_error
+from agentvm.ports import ConnectionInfo
 from agentvm.protocol import AuthFrame, FrameError, IgnoredFrame, RequestFrame, SubscribeFrame, parse_frame
 
 if TYPE_CHECKING:
     from agentvm.core.runtime import Runtime
     from agentvm.events import Json
-    from agentvm.ports import ConnectionInfo
 
 log = logging.getLogger("agentvm.gateway")
 
@@ -34,15 +40,63 @@ async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> lis
     if isinstance(frame, IgnoredFrame):
         return []
     if isinstance(frame, AuthFrame):
-        return []  # credentials are checked at connect time by the host
-    if conn is None or conn.tenant_id is None:
-        err = Unauthorized("connection is not authenticated")
-        if isinstance(frame, RequestFrame):
-            return _error_frames(rt, err, request_type=frame.type, request_id=frame.request_id, data={})
-        return _error_frames(rt, err, request_type=None, request_id=None, data={})
+        return await _authenticate(rt, connection_id, conn, frame)
+    request_type, request_id = (
+        (frame.type, frame.request_id) if isinstance(frame, RequestFrame) else (None, None)
+    )
+    try:
+        if conn is None or conn.tenant_id is None:
+            raise Unauthorized("connection is not authenticated")
+        await _admit(rt, conn, counts=isinstance(frame, RequestFrame))
+    except AgentVMError as exc:
+        return _error_frames(rt, exc, request_type=request_type, request_id=request_id, data={})
+    except Exception:
+        log.exception("admission failed", extra={"request_type": request_type, "request_id": request_id})
+        err = AgentVMError("internal error")
+        return _error_frames(rt, err, request_type=request_type, request_id=request_id, data={})
     if isinstance(frame, SubscribeFrame):
         return await _subscribe(rt, conn, frame)
     return await _request(rt, conn, frame)
+
+
+async def _authenticate(
+    rt: Runtime, connection_id: str, conn: ConnectionInfo | None, frame: AuthFrame
+) -> list[str]:
+    if rt.auth is None:
+        return []  # no authenticator: the host decided who this connection is (open dev mode)
+    try:
+        principal = await rt.auth.from_headers(frame.headers)
+        if principal is None:
+            raise Unauthorized("the auth frame has no 'Authorization: Bearer <API key>' header")
+        if not principal.allows("client"):
+            raise Unauthorized("this API key may not use the WebSocket protocol")
+        if conn is not None and conn.tenant_id not in (None, principal.tenant_id):
+            raise Unauthorized("this connection is authenticated for another tenant; open a new one")
+    except AgentVMError as exc:
+        return _error_frames(rt, exc, request_type=None, request_id=None, data={})
+    except Exception:
+        log.exception("auth frame failed")
+        return _error_frames(rt, AgentVMError("internal error"), request_type=None, request_id=None, data={})
+    await rt.connections.register(
+        ConnectionInfo(
+            connection_id=connection_id,
+            tenant_id=principal.tenant_id,
+            connected_at=conn.connected_at if conn is not None else rt.clock.now_ms(),
+            key_id=principal.key_id,
+        )
+    )
+    return []  # AgentX clients expect no reply to `auth`
+
+
+async def _admit(rt: Runtime, conn: ConnectionInfo, *, counts: bool) -> None:
+    """The connection's key is still valid (revocation), and a request is within its rate limit."""
+    if rt.auth is None or conn.key_id is None:
+        return
+    principal = await rt.auth.principal(conn.key_id)
+    if principal.tenant_id != conn.tenant_id:
+        raise Unauthorized("connection is not authenticated")
+    if counts and rt.rate_limiter is not None:
+        await rt.rate_limiter.hit(principal)
 
 
 async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -> list[str]:
@@ -82,10 +136,12 @@ def _error_frames(
 ) -> list[str]:
     """A ``system_error``, then (for a request we can name) its ``*_response`` with ``data.error``."""
     now = rt.clock.now_ms()
-    out = [dumps(system_error(exc.message, now_ms=now, code=exc.code, request_id=request_id))]
+    extra = exc.wire_fields()
+    out = [dumps(system_error(exc.message, now_ms=now, code=exc.code, request_id=request_id, details=extra))]
     if request_type is not None and request_id is not None:
         body: Json = {"requestId": request_id, **FAILURE_DEFAULTS.get(request_type, {})}
         body.update({k: data[k] for k in ECHOED_FIELDS if isinstance(data.get(k), str)})
+        body.update(extra)
         body["error"] = exc.message
         body["code"] = exc.code
         out.append(dumps(response(request_type, body, now_ms=now)))

@@ -1,7 +1,8 @@
 """``run_turn``: one model call streamed to an observer, stoppable at any point.
 
 Pure orchestration: no storage, no transport. The caller persists the outcome and sends the
-terminal events. Provider failures end the turn as data (``outcome.error``), never as an escape.
+terminal events. Provider failures (and an ``AgentVMError`` from a wrapping client, such as a
+budget cut) end the turn as data (``outcome.error``), never as an escape.
 Tools are not executed yet: images may carry ``mcpServers``, which are stored, not run.
 """
 
@@ -12,7 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
-from agentvm.errors import ProviderError, ProviderUnavailable
+from agentvm.errors import AgentVMError, ProviderUnavailable
 from agentvm.llm import ModelStart, ModelStop, TextDelta
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ class TurnOutcome:
     usage_reported: bool = False  # False: the stream ended before the provider reported usage
     deltas: int = 0
     ttft_s: float | None = None
-    error: ProviderError | None = None
+    error: AgentVMError | None = None
     interrupted: bool = False
 
 
@@ -83,7 +84,7 @@ async def run_turn(
                 await consumer
         else:
             exc = consumer.exception()
-            if isinstance(exc, ProviderError):
+            if isinstance(exc, AgentVMError):
                 outcome.error = exc
             elif exc is not None:
                 outcome.error = ProviderUnavailable(f"model stream failed: {type(exc).__name__}")

@@ -10,6 +10,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agentvm.core.auth import Authenticator
+    from agentvm.core.budgets import Budgets
+    from agentvm.core.ratelimit import RateLimiter
     from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Store, TurnQueue
 
 
@@ -89,6 +92,11 @@ class Runtime:
     ids: Ids = field(default_factory=RandomIds)
     turns: TurnSettings = field(default_factory=TurnSettings)
     signals: CancelSignals = field(default_factory=CancelSignals)
+    # Security (SECURITY.md). None = not enforced: without an authenticator, ``auth`` frames are
+    # ignored and a connection is whatever tenant the host registered it as (the open dev mode).
+    auth: Authenticator | None = None
+    budgets: Budgets | None = None
+    rate_limiter: RateLimiter | None = None
 
 
 __all__ = ["CancelSignals", "RandomIds", "Runtime", "SystemClock", "TurnSettings"]

@@ -13,6 +13,7 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING
 
+from agentvm.core.budgets import BudgetedModelClient
 from agentvm.core.fanout import Fanout
 from agentvm.core.history import chat_turns, result_of
 from agentvm.core.loop import TurnOutcome, run_turn
@@ -26,6 +27,7 @@ from agentvm.records import TurnRecord, UsageRecord
 if TYPE_CHECKING:
     from agentvm.core.runtime import Runtime
     from agentvm.messages import Message
+    from agentvm.ports import ModelClient
     from agentvm.records import ImageRecord, TurnJob, TurnStatus
 
 log = logging.getLogger("agentvm.turns")
@@ -99,6 +101,8 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             createdAt=rt.clock.now_ms(),
         )
     )
+    if rt.budgets is not None:
+        await rt.budgets.record(job.tenantId, job.containerId, outcome.input_tokens + outcome.output_tokens)
     result = _result_message(rt, job, outcome, started_ms)
     if result is not None:
         appended = await store.append_message(job.sessionId, result, idempotency_key=f"result:{job.turnId}")
@@ -134,6 +138,7 @@ async def _stream(
         client, model_name, model_ref = rt.models.resolve(image.model)
     except AgentVMError as exc:
         return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), image.model or ""
+    client = await _within_budget(rt, job, client)
     request = ModelRequest(
         model=model_name,
         messages=chat_turns(history, up_to_user_id=job.userMessageId),
@@ -149,6 +154,14 @@ async def _stream(
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
     return outcome, model_ref
+
+
+async def _within_budget(rt: Runtime, job: TurnJob, client: ModelClient) -> ModelClient:
+    """With budgets, the model stream is cut once the turn's output crosses what is left of them."""
+    if rt.budgets is None:
+        return client
+    limit = await rt.budgets.allowance(job.tenantId, job.containerId)
+    return client if limit is None else BudgetedModelClient(client, limit)
 
 
 async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> None:

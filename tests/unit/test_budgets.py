@@ -1,0 +1,169 @@
+"""Token budgets: refused before a turn, cut during one, counted after each; UTC day and month windows."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+import pytest
+
+from agentvm.adapters.llm_scripted import ScriptedModelClient
+from agentvm.core.budgets import BudgetedModelClient, Limit, Windows, usage_key
+from agentvm.errors import QuotaExceeded
+from agentvm.llm import ChatTurn, ModelRequest, ModelStop, TextDelta
+from tests.security_harness import ManualClock, secure
+
+TEN_WORDS = "one two three four five six seven eight nine ten"
+
+
+def ms(*args: int) -> int:
+    return int(datetime(*args, tzinfo=UTC).timestamp() * 1000)
+
+
+@pytest.fixture
+def clock():
+    return ManualClock(ms(2026, 1, 15, 12, 0))
+
+
+@pytest.fixture
+def budgets(harness, clock):
+    return secure(harness, clock).budgets
+
+
+async def _image(harness, container="c1"):
+    c = await harness.client("tenant-a")
+    img = (await c.request("image_create", containerId=container, config={"name": "A"}))["record"]
+    return c, img
+
+
+def test_windows_are_utc_days_and_calendar_months():
+    w = Windows.at(ms(2026, 12, 31, 23, 59))
+    assert (w.month, w.day_field) == ("2026-12", "d31")
+    assert w.day_reset_ms == ms(2027, 1, 1) == w.month_reset_ms
+    w = Windows.at(ms(2026, 2, 3, 0, 0))
+    assert (w.month, w.day_field, w.day_reset_ms, w.month_reset_ms) == (
+        "2026-02",
+        "d03",
+        ms(2026, 2, 4),
+        ms(2026, 3, 1),
+    )
+    assert usage_key("2026-02", "acme") != usage_key("2026-02", "acme", "")
+
+
+async def test_message_send_over_budget_is_refused_with_limit_and_reset_and_stores_nothing(harness, budgets):
+    c, img = await _image(harness)
+    await budgets.set("tenant-a", None, daily_tokens=None, monthly_tokens=100)
+    await budgets.record("tenant-a", "other-container", 100)  # the tenant's budget spans containers
+    refused = await c.request("message_send", imageId=img["imageId"], content="hi")
+    assert refused["code"] == "quota_exceeded"
+    assert refused["limit"] == 100 and refused["resetAt"] == ms(2026, 2, 1)
+    assert (
+        "monthly token budget of 100 tokens" in refused["error"]
+        and "2026-02-01T00:00:00Z" in refused["error"]
+    )
+    error = [f for f in c.frames if f["type"] == "system_error"][-1]["data"]
+    assert error["details"] == {"code": "quota_exceeded", "limit": 100, "resetAt": ms(2026, 2, 1)}
+    assert (await c.request("image_messages", imageId=img["imageId"]))["messages"] == []
+    assert (await c.request("image_get", imageId=img["imageId"]))["record"]["online"] is False
+    await harness.run_turns()
+    assert harness.model.requests == []
+
+
+async def test_a_container_budget_limits_only_that_container(harness, budgets):
+    c, img = await _image(harness, "c1")
+    _, other = await _image(harness, "c2")
+    await budgets.set("tenant-a", "c1", daily_tokens=10, monthly_tokens=None)
+    await budgets.record("tenant-a", "c1", 10)
+    assert (await c.request("message_send", imageId=img["imageId"], content="hi"))["code"] == "quota_exceeded"
+    assert "code" not in await c.request("message_send", imageId=other["imageId"], content="hi")
+
+
+async def test_the_stream_is_cut_when_the_budget_is_crossed_and_the_partial_reply_is_kept(harness, budgets):
+    c, img = await _image(harness)
+    await budgets.set("tenant-a", "c1", daily_tokens=5, monthly_tokens=None)
+    harness.model.add(TEN_WORDS)
+    await c.request("message_send", imageId=img["imageId"], content="hi")
+    await harness.run_turns()
+
+    events = c.session_events()
+    assert [e["type"] for e in events][-3:] == ["assistant_message", "error_message", "error_occurred"]
+    streamed = "".join(e["data"]["text"] for e in events if e["type"] == "text_delta")
+    assert streamed == "one two three four five six"  # the crossing delta is delivered, then the cut
+    assert (
+        events[-1]["data"]["code"] == "quota_exceeded"
+        and "daily token budget of 5" in events[-1]["data"]["message"]
+    )
+    assert harness.model.closed_early == 1  # the provider stream was closed
+    history = (await c.request("image_messages", imageId=img["imageId"]))["messages"]
+    assert [m["subtype"] for m in history] == ["user", "assistant", "error"]
+    assert history[1]["content"] == [{"type": "text", "text": streamed}]
+    assert history[2]["errorCode"] == "quota_exceeded"
+    [usage] = await harness.store.list_usage("tenant-a")
+    assert (usage.outputTokens, usage.status) == (6, "failed")  # the tokens actually received
+    assert (await budgets.usage("tenant-a", "c1"))["day"] == 6
+    # and the next message is refused up front
+    assert (await c.request("message_send", imageId=img["imageId"], content="more"))[
+        "code"
+    ] == "quota_exceeded"
+
+
+async def test_a_queued_turn_finding_the_budget_used_up_never_calls_the_model(harness, budgets):
+    c, img = await _image(harness)
+    await budgets.set("tenant-a", None, daily_tokens=8, monthly_tokens=None)
+    harness.model.add(TEN_WORDS, "never sent")
+    await c.request("message_send", imageId=img["imageId"], content="first")
+    await c.request("message_send", imageId=img["imageId"], content="second")  # accepted: budget not used yet
+    await harness.run_turns()
+    assert len(harness.model.requests) == 1
+    types = [e["type"] for e in c.session_events()]
+    assert types[-2:] == ["error_message", "error_occurred"] and types.count("assistant_message") == 1
+    history = (await c.request("image_messages", imageId=img["imageId"]))["messages"]
+    assert [m["subtype"] for m in history] == ["user", "user", "assistant", "error", "error"]
+    assert [m.get("errorCode") for m in history[3:]] == ["quota_exceeded", "quota_exceeded"]
+
+
+async def test_each_turn_adds_its_tokens_to_tenant_and_container_day_and_month(harness, budgets):
+    c, img = await _image(harness)
+    harness.model.add("a b c")
+    await c.request("message_send", imageId=img["imageId"], content="four words right here")
+    await harness.run_turns()
+    [usage] = await harness.store.list_usage("tenant-a")
+    total = usage.inputTokens + usage.outputTokens
+    assert (usage.inputTokens, usage.outputTokens) == (4, 3)
+    for container in (None, "c1"):
+        u = await budgets.usage("tenant-a", container)
+        assert (u["day"], u["month"]) == (total, total)
+    assert (await budgets.usage("tenant-a", "c2"))["month"] == 0
+    assert (await budgets.usage("tenant-b"))["month"] == 0
+
+
+async def test_a_new_utc_day_restores_the_daily_budget_but_not_the_monthly(harness, budgets, clock):
+    c, img = await _image(harness)
+    await budgets.set("tenant-a", None, daily_tokens=10, monthly_tokens=15)
+    await budgets.record("tenant-a", "c1", 10)
+    assert (await c.request("message_send", imageId=img["imageId"], content="x"))["code"] == "quota_exceeded"
+    clock.advance(12 * 3600)  # 00:00 UTC the next day
+    assert "code" not in await c.request("message_send", imageId=img["imageId"], content="x")
+    await budgets.record("tenant-a", "c1", 5)
+    refused = await c.request("message_send", imageId=img["imageId"], content="y")
+    assert refused["code"] == "quota_exceeded" and refused["resetAt"] == ms(2026, 2, 1)
+
+
+async def test_the_binding_limit_is_the_one_with_the_least_left(budgets):
+    await budgets.set("t", None, daily_tokens=100, monthly_tokens=1000)
+    await budgets.set("t", "c", daily_tokens=None, monthly_tokens=30)
+    await budgets.record("t", "c", 20)
+    binding = await budgets.allowance("t", "c")
+    assert (binding.scope, binding.window, binding.remaining) == ("container", "month", 10)
+    assert await budgets.allowance("t", "unbudgeted") == Limit("tenant", "day", 100, 20, ms(2026, 1, 16))
+
+
+async def test_a_reply_exactly_at_the_allowance_completes_normally():
+    inner = ScriptedModelClient(["a b c"])
+    limit = Limit("tenant", "day", 3, 0, 0)
+    request = ModelRequest(model="m", messages=(ChatTurn("user", "hi"),))
+    events = [e async for e in BudgetedModelClient(inner, limit).stream(request)]
+    assert [type(e) for e in events][-1] is ModelStop
+    assert sum(isinstance(e, TextDelta) for e in events) == 3 and inner.closed_early == 0
+    with pytest.raises(QuotaExceeded):
+        [e async for e in BudgetedModelClient(inner, Limit("tenant", "day", 3, 3, 0)).stream(request)]
+    assert len(inner.requests) == 1  # refused before the provider was called

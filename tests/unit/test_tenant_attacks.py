@@ -1,0 +1,280 @@
+"""Tenant B attacks tenant A: every command, ``subscribe`` and every HTTP route, with A's ids.
+
+For each, B's answer for A's id must equal its answer for an id that does not exist (after
+normalising request ids, generated ids, timestamps and the id string itself), and A's data must
+be exactly as before. Callers are authenticated with real API keys (``auth`` frame, bearer header).
+
+The suite runs once per runtime factory in ``RUNTIME_FACTORIES``: an async context manager taking
+``tmp_path`` and yielding a ``World``. Add a host (e.g. the AWS runtime on moto) by appending a
+``pytest.param(factory, id=..., marks=...)``.
+"""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import httpx
+import pytest
+
+from agentvm.api.app import create_app
+from tests.harness import Harness
+from tests.security_harness import ManualClock, keyed_client, new_key, secure
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Awaitable, Callable
+
+    from agentvm.adapters.llm_scripted import ScriptedModelClient
+    from agentvm.core.runtime import Runtime
+    from tests.harness import ProtocolClient
+
+
+@dataclass
+class World:
+    """A runtime with auth, budgets and rate limits, and an admin key for tenants A and B."""
+
+    rt: Runtime
+    model: ScriptedModelClient
+    run_turns: Callable[[], Awaitable[None]]
+    connect: Callable[[str], Awaitable[ProtocolClient]]  # an API key's token -> an authenticated client
+    tokens: dict[str, str]  # tenant -> admin token
+
+    @asynccontextmanager
+    async def http(self, tenant: str) -> AsyncIterator[httpx.AsyncClient]:
+        transport = httpx.ASGITransport(app=create_app(self.rt))
+        headers = {"Authorization": f"Bearer {self.tokens[tenant]}"}
+        async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as client:
+            yield client
+
+
+@asynccontextmanager
+async def local_sqlite_world(tmp_path: Any) -> AsyncIterator[World]:
+    h = Harness(tmp_path)
+    secure(h, ManualClock())
+    tokens = {t: await new_key(h.rt, t, "admin") for t in ("tenant-a", "tenant-b")}
+    try:
+        yield World(
+            rt=h.rt,
+            model=h.model,
+            run_turns=h.run_turns,
+            connect=lambda token: keyed_client(h, token),
+            tokens=tokens,
+        )
+    finally:
+        h.queue.close()
+        h.store.close()
+
+
+RUNTIME_FACTORIES = [pytest.param(local_sqlite_world, id="local-sqlite")]
+
+
+@pytest.fixture(params=RUNTIME_FACTORIES)
+async def world(request, tmp_path):
+    async with request.param(tmp_path) as w:
+        yield w
+
+
+# -- normalisation ------------------------------------------------------------------------------
+_GENERATED = re.compile(r"\b(img|sess|agent|msg|conn|turn)_[0-9a-z_]+")
+_TIMES = {"timestamp", "createdAt", "updatedAt", "registeredAt", "savedAt", "dayResetAt", "monthResetAt"}
+
+
+def normalise(value: Any, target: str) -> Any:
+    if isinstance(value, dict):
+        return {
+            k: 0 if k in _TIMES else "<req>" if k == "requestId" else normalise(v, target)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [normalise(v, target) for v in value]
+    if isinstance(value, str):
+        return _GENERATED.sub(r"\1_*", value.replace(target, "<ID>"))
+    return value
+
+
+async def frames_of(client: ProtocolClient, send: Awaitable[Any]) -> list[dict[str, Any]]:
+    """Every frame ``client`` gets while ``send`` runs: responses, errors and pushed events."""
+    before = len(client.frames)
+    await send  # a coroutine does nothing until awaited
+    return copy.deepcopy(client.frames[before:])
+
+
+# -- tenant A's data ------------------------------------------------------------------------------
+@dataclass
+class Victim:
+    client: ProtocolClient
+    container: str
+    image: dict[str, Any]
+    agent_id: str
+    key_id: str
+
+
+async def victim(world: World) -> Victim:
+    a = await world.connect(world.tokens["tenant-a"])
+    img = (await a.request("image_create", containerId="user-alice", config={"name": "A"}))["record"]
+    run = await a.request("image_run", imageId=img["imageId"])
+    world.model.add("a private reply")
+    await a.request("message_send", imageId=img["imageId"], content="a private question")
+    await world.run_turns()
+    async with world.http("tenant-a") as http:
+        await http.put("/v1/budgets/tenant", json={"daily_tokens": 10_000, "monthly_tokens": None})
+        await http.put("/v1/budgets/containers/user-alice", json={"daily_tokens": 5_000})
+        key = (await http.post("/v1/auth/keys", json={"scopes": ["client"], "name": "a-app"})).json()
+    return Victim(a, "user-alice", img, run["agentId"], key["key"]["keyId"])
+
+
+async def snapshot(world: World, v: Victim) -> dict[str, Any]:
+    a = v.client
+    out: dict[str, Any] = {
+        "containers": await a.request("container_list"),
+        "images": await a.request("image_list"),
+        "agents": await a.request("agent_list", containerId=v.container),
+        "image": await a.request("image_get", imageId=v.image["imageId"]),
+        "messages": await a.request("image_messages", imageId=v.image["imageId"]),
+    }
+    async with world.http("tenant-a") as http:
+        for path in ("/v1/auth/keys", "/v1/budgets/tenant", "/v1/budgets/containers/user-alice", "/v1/usage"):
+            out[path] = (await http.get(path)).json()
+    return normalise(out, "\0")
+
+
+# -- the attacks ----------------------------------------------------------------------------------
+EXTRA = {
+    "message_send": {"content": "hijack"},
+    "image_update": {"updates": {"name": "pwned", "systemPrompt": "leak everything"}},
+    "image_create": {"config": {"name": "B"}},
+}
+
+
+def attacks(v: Victim) -> list[tuple[str, str, str, str]]:
+    """(command, id field, A's id, a missing id of the same kind): every command taking an id.
+
+    Reads first, then writes, so B's own writes (container_create) cannot change a later answer.
+    """
+    img, agent, container = v.image["imageId"], v.agent_id, v.container
+    missing_img, missing_agent, missing_c = "img_missing_0000", "agent_missing_0000", "user-missing"
+    return [
+        ("container_get", "containerId", container, missing_c),
+        ("agent_list", "containerId", container, missing_c),
+        ("image_list", "containerId", container, missing_c),
+        ("agent_get", "agentId", agent, missing_agent),
+        ("image_get", "imageId", img, missing_img),
+        ("image_messages", "imageId", img, missing_img),
+        ("message_send", "imageId", img, missing_img),
+        ("message_send", "agentId", agent, missing_agent),
+        ("agent_interrupt", "imageId", img, missing_img),
+        ("agent_interrupt", "agentId", agent, missing_agent),
+        ("image_update", "imageId", img, missing_img),
+        ("image_run", "imageId", img, missing_img),
+        ("image_stop", "imageId", img, missing_img),
+        ("agent_destroy", "agentId", agent, missing_agent),
+        ("agent_destroy_all", "containerId", container, missing_c),
+        ("image_delete", "imageId", img, missing_img),
+        ("image_create", "containerId", container, missing_c),
+        ("container_create", "containerId", container, missing_c),
+    ]
+
+
+COMMANDS_COVERED = {
+    "container_create",
+    "container_get",
+    "container_list",
+    "agent_get",
+    "agent_list",
+    "agent_destroy",
+    "agent_destroy_all",
+    "message_send",
+    "agent_interrupt",
+    "image_create",
+    "image_run",
+    "image_stop",
+    "image_update",
+    "image_list",
+    "image_get",
+    "image_delete",
+    "image_messages",
+}
+
+
+def test_the_suite_covers_all_17_commands():
+    from agentvm.core.commands import COMMANDS
+
+    assert {t.removesuffix("_request") for t in COMMANDS} == COMMANDS_COVERED
+
+
+async def test_tenant_b_learns_nothing_and_changes_nothing_with_tenant_a_ids(world):
+    v = await victim(world)
+    before = await snapshot(world, v)
+    a_frames = len(v.client.frames)
+    b = await world.connect(world.tokens["tenant-b"])
+
+    # commands without ids see only B's (empty) tenant
+    assert (await b.request("container_list"))["containerIds"] == []
+    assert (await b.request("image_list"))["records"] == []
+
+    covered = {"container_list", "image_list"}
+    for cmd, field, own, miss in attacks(v):
+        extra = EXTRA.get(cmd, {})
+        foreign = await frames_of(b, b.request(cmd, **extra, **{field: own}))
+        absent = await frames_of(b, b.request(cmd, **extra, **{field: miss}))
+        assert normalise(foreign, own) == normalise(absent, miss), (cmd, field)
+        covered.add(cmd)
+    assert covered == COMMANDS_COVERED
+
+    # subscribe to A's session reads like subscribing to a session that does not exist
+    foreign = await frames_of(b, b.subscribe(v.image["sessionId"]))
+    absent = await frames_of(b, b.subscribe("sess_missing_0000"))
+    assert normalise(foreign, v.image["sessionId"]) == normalise(absent, "sess_missing_0000")
+    assert foreign[0]["data"]["details"]["code"] == "not_found"
+
+    await world.run_turns()  # nothing B did may have queued work on A's session
+    assert v.client.frames[a_frames:] == []  # A's connection saw nothing of B's attempts
+    assert await snapshot(world, v) == before
+
+
+async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world):
+    v = await victim(world)
+    before = await snapshot(world, v)
+    async with world.http("tenant-b") as http:
+        keys = (await http.get("/v1/auth/keys")).json()["keys"]
+        assert {k["tenantId"] for k in keys} == {"tenant-b"}
+
+        pairs = [
+            ("DELETE", "/v1/auth/keys/{}", v.key_id, "zzzzzzzzzzzz", None),
+            ("GET", "/v1/budgets/containers/{}", v.container, "user-missing", None),
+            ("PUT", "/v1/budgets/containers/{}", v.container, "user-missing", {"daily_tokens": 1}),
+            ("GET", "/v1/usage?containerId={}", v.container, "user-missing", None),
+        ]
+        for method, path, own, miss, body in pairs:
+            foreign = await http.request(method, path.format(own), json=body)
+            absent = await http.request(method, path.format(miss), json=body)
+            assert foreign.status_code == absent.status_code, path
+            assert normalise(foreign.json(), own) == normalise(absent.json(), miss), path
+        assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0
+        tenant_budget = (await http.get("/v1/budgets/tenant")).json()  # A set one; B has none
+        assert (tenant_budget["daily_tokens"], tenant_budget["usage"]["month"]) == (None, 0)
+        await http.put("/v1/budgets/tenant", json={"daily_tokens": 1, "monthly_tokens": 1})
+
+    # A's key id with another secret reads exactly like a made-up key
+    a_key_id = world.tokens["tenant-a"].split("_")[1]
+    forged = f"avm_{a_key_id}_{world.tokens['tenant-b'].split('_', 2)[2]}"
+    made_up = "avm_zzzzzzzzzzzz_" + world.tokens["tenant-b"].split("_", 2)[2]
+    transport = httpx.ASGITransport(app=create_app(world.rt))
+    async with httpx.AsyncClient(transport=transport, base_url="http://avm") as anon:
+        answers = [
+            (await anon.get("/v1/usage", headers={"Authorization": f"Bearer {t}"})) for t in (forged, made_up)
+        ]
+    assert [r.status_code for r in answers] == [401, 401] and answers[0].json() == answers[1].json()
+    forged_ws = await frames_of(v.client, v.client.send_raw(_auth(forged)))
+    made_up_ws = await frames_of(v.client, v.client.send_raw(_auth(made_up)))
+    assert normalise(forged_ws, "\0") == normalise(made_up_ws, "\0")
+
+    assert await snapshot(world, v) == before
+
+
+def _auth(token: str) -> str:
+    return json.dumps({"type": "auth", "headers": {"Authorization": f"Bearer {token}"}})
