@@ -164,3 +164,26 @@ async def test_image_create_with_unknown_model_provider_is_rejected(harness):
     c = await harness.client()
     data = await c.request("image_create", containerId="box", config={"model": "nosuch/model"})
     assert data["error"] and data["code"] == "bad_request"
+
+
+async def test_images_of_one_container_never_appear_in_another(harness):
+    c = await harness.client()
+    alice = await _image(c, container="user-alice")
+    bob = await _image(c, container="user-bob")
+    harness.model.add("for alice", "for bob")
+    await c.request("message_send", imageId=alice["imageId"], content="alice says")
+    await c.request("message_send", imageId=bob["imageId"], content="bob says")
+    await harness.run_turns()
+    listed_alice = await c.request("image_list", containerId="user-alice")
+    listed_bob = await c.request("image_list", containerId="user-bob")
+    assert [r["imageId"] for r in listed_alice["records"]] == [alice["imageId"]]
+    assert [r["imageId"] for r in listed_bob["records"]] == [bob["imageId"]]
+    assert listed_alice["__subscriptions"] == [alice["sessionId"]]
+    agents = await c.request("agent_list", containerId="user-alice")
+    assert [a["imageId"] for a in agents["agents"]] == [alice["imageId"]]
+    alice_history = await c.request("image_messages", imageId=alice["imageId"])
+    texts = [
+        m["content"] if isinstance(m["content"], str) else m["content"][0]["text"]
+        for m in alice_history["messages"]
+    ]
+    assert texts == ["alice says", "for alice"]
