@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 
     from agentvm.core.runtime import Runtime
 
-REQUIRED_SETTINGS = ("table_name",)
+REQUIRED_SETTINGS = ("table_name", "auth_secret_parameter")
 
 logger = Logger()
 

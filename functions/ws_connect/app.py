@@ -1,10 +1,12 @@
-"""``$connect``: register the new connection and the tenant it belongs to.
+"""``$connect``: register the new connection and who it is.
 
-API Gateway calls this once per socket, before the upgrade completes; returning 200 accepts the
-connection. Nothing may be posted to the connection from here (it does not exist yet: a post
-answers 410). The tenant comes from the REQUEST authorizer's context
-(``requestContext.authorizer.tenantId``); the stack has no authorizer yet, so every connection
-belongs to the single tenant ``default`` until API-key auth lands (see docs/deploy.md).
+API Gateway calls this once per socket, after the ``$connect`` REQUEST authorizer
+(``functions/ws_authorizer``) allowed it and before the upgrade completes; returning 200 accepts
+the connection. Nothing may be posted to the connection from here (it does not exist yet: a post
+answers 410). The tenant and the API key come from the authorizer's context
+(``requestContext.authorizer.tenantId`` / ``keyId``). A connection opened without credentials has
+neither: it is registered unauthenticated, and may send only an ``auth`` frame (browser clients),
+which registers it again with its key's tenant (``core.gateway``). There is no default tenant.
 """
 
 from __future__ import annotations
@@ -22,7 +24,6 @@ if TYPE_CHECKING:
 
     from agentvm.core.runtime import Runtime
 
-DEFAULT_TENANT = "default"
 REQUIRED_SETTINGS = ("table_name",)
 
 logger = Logger()
@@ -32,12 +33,14 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
     @logger.inject_lambda_context(correlation_id_path=correlation_paths.API_GATEWAY_REST, clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
         request = event["requestContext"]
-        tenant_id = (request.get("authorizer") or {}).get("tenantId") or DEFAULT_TENANT
+        authorizer = request.get("authorizer") or {}
+        tenant_id, key_id = authorizer.get("tenantId"), authorizer.get("keyId")
         connection_id = request["connectionId"]
-        logger.append_keys(connection_id=connection_id, tenant_id=tenant_id)
+        logger.append_keys(connection_id=connection_id, tenant_id=tenant_id, key_id=key_id)
         connected_at = request.get("connectedAt") or rt.clock.now_ms()
-        run_sync(rt.connections.register(ConnectionInfo(connection_id, tenant_id, connected_at)))
-        logger.info("connected")
+        info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id)
+        run_sync(rt.connections.register(info))
+        logger.info("connected", extra={"authenticated": tenant_id is not None})  # else: awaits an auth frame
         return {"statusCode": 200}
 
     return handler

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from agentvm.core.runtime import Runtime
 
-REQUIRED_SETTINGS = ("table_name", "queue_url", "ws_endpoint")
+REQUIRED_SETTINGS = ("table_name", "queue_url", "ws_endpoint", "auth_secret_parameter")
 
 logger = Logger()
 

@@ -33,13 +33,18 @@ T = TypeVar("T")
 log = logging.getLogger("agentvm.bootstrap")
 
 
-def turn_settings(settings: Settings, *, cancel_poll_s: float = 0.0) -> TurnSettings:
+def turn_settings(
+    settings: Settings, *, cancel_poll_s: float = 0.0, subscriber_refresh_s: float = 2.0
+) -> TurnSettings:
     return TurnSettings(
         flush_s=settings.flush_ms / 1000,
         history_window=settings.history_window,
         max_output_tokens=settings.max_output_tokens,
         cancel_poll_s=cancel_poll_s,
+        subscriber_refresh_s=subscriber_refresh_s,
         max_frame_bytes=settings.max_frame_bytes,
+        compaction_threshold_tokens=settings.compaction_threshold_tokens,
+        compaction_model=settings.compaction_model,
     )
 
 
@@ -71,7 +76,9 @@ def local_runtime(settings: Settings) -> LocalHost:
         connections=InMemoryConnections(),
         push=push,
         models=SettingsModelResolver(settings),
-        turns=turn_settings(settings),
+        # Subscribers are an in-memory lookup here: looked up on every send, so a client that
+        # resumes mid-turn is caught up at the next frame.
+        turns=turn_settings(settings, subscriber_refresh_s=0.0),
     )
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 
@@ -89,26 +96,29 @@ _SECRET_FIELDS = (
 
 
 def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",)) -> Runtime:
-    """DynamoDB store and connections, SQS FIFO turn queue, API Gateway push, models by settings.
+    """DynamoDB store and connections, SQS FIFO turn queue, API Gateway push, models by settings,
+    and security (API keys, budgets, rate limits on the same table: ``aws_security``).
 
     Only builds objects: boto3 clients are created offline, so this does no network I/O (provider
-    keys are read later, on first use; see ``SsmKeysModelResolver``). ``require`` names the
-    settings this function cannot run without; a missing one fails here, with the environment
-    variable to set. Ports whose setting a function was not given (``$connect`` has no queue)
-    fail loudly if ever used. No authenticator yet: a connection's tenant is what ``$connect``
-    registered (``default`` until API-key auth lands).
+    keys and the server secret are read later, on first use; see ``SsmKeysModelResolver`` and
+    ``bootstrap_security.aws_security``). ``require`` names the settings this function cannot run
+    without; a missing one fails here, with the environment variable to set. Ports whose setting a
+    function was not given (``$connect`` has no queue) fail loudly if ever used; so does verifying
+    a token in a function without ``AVM_AUTH_SECRET_PARAMETER``: the authenticator is always there,
+    so no function ever runs unauthenticated.
     """
     from agentvm.adapters.apigw_push import ApiGatewayPush
     from agentvm.adapters.dynamodb_connections import DynamoConnections
     from agentvm.adapters.dynamodb_store import DynamoStore
     from agentvm.adapters.sqs_queue import SqsTurnQueue
+    from agentvm.bootstrap_security import aws_security
 
     missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
     if missing:
         names = ", ".join(f"AVM_{name.upper()}" for name in missing)
         raise RuntimeError(f"AWS host misconfigured: {names} not set")
     assert settings.table_name is not None
-    return Runtime(
+    runtime = Runtime(
         store=DynamoStore(settings.table_name),
         queue=SqsTurnQueue(settings.queue_url) if settings.queue_url else NotConfigured("queue_url"),
         connections=DynamoConnections(settings.table_name),
@@ -116,6 +126,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         models=SsmKeysModelResolver(settings),
         turns=turn_settings(settings, cancel_poll_s=settings.cancel_poll_ms / 1000),
     )
+    aws_security(settings, runtime.clock).attach(runtime)
+    return runtime
 
 
 class NotConfigured:
@@ -165,21 +177,30 @@ class SsmKeysModelResolver:
         return self._resolver
 
     def _read(self, name: str) -> dict[str, Any]:
-        client = self._ssm_client
-        if client is None:
-            import boto3
-
-            client = boto3.client("ssm")
-        value = client.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
-        try:
-            keys = json.loads(value)
-        except ValueError:
-            keys = None
-        if not isinstance(keys, dict):
-            # no detail on purpose: a parse error's message can quote the secret
-            raise RuntimeError(f"SSM parameter {name} must hold a JSON object of provider settings")
+        keys = read_ssm_json(name, ssm_client=self._ssm_client, holding="a JSON object of provider settings")
         log.info("provider keys loaded", extra={"parameter": name, "names": sorted(keys)})
         return keys
+
+
+def read_ssm_json(name: str, *, ssm_client: Any = None, holding: str) -> dict[str, Any]:
+    """The JSON object in the SecureString ``name`` (decrypted). Errors never quote the value.
+
+    ``holding`` says what the parameter must hold, for the error when it holds anything else.
+    """
+    client = ssm_client
+    if client is None:
+        import boto3
+
+        client = boto3.client("ssm")
+    value = client.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        # no detail on purpose: a parse error's message can quote the secret
+        raise RuntimeError(f"SSM parameter {name} must hold {holding}")
+    return parsed
 
 
 def with_provider_keys(settings: Settings, keys: dict[str, Any]) -> Settings:
@@ -284,6 +305,7 @@ __all__ = [
     "aws_runtime",
     "event_loop",
     "local_runtime",
+    "read_ssm_json",
     "run_sync",
     "turn_settings",
     "with_provider_keys",

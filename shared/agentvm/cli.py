@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -26,6 +27,16 @@ def _parser() -> argparse.ArgumentParser:
     data_dir.add_argument(
         "--data-dir", type=Path, help="where state lives (default ~/.agentvm, env AVM_DATA_DIR)"
     )
+    # `keys` and `budgets` can act on a deployed AWS stack instead (with AWS credentials for it).
+    stack = argparse.ArgumentParser(add_help=False)
+    stack.add_argument("--table", help="act on this AWS stack's DynamoDB table (its TableName output)")
+    stack.add_argument(
+        "--secret-parameter",
+        default=AWS_SECRET_PARAMETER,
+        help=f"with --table: the SSM SecureString of the server secret (default {AWS_SECRET_PARAMETER})",
+    )
+    stack.add_argument("--region", help="with --table: the stack's AWS region (default: the AWS config's)")
+    managed = [data_dir, stack]
 
     serve = sub.add_parser("serve", parents=[data_dir], help="run AgentVM locally (HTTP + WebSocket at /ws)")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1, env AVM_HOST)")
@@ -43,25 +54,27 @@ def _parser() -> argparse.ArgumentParser:
 
     add_arguments(fake)
 
-    keys = sub.add_parser("keys", help="create, list and revoke API keys (acts on the data dir directly)")
+    keys = sub.add_parser(
+        "keys", help="create, list and revoke API keys (acts on the data dir, or --table, directly)"
+    )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", parents=[data_dir], help="create a key; prints its token once")
+    create = keys_sub.add_parser("create", parents=managed, help="create a key; prints its token once")
     create.add_argument("--tenant", required=True)
     create.add_argument(
         "--scope", action="append", choices=["admin", "client"], help="repeatable (default: client)"
     )
     create.add_argument("--name")
     create.add_argument("--rate-limit", type=int, help="requests per minute (default: the server's)")
-    listing = keys_sub.add_parser("list", parents=[data_dir], help="list a tenant's keys (never tokens)")
+    listing = keys_sub.add_parser("list", parents=managed, help="list a tenant's keys (never tokens)")
     listing.add_argument("--tenant", required=True)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    revoke = keys_sub.add_parser("revoke", parents=[data_dir], help="revoke a key")
+    revoke = keys_sub.add_parser("revoke", parents=managed, help="revoke a key")
     revoke.add_argument("key_id")
 
     budgets = sub.add_parser("budgets", help="token budgets per tenant and per container (UTC day/month)")
     budgets_sub = budgets.add_subparsers(dest="budgets_command", required=True)
-    set_ = budgets_sub.add_parser("set", parents=[data_dir], help="set limits (flags left out are kept)")
-    show = budgets_sub.add_parser("show", parents=[data_dir], help="limits and current usage")
+    set_ = budgets_sub.add_parser("set", parents=managed, help="set limits (flags left out are kept)")
+    show = budgets_sub.add_parser("show", parents=managed, help="limits and current usage")
     for p in (set_, show):
         p.add_argument("--tenant", required=True)
         p.add_argument("--container", help="a container of the tenant (default: the whole tenant)")
@@ -71,6 +84,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _NO_LIMIT = -1
+AWS_SECRET_PARAMETER = "/agentvm/auth-secret"  # template.yaml's AuthSecretParameterName default
 
 
 def _limit(text: str) -> int:
@@ -93,9 +107,12 @@ def main(argv: list[str] | None = None) -> int:
     if args.command in ("keys", "budgets"):
         from agentvm.errors import AgentVMError
 
+        # On a stack, AWS errors (no credentials, access denied, no such table or parameter) are
+        # reported the same way; their messages name resources, never the secret.
+        expected = Exception if args.table else (AgentVMError, ValueError)
         try:
             return asyncio.run(_keys(args) if args.command == "keys" else _budgets(args))
-        except (AgentVMError, ValueError) as exc:
+        except expected as exc:
             print(f"avm: {getattr(exc, 'message', exc)}", file=sys.stderr)
             return 2
     return 2
@@ -167,18 +184,34 @@ def _announce_admin_key(token: str, settings: Settings) -> None:
     )
 
 
-def _security(settings: Settings) -> Security:
-    """The data dir's key store, budgets and counters, as the server uses them (never open mode)."""
-    from agentvm.bootstrap_security import local_security
+def _security(args: argparse.Namespace) -> Security:
+    """The key store, budgets and counters the server uses (never open mode): the data dir's, or
+    with ``--table`` a deployed AWS stack's, wired as its functions wire them (``aws_security``)."""
     from agentvm.core.runtime import SystemClock
 
-    settings = settings.model_copy(update={"open": False})
+    if args.table:
+        from agentvm.bootstrap_security import aws_security
+        from agentvm.config import Settings
+
+        if args.region:
+            os.environ["AWS_DEFAULT_REGION"] = args.region  # boto3 clients are created after this
+        # Only the stack's parameter: a local AVM_AUTH_SECRET must never hash the stack's keys.
+        aws = Settings(
+            table_name=args.table,
+            auth_secret_parameter=args.secret_parameter,
+            auth_secret=None,
+            auth_secret_previous=None,
+        )
+        return aws_security(aws, SystemClock())
+    from agentvm.bootstrap_security import local_security
+
+    settings = _settings(args).model_copy(update={"open": False})
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     return local_security(settings, SystemClock())
 
 
 async def _keys(args: argparse.Namespace) -> int:
-    security = _security(_settings(args))
+    security = _security(args)
     auth = security.auth
     assert auth is not None  # not open: the CLI always manages keys
     if args.keys_command == "create":
@@ -219,7 +252,7 @@ async def _keys(args: argparse.Namespace) -> int:
 async def _budgets(args: argparse.Namespace) -> int:
     from agentvm.core.apikeys import check_tenant_id
 
-    budgets = _security(_settings(args)).budgets
+    budgets = _security(args).budgets
     tenant, container = check_tenant_id(args.tenant), args.container
     if args.budgets_command == "set":
         current = await budgets.store.get_budget(tenant, container)

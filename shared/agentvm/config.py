@@ -57,6 +57,10 @@ class Settings(BaseSettings):
     # turns
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)
     history_window: int = 50  # messages a turn reads; older history is not re-read
+    # Compaction (core/compaction.py): past this estimated context (chars/4 of system prompt +
+    # summary + unsummarised messages), older messages are summarised; 0 = never summarise.
+    compaction_threshold_tokens: int = Field(default=8000, ge=0)
+    compaction_model: str | None = None  # "provider/model" that summarises; None = the image's model
     echo_delay_ms: int = 20  # pause between words of the echo model
 
     # protocol limits
@@ -76,6 +80,8 @@ class Settings(BaseSettings):
     queue_url: str | None = None  # the SQS FIFO turn queue
     ws_endpoint: str | None = None  # https://{api}.execute-api.{region}.amazonaws.com/{stage}
     provider_keys_parameter: str | None = None  # SSM SecureString (JSON) holding provider keys
+    # SSM SecureString (JSON) holding AVM_AUTH_SECRET (+ AVM_AUTH_SECRET_PREVIOUS): read on first use
+    auth_secret_parameter: str | None = None
     cancel_poll_ms: int = 500  # how often an AWS worker looks for an interrupt mark
 
     def resolved_default_model(self) -> str:

@@ -1,8 +1,18 @@
-"""AgentVM's single DynamoDB table on moto, with the fixed schema ``template.yaml`` declares."""
+"""AgentVM's single DynamoDB table on moto, with the fixed schema ``template.yaml`` declares, and the
+backends the security ports' contracts (keys, counters, budgets) run on."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
 import boto3
+import pytest
+from moto import mock_aws
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+    from pathlib import Path
 
 TABLE = "agentvm-test"
 REGION = "us-east-1"
@@ -32,3 +42,31 @@ def create_table(name: str = TABLE) -> None:
     client.update_time_to_live(
         TableName=name, TimeToLiveSpecification={"AttributeName": "expiresAt", "Enabled": True}
     )
+
+
+def backends(
+    sqlite: Callable[[str | Path], Any], dynamodb: Callable[..., Any], *, file: str | None = None
+) -> list[Any]:
+    """``pytest.param``s of one port: SQLite in memory, in ``<tmp>/data/<file>`` (when ``file`` is
+    given), and DynamoDB on a fresh moto table. Each is a factory taking the test's ``tmp_path`` and
+    returning an async context manager that yields a fresh, empty instance."""
+
+    @asynccontextmanager
+    async def on_sqlite(path: str | Path) -> AsyncIterator[Any]:
+        instance = sqlite(path)
+        try:
+            yield instance
+        finally:
+            instance.close()
+
+    @asynccontextmanager
+    async def on_dynamodb(tmp_path: Path) -> AsyncIterator[Any]:
+        with mock_aws():
+            create_table()
+            yield dynamodb(TABLE, region=REGION)
+
+    params = [pytest.param(lambda tmp_path: on_sqlite(":memory:"), id="sqlite-memory")]
+    if file is not None:
+        params.append(pytest.param(lambda tmp_path: on_sqlite(tmp_path / "data" / file), id="sqlite-file"))
+    params.append(pytest.param(on_dynamodb, id="dynamodb", marks=pytest.mark.aws))
+    return params

@@ -2,39 +2,15 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-
 import pytest
-from moto import mock_aws
 
 from agentvm.adapters.dynamodb_budgets import DynamoDbBudgetStore
 from agentvm.adapters.sqlite_budgets import SqliteBudgetStore
 from agentvm.records import BudgetRecord
-from tests.contract.moto_table import REGION, TABLE, create_table
+from tests.contract.moto_table import backends
 
 
-@asynccontextmanager
-async def sqlite_memory(tmp_path):
-    store = SqliteBudgetStore(":memory:")
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-@asynccontextmanager
-async def dynamodb(tmp_path):
-    with mock_aws():
-        create_table()
-        yield DynamoDbBudgetStore(TABLE, region=REGION)
-
-
-@pytest.fixture(
-    params=[
-        pytest.param(sqlite_memory, id="sqlite-memory"),
-        pytest.param(dynamodb, id="dynamodb", marks=pytest.mark.aws),
-    ]
-)
+@pytest.fixture(params=backends(SqliteBudgetStore, DynamoDbBudgetStore))
 async def budgets(request, tmp_path):
     async with request.param(tmp_path) as store:
         yield store

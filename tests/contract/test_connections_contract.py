@@ -8,6 +8,7 @@ run on DynamoDB alone.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 import boto3
@@ -67,6 +68,20 @@ async def test_a_connection_without_a_tenant_round_trips_its_none(connections: C
     await connections.register(info("c1", tenant=None))
 
     assert await connections.get("c1") == info("c1", tenant=None)
+
+
+async def test_the_api_key_of_a_connection_round_trips(connections: Connections) -> None:
+    # The gateway re-checks this key on every frame (revocation) and rate-limits by it.
+    keyed = ConnectionInfo(connection_id="c1", tenant_id="tenant-a", connected_at=1000, key_id="k0000000001a")
+    await connections.register(keyed)
+    await connections.register(info("c2"))  # no key: not authenticated by one (or the open dev mode)
+
+    assert await connections.get("c1") == keyed
+    c2 = await connections.get("c2")
+    assert c2 is not None and c2.key_id is None
+
+    await connections.register(replace(c2, tenant_id="tenant-b", key_id="k0000000002b"))  # an `auth` frame
+    assert await connections.get("c2") == replace(c2, tenant_id="tenant-b", key_id="k0000000002b")
 
 
 async def test_registering_again_replaces_the_connection_info(connections: Connections) -> None:
@@ -129,6 +144,49 @@ async def test_one_connection_can_follow_several_sessions(connections: Connectio
 
     assert list(await connections.subscribers("ses_1")) == ["c1"]
     assert list(await connections.subscribers("ses_2")) == ["c1"]
+
+
+# resume cursors: the last frame seq a connection has of the session it subscribed to
+
+
+async def test_subscribers_come_with_the_cursor_they_subscribed_with(connections: Connections) -> None:
+    for conn in ("c1", "c2", "c3"):
+        await connections.register(info(conn))
+    await connections.subscribe("c1", "ses_1")
+    await connections.subscribe("c2", "ses_1", after_seq=200_007)
+    await connections.subscribe("c3", "ses_1", after_seq=0)
+
+    assert set(await connections.subscribers_with_cursor("ses_1")) == {
+        ("c1", None),
+        ("c2", 200_007),
+        ("c3", 0),
+    }
+    assert set(await connections.subscribers("ses_1")) == {"c1", "c2", "c3"}
+    assert list(await connections.subscribers_with_cursor("ses_none")) == []
+
+
+async def test_subscribing_again_with_a_cursor_replaces_it_and_without_one_keeps_it(
+    connections: Connections,
+) -> None:
+    await connections.register(info("c1"))
+    await connections.subscribe("c1", "ses_1", after_seq=100_003)
+
+    await connections.subscribe("c1", "ses_1", after_seq=300_009)
+    assert list(await connections.subscribers_with_cursor("ses_1")) == [("c1", 300_009)]
+
+    await connections.subscribe("c1", "ses_1")  # e.g. message_send subscribes its sender
+    assert list(await connections.subscribers_with_cursor("ses_1")) == [("c1", 300_009)]
+
+
+async def test_a_cursor_goes_with_its_subscription(connections: Connections) -> None:
+    await connections.register(info("c1"))
+    await connections.subscribe("c1", "ses_1", after_seq=5)
+    await connections.remove("c1")
+    await connections.register(info("c1"))
+
+    await connections.subscribe("c1", "ses_1")
+
+    assert list(await connections.subscribers_with_cursor("ses_1")) == [("c1", None)]
 
 
 async def test_subscribe_of_an_unregistered_connection_is_ignored(connections: Connections) -> None:

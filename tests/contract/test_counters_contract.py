@@ -4,48 +4,15 @@ from __future__ import annotations
 
 import asyncio
 import time
-from contextlib import asynccontextmanager
 
 import pytest
-from moto import mock_aws
 
 from agentvm.adapters.dynamodb_counters import DynamoDbCounters
 from agentvm.adapters.sqlite_counters import SqliteCounters
-from tests.contract.moto_table import REGION, TABLE, create_table
+from tests.contract.moto_table import backends
 
 
-@asynccontextmanager
-async def sqlite_memory(tmp_path):
-    counters = SqliteCounters(":memory:")
-    try:
-        yield counters
-    finally:
-        counters.close()
-
-
-@asynccontextmanager
-async def sqlite_file(tmp_path):
-    counters = SqliteCounters(tmp_path / "data" / "counters.db")
-    try:
-        yield counters
-    finally:
-        counters.close()
-
-
-@asynccontextmanager
-async def dynamodb(tmp_path):
-    with mock_aws():
-        create_table()
-        yield DynamoDbCounters(TABLE, region=REGION)
-
-
-@pytest.fixture(
-    params=[
-        pytest.param(sqlite_memory, id="sqlite-memory"),
-        pytest.param(sqlite_file, id="sqlite-file"),
-        pytest.param(dynamodb, id="dynamodb", marks=pytest.mark.aws),
-    ]
-)
+@pytest.fixture(params=backends(SqliteCounters, DynamoDbCounters, file="counters.db"))
 async def counters(request, tmp_path):
     async with request.param(tmp_path) as instance:
         yield instance

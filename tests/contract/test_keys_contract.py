@@ -2,49 +2,15 @@
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
-
 import pytest
-from moto import mock_aws
 
 from agentvm.adapters.dynamodb_keys import DynamoDbKeyStore
 from agentvm.adapters.sqlite_keys import SqliteKeyStore
 from agentvm.records import ApiKeyRecord
-from tests.contract.moto_table import REGION, TABLE, create_table
+from tests.contract.moto_table import backends
 
 
-@asynccontextmanager
-async def sqlite_memory(tmp_path):
-    store = SqliteKeyStore(":memory:")
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-@asynccontextmanager
-async def sqlite_file(tmp_path):
-    store = SqliteKeyStore(tmp_path / "data" / "keys.db")
-    try:
-        yield store
-    finally:
-        store.close()
-
-
-@asynccontextmanager
-async def dynamodb(tmp_path):
-    with mock_aws():
-        create_table()
-        yield DynamoDbKeyStore(TABLE, region=REGION)
-
-
-@pytest.fixture(
-    params=[
-        pytest.param(sqlite_memory, id="sqlite-memory"),
-        pytest.param(sqlite_file, id="sqlite-file"),
-        pytest.param(dynamodb, id="dynamodb", marks=pytest.mark.aws),
-    ]
-)
+@pytest.fixture(params=backends(SqliteKeyStore, DynamoDbKeyStore, file="keys.db"))
 async def keys(request, tmp_path):
     async with request.param(tmp_path) as store:
         yield store

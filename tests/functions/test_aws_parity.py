@@ -1,9 +1,10 @@
 """Parity: one scripted conversation through the AWS host on moto and through the local host.
 
-AWS side: the real handlers (ws_connect, ws_default, turn_worker, ws_disconnect), each with its
-own runtime wired by ``aws_runtime`` (DynamoDB, SQS FIFO, API Gateway management API, all moto),
-fed API-Gateway-shaped events; the turn jobs are received from the moto queue and delivered to the
-worker as the SQS event Lambda would build. Local side: the local adapters (SQLite store and queue,
+AWS side: the real handlers (ws_authorizer, ws_connect, ws_default, turn_worker, ws_disconnect),
+each with its own runtime wired by ``aws_runtime`` (DynamoDB, SQS FIFO, API Gateway management API,
+SSM, all moto), fed API-Gateway-shaped events; the client connects with an API key (``?token=``),
+through the authorizer. The turn jobs are received from the moto queue and delivered to the worker
+as the SQS event Lambda would build. Local side: the local adapters (SQLite store and queue,
 in-memory connections, in-process push), as ``avm serve`` wires them. Both use the same scripted
 model and flush window. The client must see the same frames, in the same order.
 """
@@ -15,28 +16,29 @@ import json
 import re
 from typing import TYPE_CHECKING, Any
 
-import boto3
 import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
-from moto import mock_aws
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 
-from agentvm.adapters.dynamodb_store import DynamoStore
 from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local_push import LocalPush
 from agentvm.adapters.local_queue import SqliteTurnQueue
 from agentvm.adapters.memory_connections import InMemoryConnections
 from agentvm.adapters.sqlite_store import SqliteStore
 from agentvm.bootstrap import aws_runtime, run_sync
+from agentvm.bootstrap_security import aws_security
 from agentvm.config import Settings
 from agentvm.core.gateway import handle_frame
-from agentvm.core.runtime import Runtime, TurnSettings
+from agentvm.core.runtime import Runtime, SystemClock, TurnSettings
 from agentvm.core.turns import process_turn
 from agentvm.ports import ConnectionInfo
 from functions.turn_worker import app as turn_worker
+from functions.ws_authorizer import app as ws_authorizer
 from functions.ws_connect import app as ws_connect
 from functions.ws_default import app as ws_default
 from functions.ws_disconnect import app as ws_disconnect
+from tests.functions.aws_stack import TABLE, Resources, lambda_sqs_event, moto_resources
+from tests.functions.aws_stack import frame as _frame
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -46,20 +48,7 @@ pytestmark = pytest.mark.aws
 
 REPLIES = ["Hello there, how are you today?", "Fine, thanks for asking."]
 TURNS = TurnSettings(flush_s=10.0)  # deterministic coalescing: first delta at once, the rest at the end
-TABLE = "agentvm-parity"
-ENDPOINT = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod"
 CONNECTION = "Q3xYzfGIoAMCJqg="  # the id in events/apigw-ws-*.json
-
-
-def _frame(type_: str, request_id: str, **data: Any) -> dict[str, Any]:
-    return {
-        "type": f"{type_}_request",
-        "timestamp": 0,
-        "data": {**data, "requestId": request_id},
-        "source": "command",
-        "category": "request",
-        "intent": "request",
-    }
 
 
 class Conversation:
@@ -144,54 +133,15 @@ class SpyPush:
         self.log.append((connection_id, payload))
 
 
-def _lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
-    """What Lambda's SQS event source mapping hands the function for received ``messages``."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m["Attributes"],
-                "messageAttributes": {
-                    name: {
-                        "stringValue": a.get("StringValue"),
-                        "stringListValues": [],
-                        "binaryListValues": [],
-                        "dataType": a["DataType"],
-                    }
-                    for name, a in m.get("MessageAttributes", {}).items()
-                },
-                "md5OfMessageAttributes": m.get("MD5OfMessageAttributes"),
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
-
-
 @pytest.fixture
 def aws(monkeypatch: pytest.MonkeyPatch):
-    with mock_aws():
-        sqs = boto3.client("sqs", region_name="us-east-1")
-        queue_url = sqs.create_queue(QueueName="agentvm-turns.fifo", Attributes={"FifoQueue": "true"})[
-            "QueueUrl"
-        ]
-        monkeypatch.setenv("AVM_TABLE_NAME", TABLE)
-        monkeypatch.setenv("AVM_QUEUE_URL", queue_url)
-        monkeypatch.setenv("AVM_WS_ENDPOINT", ENDPOINT)
-        DynamoStore(TABLE).create_table(wait=True)
-        yield sqs, queue_url
+    with moto_resources(monkeypatch) as resources:
+        yield resources
 
 
-def _aws_stream(
-    aws: tuple[Any, str], load_event, context
-) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
+def _aws_stream(aws: Resources, load_event, context) -> tuple[list[dict[str, Any]], list[tuple[str, str]]]:
     """Play the conversation through the Lambda handlers; returns the frames and the raw posts."""
-    sqs, queue_url = aws
+    sqs, queue_url, queue_arn = aws.sqs, aws.queue_url, aws.queue_arn
     model = ScriptedModelClient(REPLIES)
     posts: list[tuple[str, str]] = []
 
@@ -203,12 +153,9 @@ def _aws_stream(
         )
         return app.build_handler(rt)
 
-    connect, default, worker, disconnect = (
-        handler(m) for m in (ws_connect, ws_default, turn_worker, ws_disconnect)
+    authorizer, connect, default, worker, disconnect = (
+        handler(m) for m in (ws_authorizer, ws_connect, ws_default, turn_worker, ws_disconnect)
     )
-    queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
-        "QueueArn"
-    ]
 
     def send(frame: dict[str, Any]) -> None:
         event = load_event("apigw-ws-default-container-create.json")
@@ -222,7 +169,7 @@ def _aws_stream(
             AttributeNames=["All"],
             MessageAttributeNames=["All"],
         )["Messages"]
-        event = _lambda_sqs_event(received, queue_arn)
+        event = lambda_sqs_event(received, queue_arn)
         SqsModel.model_validate(event)  # the shape Lambda delivers
         assert worker(event, context) == {"batchItemFailures": []}
         for m in received:  # what the event source mapping does with records not reported failed
@@ -231,7 +178,20 @@ def _aws_stream(
     def received() -> list[dict[str, Any]]:  # the client's view: every post so far
         return [json.loads(payload) for _, payload in posts]
 
-    assert connect(load_event("apigw-ws-connect.json"), context) == {"statusCode": 200}
+    # The upgrade, as API Gateway runs it: the authorizer with the client's ?token=, then $connect
+    # with the context it answered (the local side registers the same tenant).
+    security = aws_security(Settings(), SystemClock())
+    _, token = run_sync(security.auth.keys.create("default", ["client"]))
+    upgrade = load_event("apigw-ws-authorizer.json")
+    upgrade["queryStringParameters"] = {"token": token}
+    allowed = authorizer(upgrade, context)
+    assert allowed["policyDocument"]["Statement"][0]["Effect"] == "Allow"
+    connect_event = load_event("apigw-ws-connect.json")
+    connect_event["requestContext"]["authorizer"] = {
+        **allowed["context"],
+        "principalId": allowed["principalId"],
+    }
+    assert connect(connect_event, context) == {"statusCode": 200}
     Conversation(send, run_turns, received).play()
     assert disconnect(load_event("apigw-ws-disconnect.json"), context) == {"statusCode": 200}
     assert {conn for conn, _ in posts} == {CONNECTION}

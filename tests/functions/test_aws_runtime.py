@@ -19,7 +19,12 @@ from agentvm.bootstrap import LambdaEntry, NotConfigured, SsmKeysModelResolver, 
 from agentvm.config import Settings
 from agentvm.errors import BadRequest
 from agentvm.records import TurnJob
+from functions.http_api import app as http_api
+from functions.turn_worker import app as turn_worker
+from functions.ws_authorizer import app as ws_authorizer
 from functions.ws_connect import app as ws_connect
+from functions.ws_default import app as ws_default
+from functions.ws_disconnect import app as ws_disconnect
 
 pytestmark = pytest.mark.aws
 
@@ -145,6 +150,137 @@ def test_unusable_parameter_errors_do_not_quote_it(ssm, value):
     assert SECRET not in str(raised.value) and raised.value.__cause__ is None
 
 
+# -- security: API keys, budgets and rate limits on the table; the server secret from SSM ----------
+
+AUTH_PARAMETER = "/agentvm/test/auth-secret"
+AUTH_SECRET = "aws-runtime-test-server-secret-0123456789abcdef"
+OLD_SECRET = "aws-runtime-test-previous-secret-0123456789abcd"
+
+
+def _put_secret(ssm, value: dict | str) -> CountingSsm:
+    ssm.put_parameter(
+        Name=AUTH_PARAMETER, Value=value if isinstance(value, str) else json.dumps(value), Type="SecureString"
+    )
+    return CountingSsm(ssm)
+
+
+def test_aws_runtime_attaches_security_on_the_table_without_reading_the_secret(no_network):
+    from agentvm.adapters.dynamodb_budgets import DynamoDbBudgetStore
+    from agentvm.adapters.dynamodb_counters import DynamoDbCounters
+    from agentvm.adapters.dynamodb_keys import DynamoDbKeyStore
+    from agentvm.bootstrap_security import LazyServerSecrets
+
+    rt = aws_runtime(_settings(auth_secret_parameter=AUTH_PARAMETER, key_cache_s=12, rate_limit_per_minute=7))
+    assert rt.auth is not None and rt.budgets is not None and rt.rate_limiter is not None
+    assert isinstance(rt.auth.keys.store, DynamoDbKeyStore) and rt.auth.cache_s == 12
+    assert isinstance(rt.budgets.store, DynamoDbBudgetStore)
+    assert isinstance(rt.budgets._counters, DynamoDbCounters) and rt.rate_limiter.per_minute == 7
+    assert isinstance(rt.auth.keys.secrets, LazyServerSecrets)
+    with pytest.raises(AssertionError, match="network I/O"):  # the secret is read on first use only
+        rt.auth.keys.secrets.hash("avm_x")
+
+
+@pytest.mark.parametrize("app", [ws_connect, ws_disconnect, turn_worker])
+def test_functions_that_never_verify_tokens_fail_closed_if_they_ever_did(app, no_network):
+    # No AVM_AUTH_SECRET_PARAMETER ($connect, $disconnect, the worker): still an authenticator, so
+    # never an unauthenticated mode; it refuses to check a token, naming the variable to set.
+    rt = aws_runtime(_settings(), require=app.REQUIRED_SETTINGS)
+    assert rt.auth is not None
+    with pytest.raises(RuntimeError, match="AVM_AUTH_SECRET_PARAMETER"):
+        run_sync(rt.auth.keys.create("acme", ["client"]))
+
+
+def test_functions_that_verify_tokens_require_the_secret_parameter():
+    for app in (ws_authorizer, ws_default, http_api):
+        with pytest.raises(RuntimeError, match="AVM_AUTH_SECRET_PARAMETER"):
+            aws_runtime(_settings(), require=app.REQUIRED_SETTINGS)
+
+
+def test_the_server_secret_is_read_once_on_first_use(ssm):
+    from agentvm.bootstrap_security import aws_security
+    from agentvm.core.runtime import SystemClock
+
+    counting = _put_secret(ssm, {"AVM_AUTH_SECRET": AUTH_SECRET})
+    settings = _settings(auth_secret_parameter=AUTH_PARAMETER)
+    DynamoStore(settings.table_name).create_table(wait=True)
+    auth = aws_security(settings, SystemClock(), ssm_client=counting).auth
+    assert auth is not None and counting.calls == 0
+    _, token = run_sync(auth.keys.create("acme", ["client"]))
+    principal = run_sync(auth.authenticate(token))
+    assert (principal.tenant_id, counting.calls) == ("acme", 1)
+
+    # Another function (same parameter, so the same secret) verifies the same token.
+    other = aws_security(settings, SystemClock(), ssm_client=counting).auth
+    assert run_sync(other.authenticate(token)).key_id == principal.key_id and counting.calls == 2
+
+
+def test_keys_survive_a_rotation_through_the_parameter(ssm):
+    from agentvm.bootstrap_security import aws_security
+    from agentvm.core.runtime import SystemClock
+    from agentvm.errors import Unauthorized
+
+    def put(value: dict) -> None:
+        ssm.put_parameter(Name=AUTH_PARAMETER, Value=json.dumps(value), Type="SecureString", Overwrite=True)
+
+    def auth():  # a function's authenticator after a deploy (a fresh read of the parameter)
+        return aws_security(settings, SystemClock(), ssm_client=ssm).auth
+
+    settings = _settings(auth_secret_parameter=AUTH_PARAMETER, key_cache_s=0)
+    DynamoStore(settings.table_name).create_table(wait=True)
+    put({"AVM_AUTH_SECRET": OLD_SECRET})
+    used, used_token = run_sync(auth().keys.create("acme", ["client"]))
+    _, unused_token = run_sync(auth().keys.create("acme", ["client"]))
+
+    put({"AVM_AUTH_SECRET": AUTH_SECRET, "AVM_AUTH_SECRET_PREVIOUS": OLD_SECRET})  # rotating
+    rotating = auth()
+    assert run_sync(rotating.authenticate(used_token)).key_id == used.keyId  # re-hashed on this use
+    assert run_sync(rotating.keys.store.get_key(used.keyId)).secretId == rotating.keys.secrets.current_id
+
+    put({"AVM_AUTH_SECRET": AUTH_SECRET})  # rotation over
+    rotated = auth()
+    assert run_sync(rotated.authenticate(used_token)).key_id == used.keyId
+    with pytest.raises(Unauthorized):  # not used while rotating: still hashed under the old secret
+        run_sync(rotated.authenticate(unused_token))
+
+
+@pytest.mark.parametrize(
+    "value",
+    [
+        AUTH_SECRET,  # not JSON
+        json.dumps([AUTH_SECRET]),
+        json.dumps({"AVM_AUTH_SECRET": [AUTH_SECRET]}),
+        json.dumps({"AVM_AUTH_SECRET_PREVIOUS": AUTH_SECRET}),  # no current secret
+        json.dumps({"AVM_AUTH_SECRET": AUTH_SECRET[:20]}),  # too short
+    ],
+)
+def test_unusable_secret_parameter_fails_closed_without_quoting_it(ssm, value, caplog):
+    from agentvm.bootstrap_security import ssm_server_secrets
+
+    _put_secret(ssm, value)
+    with (
+        caplog.at_level(logging.DEBUG, logger="agentvm"),
+        pytest.raises((RuntimeError, ValueError)) as raised,
+    ):
+        ssm_server_secrets(AUTH_PARAMETER, ssm_client=ssm)
+    assert AUTH_SECRET[:20] not in str(raised.value) and raised.value.__cause__ is None
+    assert AUTH_SECRET[:20] not in caplog.text
+
+
+def test_the_server_secret_is_never_logged(ssm, caplog):
+    from agentvm.bootstrap_security import ssm_server_secrets
+
+    _put_secret(
+        ssm, {"AVM_AUTH_SECRET": AUTH_SECRET, "AVM_AUTH_SECRET_PREVIOUS": OLD_SECRET, "EXTRA": AUTH_SECRET}
+    )
+    with caplog.at_level(logging.DEBUG, logger="agentvm"):
+        secrets = ssm_server_secrets(AUTH_PARAMETER, ssm_client=ssm)
+    ours = [r for r in caplog.records if r.name.startswith("agentvm")]
+    text = "\n".join(f"{r.getMessage()} {r.__dict__}" for r in ours)
+    assert "AVM_AUTH_SECRET" in text and "EXTRA" in text  # names, for operators
+    assert AUTH_SECRET not in text and OLD_SECRET not in text
+    assert AUTH_SECRET not in repr(secrets) and secrets.previous_id is not None
+
+
 def test_lambda_entry_builds_from_the_environment_once(monkeypatch, load_event, context):
     with mock_aws():
         DynamoStore("agentvm-entry").create_table(wait=True)
@@ -156,12 +292,12 @@ def test_lambda_entry_builds_from_the_environment_once(monkeypatch, load_event, 
             return ws_connect.build_handler(rt)
 
         entry = LambdaEntry(build, require=ws_connect.REQUIRED_SETTINGS)
-        event = load_event("apigw-ws-connect.json")
+        event = load_event("apigw-ws-connect-authorizer.json")
         assert entry(event, context) == {"statusCode": 200}
         assert entry(event, context) == {"statusCode": 200}
         assert len(builds) == 1  # the second invocation reused the runtime and its clients
         info = run_sync(DynamoConnections("agentvm-entry").get(event["requestContext"]["connectionId"]))
-        assert info is not None and info.tenant_id == "default"
+        assert info is not None and (info.tenant_id, info.key_id) == ("tenant-acme", "k7q2m9x4a1b3")
 
 
 def test_lambda_entry_builds_in_lambdas_init_phase(monkeypatch):

@@ -24,6 +24,7 @@ from agentvm.protocol import FrameError, parse_frame
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 # `<source>-<route>[-<variant>].json` -> the function (folder under functions/) it is sent to.
 PREFIXES = {
+    "apigw-ws-authorizer": "ws_authorizer",
     "apigw-ws-connect": "ws_connect",
     "apigw-ws-disconnect": "ws_disconnect",
     "apigw-ws-default": "ws_default",
@@ -87,7 +88,10 @@ def test_event_name_follows_the_convention(name):
     assert NAME.match(name), name
 
 
-@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("apigw-ws-")])
+WS_ROUTE_EVENTS = [n for n in ALL_EVENTS if n.startswith("apigw-ws-") and _function_of(n) != "ws_authorizer"]
+
+
+@pytest.mark.parametrize("name", WS_ROUTE_EVENTS)
 def test_websocket_event_parses(name):
     raw = _load(name)
     event = WsEvent.model_validate(raw)
@@ -113,10 +117,39 @@ def test_websocket_message_body_is_a_frame_unless_malformed(name):
         parse_frame(body, max_bytes=256 * 1024)
 
 
-def test_authorizer_variant_carries_a_tenant():
+def test_authorizer_variant_carries_a_tenant_and_a_key():
     event = WsEvent.model_validate(_load("apigw-ws-connect-authorizer.json"))
-    assert event.requestContext.authorizer and event.requestContext.authorizer["tenantId"]
+    authorizer = event.requestContext.authorizer
+    assert authorizer and authorizer["tenantId"] and authorizer["keyId"]
+    assert authorizer["principalId"] == authorizer["keyId"]  # what functions/ws_authorizer answers
     assert WsEvent.model_validate(_load("apigw-ws-connect.json")).requestContext.authorizer is None
+
+
+class WsAuthorizerEvent(BaseModel):
+    """A WebSocket REQUEST authorizer's input: the upgrade's headers and query, and $connect's context."""
+
+    type: Literal["REQUEST"]
+    methodArn: str
+    headers: dict[str, str]
+    queryStringParameters: dict[str, str] | None = None
+    requestContext: WsRequestContext
+
+    @model_validator(mode="after")
+    def _for_connect(self) -> WsAuthorizerEvent:
+        context = self.requestContext
+        assert context.routeKey == "$connect", "only $connect can carry an authorizer"
+        assert self.methodArn.endswith(f":{context.apiId}/{context.stage}/$connect"), (
+            "methodArn is not $connect's"
+        )
+        return self
+
+
+@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if _function_of(n) == "ws_authorizer"])
+def test_authorizer_event_parses_as_a_request_authorizer_input_without_credentials(name):
+    event = WsAuthorizerEvent.model_validate(_load(name))
+    # the sample is a browser's upgrade: no Authorization header, no ?token= (it sends an auth frame)
+    assert not {k.lower() for k in event.headers} & {"authorization"}
+    assert "token" not in (event.queryStringParameters or {})
 
 
 @pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("apigw-http-")])

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from agentvm.adapters.dynamodb_keys import key_pk
 from agentvm.bootstrap import LambdaEntry
 from agentvm.config import Settings
 
@@ -20,6 +21,10 @@ POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE
 # Functions whose runtime resolves models: the worker runs turns; ws_default checks an image's
 # model when one is named (image_create / image_update).
 MODEL_USERS = {"ws_default", "turn_worker"}
+# Functions that verify API tokens, so read the server secret: the $connect authorizer, ws_default
+# (`auth` frames) and the HTTP API (bearer tokens). $connect, $disconnect and the worker never do.
+AUTH_USERS = {"ws_authorizer", "ws_default", "http_api"}
+FUNCTIONS = ["ws_authorizer", "ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"]
 
 
 def _environment(template: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
@@ -41,24 +46,25 @@ def _setting(variable: str) -> str | None:
     return field if variable.startswith("AVM_") and field in Settings.model_fields else None
 
 
-def test_template_declares_the_five_functions(functions):
-    assert set(functions) == {"ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"}
+def test_template_declares_the_six_functions(functions):
+    assert set(functions) == set(FUNCTIONS)
     for name, fn in functions.items():
         assert (ROOT / fn["Properties"]["CodeUri"] / "app.py").is_file()
         assert fn["Properties"]["Handler"] == "app.lambda_handler"
         assert isinstance(importlib.import_module(f"functions.{name}.app").lambda_handler, LambdaEntry)
 
 
-@pytest.mark.parametrize("name", ["ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"])
+@pytest.mark.parametrize("name", FUNCTIONS)
 def test_every_environment_variable_is_a_setting_or_a_powertools_variable(template, functions, name):
     for variable in _environment(template, functions[name]):
         assert _setting(variable) or variable in POWERTOOLS_VARIABLES, (
             f"{name}: {variable} is read by nothing"
         )
-        assert "KEY" not in variable or variable.endswith("_PARAMETER"), "secrets never go in the template"
+        secret_like = "KEY" in variable or "SECRET" in variable
+        assert not secret_like or variable.endswith("_PARAMETER"), "secrets never go in the template"
 
 
-@pytest.mark.parametrize("name", ["ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"])
+@pytest.mark.parametrize("name", FUNCTIONS)
 def test_every_setting_a_function_requires_is_given_to_it(template, functions, name):
     required = importlib.import_module(f"functions.{name}.app").REQUIRED_SETTINGS
     given = {_setting(v) for v in _environment(template, functions[name])}
@@ -67,6 +73,8 @@ def test_every_setting_a_function_requires_is_given_to_it(template, functions, n
         assert {"default_model", "provider_keys_parameter"} <= given
     else:  # only the functions that resolve models may read the provider keys
         assert "provider_keys_parameter" not in given
+    # the functions that verify tokens cannot start without the secret's parameter; no other gets it
+    assert ("auth_secret_parameter" in given) == ("auth_secret_parameter" in required) == (name in AUTH_USERS)
 
 
 def test_only_functions_that_post_may_manage_connections(template, functions):
@@ -88,7 +96,8 @@ def test_only_the_function_that_enqueues_may_send_to_the_queue(template, functio
     for name, fn in functions.items():
         sends = "SQSSendMessagePolicy" in _policy_templates(fn)
         assert sends == ("AVM_QUEUE_URL" in _environment(template, fn)) == (name == "ws_default"), name
-        assert "DynamoDBCrudPolicy" in _policy_templates(fn)
+        # the authorizer reads API keys only (test_the_authorizer_reads_api_key_items_only)
+        assert ("DynamoDBCrudPolicy" in _policy_templates(fn)) == (name != "ws_authorizer"), name
 
 
 def test_provider_keys_are_readable_only_by_the_model_users(template, functions):
@@ -103,6 +112,65 @@ def test_provider_keys_are_readable_only_by_the_model_users(template, functions)
     assert actions == {"ssm:GetParameter", "kms:Decrypt"}
     decrypt = next(s for s in policy if s["Action"] == "kms:Decrypt")
     assert "kms:EncryptionContext:PARAMETER_ARN" in decrypt["Condition"]["StringEquals"]
+
+
+def test_the_auth_secret_is_readable_only_by_the_functions_that_verify_tokens(template, functions):
+    for name, fn in functions.items():
+        reads = {"Ref": "AuthSecretReadPolicy"} in fn["Properties"].get("Policies", [])
+        assert reads == (name in AUTH_USERS), name
+        variable = _environment(template, fn).get("AVM_AUTH_SECRET_PARAMETER")
+        assert variable == ({"Ref": "AuthSecretParameterName"} if name in AUTH_USERS else None), name
+    policy = template["Resources"]["AuthSecretReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
+    assert {s["Action"] for s in policy} == {"ssm:GetParameter", "kms:Decrypt"}
+    (read,) = [s for s in policy if s["Action"] == "ssm:GetParameter"]
+    assert read["Resource"]["Fn::Sub"].endswith(":parameter${AuthSecretParameterName}")  # that one only
+    decrypt = next(s for s in policy if s["Action"] == "kms:Decrypt")
+    context = decrypt["Condition"]["StringEquals"]["kms:EncryptionContext:PARAMETER_ARN"]
+    assert context["Fn::Sub"].endswith(":parameter${AuthSecretParameterName}")
+    parameter = template["Parameters"]["AuthSecretParameterName"]
+    assert parameter["Type"] == "String" and re.fullmatch(parameter["AllowedPattern"], "/agentvm/auth-secret")
+    assert not re.fullmatch(parameter["AllowedPattern"], ""), "the secret is not optional"
+
+
+def test_the_authorizer_reads_api_key_items_only(functions):
+    (statement,) = _statements(functions["ws_authorizer"])
+    # GetItem to verify; PutItem to re-hash a key under a rotated secret. Nothing else, and only
+    # items whose partition key is an API key's.
+    assert sorted(statement["Action"]) == ["dynamodb:GetItem", "dynamodb:PutItem"]
+    assert statement["Resource"] == {"Fn::GetAtt": ["Table", "Arn"]}
+    assert statement["Condition"] == {"ForAllValues:StringLike": {"dynamodb:LeadingKeys": ["APIKEY#*"]}}
+    assert key_pk("k0000000000a").startswith("APIKEY#")  # the partition key the store uses
+
+
+def test_connect_route_is_guarded_by_the_api_key_authorizer(template):
+    resources = template["Resources"]
+    route = resources["ConnectRoute"]["Properties"]
+    assert route["AuthorizationType"] == "CUSTOM" and route["AuthorizerId"] == {"Ref": "ConnectAuthorizer"}
+    authorizer = resources["ConnectAuthorizer"]["Properties"]
+    assert authorizer["AuthorizerType"] == "REQUEST"
+    assert "${WsAuthorizerFunction.Arn}" in authorizer["AuthorizerUri"]["Fn::Sub"]
+    # No identity sources: API Gateway would refuse credential-less (browser) upgrades by itself,
+    # before they could send an `auth` frame.
+    assert "IdentitySource" not in authorizer
+    permission = next(
+        r["Properties"]
+        for r in resources.values()
+        if r["Type"] == "AWS::Lambda::Permission"
+        and r["Properties"]["FunctionName"] == {"Ref": "WsAuthorizerFunction"}
+    )
+    assert permission["Principal"] == "apigateway.amazonaws.com"
+    assert permission["SourceArn"]["Fn::Sub"].endswith("${WebSocketApi}/authorizers/${ConnectAuthorizer}")
+    # only $connect can carry an authorizer; the other routes are reached by connected sockets only
+    for name in ("DisconnectRoute", "DefaultRoute"):
+        assert resources[name]["Properties"].get("AuthorizationType", "NONE") == "NONE"
+
+
+def test_the_stage_deploys_a_snapshot_taken_after_every_route_and_the_authorizer(template):
+    resources = template["Resources"]
+    deployment = resources["WebSocketStage"]["Properties"]["DeploymentId"]["Ref"]
+    routes = {n for n, r in resources.items() if r["Type"] == "AWS::ApiGatewayV2::Route"}
+    authorizers = {n for n, r in resources.items() if r["Type"] == "AWS::ApiGatewayV2::Authorizer"}
+    assert set(resources[deployment]["DependsOn"]) == routes | authorizers
 
 
 def test_service_name_makes_the_powertools_logger_the_cores_parent(template):

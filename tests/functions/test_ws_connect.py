@@ -1,24 +1,29 @@
-"""``$connect``: the connection is registered under the tenant API Gateway's authorizer named."""
+"""``$connect``: the connection is registered under the tenant and key API Gateway's authorizer named."""
 
 from __future__ import annotations
 
 from agentvm.bootstrap import run_sync
-from functions.ws_connect.app import DEFAULT_TENANT, build_handler
+from agentvm.ports import ConnectionInfo
+from functions.ws_connect.app import build_handler
 
 
-def test_connect_registers_the_connection_under_the_default_tenant(rt, load_event, context):
+def test_connect_without_authorizer_context_registers_an_unauthenticated_connection(rt, load_event, context):
+    # The authorizer allowed an upgrade without credentials: no tenant (there is no default one)
+    # until the client sends an `auth` frame.
     event = load_event("apigw-ws-connect.json")
     assert build_handler(rt)(event, context) == {"statusCode": 200}
     info = run_sync(rt.connections.get("Q3xYzfGIoAMCJqg="))
-    assert info is not None
-    assert info.tenant_id == DEFAULT_TENANT == "default"
-    assert info.connected_at == event["requestContext"]["connectedAt"]
+    assert info == ConnectionInfo(
+        "Q3xYzfGIoAMCJqg=", None, event["requestContext"]["connectedAt"], key_id=None
+    )
 
 
-def test_connect_takes_the_tenant_from_the_authorizer_context(rt, load_event, context):
-    build_handler(rt)(load_event("apigw-ws-connect-authorizer.json"), context)
+def test_connect_takes_the_tenant_and_key_from_the_authorizer_context(rt, load_event, context):
+    event = load_event("apigw-ws-connect-authorizer.json")
+    build_handler(rt)(event, context)
     info = run_sync(rt.connections.get("Q3xYzfGIoAMCJqg="))
-    assert info is not None and info.tenant_id == "tenant-acme"
+    assert info is not None and (info.tenant_id, info.key_id) == ("tenant-acme", "k7q2m9x4a1b3")
+    assert info.connected_at == event["requestContext"]["connectedAt"]
 
 
 def test_connect_never_posts_to_the_connection(rt, push, load_event, context):
@@ -30,10 +35,10 @@ def test_connect_never_posts_to_the_connection(rt, push, load_event, context):
 def test_connect_logs_with_connection_and_request_ids(
     rt, load_event, context, powertools_logs, parse_json_lines
 ):
-    event = load_event("apigw-ws-connect.json")
+    event = load_event("apigw-ws-connect-authorizer.json")
     build_handler(rt)(event, context)
     (line,) = [x for x in parse_json_lines(powertools_logs.getvalue()) if x["message"] == "connected"]
     assert line["connection_id"] == "Q3xYzfGIoAMCJqg="
     assert line["correlation_id"] == event["requestContext"]["requestId"]
-    assert line["tenant_id"] == "default"
+    assert (line["tenant_id"], line["key_id"], line["authenticated"]) == ("tenant-acme", "k7q2m9x4a1b3", True)
     assert line["function_request_id"] == context.aws_request_id

@@ -5,13 +5,15 @@ normalising request ids, generated ids, timestamps and the id string itself), an
 be exactly as before. Callers are authenticated with real API keys (``auth`` frame, bearer header).
 
 The suite runs once per runtime factory in ``RUNTIME_FACTORIES``: an async context manager taking
-``tmp_path`` and yielding a ``World``. Add a host (e.g. the AWS runtime on moto) by appending a
-``pytest.param(factory, id=..., marks=...)``.
+``tmp_path`` and yielding a ``World``. Hosts: the local runtime on SQLite, and the AWS runtime on
+moto (``aws_runtime``'s DynamoDB store, connections, keys, budgets and counters with the real
+gateway). Add one by appending a ``pytest.param(factory, id=..., marks=...)``.
 """
 
 from __future__ import annotations
 
 import copy
+import dataclasses
 import json
 import re
 from contextlib import asynccontextmanager
@@ -22,8 +24,9 @@ import httpx
 import pytest
 
 from agentvm.api.app import create_app
+from tests.contract.conftest import atomic_moto
 from tests.harness import Harness
-from tests.security_harness import ManualClock, keyed_client, new_key, secure
+from tests.security_harness import SERVER_SECRET, ManualClock, keyed_client, new_key, secure
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -51,25 +54,61 @@ class World:
             yield client
 
 
+async def _world(h: Harness) -> World:
+    """The world of a harness whose runtime has security attached: an admin key per tenant."""
+    tokens = {t: await new_key(h.rt, t, "admin") for t in ("tenant-a", "tenant-b")}
+    return World(
+        rt=h.rt,
+        model=h.model,
+        run_turns=h.run_turns,
+        connect=lambda token: keyed_client(h, token),
+        tokens=tokens,
+    )
+
+
 @asynccontextmanager
 async def local_sqlite_world(tmp_path: Any) -> AsyncIterator[World]:
     h = Harness(tmp_path)
     secure(h, ManualClock())
-    tokens = {t: await new_key(h.rt, t, "admin") for t in ("tenant-a", "tenant-b")}
     try:
-        yield World(
-            rt=h.rt,
-            model=h.model,
-            run_turns=h.run_turns,
-            connect=lambda token: keyed_client(h, token),
-            tokens=tokens,
-        )
+        yield await _world(h)
     finally:
         h.queue.close()
         h.store.close()
 
 
-RUNTIME_FACTORIES = [pytest.param(local_sqlite_world, id="local-sqlite")]
+@asynccontextmanager
+async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
+    """The AWS host's runtime on moto: ``aws_runtime`` (DynamoDB store and connections, keys, budgets
+    and counters on the one table) with the real gateway and HTTP app. Only the queue, the push and
+    the model are the harness's (SQS and API Gateway are not what this suite attacks), and security
+    runs on the test's clock, as in the local world."""
+    from agentvm.adapters.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.dynamodb_store import DynamoStore
+    from agentvm.bootstrap import aws_runtime
+    from agentvm.bootstrap_security import aws_security
+    from agentvm.config import Settings
+
+    h = Harness(tmp_path)
+    local_store = h.store
+    with atomic_moto():
+        settings = Settings(table_name="agentvm-attacks", auth_secret=SERVER_SECRET.decode())
+        DynamoStore(settings.table_name).create_table(wait=True)
+        rt = aws_runtime(settings)
+        h.rt = dataclasses.replace(rt, queue=h.queue, push=h.push, models=h.rt.models, turns=h.rt.turns)
+        aws_security(settings, ManualClock()).attach(h.rt)
+        assert isinstance(h.rt.store, DynamoStore) and isinstance(h.rt.connections, DynamoConnections)
+        try:
+            yield await _world(h)
+        finally:
+            h.queue.close()
+            local_store.close()
+
+
+RUNTIME_FACTORIES = [
+    pytest.param(local_sqlite_world, id="local-sqlite"),
+    pytest.param(aws_dynamodb_world, id="aws-dynamodb", marks=pytest.mark.aws),
+]
 
 
 @pytest.fixture(params=RUNTIME_FACTORIES)

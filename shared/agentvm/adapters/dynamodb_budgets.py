@@ -14,15 +14,11 @@ live in their own partition per tenant, off the tenant's main partition.
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
-from pynamodb.models import Model
 
+from agentvm.adapters.dynamodb_models import TableItem, bind_model
 from agentvm.records import BudgetRecord
-
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def budget_pk(tenant_id: str) -> str:
@@ -33,32 +29,19 @@ def budget_sk(container_id: str | None) -> str:
     return "TENANT" if container_id is None else f"CONTAINER#{container_id}"
 
 
-def _bind(table_name: str, region: str | None, host: str | None) -> Any:
-    _table, _region, _host = table_name, region, host
-
-    class BudgetItem(Model):
-        class Meta:
-            table_name = _table
-            region = _region
-            host = _host
-            billing_mode = "PAY_PER_REQUEST"
-
-        pk = UnicodeAttribute(hash_key=True)
-        sk = UnicodeAttribute(range_key=True)
-        tenantId = UnicodeAttribute()
-        containerId = UnicodeAttribute(null=True)
-        dailyTokens = NumberAttribute(null=True)
-        monthlyTokens = NumberAttribute(null=True)
-        updatedAt = NumberAttribute()
-
-    return BudgetItem
+class BudgetItem(TableItem):
+    tenantId = UnicodeAttribute()
+    containerId = UnicodeAttribute(null=True)
+    dailyTokens = NumberAttribute(null=True)
+    monthlyTokens = NumberAttribute(null=True)
+    updatedAt = NumberAttribute()
 
 
 class DynamoDbBudgetStore:
     """``agentvm.ports.BudgetStore`` on the single DynamoDB table. Blocking calls run in a thread."""
 
     def __init__(self, table_name: str, *, region: str | None = None, host: str | None = None) -> None:
-        self._item = _bind(table_name, region, host)
+        self._item = bind_model(BudgetItem, table_name, region, host)
 
     async def put_budget(self, budget: BudgetRecord) -> None:
         item = self._item(
@@ -89,4 +72,4 @@ class DynamoDbBudgetStore:
         )
 
 
-__all__ = ["DynamoDbBudgetStore"]
+__all__ = ["BudgetItem", "DynamoDbBudgetStore"]

@@ -74,6 +74,7 @@ class DynamoConnections:
             connection_pk(info.connection_id),
             META,
             tenantId=info.tenant_id,
+            keyId=info.key_id,
             connectedAt=info.connected_at,
             expiresAt=expires,
         )
@@ -95,7 +96,10 @@ class DynamoConnections:
         if item is None:
             return None
         return ConnectionInfo(
-            connection_id=connection_id, tenant_id=item.tenantId, connected_at=int(item.connectedAt)
+            connection_id=connection_id,
+            tenant_id=item.tenantId,
+            connected_at=int(item.connectedAt),
+            key_id=item.keyId,
         )
 
     async def remove(self, connection_id: str) -> None:
@@ -112,31 +116,43 @@ class DynamoConnections:
 
         await asyncio.to_thread(remove_partition)
 
-    async def subscribe(self, connection_id: str, session_id: str) -> None:
+    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
         meta = await self._meta(connection_id)
         if meta is None:  # unknown or expired connection: nothing would ever be delivered to it
             return
-        item = self._m.subscription(
-            connection_pk(connection_id),
-            subscription_sk(session_id),
-            sessionId=session_id,
-            gsi1pk=subscribers_gsi1pk(session_id),
-            gsi1sk=connection_pk(connection_id),
-            expiresAt=meta.expiresAt,  # a subscription never outlives its connection
-        )
-        await asyncio.to_thread(item.save)
+        sub = self._m.subscription
+        item = sub(connection_pk(connection_id), subscription_sk(session_id))
+        actions = [
+            sub.sessionId.set(session_id),
+            sub.gsi1pk.set(subscribers_gsi1pk(session_id)),
+            sub.gsi1sk.set(connection_pk(connection_id)),
+            sub.expiresAt.set(meta.expiresAt),  # a subscription never outlives its connection
+        ]
+        if after_seq is not None:  # without one, a cursor stored before stays
+            actions.append(sub.afterSeq.set(after_seq))
+        # UpdateItem creates or updates: one write, as a PutItem would be.
+        await asyncio.to_thread(item.update, actions=actions)
 
-    async def subscribers(self, session_id: str) -> Sequence[str]:
+    async def _subscriptions(self, session_id: str) -> list[SubscriptionItem]:
         sub = self._m.subscription
 
         def query() -> list[SubscriptionItem]:
             # GSIs are eventually consistent: a subscription made a moment ago may be missing from
-            # the first lookup; the coalescing sink looks again every few seconds and clients can
-            # resume from the last sequence number they saw.
+            # the first lookup; the coalescing sink looks again every few seconds and before a
+            # turn's terminal frames, and clients resume from the last sequence number they saw.
             return list(sub.query(subscribers_gsi1pk(session_id), index_name=GSI1))
 
         items = await asyncio.to_thread(query)
-        return [connection_id_of(item.pk) for item in items if self._alive(item)]
+        return [item for item in items if self._alive(item)]
+
+    async def subscribers(self, session_id: str) -> Sequence[str]:
+        return [connection_id_of(item.pk) for item in await self._subscriptions(session_id)]
+
+    async def subscribers_with_cursor(self, session_id: str) -> Sequence[tuple[str, int | None]]:
+        return [
+            (connection_id_of(item.pk), None if item.afterSeq is None else int(item.afterSeq))
+            for item in await self._subscriptions(session_id)
+        ]
 
 
 __all__ = ["DEFAULT_TTL_S", "DynamoConnections"]

@@ -22,16 +22,14 @@ import re
 import time
 from typing import TYPE_CHECKING
 
-from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.expressions.operand import Path
-from pynamodb.models import Model
+
+from agentvm.adapters.dynamodb_models import META, TTL_ATTRIBUTE, bind_models
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
-    from typing import Any
 
-META = "META"
 FIELD_RE = re.compile(r"[a-z0-9]{1,16}")
 _PREFIX = "c_"
 _CONDITION_FAILED = "ConditionalCheckFailedException"
@@ -39,24 +37,6 @@ _CONDITION_FAILED = "ConditionalCheckFailedException"
 
 def counter_pk(key: str) -> str:
     return f"COUNTER#{key}"
-
-
-def _bind(table_name: str, region: str | None, host: str | None) -> Any:
-    _table, _region, _host = table_name, region, host
-
-    class CounterItem(Model):
-        class Meta:
-            table_name = _table
-            region = _region
-            host = _host
-            billing_mode = "PAY_PER_REQUEST"
-
-        pk = UnicodeAttribute(hash_key=True)
-        sk = UnicodeAttribute(range_key=True)
-        expiresAt = NumberAttribute(null=True)
-        # the counter's fields are dynamic attributes (c_<field>), written with update expressions
-
-    return CounterItem
 
 
 class DynamoDbCounters:
@@ -70,7 +50,9 @@ class DynamoDbCounters:
         host: str | None = None,
         now: Callable[[], float] = time.time,
     ) -> None:
-        self._item = _bind(table_name, region, host)
+        # The table's base model: a counter's fields are dynamic attributes (c_<field>) and its window
+        # end is plain epoch seconds, so both are written and compared as raw paths.
+        self._table = bind_models(table_name, region, host).base
         self._now = now
 
     async def incr(self, key: str, amounts: Mapping[str, int], *, expires_at: int) -> dict[str, int]:
@@ -84,7 +66,7 @@ class DynamoDbCounters:
     # blocking parts
 
     def _incr(self, key: str, amounts: dict[str, int], expires_at: int) -> dict[str, int]:
-        connection = self._item._get_connection()
+        connection = self._table._get_connection()
         pk = counter_pk(key)
         for _ in range(3):
             now = int(self._now())
@@ -94,9 +76,9 @@ class DynamoDbCounters:
                     META,
                     actions=[
                         *(Path(_PREFIX + f).add(int(n)) for f, n in amounts.items()),
-                        self._item.expiresAt.set(expires_at),
+                        Path(TTL_ATTRIBUTE).set(expires_at),
                     ],
-                    condition=self._item.pk.does_not_exist() | (self._item.expiresAt > now),
+                    condition=self._table.pk.does_not_exist() | (Path(TTL_ATTRIBUTE) > now),
                     return_values="UPDATED_NEW",
                 )
                 attributes = data["Attributes"]
@@ -111,9 +93,9 @@ class DynamoDbCounters:
                     META,
                     attributes={
                         **{_PREFIX + f: {"N": str(int(n))} for f, n in amounts.items()},
-                        "expiresAt": {"N": str(expires_at)},
+                        TTL_ATTRIBUTE: {"N": str(expires_at)},
                     },
-                    condition=self._item.expiresAt <= now,
+                    condition=Path(TTL_ATTRIBUTE) <= now,
                 )
                 return {f: int(n) for f, n in amounts.items()}
             except PutError as exc:
@@ -123,10 +105,10 @@ class DynamoDbCounters:
         raise RuntimeError(f"counter {key!r} kept changing under concurrent restarts")
 
     def _get(self, key: str) -> dict[str, int]:
-        item = self._item._get_connection().get_item(counter_pk(key), META).get("Item")
+        item = self._table._get_connection().get_item(counter_pk(key), META).get("Item")
         if not item:
             return {}
-        expires_at = item.get("expiresAt")
+        expires_at = item.get(TTL_ATTRIBUTE)
         if expires_at is not None and int(expires_at["N"]) <= int(self._now()):
             return {}
         return {

@@ -15,76 +15,41 @@ fixed (``pk``/``sk``, ``gsi1`` on ``gsi1pk``/``gsi1sk``, TTL on ``expiresAt``); 
 from __future__ import annotations
 
 import asyncio
-from typing import TYPE_CHECKING
 
 from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
-from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
-from pynamodb.models import Model
 
+from agentvm.adapters.dynamodb_models import META, TableItem, bind_model, tenant_pk
 from agentvm.records import ApiKeyRecord
-
-if TYPE_CHECKING:
-    from typing import Any
-
-META = "META"
-GSI1 = "gsi1"
 
 
 def key_pk(key_id: str) -> str:
     return f"APIKEY#{key_id}"
 
 
-def tenant_gsi1pk(tenant_id: str) -> str:
-    return f"TENANT#{tenant_id}"
-
-
 def key_gsi1sk(created_at: int, key_id: str) -> str:
     return f"APIKEY#{created_at:013d}#{key_id}"
 
 
-def _bind(table_name: str, region: str | None, host: str | None) -> Any:
-    """A model class bound to ``table_name`` (PynamoDB binds tables per class). No network I/O."""
-    _table, _region, _host = table_name, region, host
+class ApiKeyItem(TableItem):
+    """An API key: ``ApiKeyRecord``'s fields as attributes (only the token's HMAC, never the token)."""
 
-    class Gsi1(GlobalSecondaryIndex):
-        class Meta:
-            index_name = GSI1
-            projection = AllProjection()
-
-        gsi1pk = UnicodeAttribute(hash_key=True)
-        gsi1sk = UnicodeAttribute(range_key=True)
-
-    class ApiKeyItem(Model):
-        class Meta:
-            table_name = _table
-            region = _region
-            host = _host
-            billing_mode = "PAY_PER_REQUEST"
-
-        pk = UnicodeAttribute(hash_key=True)
-        sk = UnicodeAttribute(range_key=True)
-        gsi1pk = UnicodeAttribute()
-        gsi1sk = UnicodeAttribute()
-        gsi1 = Gsi1()
-        keyId = UnicodeAttribute()
-        tenantId = UnicodeAttribute()
-        scopes = ListAttribute(of=UnicodeAttribute)
-        name = UnicodeAttribute(null=True)
-        secretHash = UnicodeAttribute()
-        secretId = UnicodeAttribute()
-        createdAt = NumberAttribute()
-        revokedAt = NumberAttribute(null=True)
-        rateLimitPerMinute = NumberAttribute(null=True)
-
-    return ApiKeyItem
+    keyId = UnicodeAttribute()
+    tenantId = UnicodeAttribute()
+    scopes = ListAttribute(of=UnicodeAttribute)
+    name = UnicodeAttribute(null=True)
+    secretHash = UnicodeAttribute()
+    secretId = UnicodeAttribute()
+    createdAt = NumberAttribute()
+    revokedAt = NumberAttribute(null=True)
+    rateLimitPerMinute = NumberAttribute(null=True)
 
 
 class DynamoDbKeyStore:
     """``agentvm.ports.KeyStore`` on the single DynamoDB table. Blocking calls run in a thread."""
 
     def __init__(self, table_name: str, *, region: str | None = None, host: str | None = None) -> None:
-        self._item = _bind(table_name, region, host)
+        self._item = bind_model(ApiKeyItem, table_name, region, host)
 
     async def put_key(self, key: ApiKeyRecord) -> None:
         await asyncio.to_thread(self._to_item(key).save)
@@ -94,7 +59,7 @@ class DynamoDbKeyStore:
 
     async def list_keys(self, tenant_id: str) -> list[ApiKeyRecord]:
         def query() -> list[ApiKeyRecord]:
-            items = self._item.gsi1.query(tenant_gsi1pk(tenant_id), self._item.gsi1sk.startswith("APIKEY#"))
+            items = self._item.gsi1.query(tenant_pk(tenant_id), self._item.gsi1sk.startswith("APIKEY#"))
             return [r for r in map(self._to_record, items) if r.tenantId == tenant_id]
 
         return await asyncio.to_thread(query)
@@ -131,11 +96,11 @@ class DynamoDbKeyStore:
             return self._get(key_id)
         return self._to_record(item)
 
-    def _to_item(self, key: ApiKeyRecord) -> Any:
+    def _to_item(self, key: ApiKeyRecord) -> ApiKeyItem:
         return self._item(
             key_pk(key.keyId),
             META,
-            gsi1pk=tenant_gsi1pk(key.tenantId),
+            gsi1pk=tenant_pk(key.tenantId),
             gsi1sk=key_gsi1sk(key.createdAt, key.keyId),
             keyId=key.keyId,
             tenantId=key.tenantId,
@@ -149,7 +114,7 @@ class DynamoDbKeyStore:
         )
 
     @staticmethod
-    def _to_record(item: Any) -> ApiKeyRecord:
+    def _to_record(item: ApiKeyItem) -> ApiKeyRecord:
         return ApiKeyRecord(
             keyId=item.keyId,
             tenantId=item.tenantId,
@@ -163,4 +128,4 @@ class DynamoDbKeyStore:
         )
 
 
-__all__ = ["DynamoDbKeyStore"]
+__all__ = ["ApiKeyItem", "DynamoDbKeyStore"]

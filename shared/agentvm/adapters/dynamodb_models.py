@@ -14,6 +14,7 @@ Session        SESSION#<s>    META
 Message        SESSION#<s>    MSG#<seq:010d>
 Idem claim     SESSION#<s>    IDEM#<key>
 Cancel mark    SESSION#<s>    CANCEL
+Summary        SESSION#<s>    SUMMARY
 Turn           TURN#<turn>    META
 Usage          TURN#<turn>    USAGE           TENANT#<t>    USAGE#<c>#<createdAt:013d>#<turn>
 Connection     CONN#<id>      META
@@ -24,8 +25,9 @@ Attributes besides the keys: records (container, image, session, turn, usage) ho
 record's pydantic JSON (as in ``SqliteStore``: exact round trips, new fields get their defaults),
 and ``tenantId`` where the record has one; a message holds ``body`` (its wire JSON) and ``idem``
 (the idempotency key that wrote it, if any); a claim ``seq``, ``owner``, ``claimedAt`` (ms); a
-cancel mark ``turnId``; a connection ``tenantId`` (absent until authenticated), ``connectedAt``
-and ``expiresAt``; a subscription ``sessionId`` and ``expiresAt``.
+cancel mark ``turnId``; a connection ``tenantId`` and ``keyId`` (both absent until authenticated),
+``connectedAt`` and ``expiresAt``; a subscription ``sessionId``, ``afterSeq`` (its resume
+cursor, if any) and ``expiresAt``.
 
 How each ``Store`` pattern is served:
 
@@ -190,11 +192,13 @@ class CancelItem(TableItem):
 
 class ConnectionItem(TableItem):
     tenantId = UnicodeAttribute(null=True)
+    keyId = UnicodeAttribute(null=True)  # the API key that authenticated it: re-checked on every frame
     connectedAt = NumberAttribute()
 
 
 class SubscriptionItem(TableItem):
     sessionId = UnicodeAttribute()
+    afterSeq = NumberAttribute(null=True)  # the resume cursor it subscribed with (``core.resume``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -250,6 +254,21 @@ def bind_models(table_name: str, region: str | None = None, host: str | None = N
 def _bind(model: type[_M], meta: type) -> type[_M]:
     # PynamoDB's metaclass fills in the Meta defaults and gives the class its own index copy.
     return type(model.__name__, (model,), {"Meta": meta, "__module__": __name__})
+
+
+@lru_cache(maxsize=64)
+def bind_model(
+    model: type[_M], table_name: str, region: str | None = None, host: str | None = None
+) -> type[_M]:
+    """One more entity model (an unbound ``TableItem`` subclass) bound to ``table_name``; cached.
+
+    For the adapters that keep their item class next to them (API keys, budgets): the class shares
+    the connection (one botocore client) of ``bind_models(table_name, region, host)``. No network I/O.
+    """
+    base = bind_models(table_name, region, host).base
+    bound = _bind(model, base.Meta)
+    bound._connection = base._get_connection()
+    return bound
 
 
 def create_table(models: Models, *, wait: bool = True) -> None:
@@ -311,6 +330,7 @@ __all__ = [
     "RecordItem",
     "SubscriptionItem",
     "TableItem",
+    "bind_model",
     "bind_models",
     "connection_id_of",
     "connection_pk",
