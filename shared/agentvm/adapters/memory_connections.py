@@ -13,7 +13,8 @@ if TYPE_CHECKING:
 class InMemoryConnections:
     def __init__(self) -> None:
         self._infos: dict[str, ConnectionInfo] = {}
-        self._by_session: dict[str, dict[str, None]] = {}  # ordered sets
+        # session -> connection -> the cursor it subscribed with (insertion-ordered)
+        self._by_session: dict[str, dict[str, int | None]] = {}
         self._by_connection: dict[str, set[str]] = {}
 
     async def register(self, info: ConnectionInfo) -> None:
@@ -31,14 +32,19 @@ class InMemoryConnections:
                 if not subs:
                     del self._by_session[session_id]
 
-    async def subscribe(self, connection_id: str, session_id: str) -> None:
+    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
         if connection_id not in self._infos:
             return
-        self._by_session.setdefault(session_id, {})[connection_id] = None
+        subs = self._by_session.setdefault(session_id, {})
+        if after_seq is not None or connection_id not in subs:
+            subs[connection_id] = after_seq
         self._by_connection.setdefault(connection_id, set()).add(session_id)
 
     async def subscribers(self, session_id: str) -> Sequence[str]:
         return list(self._by_session.get(session_id, ()))
+
+    async def subscribers_with_cursor(self, session_id: str) -> Sequence[tuple[str, int | None]]:
+        return list(self._by_session.get(session_id, {}).items())
 
     def __len__(self) -> int:
         return len(self._infos)
