@@ -9,11 +9,8 @@ from __future__ import annotations
 import argparse
 import asyncio
 import datetime as dt
-import json
 import os
 import platform
-import subprocess
-import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -72,7 +69,7 @@ def main() -> None:
         "--quick", action="store_true", help="small loads only (a smoke run, not for the record)"
     )
     args = parser.parse_args()
-    from benchmarks import history_scaling, local_load, peer_langgraph
+    from benchmarks import cold_start, history_scaling, local_load, peer_langgraph
 
     sections: list[str] = []
     command = "./dev python -m benchmarks.run_all" + (" --quick" if args.quick else "")
@@ -96,20 +93,7 @@ def main() -> None:
         "## History scaling (runtime overhead per turn, scripted model, SQLite)\n\n" + _table(scaling)
     )
 
-    if (ROOT / "scripts" / "measure_imports.py").exists():
-        out = subprocess.run(
-            [sys.executable, str(ROOT / "scripts" / "measure_imports.py"), "--json"],
-            capture_output=True,
-            text=True,
-            cwd=ROOT,
-            check=False,
-        )
-        try:
-            sections.append(
-                "## Cold start: handler import time (median of 9)\n\n" + _table(json.loads(out.stdout))
-            )
-        except ValueError:
-            sections.append("## Cold start\n\n```\n" + out.stdout + out.stderr + "\n```\n")
+    sections.append(cold_start.report(quick=args.quick))
 
     peer = asyncio.run(peer_langgraph.run([10, 100]))
     sections.append(

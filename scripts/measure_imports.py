@@ -13,6 +13,7 @@ dummy values, a region, and no AWS credentials or config files, so nothing can r
 
     .venv/bin/python scripts/measure_imports.py            # the table in docs/cold-start.md
     .venv/bin/python scripts/measure_imports.py --top 12   # plus where the import time goes
+    .venv/bin/python scripts/measure_imports.py --json     # the rows as JSON (benchmarks/cold_start.py)
 
 Exits 1 when an import misses its target. Timings depend on the machine: compare modules with
 each other and with the targets measured here, not with Lambda's numbers.
@@ -21,6 +22,7 @@ each other and with the targets measured here, not with Lambda's numbers.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import re
 import statistics
@@ -28,6 +30,10 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
 
 ROOT = Path(__file__).resolve().parents[1]
 # module -> import-time target in ms on a developer machine (docs/cold-start.md)
@@ -101,28 +107,60 @@ def _top(module: str, n: int, variables: set[str]) -> list[tuple[int, int, str]]
     return sorted(rows, reverse=True)[:n]
 
 
+def measure(
+    runs: int = 9, names: Iterable[str] | None = None, *, init_only: bool = False
+) -> list[dict[str, object]]:
+    """One row per handler module: import and Lambda-init medians (ms, minus an empty interpreter).
+
+    ``names``: function folders, by default every function of template.yaml (those with a target
+    first). ``init_only`` skips the plain import (``benchmarks/cost_meter.py`` needs the init only).
+    """
+    baseline = _median_ms("pass", runs, set())
+    variables = _template_variables()
+    if names is None:
+        names = [*TARGETS, *sorted(set(variables) - set(TARGETS))]
+    rows: list[dict[str, object]] = []
+    for name in names:
+        module = f"functions.{name}.app"
+        row: dict[str, object] = {"module": module}
+        if not init_only:
+            imported = _median_ms(f"import {module}", runs, variables[name]) - baseline
+            target = TARGETS.get(name)  # functions without one are measured all the same
+            row |= {
+                "import_ms": round(imported),
+                "target_ms": target,
+                "met": None if target is None else imported <= target,
+            }
+        primed = _median_ms(f"import {module}", runs, variables[name], in_lambda=True) - baseline
+        row["lambda_init_ms"] = round(primed)
+        rows.append(row)
+    return rows
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
     parser.add_argument("--runs", type=int, default=9)
     parser.add_argument("--top", type=int, default=0, help="also list the N imports with the most self time")
+    parser.add_argument("--json", action="store_true", help="print the rows as JSON (for benchmarks)")
     args = parser.parse_args()
 
-    baseline = _median_ms("pass", args.runs, set())
-    print(f"python {sys.version.split()[0]}, {args.runs} runs each, empty interpreter {baseline:.0f} ms")
+    rows = measure(args.runs)
+    missed = any(row["met"] is False for row in rows)
+    if args.json:
+        print(json.dumps(rows))
+        return 1 if missed else 0
+    print(f"python {sys.version.split()[0]}, {args.runs} runs each, empty interpreter subtracted")
     print(f"{'module':<28}{'import':>8}{'target':>8}{'':>6}{'lambda init':>13}")
-    missed = False
     variables = _template_variables()
-    for name, target in TARGETS.items():
-        module = f"functions.{name}.app"
-        imported = _median_ms(f"import {module}", args.runs, variables[name]) - baseline
-        primed = _median_ms(f"import {module}", args.runs, variables[name], in_lambda=True) - baseline
-        ok = imported <= target
-        missed |= not ok
-        print(f"{module:<28}{imported:>6.0f}ms{target:>6}ms{'ok' if ok else 'MISS':>6}{primed:>11.0f}ms")
+    for row in rows:
+        ok = {True: "ok", False: "MISS", None: ""}[row["met"]]  # type: ignore[index]
+        target = "" if row["target_ms"] is None else f"{row['target_ms']}ms"
+        print(f"{row['module']:<28}{row['import_ms']:>6}ms{target:>8}{ok:>6}{row['lambda_init_ms']:>11}ms")
         if args.top:
-            for self_us, total_us, imported_name in _top(module, args.top, variables[name]):
+            name = str(row["module"]).split(".")[1]
+            for self_us, total_us, imported_name in _top(str(row["module"]), args.top, variables[name]):
                 print(f"    {self_us / 1000:>7.1f} ms self {total_us / 1000:>8.1f} ms total  {imported_name}")
     return 1 if missed else 0
 

@@ -26,6 +26,7 @@ class ProtocolClient:
         self.rt = rt
         self.connection_id = connection_id
         self.frames: list[dict[str, Any]] = []
+        self._push = push
         push.attach(connection_id, self._receive)
 
     async def _receive(self, payload: str) -> None:
@@ -54,8 +55,20 @@ class ProtocolClient:
         assert responses[0]["type"] == f"{type_}_response"
         return responses[0]["data"]
 
-    async def subscribe(self, session_id: str) -> list[dict[str, Any]]:
-        return await self.send_raw(json.dumps({"type": "subscribe", "sessionId": session_id}))
+    async def subscribe(self, session_id: str, *, after_seq: int | None = None) -> list[dict[str, Any]]:
+        frame: dict[str, Any] = {"type": "subscribe", "sessionId": session_id}
+        if after_seq is not None:
+            frame["afterSeq"] = after_seq
+        return await self.send_raw(json.dumps(frame))
+
+    def turn_frames(self) -> list[dict[str, Any]]:
+        """Every frame of a turn received (numbered: ``seq``), in arrival order."""
+        return [f for f in self.frames if "seq" in f]
+
+    async def disconnect(self) -> None:
+        """What the host does when the socket closes: no more frames, the connection forgotten."""
+        self._push.detach(self.connection_id)
+        await self.rt.connections.remove(self.connection_id)
 
     def session_events(self) -> list[dict[str, Any]]:
         return [f for f in self.frames if f.get("source") == "agent"]
@@ -76,7 +89,7 @@ class Harness:
             connections=InMemoryConnections(),
             push=self.push,
             models=SingleModelResolver(self.model),
-            turns=TurnSettings(flush_s=0.01, max_frame_bytes=64 * 1024),
+            turns=TurnSettings(flush_s=0.01, max_frame_bytes=64 * 1024, subscriber_refresh_s=0.0),
         )
         self._conns = itertools.count(1)
 

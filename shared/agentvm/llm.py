@@ -34,6 +34,9 @@ class ModelRequest:
 class ModelStart:
     message_id: str
     model: str
+    # Input tokens when the provider reports them up front (Anthropic's message_start), so a turn
+    # cut before ModelStop (interrupt, budget, failure) still bills its input. None: not known yet.
+    input_tokens: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

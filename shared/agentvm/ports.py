@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         ContainerRecord,
         ImageRecord,
         SessionRecord,
+        SessionSummary,
         TurnJob,
         TurnRecord,
         UsageRecord,
@@ -33,6 +34,14 @@ class AppendResult:
     message: Message
     seq: int
     created: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SeqMessage:
+    """A stored message with its per-session sequence number."""
+
+    seq: int
+    message: Message
 
 
 class Store(Protocol):
@@ -78,8 +87,23 @@ class Store(Protocol):
         ...
 
     async def recent_messages(self, session_id: str, limit: int) -> list[Message]:
-        """The last ``limit`` messages, oldest first: what a turn reads."""
+        """The last ``limit`` messages, oldest first."""
         ...
+
+    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+        """The last ``limit`` messages whose seq is above ``after_seq``, oldest first, with their seqs.
+
+        What a turn reads (``after_seq``: what the session's compaction summary covers): one
+        bounded read, whatever the length of the history.
+        """
+        ...
+
+    # compaction summaries: one per session, only ever replaced by one covering more messages
+    async def put_summary(self, summary: SessionSummary) -> bool:
+        """Store unless the session's summary covers as much already (``upToSeq``). True if stored."""
+        ...
+
+    async def get_summary(self, session_id: str) -> SessionSummary | None: ...
 
     # turns and usage
     async def put_turn(self, turn: TurnRecord) -> None: ...
@@ -115,8 +139,16 @@ class Connections(Protocol):
     async def register(self, info: ConnectionInfo) -> None: ...
     async def get(self, connection_id: str) -> ConnectionInfo | None: ...
     async def remove(self, connection_id: str) -> None: ...
-    async def subscribe(self, connection_id: str, session_id: str) -> None: ...
+    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
+        """Subscribe (idempotent). ``after_seq``: the last frame seq the connection has of the session,
+        so the running turn's worker sends it what came after (resume). Subscribing again without
+        one keeps the cursor a previous call stored; with one, replaces it."""
+        ...
+
     async def subscribers(self, session_id: str) -> Sequence[str]: ...
+    async def subscribers_with_cursor(self, session_id: str) -> Sequence[tuple[str, int | None]]:
+        """``subscribers``, each with the ``after_seq`` it subscribed with (None: none given)."""
+        ...
 
 
 class Push(Protocol):
@@ -221,6 +253,7 @@ __all__ = [
     "ModelClient",
     "ModelResolver",
     "Push",
+    "SeqMessage",
     "Store",
     "TurnQueue",
 ]

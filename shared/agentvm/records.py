@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "completed", "interrupted", "failed"]
+UsageKind = Literal["turn", "compaction"]
 Scope = Literal["admin", "client"]
 
 
@@ -82,6 +83,25 @@ class TurnJob(_Record):
     userMessageId: str
     requestId: str
     enqueuedAt: int
+    # The user message's per-session seq and its timestamp: the turn's frames are numbered from
+    # the seq (``core.frames``), and its first frame, ``message_persisted``, carries the time.
+    userSeq: int = 0
+    userSavedAt: int = 0
+
+
+class FrameMap(_Record):
+    """What one attempt of a turn sent, compactly: enough to send it again to a resuming client.
+
+    Frame ``i`` had seq ``firstSeq + i``. ``kinds[i]`` is its event type, or, for a ``text_delta``,
+    the length of the reply text once that frame was sent (an int): the text itself is the stored
+    reply's. ``data`` holds, by frame index, the ``data`` of the frames that storage does not hold
+    (``message_start``, ``message_stop``, ``conversation_end``...); messages come from storage.
+    """
+
+    firstSeq: int
+    kinds: list[str | int] = Field(default_factory=list)
+    data: dict[str, dict[str, Any]] = Field(default_factory=dict)
+    agentId: str = ""
 
 
 class TurnRecord(_Record):
@@ -89,6 +109,9 @@ class TurnRecord(_Record):
     sessionId: str
     status: TurnStatus
     updatedAt: int
+    userSeq: int = 0  # the user message's seq (0: a record from before sequence numbers)
+    attempt: int = 0  # which run of the turn wrote this (a retry after a worker died: one more)
+    frames: FrameMap | None = None  # with the terminal status: what the attempt sent (resume)
 
 
 class UsageRecord(_Record):
@@ -106,6 +129,29 @@ class UsageRecord(_Record):
     durationMs: int = 0
     status: TurnStatus = "completed"
     createdAt: int = Field(default=0)
+    # "compaction": the tokens of summarising a session's older history (core/compaction.py),
+    # billed like a turn's; its turnId is "<turn that triggered it>:compact:<upToSeq>".
+    kind: UsageKind = "turn"
+    # True when the provider never reported the usage (an interrupted or cut stream): output is the
+    # text deltas received, input what the provider said at the start, else a chars/4 estimate.
+    estimated: bool = False
+
+
+class SessionSummary(_Record):
+    """A compaction summary of a session's messages up to ``upToSeq`` (inclusive).
+
+    Later turns send it (as a system-prompt addendum) instead of those messages; the messages
+    themselves are never deleted, so ``image_messages_request`` still returns everything.
+    """
+
+    sessionId: str
+    upToSeq: int  # the seq of the last message the summary covers
+    text: str
+    model: str  # "provider/model" that wrote it
+    messages: int = 0  # how many messages it covers in all (earlier summaries included)
+    inputTokens: int = 0
+    outputTokens: int = 0
+    createdAt: int = 0
 
 
 class ApiKeyRecord(_Record):
@@ -153,11 +199,14 @@ __all__ = [
     "BudgetRecord",
     "ConcurrencyPolicy",
     "ContainerRecord",
+    "FrameMap",
     "ImageRecord",
     "Scope",
     "SessionRecord",
+    "SessionSummary",
     "TurnJob",
     "TurnRecord",
     "TurnStatus",
+    "UsageKind",
     "UsageRecord",
 ]

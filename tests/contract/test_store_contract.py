@@ -22,7 +22,14 @@ from agentvm.messages import (
     ToolResultPart,
     UserMessage,
 )
-from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnRecord, UsageRecord
+from agentvm.records import (
+    ContainerRecord,
+    ImageRecord,
+    SessionRecord,
+    SessionSummary,
+    TurnRecord,
+    UsageRecord,
+)
 
 if TYPE_CHECKING:
     from agentvm.messages import Message
@@ -454,6 +461,25 @@ async def test_recent_messages_is_the_tail_of_list_messages_for_every_limit(stor
         assert await store.recent_messages("ses_1", limit) == history[-limit:]
 
 
+async def test_recent_messages_after_is_the_tail_after_a_seq_with_seqs(store: Store) -> None:
+    await append_texts(store, "ses_1", *(f"m{i}" for i in range(1, 13)))  # seqs 1..12
+    await append_texts(store, "ses_2", "noise")
+    history = await store.list_messages("ses_1")
+
+    for after in (0, 1, 5, 11, 12, 20):
+        for limit in range(1, 15):
+            got = await store.recent_messages_after("ses_1", after, limit)
+            expected = list(enumerate(history, start=1))[after:][-limit:]
+            assert [(e.seq, e.message) for e in got] == expected, (after, limit)
+
+
+async def test_recent_messages_after_with_a_zero_limit_or_no_history_is_empty(store: Store) -> None:
+    await append_texts(store, "ses_1", "a")
+
+    assert await store.recent_messages_after("ses_1", 0, 0) == []
+    assert await store.recent_messages_after("ses_missing", 0, 10) == []
+
+
 # turns
 
 
@@ -497,6 +523,50 @@ async def test_list_usage_of_another_tenant_is_empty(store: Store) -> None:
 
     assert await store.list_usage(TENANT_B) == []
     assert await store.list_usage(TENANT_B, "user-alice") == []
+
+
+# compaction summaries
+
+
+def summary(session_id: str = "ses_img_1", up_to: int = 10, text: str = "so far") -> SessionSummary:
+    return SessionSummary(sessionId=session_id, upToSeq=up_to, text=text, model="fake/x", messages=up_to)
+
+
+async def test_a_summary_round_trips_and_is_scoped_to_its_session(store: Store) -> None:
+    assert await store.get_summary("ses_img_1") is None
+
+    assert await store.put_summary(summary(text="Alice likes tea. " * 200)) is True
+
+    assert await store.get_summary("ses_img_1") == summary(text="Alice likes tea. " * 200)
+    assert await store.get_summary("ses_other") is None
+
+
+async def test_a_summary_is_replaced_only_by_one_covering_more(store: Store) -> None:
+    await store.put_summary(summary(up_to=10, text="ten"))
+
+    assert await store.put_summary(summary(up_to=9, text="older")) is False
+    assert await store.put_summary(summary(up_to=10, text="same")) is False
+    assert (await store.get_summary("ses_img_1")).text == "ten"
+
+    assert await store.put_summary(summary(up_to=30, text="thirty")) is True
+    assert await store.get_summary("ses_img_1") == summary(up_to=30, text="thirty")
+
+
+async def test_delete_image_deletes_its_summary(store: Store) -> None:
+    img, ses = image("img_1")
+    await store.create_image(img, ses)
+    await store.put_summary(summary(ses.sessionId))
+
+    await store.delete_image(TENANT_A, "img_1")
+
+    assert await store.get_summary(ses.sessionId) is None
+
+
+async def test_usage_kind_and_estimate_round_trip(store: Store) -> None:
+    record = usage("turn_1:compact:10").model_copy(update={"kind": "compaction", "estimated": True})
+    await store.put_usage(record)
+
+    assert await store.list_usage(TENANT_A) == [record]
 
 
 # cancel marks

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agentvm.records import TurnJob
 
 TURN_EVENTS = [
+    "message_persisted",
     "message_start",
     "conversation_start",
     "text_delta",

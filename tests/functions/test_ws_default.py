@@ -40,9 +40,10 @@ def test_image_create_then_message_send_acks_and_enqueues_the_turn(rt, push, con
     handler(_with_body(event, frame), context)
 
     types = [f["type"] for f in push.frames(CONNECTION)]
-    # message_persisted goes to the session's subscribers (the sender among them) during the
-    # command; agent_registered is the caller's, sent just before the response.
-    assert types[-3:] == ["message_persisted", "agent_registered", "message_send_response"]
+    # agent_registered is the caller's, sent just before the response; message_persisted is the
+    # first frame of the turn, sent by the worker.
+    assert types[-2:] == ["agent_registered", "message_send_response"]
+    assert "message_persisted" not in types
     ack = push.frames(CONNECTION)[-1]["data"]
     assert ack["imageId"] == image["imageId"] and "error" not in ack
     (job,) = rt.queue.pending()  # the turn waits for the worker: this function never runs it

@@ -99,7 +99,9 @@ async def test_the_stream_is_cut_when_the_budget_is_crossed_and_the_partial_repl
     assert history[2]["errorCode"] == "quota_exceeded"
     [usage] = await harness.store.list_usage("tenant-a")
     assert (usage.outputTokens, usage.status) == (6, "failed")  # the tokens actually received
-    assert (await budgets.usage("tenant-a", "c1"))["day"] == 6
+    # the provider never reported usage: the input is estimated (chars/4 of "hi") and billed too
+    assert (usage.inputTokens, usage.estimated) == (1, True)
+    assert (await budgets.usage("tenant-a", "c1"))["day"] == 7
     # and the next message is refused up front
     assert (await c.request("message_send", imageId=img["imageId"], content="more"))[
         "code"

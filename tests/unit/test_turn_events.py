@@ -37,6 +37,8 @@ async def test_text_turn_emits_documented_sequence(harness):
     assert types[:4] == ["message_start", "conversation_start", "text_delta", "conversation_responding"]
     assert types[-3:] == ["message_stop", "assistant_message", "conversation_end"]
     assert set(types[4:-3]) <= {"text_delta"}
+    turn = [f for f in c.frames if f.get("context", {}).get("turnId")]
+    assert turn[0]["type"] == "message_persisted" and turn[1:] == c.session_events()
     assert types.count("conversation_responding") == 1
     text = "".join(f["data"]["text"] for f in c.session_events() if f["type"] == "text_delta")
     assert text == "Hello there, how are you"
@@ -45,10 +47,10 @@ async def test_text_turn_emits_documented_sequence(harness):
     assert final["usage"]["outputTokens"] == 5
     assert c.session_events()[-1]["data"] == {"reason": "completed"}
     _assert_context(c, img)
-    # order across layers: persisted, then the ACK, then the stream
+    # order across layers: the ACK, then the turn's stream, which starts with message_persisted
     order = c.types()
     assert (
-        order.index("message_persisted") < order.index("message_send_response") < order.index("message_start")
+        order.index("message_send_response") < order.index("message_persisted") < order.index("message_start")
     )
 
 

@@ -37,7 +37,9 @@ append_message with a key          1 RRU + 2 WRU (claim + message); a repeated k
 put_usage (~0.4 KB)                1 WRU + 1 WRU on gsi1; a repeat: 1 WRU (failed condition)
 put_turn (status update)           1 WRU
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
+recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq)
 get_turn / is_cancel_requested     1 RRU each
+get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s>``/``SUMMARY``)
 =================================  ======================================================
 
 Errors: a failed condition is part of the semantics above and never escapes. Anything else
@@ -53,6 +55,7 @@ import time
 import uuid
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 
 from agentvm.adapters.dynamodb_models import (
@@ -64,6 +67,8 @@ from agentvm.adapters.dynamodb_models import (
     MSG_PREFIX,
     USAGE,
     USAGE_PREFIX,
+    TableItem,
+    bind_model,
     bind_models,
     container_sk,
     create_table,
@@ -79,15 +84,22 @@ from agentvm.adapters.dynamodb_models import (
 )
 from agentvm.errors import Conflict
 from agentvm.messages import message_from_wire, message_to_wire
-from agentvm.ports import AppendResult
-from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnRecord, UsageRecord
+from agentvm.ports import AppendResult, SeqMessage
+from agentvm.records import (
+    ContainerRecord,
+    ImageRecord,
+    SessionRecord,
+    SessionSummary,
+    TurnRecord,
+    UsageRecord,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pynamodb.expressions.condition import Condition
 
-    from agentvm.adapters.dynamodb_models import IdemItem, TableItem
+    from agentvm.adapters.dynamodb_models import IdemItem
     from agentvm.messages import Message
 
 _M = TypeVar("_M", bound="TableItem")
@@ -99,6 +111,16 @@ CONDITION_FAILED = "ConditionalCheckFailedException"
 CLAIM_LEASE_MS = 10_000
 _POLL_FIRST_S = 0.01
 _POLL_MAX_S = 0.2
+SUMMARY = "SUMMARY"
+_LAST_MESSAGE_SK = message_sk(10**10 - 1)  # the highest ``MSG#`` key (seqs are 10 digits)
+
+
+class SummaryItem(TableItem):
+    """A session's compaction summary, ``SESSION#<s>``/``SUMMARY``: in the session's partition, so
+    ``delete_image`` deletes it with the messages. ``upToSeq`` is copied out for the condition."""
+
+    upToSeq = NumberAttribute()
+    data = UnicodeAttribute()
 
 
 def _now_ms() -> int:
@@ -130,6 +152,7 @@ class DynamoStore:
 
     def __init__(self, table_name: str, *, region: str | None = None, host: str | None = None) -> None:
         self._m = bind_models(table_name, region, host)
+        self._summary = bind_model(SummaryItem, table_name, region, host)
         # Read requests (GetItem, Query pages) since construction: lets tests bound a turn's reads.
         # Only ever changed on the event loop thread, never inside a worker thread.
         self.queries = 0
@@ -377,6 +400,35 @@ class DynamoStore:
             limit=limit,
         )
         return [message_from_wire(item.body) for item in reversed(items)]
+
+    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+        if limit <= 0:
+            return []
+        # One Query, newest first with Limit, on the message keys above the summary's: bounded
+        # whatever the history's length.
+        items = await self._query(
+            self._m.message,
+            session_pk(session_id),
+            self._m.message.sk.between(message_sk(max(after_seq, 0) + 1), _LAST_MESSAGE_SK),
+            consistent_read=True,
+            scan_index_forward=False,
+            limit=limit,
+        )
+        return [SeqMessage(seq_of(item.sk), message_from_wire(item.body)) for item in reversed(items)]
+
+    # compaction summaries
+
+    async def put_summary(self, summary: SessionSummary) -> bool:
+        item = self._summary(
+            session_pk(summary.sessionId), SUMMARY, upToSeq=summary.upToSeq, data=summary.model_dump_json()
+        )
+        # Only ever forward: a slower compaction finishing late never replaces a newer summary.
+        forward = self._summary.sk.does_not_exist() | (self._summary.upToSeq < summary.upToSeq)
+        return await self._put(item, forward)
+
+    async def get_summary(self, session_id: str) -> SessionSummary | None:
+        item = await self._get(self._summary, session_pk(session_id), SUMMARY)
+        return None if item is None else SessionSummary.model_validate_json(item.data)
 
     # turns and usage
 

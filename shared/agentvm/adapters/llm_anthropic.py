@@ -70,7 +70,9 @@ class AnthropicModelClient:
                     if event.type == "message_start":
                         input_tokens = _input_tokens(event.message.usage)
                         output_tokens = event.message.usage.output_tokens or 0
-                        yield ModelStart(message_id=event.message.id, model=event.message.model)
+                        yield ModelStart(
+                            message_id=event.message.id, model=event.message.model, input_tokens=input_tokens
+                        )
                     elif event.type == "content_block_delta" and event.delta.type == "text_delta":
                         yield TextDelta(event.delta.text)
                     elif event.type == "message_delta":

@@ -19,8 +19,15 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentvm.messages import message_from_wire, message_to_wire
-from agentvm.ports import AppendResult
-from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnRecord, UsageRecord
+from agentvm.ports import AppendResult, SeqMessage
+from agentvm.records import (
+    ContainerRecord,
+    ImageRecord,
+    SessionRecord,
+    SessionSummary,
+    TurnRecord,
+    UsageRecord,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -74,6 +81,11 @@ CREATE INDEX IF NOT EXISTS usage_by_container ON usage (tenant_id, container_id,
 CREATE TABLE IF NOT EXISTS cancels (
     session_id TEXT PRIMARY KEY,
     turn_id    TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS summaries (
+    session_id TEXT PRIMARY KEY,
+    up_to_seq  INTEGER NOT NULL,
+    record     TEXT NOT NULL
 );
 """
 
@@ -228,6 +240,7 @@ class SqliteStore:
             self._conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             self._conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             self._conn.execute("DELETE FROM cancels WHERE session_id = ?", (session_id,))
+            self._conn.execute("DELETE FROM summaries WHERE session_id = ?", (session_id,))
 
     async def get_session(self, tenant_id: str, session_id: str) -> SessionRecord | None:
         row = self._one(
@@ -270,6 +283,31 @@ class SqliteStore:
             (session_id, limit),
         )
         return [message_from_wire(r[0]) for r in reversed(rows)]
+
+    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+        if limit <= 0:
+            return []
+        rows = self._all(
+            "SELECT seq, message FROM messages WHERE session_id = ? AND seq > ? ORDER BY seq DESC LIMIT ?",
+            (session_id, after_seq, limit),
+        )
+        return [SeqMessage(seq, message_from_wire(body)) for seq, body in reversed(rows)]
+
+    # compaction summaries
+
+    async def put_summary(self, summary: SessionSummary) -> bool:
+        # Only ever forward: a slower compaction finishing late never replaces a newer summary.
+        cursor = self._conn.execute(
+            "INSERT INTO summaries (session_id, up_to_seq, record) VALUES (?, ?, ?)"
+            " ON CONFLICT (session_id) DO UPDATE SET up_to_seq = excluded.up_to_seq,"
+            " record = excluded.record WHERE excluded.up_to_seq > summaries.up_to_seq",
+            (summary.sessionId, summary.upToSeq, summary.model_dump_json()),
+        )
+        return cursor.rowcount == 1
+
+    async def get_summary(self, session_id: str) -> SessionSummary | None:
+        row = self._one("SELECT record FROM summaries WHERE session_id = ?", (session_id,))
+        return None if row is None else SessionSummary.model_validate_json(row[0])
 
     # turns and usage
 

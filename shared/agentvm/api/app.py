@@ -237,7 +237,8 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
 
     @v1.get("/usage", tags=["budgets"])
     async def usage(request: Request, containerId: str | None = None) -> dict[str, Any]:  # noqa: N803
-        """The tenant's usage records (one per turn, oldest first) and their totals."""
+        """The tenant's usage records (one per turn, and one per compaction of a session's history:
+        ``kind``), oldest first, and their totals (tokens of both: both are billed)."""
         principal = admin(request)
         records = await runtime.store.list_usage(principal.tenant_id, containerId)
         input_tokens = sum(r.inputTokens for r in records)
@@ -245,7 +246,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         return {
             "records": [r.model_dump() for r in records],
             "totals": {
-                "turns": len(records),
+                "turns": sum(r.kind == "turn" for r in records),
                 "inputTokens": input_tokens,
                 "outputTokens": output_tokens,
                 "totalTokens": input_tokens + output_tokens,

@@ -15,7 +15,7 @@ from agentvm.core.fanout import Fanout
 from agentvm.core.history import pending_user_ids
 from agentvm.core.turns import TERMINAL, turn_id_for
 from agentvm.errors import BadRequest, NotFound, SessionBusy
-from agentvm.events import EventContext, agent_event, dumps, event
+from agentvm.events import EventContext, dumps, event
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
 
@@ -126,6 +126,7 @@ async def _stop_agent(ctx: CommandContext, image: ImageRecord) -> bool:
         return False
     agent_id, now = image.agentId, ctx.now()
     await ctx.rt.store.put_image(image.model_copy(update={"agentId": None, "updatedAt": now}))
+    # Outside any turn: no seq, not part of the resumable stream (docs/protocol.md, Resume).
     destroyed = event(
         "session_destroyed",
         {"sessionId": image.sessionId, "agentId": agent_id, "containerId": image.containerId},
@@ -162,19 +163,13 @@ async def _active_turn(ctx: CommandContext, image: ImageRecord) -> str | None:
 
 
 async def _interrupt_running(ctx: CommandContext, image: ImageRecord) -> bool:
-    """Mark the active turn cancelled (store + in-process signal) and tell the subscribers."""
+    """Mark the active turn cancelled (store + in-process signal). The turn's worker tells the
+    subscribers (``interrupted``, numbered in the turn's stream) when it sees the mark."""
     turn_id = await _active_turn(ctx, image)
     if turn_id is None:
         return False
     await ctx.rt.store.request_cancel(image.sessionId, turn_id)
     ctx.rt.signals.fire(turn_id)
-    interrupted = agent_event(
-        "interrupted",
-        {"agentId": image.agentId, "containerId": image.containerId},
-        now_ms=ctx.now(),
-        context=_context(image),
-    )
-    await ctx.fanout.publish(image.sessionId, [dumps(interrupted)])
     return True
 
 
@@ -253,8 +248,9 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
     image, _ = await _start_agent(ctx, image)
     assert image.agentId is not None
     # The sender always sees its own stream, even if it never listed the image (AgentX's
-    # "stuck in Queued" bug, protocol §1.5).
-    await _subscribe(ctx, image.sessionId)
+    # "stuck in Queued" bug, protocol §1.5). With a cursor: a turn's worker that finds the sender
+    # only at a later subscriber lookup (the AWS index lags) still sends it the turn from its start.
+    await ctx.rt.connections.subscribe(ctx.connection_id, image.sessionId, after_seq=0)
 
     # What to do if a turn is already running: the request's option beats the image's policy.
     policy = (req.options.concurrency if req.options else None) or image.concurrency
@@ -270,19 +266,17 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
     )
     user_id = appended.message.id
     turn_id = turn_id_for(user_id)
+    # message_persisted is the first frame of the turn, sent by its worker: numbered in the
+    # session's stream, it cannot overtake the frames of a turn still running before it.
     if appended.created:
-        persisted = event(
-            "message_persisted",
-            {"sessionId": image.sessionId, "messageId": user_id, "savedAt": user.timestamp},
-            now_ms=ctx.now(),
-            source="session",
-            category="persist",
-            intent="result",
-            context=_context(image).to_wire(),
-        )
-        await ctx.fanout.publish(image.sessionId, [dumps(persisted)])
         await ctx.rt.store.put_turn(
-            TurnRecord(turnId=turn_id, sessionId=image.sessionId, status="queued", updatedAt=ctx.now())
+            TurnRecord(
+                turnId=turn_id,
+                sessionId=image.sessionId,
+                status="queued",
+                updatedAt=ctx.now(),
+                userSeq=appended.seq,
+            )
         )
     job = TurnJob(
         turnId=turn_id,
@@ -294,6 +288,8 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
         userMessageId=user_id,
         requestId=req.requestId,
         enqueuedAt=ctx.now(),
+        userSeq=appended.seq,
+        userSavedAt=appended.message.timestamp,
     )
     await ctx.rt.queue.enqueue(job)  # idempotent by turnId
     return {"imageId": image.imageId, "agentId": image.agentId}

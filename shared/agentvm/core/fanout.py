@@ -25,27 +25,33 @@ class Fanout:
     async def subscribers(self, session_id: str) -> list[str]:
         return list(await self._connections.subscribers(session_id))
 
-    async def send_to(self, connection_ids: Sequence[str], payloads: Sequence[str]) -> list[str]:
-        """Send each payload to each connection in order. Returns the connections still alive."""
-        alive: list[str] = []
-        for conn in connection_ids:
+    async def subscribers_with_cursor(self, session_id: str) -> list[tuple[str, int | None]]:
+        return list(await self._connections.subscribers_with_cursor(session_id))
+
+    async def deliver(self, plan: Sequence[tuple[str, Sequence[str]]]) -> set[str]:
+        """Send each connection its payloads, in order. Returns the connections found gone (pruned)."""
+        gone: set[str] = set()
+        for conn, payloads in plan:
             try:
                 for payload in payloads:
                     await self._push.send(conn, payload)
             except ConnectionGone:
                 log.info("pruning gone connection", extra={"connection_id": conn})
                 await self._connections.remove(conn)
+                gone.add(conn)
             except Exception as exc:
                 # e.g. API Gateway's LimitExceeded (the client's buffer is full) after the adapter's
-                # retries: that client misses these frames, the turn and the others go on.
+                # retries: that client misses these frames (it can resume), the turn and the others go on.
                 log.warning(
                     "dropping frames for a connection that cannot take them",
                     extra={"connection_id": conn, "error": type(exc).__name__},
                 )
-                alive.append(conn)
-            else:
-                alive.append(conn)
-        return alive
+        return gone
+
+    async def send_to(self, connection_ids: Sequence[str], payloads: Sequence[str]) -> list[str]:
+        """Send each payload to each connection in order. Returns the connections still alive."""
+        gone = await self.deliver([(conn, payloads) for conn in connection_ids])
+        return [conn for conn in connection_ids if conn not in gone]
 
     async def publish(self, session_id: str, payloads: Sequence[str]) -> None:
         await self.send_to(await self.subscribers(session_id), payloads)

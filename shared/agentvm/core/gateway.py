@@ -3,7 +3,9 @@
 Both hosts call ``handle_frame`` for every WebSocket text frame and send the returned payloads
 to the calling connection only (never broadcast: AgentX v1 broadcast responses to everyone, which
 leaks across tenants). Events for a session go to its subscribers through the fanout.
-Nothing a client sends can crash it: every failure becomes the protocol's error shape.
+Nothing a client sends can crash it: every failure becomes the protocol's error shape. One
+exception to "replies are returned": a ``subscribe`` with ``afterSeq`` pushes the frames the
+caller missed itself, before subscribing it (``core.resume`` says why).
 
 Authentication (with ``rt.auth`` set): an ``auth`` frame carrying a valid ``Authorization:
 Bearer`` header authenticates its connection (the connection is re-registered with the key's
@@ -18,6 +20,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from agentvm.core.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
+from agentvm.core.resume import subscribe_after
 from agentvm.errors import AgentVMError, NotFound, Unauthorized
 from agentvm.events import dumps, response, system_error
 from agentvm.ports import ConnectionInfo
@@ -100,12 +103,21 @@ async def _admit(rt: Runtime, conn: ConnectionInfo, *, counts: bool) -> None:
 
 
 async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -> list[str]:
+    """Silent on success. With ``afterSeq``, what the caller missed is pushed to it first (resume)."""
     assert conn.tenant_id is not None
-    session = await rt.store.get_session(conn.tenant_id, frame.session_id)
-    if session is None:
-        err = NotFound(f"Session not found: {frame.session_id}")
-        return _error_frames(rt, err, request_type=None, request_id=None, data={})
-    await rt.connections.subscribe(conn.connection_id, frame.session_id)
+    try:
+        session = await rt.store.get_session(conn.tenant_id, frame.session_id)
+        if session is None:
+            raise NotFound(f"Session not found: {frame.session_id}")
+        if frame.after_seq is None:
+            await rt.connections.subscribe(conn.connection_id, frame.session_id)
+        else:
+            await subscribe_after(rt, conn.connection_id, session, frame.after_seq)
+    except AgentVMError as exc:
+        return _error_frames(rt, exc, request_type=None, request_id=None, data={})
+    except Exception:
+        log.exception("subscribe failed", extra={"session_id": frame.session_id})
+        return _error_frames(rt, AgentVMError("internal error"), request_type=None, request_id=None, data={})
     return []
 
 

@@ -13,6 +13,7 @@ import contextlib
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
+from agentvm.core.context import estimate_request_tokens
 from agentvm.errors import AgentVMError, ProviderUnavailable
 from agentvm.llm import ModelStart, ModelStop, TextDelta
 
@@ -35,10 +36,16 @@ class TurnOutcome:
     input_tokens: int = 0
     output_tokens: int = 0
     usage_reported: bool = False  # False: the stream ended before the provider reported usage
+    start_input_tokens: int | None = None  # what ModelStart said, if the provider says it up front
     deltas: int = 0
     ttft_s: float | None = None
     error: AgentVMError | None = None
     interrupted: bool = False
+
+    @property
+    def usage_estimated(self) -> bool:
+        """The tokens are ours, not the provider's: it started answering, never reported usage."""
+        return not self.usage_reported and self.message_id is not None
 
 
 async def run_turn(
@@ -64,6 +71,7 @@ async def run_turn(
             elif isinstance(ev, ModelStart):
                 outcome.message_id = ev.message_id
                 outcome.model = ev.model or request.model
+                outcome.start_input_tokens = ev.input_tokens
                 observer.on_start(ev.message_id, outcome.model)
             elif isinstance(ev, ModelStop):
                 outcome.stop_reason = ev.stop_reason
@@ -96,8 +104,14 @@ async def run_turn(
             consumer.cancel()
     outcome.text = "".join(parts)
     if not outcome.usage_reported:
-        # The provider never reported usage (interrupted or cut): count what was consumed.
+        # The provider never reported usage (interrupted or cut): count what was consumed. Output:
+        # the deltas received. Input: what the provider said at the start (Anthropic does), else
+        # an estimate of the request, but only if the provider started answering (it read it).
         outcome.output_tokens = outcome.deltas
+        if outcome.start_input_tokens is not None:
+            outcome.input_tokens = outcome.start_input_tokens
+        elif outcome.message_id is not None:
+            outcome.input_tokens = estimate_request_tokens(request)
     return outcome
 
 

@@ -24,8 +24,10 @@ class TurnSettings:
     history_window: int = 50
     max_output_tokens: int = 1024
     cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
-    subscriber_refresh_s: float = 2.0
+    subscriber_refresh_s: float = 2.0  # how often a turn looks its subscribers up again (0: every send)
     max_frame_bytes: int = 256 * 1024
+    compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
+    compaction_model: str | None = None  # None = the image's model
 
 
 class SystemClock:

@@ -14,21 +14,24 @@ import logging
 from typing import TYPE_CHECKING
 
 from agentvm.core.budgets import BudgetedModelClient
+from agentvm.core.compaction import compact_after_turn, prepare_context
 from agentvm.core.fanout import Fanout
-from agentvm.core.history import chat_turns, result_of
+from agentvm.core.frames import error_occurred_data, first_seq, persisted_event
+from agentvm.core.history import result_of
 from agentvm.core.loop import TurnOutcome, run_turn
 from agentvm.core.sink import CoalescingSink
 from agentvm.errors import AgentVMError, ProviderError, ProviderRejected
 from agentvm.events import EventContext
-from agentvm.llm import ModelRequest
 from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, TokenUsage, message_to_wire
 from agentvm.records import TurnRecord, UsageRecord
 
 if TYPE_CHECKING:
+    from agentvm.core.context import TurnContext
     from agentvm.core.runtime import Runtime
+    from agentvm.events import Json
     from agentvm.messages import Message
     from agentvm.ports import ModelClient
-    from agentvm.records import ImageRecord, TurnJob, TurnStatus
+    from agentvm.records import FrameMap, ImageRecord, TurnJob, TurnStatus
 
 log = logging.getLogger("agentvm.turns")
 
@@ -56,11 +59,14 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     if turn is not None and turn.status in TERMINAL:
         log.info("turn already finished; skipping redelivery", extra={"turn_id": job.turnId})
         return None
+    attempt = _attempt_of(turn)
     image = await store.get_image(job.tenantId, job.imageId)
     if image is None:  # deleted while queued
         await _set_status(rt, job, "failed")
         return None
-    history = await store.recent_messages(job.sessionId, rt.turns.history_window)
+    # The summary of older history (if any) and the messages after it: bounded reads (compaction.py).
+    context = await prepare_context(rt, job, image)
+    history = context.messages
     sink = CoalescingSink(
         session_id=job.sessionId,
         context=context_for(job),
@@ -68,20 +74,27 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         clock=rt.clock,
         flush_s=rt.turns.flush_s,
         subscriber_refresh_s=rt.turns.subscriber_refresh_s,
+        first_seq=first_seq(job.userSeq, attempt),
     )
+    sink.emit_frame(_persisted(rt, job))  # every attempt's first frame
     stored = result_of(history, job.userMessageId)
     if stored is not None:
         # A previous attempt persisted the reply and died before finishing: finish from storage.
+        sink.hold()
         _emit_terminal(sink, stored, stop_reason="end_turn", interrupted=False)
+        done: TurnStatus = "failed" if isinstance(stored, ErrorMessage) else "completed"
+        await _set_status(rt, job, done, attempt=attempt, frames=sink.frame_map())
+        sink.release()
         await sink.aclose()
-        await _set_status(rt, job, "failed" if isinstance(stored, ErrorMessage) else "completed")
         return None
 
-    await _set_status(rt, job, "running")
+    await _set_status(rt, job, "running", attempt=attempt)
     started_ms = rt.clock.now_ms()
     started = rt.clock.monotonic()
-    outcome, model_ref = await _stream(rt, job, image, history, sink)
+    outcome, model_ref = await _stream(rt, job, image, context, sink)
     duration_ms = int((rt.clock.monotonic() - started) * 1000)
+    if outcome.interrupted:  # the turn saw the cancel: say so at once, before persisting and the end
+        sink.emit("interrupted", {"agentId": job.agentId, "containerId": job.containerId})
     status: TurnStatus = "interrupted" if outcome.interrupted else "failed" if outcome.error else "completed"
 
     # Persist before the terminal events: a client that saw the end can always read it back.
@@ -99,10 +112,12 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             durationMs=duration_ms,
             status=status,
             createdAt=rt.clock.now_ms(),
+            estimated=outcome.usage_estimated,
         )
     )
     if rt.budgets is not None:
         await rt.budgets.record(job.tenantId, job.containerId, outcome.input_tokens + outcome.output_tokens)
+    sink.hold()  # the terminal frames wait for the status write (with what the turn sent) below
     result = _result_message(rt, job, outcome, started_ms)
     if result is not None:
         appended = await store.append_message(job.sessionId, result, idempotency_key=f"result:{job.turnId}")
@@ -119,17 +134,19 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         if result is not None:
             sink.emit("assistant_message", message_to_wire(result))
         result = appended.message
-    await _set_status(rt, job, status)
     _emit_terminal(
         sink, result, stop_reason=outcome.stop_reason or "end_turn", interrupted=outcome.interrupted
     )
+    await _set_status(rt, job, status, attempt=attempt, frames=sink.frame_map())
+    sink.release()
     await sink.aclose()
     rt.signals.forget(job.turnId)
+    await compact_after_turn(rt, job, image, context, outcome)  # after the reply; never raises
     return outcome
 
 
 async def _stream(
-    rt: Runtime, job: TurnJob, image: ImageRecord, history: list[Message], sink: CoalescingSink
+    rt: Runtime, job: TurnJob, image: ImageRecord, context: TurnContext, sink: CoalescingSink
 ) -> tuple[TurnOutcome, str]:
     cancelled = rt.signals.event_for(job.turnId)
     if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
@@ -139,10 +156,10 @@ async def _stream(
     except AgentVMError as exc:
         return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), image.model or ""
     client = await _within_budget(rt, job, client)
-    request = ModelRequest(
+    request = context.request(
         model=model_name,
-        messages=chat_turns(history, up_to_user_id=job.userMessageId),
-        system=image.systemPrompt,
+        image_prompt=image.systemPrompt,
+        up_to_user_id=job.userMessageId,
         max_tokens=rt.turns.max_output_tokens,
     )
     poller = asyncio.create_task(_poll_cancel(rt, job, cancelled)) if rt.turns.cancel_poll_s > 0 else None
@@ -168,8 +185,11 @@ async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> N
     """On AWS the interrupt arrives in another Lambda: look for its mark between flushes."""
     while not cancelled.is_set():
         await asyncio.sleep(rt.turns.cancel_poll_s)
-        if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
-            cancelled.set()
+        try:
+            if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
+                cancelled.set()
+        except Exception as exc:  # a failed read must not fail a turn that streams fine: poll again
+            log.warning("cancel poll failed", extra={"turn_id": job.turnId, "error": type(exc).__name__})
 
 
 class _SinkObserver:
@@ -207,10 +227,7 @@ def _emit_terminal(
 ) -> None:
     if isinstance(result, ErrorMessage):
         sink.emit("error_message", message_to_wire(result))
-        sink.emit(
-            "error_occurred",
-            {"code": result.errorCode or "unknown_error", "message": result.content, "recoverable": True},
-        )
+        sink.emit("error_occurred", error_occurred_data(result))
         return
     sink.emit("message_stop", {"stopReason": stop_reason})
     if result is not None:
@@ -222,9 +239,36 @@ def _as_provider_error(exc: AgentVMError) -> ProviderError:
     return exc if isinstance(exc, ProviderError) else ProviderRejected(exc.message)
 
 
-async def _set_status(rt: Runtime, job: TurnJob, status: TurnStatus) -> None:
+def _attempt_of(turn: TurnRecord | None) -> int:
+    """1, or one more than the attempt of a worker that died mid-turn (it left the turn running)."""
+    if turn is None or turn.status != "running":
+        return 1
+    return max(turn.attempt, 1) + 1
+
+
+def _persisted(rt: Runtime, job: TurnJob) -> Json:
+    return persisted_event(
+        session_id=job.sessionId,
+        message_id=job.userMessageId,
+        saved_at=job.userSavedAt or job.enqueuedAt,
+        now_ms=rt.clock.now_ms(),
+        context=context_for(job),
+    )
+
+
+async def _set_status(
+    rt: Runtime, job: TurnJob, status: TurnStatus, *, attempt: int = 0, frames: FrameMap | None = None
+) -> None:
     await rt.store.put_turn(
-        TurnRecord(turnId=job.turnId, sessionId=job.sessionId, status=status, updatedAt=rt.clock.now_ms())
+        TurnRecord(
+            turnId=job.turnId,
+            sessionId=job.sessionId,
+            status=status,
+            updatedAt=rt.clock.now_ms(),
+            userSeq=job.userSeq,
+            attempt=attempt,
+            frames=frames,
+        )
     )
 
 

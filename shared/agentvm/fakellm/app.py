@@ -59,7 +59,7 @@ class TokenStream:
         self._state = state
         self._wire = wire
         self._reply = reply
-        self._fault = fault if fault is not None and fault.kind in ("cut", "stream_error") else None
+        self._fault = fault if fault is not None and fault.kind in ("cut", "stream_error", "hang") else None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         gone = asyncio.Event()
@@ -77,7 +77,13 @@ class TokenStream:
         loop = asyncio.get_running_loop()
         first_at = loop.time() + reply.ttft_s
         for index, token in enumerate(reply.tokens):
-            if fault is not None and index == fault.after_tokens:
+            if fault is not None and fault.kind == "hang" and index == fault.after_tokens:
+                logger.info("fault: stall the stream for %.1fs after %d tokens", fault.duration, index)
+                if await _wait_gone(gone, fault.duration):
+                    state.count("disconnects")
+                    return
+                first_at += fault.duration  # then carry on at the configured pace
+            elif fault is not None and index == fault.after_tokens:
                 break
             # Pace against an absolute schedule, so per-token overhead does not slow the stream.
             if await _wait_gone(gone, first_at + index * reply.interval_s - loop.time()):
@@ -91,7 +97,7 @@ class TokenStream:
         if fault is not None and fault.kind == "cut":
             logger.info("fault: cut the stream after %d tokens", fault.after_tokens)
             return  # no terminal events and no final chunk: uvicorn drops the connection
-        if fault is not None:
+        if fault is not None and fault.kind == "stream_error":
             for frame in wire.stream_error():
                 await _send_body(send, frame)
         else:
@@ -99,6 +105,19 @@ class TokenStream:
                 await _send_body(send, frame)
             state.count("completed")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
+async def _hang_until_gone(request: Request, duration_s: float) -> bool:
+    """Say nothing for ``duration_s`` (a provider that accepted the request and went quiet).
+
+    Returns early, True, once the client gave up (its timeout closed the connection).
+    """
+    deadline = asyncio.get_running_loop().time() + duration_s
+    while asyncio.get_running_loop().time() < deadline:
+        if await request.is_disconnected():
+            return True
+        await asyncio.sleep(0.02)
+    return False
 
 
 async def _send_body(send: Send, chunk: bytes) -> None:
@@ -154,6 +173,11 @@ async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any) -> A
         logger.info("fault: %s", fault.kind)
         error = wire.error(fault.kind, fault.retry_after)
         return JSONResponse(error.body, status_code=error.status, headers=error.headers)
+    if fault is not None and fault.kind == "hang" and (fault.after_tokens == 0 or not body.get("stream")):
+        logger.info("fault: hang %.1fs before the response headers", fault.duration)
+        if await _hang_until_gone(request, fault.duration):
+            return JSONResponse({"error": "client gone"}, status_code=499)  # nobody reads it
+        fault = None
     if body.get("stream"):
         return TokenStream(state, wire, reply, fault)
     if fault is not None and fault.kind == "stream_error":  # no stream to put an error event into

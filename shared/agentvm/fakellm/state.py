@@ -17,7 +17,7 @@ _LOREM_TEXT = (
 )
 _LOREM = _LOREM_TEXT.split()
 
-FAULT_KINDS = ("429", "500", "overloaded", "cut", "stream_error")
+FAULT_KINDS = ("429", "500", "overloaded", "cut", "stream_error", "hang")
 
 
 def reply_tokens(count: int) -> list[str]:
@@ -78,13 +78,16 @@ class Fault:
     """One injected failure, consumed by the next model request.
 
     ``429`` (with ``retry_after`` seconds), ``500``, ``overloaded`` (Anthropic 529, OpenAI 503),
-    ``cut`` (drop the connection after ``after_tokens`` tokens, without the terminal events) and
-    ``stream_error`` (an error event in the stream after ``after_tokens`` tokens).
+    ``cut`` (drop the connection after ``after_tokens`` tokens, without the terminal events),
+    ``stream_error`` (an error event in the stream after ``after_tokens`` tokens) and ``hang``
+    (say nothing for ``duration`` seconds: before the response headers, or with ``after_tokens``
+    mid-stream after that many tokens; then answer normally unless the client gave up).
     """
 
     kind: str
     retry_after: float = 1.0
     after_tokens: int = 0
+    duration: float = 60.0
 
     @classmethod
     def parse(cls, raw: Mapping[str, Any]) -> Fault:
@@ -95,6 +98,7 @@ class Fault:
             kind=kind,
             retry_after=float(raw.get("retry_after", 1.0)),
             after_tokens=max(int(raw.get("after_tokens", 0)), 0),
+            duration=max(float(raw.get("duration", 60.0)), 0.0),
         )
 
 

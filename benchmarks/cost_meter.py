@@ -1,0 +1,462 @@
+"""AWS dollars per million standard turns, measured through the real handlers and adapters on moto.
+
+How it is measured (the method of COST_MODEL.md): sessions of the standard turn run through the
+WebSocket path's Lambda handlers with the real AWS adapters on moto, on a simulated clock
+(``benchmarks/moto_turns.py``); every AWS request is counted with botocore hooks and rounded up to
+its billing unit (``benchmarks/billing.py``), then priced with ``benchmarks/prices.py``. Lambda is
+billed as requests plus GB-seconds: the memory template.yaml gives each function times a modelled
+duration (the simulated wall time, i.e. the model's stream, shared by the turns of one worker
+invocation; the handler's CPU time measured here; an assumed latency per AWS call). Two traffic
+shapes: **idle**, one turn per worker invocation, and **load**, the template's BatchSize turns of
+different sessions per invocation.
+
+Run: ``./dev python -m benchmarks.cost_meter [--turns 100]``
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import importlib.util
+import math
+import os
+import statistics
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from benchmarks import prices
+from benchmarks.billing import DDB_READ, DDB_WRITE, SQS_REQUEST, UNPRICED, WS_MESSAGE, TableSchema
+from benchmarks.moto_turns import (
+    FUNCTIONS,
+    TURNS_PER_SESSION,
+    Invocation,
+    Scenario,
+    StandardTurn,
+    run_scenario,
+)
+
+ROOT = Path(__file__).resolve().parents[1]
+TARGETS = {"idle": 60.0, "load": 20.0}  # $ per million standard turns (COST_MODEL.md, the issue)
+
+# -- assumptions, each named where the report states it --------------------------------------------
+CONNECTION_MINUTES_PER_TURN = 2  # COST_MODEL.md: the socket stays open between turns
+# Latency of one in-Region AWS call (DynamoDB, SQS, @connections) from a Lambda. AWS publishes
+# none (aws-facts §1.5 lists it as to be measured); single-digit milliseconds is the usual order.
+AWS_CALL_LATENCY_S = 0.005
+# Lambda's CPU is proportional to memory, 1,769 MB = one vCPU (aws-facts §2.1): CPU time measured
+# here on a full core lasts 1769/memory times longer there (an upper bound for short bursts).
+VCPU_MB = 1769
+# INIT is billed (since 2025-08) and happens in < 1 % of invocations (AWS, aws-facts §2.1): one
+# cold start per 100 invocations, lasting the measured Lambda init (scripts/measure_imports.py)
+# at Lambda's CPU share.
+INVOCATIONS_PER_COLD_START = 100
+# Lambda's own lines per invocation in the log group (LogFormat Text, the template's default).
+PLATFORM_LOG_LINES = (
+    "START RequestId: {id} Version: $LATEST\n",
+    "END RequestId: {id}\n",
+    "REPORT RequestId: {id}\tDuration: {ms:.2f} ms\tBilled Duration: {billed} ms\t"
+    "Memory Size: {memory} MB\tMax Memory Used: {memory} MB\t\n",
+)
+
+# -- components and their unit prices ------------------------------------------------------------
+WS, CONN, REQUESTS, INIT = (
+    "WebSocket messages",
+    "WebSocket connection-minutes",
+    "Lambda requests",
+    "Lambda INIT",
+)
+SQS, WRITES, READS, LOGS = "SQS FIFO requests", "DynamoDB writes", "DynamoDB reads", "CloudWatch Logs"
+GBS = "Lambda GB-s {}"  # one line per function
+UNIT_PRICES = {  # component -> (unit, $ per unit)
+    WS: ("messages", prices.WS_MESSAGE.usd),
+    CONN: ("minutes", prices.WS_CONNECTION_MINUTE.usd),
+    REQUESTS: ("requests", prices.LAMBDA_REQUEST.usd),
+    **{GBS.format(f): ("GB-s", prices.LAMBDA_ARM_GB_S.usd) for f in FUNCTIONS},
+    INIT: ("GB-s", prices.LAMBDA_ARM_GB_S.usd),
+    SQS: ("requests", prices.SQS_FIFO_REQUEST.usd),
+    WRITES: ("WRU", prices.DDB_WRITE_UNIT.usd),
+    READS: ("RRU", prices.DDB_READ_UNIT.usd),
+    LOGS: ("bytes", prices.LOGS_INGEST_GB.usd / 2**30),  # AWS's billing GB is 2^30 bytes
+}
+_BY_KIND = {WS_MESSAGE: WS, SQS_REQUEST: SQS, DDB_WRITE: WRITES, DDB_READ: READS}
+LEVERS = {  # COST_MODEL.md, "Levers"
+    WS: "coalesce deltas (first delta at once, then AVM_FLUSH_MS windows: a longer window sends fewer "
+    "frames); do not send one frame per state event when a single frame carries the same information",
+    GBS.format("turn_worker"): "share one worker invocation's wait across a batch of turns for different "
+    "sessions; arm64 and small memory",
+    GBS.format("ws_default"): "arm64 and small memory; fewer AWS calls per frame (the handler waits on each)",
+    WRITES: "one DynamoDB item per message, no transactions on the hot path, fewer writes per turn",
+    READS: "eventually consistent reads",
+    LOGS: "little logging per delta",
+    SQS: "batches (one receive and one delete per worker invocation)",
+    REQUESTS: "batches (fewer worker invocations per turn)",
+}
+
+
+# -- what template.yaml deploys ------------------------------------------------------------------
+@dataclass(frozen=True)
+class Deployment:
+    memory_mb: dict[str, int]  # function folder -> MemorySize
+    batch_size: int  # the worker's SQS BatchSize
+    schema: TableSchema
+    powertools_env: dict[str, str]  # the POWERTOOLS_* variables the template sets to literals
+
+    @property
+    def functions(self) -> list[str]:
+        """The WebSocket path's functions this template deploys."""
+        return [f for f in FUNCTIONS if f in self.memory_mb]
+
+
+def read_template(path: Path = ROOT / "template.yaml") -> Deployment:
+    from cfnlint.decode.cfn_yaml import load
+
+    template = load(str(path))
+    defaults = template["Globals"]["Function"]
+    memory, batch_size, env = {}, 1, {}
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::DynamoDB::Table":
+            table = resource["Properties"]
+        if resource["Type"] != "AWS::Serverless::Function":
+            continue
+        props = {**defaults, **resource["Properties"]}
+        if props["Architectures"] != ["arm64"]:
+            raise ValueError("benchmarks/prices.py has the arm64 Lambda price only")
+        memory[Path(props["CodeUri"]).name] = int(props["MemorySize"])
+        for scope in (defaults, resource["Properties"]):
+            variables = scope.get("Environment", {}).get("Variables", {})
+            env |= {k: v for k, v in variables.items() if k.startswith("POWERTOOLS_") and isinstance(v, str)}
+        for event in props.get("Events", {}).values():
+            if event["Type"] == "SQS":
+                batch_size = int(event["Properties"].get("BatchSize", 10))
+
+    def keys(schema: list[dict[str, str]]) -> tuple[str, ...]:
+        return tuple(k["AttributeName"] for k in schema)
+
+    indexes = {i["IndexName"]: keys(i["KeySchema"]) for i in table.get("GlobalSecondaryIndexes", [])}
+    return Deployment(memory, batch_size, TableSchema(keys(table["KeySchema"]), indexes), env)
+
+
+# -- from what was counted to dollars ------------------------------------------------------------
+@dataclass
+class Bill:
+    """One scenario, per standard turn: units and dollars by component, and a few explanations."""
+
+    units: dict[str, float]
+    dollars: dict[str, float]
+    cpu_ms: float  # handler CPU time measured here, all functions
+    worker_s: float  # billed worker duration per invocation (mean)
+
+    @property
+    def total(self) -> float:
+        return sum(self.dollars.values())
+
+
+def lambda_seconds(inv: Invocation, memory_mb: int, *, cpu_share: bool = True) -> float:
+    """Billed duration (1 ms steps) of one invocation.
+
+    * The simulated wall time: the worker's wait on the model, once for its whole batch.
+    * CPU time at Lambda's CPU share (``cpu_share=False``: as measured here, on a full core). CPU
+      spent while a model streams overlaps that wait and adds only what exceeds it.
+    * The AWS calls made while no model streams, each an assumed in-Region round trip. A worker's
+      turns make theirs in parallel: spread over the batch.
+    """
+    scale = max(1.0, VCPU_MB / memory_mb) if cpu_share else 1.0
+    cpu_in_streams = (inv.cpu_s - inv.cpu_outside_s) * scale
+    sequential = sum(1 for c in inv.calls if not c.tag[1])
+    seconds = (
+        inv.simulated_s
+        + inv.cpu_outside_s * scale
+        + max(0.0, cpu_in_streams - inv.simulated_s)
+        + AWS_CALL_LATENCY_S * sequential / max(inv.turns, 1)
+    )
+    return math.ceil(seconds * 1000) / 1000
+
+
+def _platform_log_bytes(memory_mb: int, seconds: float) -> int:
+    values = {"id": uuid.uuid4(), "ms": seconds * 1000, "billed": round(seconds * 1000), "memory": memory_mb}
+    return sum(len(line.format(**values)) for line in PLATFORM_LOG_LINES)
+
+
+def _weight(s: Scenario, inv: Invocation) -> float:
+    """An invocation's share of one turn: turn work over the turns run; session work (connect, the
+    image_list exchange, disconnect) over the sessions, each worth 5 turns (COST_MODEL.md)."""
+    return 1 / s.turns if inv.bucket == "turn" else 1 / (s.sessions * TURNS_PER_SESSION)
+
+
+def bill(s: Scenario, d: Deployment, init_s: dict[str, float], *, cpu_share: bool = True) -> Bill:
+    units = dict.fromkeys(UNIT_PRICES, 0.0)
+    units[CONN] = CONNECTION_MINUTES_PER_TURN  # modelled
+    cpu = worker_s = workers = 0.0
+    for inv in s.invocations:
+        w = _weight(s, inv)
+        units[WS] += w * inv.inbound_ws_units
+        for call in inv.calls:
+            if call.kind in _BY_KIND:
+                units[_BY_KIND[call.kind]] += w * call.units
+        if inv.function not in d.memory_mb:
+            continue  # Lambda's SQS poller: requests only
+        memory = d.memory_mb[inv.function]
+        seconds = lambda_seconds(inv, memory, cpu_share=cpu_share)
+        units[REQUESTS] += w
+        units[GBS.format(inv.function)] += w * memory / 1024 * seconds
+        init = init_s[inv.function] * (max(1.0, VCPU_MB / memory) if cpu_share else 1.0)
+        units[INIT] += w * memory / 1024 * init / INVOCATIONS_PER_COLD_START
+        units[LOGS] += w * (inv.log_bytes + _platform_log_bytes(memory, seconds))
+        cpu += w * inv.cpu_s
+        if inv.function == "turn_worker":
+            worker_s, workers = worker_s + seconds, workers + 1
+    dollars = {k: v * UNIT_PRICES[k][1] for k, v in units.items()}
+    return Bill(units, dollars, cpu * 1000, worker_s / max(workers, 1))
+
+
+def lambda_init_s(d: Deployment, runs: int) -> dict[str, float]:
+    """Each function's Lambda init (import and runtime build), measured in fresh interpreters here;
+    ``runs=0``: not measured (INIT is then not billed)."""
+    if runs <= 0:
+        return dict.fromkeys(d.functions, 0.0)
+    spec = importlib.util.spec_from_file_location("measure_imports", ROOT / "scripts" / "measure_imports.py")
+    assert spec is not None and spec.loader is not None
+    measure_imports = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(measure_imports)
+    rows = measure_imports.measure(runs, d.functions, init_only=True)
+    return {name: max(0, row["lambda_init_ms"]) / 1000 for name, row in zip(d.functions, rows, strict=True)}
+
+
+def ideal_text_frames(standard: StandardTurn, flush_s: float) -> int:
+    """One turn's ``text_delta`` frames on an exact clock: the first token at once, then one frame
+    per flush window (a window opens at the first token after the last flush)."""
+    times = [standard.ttft_s + i / standard.tokens_per_s for i in range(1, standard.output_tokens)]
+    frames, window_end = 1, -1.0
+    for t in times:
+        if t >= window_end:
+            frames, window_end = frames + 1, t + flush_s
+    return frames
+
+
+# -- running it ----------------------------------------------------------------------------------
+@dataclass
+class Result:
+    standard: StandardTurn
+    deployment: Deployment
+    init_s: dict[str, float]
+    scenarios: dict[str, Scenario]
+    bills: dict[str, Bill]
+    full_core: dict[str, Bill]  # the same with CPU time as measured here, not at Lambda's CPU share
+    wall_s: float
+
+
+def run(turns: int = 100, *, init_runs: int = 3) -> Result:
+    """Both scenarios, ``turns`` standard turns each (rounded up to whole rounds)."""
+    started = time.monotonic()
+    standard, d = StandardTurn(), read_template()
+    init_s = lambda_init_s(d, init_runs)
+    scenarios = {
+        name: run_scenario(
+            name,
+            batch,
+            turns,
+            standard=standard,
+            memory_mb=d.memory_mb,
+            schema=d.schema,
+            environment=d.powertools_env,
+        )
+        for name, batch in (("idle", 1), ("load", d.batch_size))
+    }
+    bills = {name: bill(s, d, init_s) for name, s in scenarios.items()}
+    full_core = {name: bill(s, d, init_s, cpu_share=False) for name, s in scenarios.items()}
+    return Result(standard, d, init_s, scenarios, bills, full_core, time.monotonic() - started)
+
+
+# -- the report ----------------------------------------------------------------------------------
+def _usd(dollars: float) -> str:
+    return f"${dollars * 1e6:,.2f}"
+
+
+def _num(value: float) -> str:
+    return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
+
+
+def render(r: Result) -> str:
+    idle, load = r.bills["idle"], r.bills["load"]
+    s_idle, s_load = r.scenarios["idle"], r.scenarios["load"]
+    rows = sorted((k for k in UNIT_PRICES if idle.units[k] or load.units[k]), key=lambda k: -load.dollars[k])
+    out = [
+        "## AWS cost per standard turn (real handlers and adapters on moto)\n",
+        (__doc__ or "").split("\n\n", 1)[1].split("Run:")[0].strip() + "\n",
+        f"{s_idle.turns} turns per scenario ({s_idle.sessions} sessions idle; {s_load.sessions} under load, "
+        f"{s_load.batch} turns per worker invocation). The clock is simulated: the model's tokens (first "
+        f"after {r.standard.ttft_s:g} s, then {r.standard.tokens_per_s:g}/s: {r.standard.model_wall_s:.2f} s "
+        "per turn), flush windows, cancel polls and subscriber refreshes keep their real timing, AWS "
+        f"requests take none; the run took {r.wall_s:.0f} s.\n",
+        "| component | unit | idle: units/turn | idle: $/M turns | load: units/turn | load: $/M turns |",
+        "|---|---|---:|---:|---:|---:|",
+    ]
+    for k in rows:
+        out.append(
+            f"| {k} | {UNIT_PRICES[k][0]} | {_num(idle.units[k])} | {_usd(idle.dollars[k])} "
+            f"| {_num(load.units[k])} | {_usd(load.dollars[k])} |"
+        )
+    out += [
+        f"| **total** | | | **{_usd(idle.total)}** | | **{_usd(load.total)}** |",
+        f"| target | | | ≤ ${TARGETS['idle']:g} | | ≤ ${TARGETS['load']:g} |",
+        "",
+        *_where_the_money_goes(r),
+        *_by_operation(r),
+        *_observations(r),
+        *_assumptions(r),
+    ]
+    return "\n".join(out) + "\n"
+
+
+def _where_the_money_goes(r: Result) -> list[str]:
+    out = ["### Where the money goes\n"]
+    for name, b in r.bills.items():
+        top = sorted(b.dollars.items(), key=lambda kv: -kv[1])[:3]
+        shares = ", ".join(f"{k} {v / b.total:.0%}" for k, v in top)
+        target = TARGETS[name] / 1e6
+        verdict = (
+            f"meets its target (≤ ${TARGETS[name]:g})"
+            if b.total <= target
+            else f"**misses its target (≤ ${TARGETS[name]:g}) by {_usd(b.total - target)}, "
+            f"{b.total / target:.1f}x**"
+        )
+        out.append(f"* **{name}**: {_usd(b.total)} per million turns, {verdict}. Top: {shares}.")
+        if b.total > target:
+            out += [f"  * {k}: {LEVERS[k]}." for k, _ in top if k in LEVERS]
+    windows = ", ".join(
+        f"{ms} ms: {ideal_text_frames(r.standard, ms / 1000)}" for ms in (100, 250, 500, 1000, 2000)
+    )
+    out.append(f"\n`text_delta` frames of the standard turn by flush window (exact clock): {windows}.")
+    return [*out, ""]
+
+
+def _by_operation(r: Result) -> list[str]:
+    out = [
+        "### AWS requests per turn, by function\n",
+        "Session requests (the upgrade, `image_list`, `subscribe`, `$disconnect`) are spread over "
+        f"{TURNS_PER_SESSION} turns; `sqs_poller` is Lambda's event source mapping.\n",
+        "| function | service | operation | idle: requests | idle: billed units "
+        "| load: requests | load: billed units |",
+        "|---|---|---|---:|---:|---:|---:|",
+    ]
+    tables: dict[str, dict[tuple[str, str, str], list[float]]] = {}
+    for name, s in r.scenarios.items():
+        table = tables[name] = {}
+        for inv in s.invocations:
+            for c in inv.calls:
+                row = table.setdefault((inv.function, c.service, c.operation), [0.0, 0.0])
+                row[0] += _weight(s, inv)
+                row[1] += _weight(s, inv) * c.units
+    order = [*FUNCTIONS, "sqs_poller"]
+    for key in sorted(set(tables["idle"]) | set(tables["load"]), key=lambda k: (order.index(k[0]), k[1:])):
+        cells = [f"{v:.2f}" for name in ("idle", "load") for v in tables[name].get(key, (0.0, 0.0))]
+        out.append(f"| {' | '.join(key)} | " + " | ".join(cells) + " |")
+    return [*out, ""]
+
+
+def _observations(r: Result) -> list[str]:
+    s_idle, s_load = r.scenarios["idle"], r.scenarios["load"]
+    idle, load = r.bills["idle"], r.bills["load"]
+    ideal = ideal_text_frames(r.standard, s_idle.flush_s)
+    types = sorted(s_idle.frame_types.items(), key=lambda kv: -kv[1])
+    out = [
+        f"* Frames per turn the clients received: {s_idle.frames_received / s_idle.turns:.1f} idle, "
+        f"{s_load.frames_received / s_load.turns:.1f} under load (the sessions' frames not yet spread over "
+        f"{TURNS_PER_SESSION} turns). By type (idle): "
+        + ", ".join(f"`{t}` {n / s_idle.turns:.1f}" for t, n in types)
+        + f"; `text_delta` expected from the token schedule and {s_idle.flush_s * 1000:g} ms windows: "
+        f"{ideal}.",
+        f"* Billed worker duration per invocation: {idle.worker_s:.2f} s idle (1 turn), "
+        f"{load.worker_s:.2f} s under load ({s_load.batch} turns); model stream "
+        f"{statistics.median(s_idle.stream_s + s_load.stream_s):.2f} s.",
+        f"* Handler CPU time per turn, measured here (moto's excluded): {idle.cpu_ms:.0f} ms idle, "
+        f"{load.cpu_ms:.0f} ms under load; at Lambda's CPU share it lasts {VCPU_MB}/memory times longer. "
+        f"Billed as measured instead, the totals would be {_usd(r.full_core['idle'].total)} idle and "
+        f"{_usd(r.full_core['load'].total)} under load.",
+        f"* Logs: {idle.units[LOGS]:,.0f} bytes per turn idle, {load.units[LOGS]:,.0f} under load.",
+        "* Lambda init measured here (import and runtime build, fresh interpreter): "
+        + (
+            ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in r.init_s.items())
+            if any(r.init_s.values())
+            else "not measured (INIT not billed)"
+        )
+        + ".",
+    ]
+    unpriced = sum(c.kind == UNPRICED for s in r.scenarios.values() for i in s.invocations for c in i.calls)
+    stray = s_idle.unattributed_calls + s_load.unattributed_calls
+    if unpriced or stray:
+        out.append(
+            f"* **Check:** {unpriced} requests had no price rule; {stray} were made outside any invocation."
+        )
+    return [*out, ""]
+
+
+def _assumptions(r: Result) -> list[str]:
+    memory = ", ".join(f"{f} {r.deployment.memory_mb[f]} MB" for f in r.deployment.functions)
+    return [
+        "### Assumptions\n",
+        f"* Prices: `benchmarks/prices.py` (us-east-1 list prices, arm64). Memory (template.yaml): {memory}.",
+        "* Lambda duration = the simulated wall time (the worker's wait on the model, once per invocation) "
+        f"+ CPU time measured here x {VCPU_MB}/memory (Lambda's CPU share; {VCPU_MB} MB is one vCPU), where "
+        "CPU spent while a model streams adds only what exceeds that wait + "
+        f"{AWS_CALL_LATENCY_S * 1000:g} ms per AWS call made while no model streams (an assumed in-Region "
+        "round trip: AWS publishes no figure), a worker's turns making theirs in parallel.",
+        f"* INIT: one cold start per {INVOCATIONS_PER_COLD_START} invocations of each function (AWS: INIT "
+        "in < 1 % of invocations), lasting the Lambda init measured here at Lambda's CPU share. The server "
+        "secret's SSM read happens once per execution environment: not counted per turn.",
+        f"* {CONNECTION_MINUTES_PER_TURN} connection-minutes per turn. A session (the `$connect` authorizer, "
+        f"`$connect`, `image_list` and `subscribe`, `$disconnect`) is spread over {TURNS_PER_SESSION} turns; "
+        "`$connect` and `$disconnect` are not counted as messages. Each session has its own API key (in "
+        "the upgrade's header); verified keys stay cached per function for the session. The next message "
+        "follows each turn at once. The image (agent running) and a history of "
+        f"{r.standard.history_messages} messages of ~{r.standard.message_bytes} B exist beforehand; the "
+        f"user's message is ~{r.standard.message_bytes} B.",
+        "* SQS: the event source mapping's ReceiveMessage and DeleteMessageBatch per batch are modelled "
+        "(made by the meter, counted like the rest). Its empty long polls on an idle queue are a cost per "
+        "hour, not per turn.",
+        "* DynamoDB units come from item sizes (moto's consumed capacity is a constant), index writes "
+        "included; a write whose condition failed still costs its units.",
+        "* Logs: what the handlers wrote (Powertools JSON, the core's lines, EMF metrics) plus Lambda's "
+        "START/END/REPORT lines. No X-Ray (Tracing: Disabled). The HTTP API is not on the turn path.",
+        "",
+    ]
+
+
+def _import_as_in_lambda() -> None:
+    """Import the handlers under the service name template.yaml gives them, so that the core's
+    loggers log through Powertools as in Lambda (in a process that has not imported them yet)."""
+    from unittest import mock
+
+    name = read_template().powertools_env.get("POWERTOOLS_SERVICE_NAME")
+    with mock.patch.dict(os.environ, {"POWERTOOLS_SERVICE_NAME": name} if name else {}):
+        for function in FUNCTIONS:
+            if (ROOT / "functions" / function / "app.py").exists():
+                importlib.import_module(f"functions.{function}.app")
+
+
+def report(quick: bool = False) -> str:
+    """The Markdown section of BENCHMARKS.md (``benchmarks/run_all.py``)."""
+    _import_as_in_lambda()
+    return render(run(50 if quick else 100, init_runs=1 if quick else 3))  # 50: whole sessions under load
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(
+        description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
+    )
+    parser.add_argument("--turns", type=int, default=100, help="standard turns per scenario")
+    parser.add_argument(
+        "--init-runs",
+        type=int,
+        default=3,
+        help="fresh interpreters per INIT measurement (0: do not bill INIT)",
+    )
+    args = parser.parse_args()
+    _import_as_in_lambda()
+    print(render(run(args.turns, init_runs=args.init_runs)))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,742 @@
+"""Standard turns through the AWS host's Lambda handlers on moto, every AWS request metered.
+
+The functions of the WebSocket path (``functions.<name>.app.build_handler``) each get the runtime
+their Lambda builds (``aws_runtime``: DynamoDB through PynamoDB, SQS FIFO and the API Gateway
+management API through boto3), with the model replaced by one that streams the standard turn.
+
+Time is simulated: the handlers run on an event loop whose clock only moves when nothing can run,
+and then jumps to the next timer (``VirtualTimeLoop``). The model's token schedule, the sink's
+flush windows, cancel polls and subscriber refreshes all keep their real durations, so frame and
+request counts are those of real time, exactly and whatever the machine's load; AWS requests (made
+in threads) take no simulated time, and a turn costs only the CPU time it needs.
+
+A session is what a client does: the upgrade (the ``$connect`` authorizer, then ``$connect``), one
+``image_list`` (and the ``subscribe`` it asks for), turns, ``$disconnect``. Each turn is a
+``message_send`` frame to ``ws_default`` and then what Lambda's SQS event source mapping does:
+``ReceiveMessage`` (up to the BatchSize), one ``turn_worker`` invocation with the SQS event Lambda
+builds, ``DeleteMessageBatch``. Each session's API key, image (agent running) and history exist
+beforehand (``SETUP``: not billed).
+
+``run_scenario`` returns every invocation with its AWS requests (``benchmarks.billing.Call``), its
+CPU time (moto's own excluded), its simulated wall time and the bytes it logged;
+``benchmarks.cost_meter`` prices them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import contextlib
+import copy
+import dataclasses
+import importlib
+import io
+import json
+import logging
+import math
+import os
+import secrets
+import threading
+import time
+import uuid
+from collections import Counter
+from contextvars import ContextVar
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+from unittest import mock
+
+from benchmarks.billing import WS_UNIT_BYTES, AwsMeter, moto_peek
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable, Iterator
+
+    from agentvm.llm import ModelEvent, ModelRequest
+    from benchmarks.billing import Call, TableSchema
+
+ROOT = Path(__file__).resolve().parents[1]
+EVENTS = ROOT / "events"
+# The functions of the WebSocket path, in the order a session meets them (the authorizer runs on
+# every upgrade). The HTTP API is not on it.
+FUNCTIONS = ("ws_authorizer", "ws_connect", "ws_default", "turn_worker", "ws_disconnect")
+TABLE = "agentvm-cost-meter"
+ENDPOINT = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod"
+ACCOUNT = "123456789012"  # moto's default account
+TURNS_PER_SESSION = 5  # COST_MODEL.md: a session averages 5 turns
+# The words of the model's reply and of the users' messages (~5.5 bytes each with the space).
+_WORDS = ("the", "model", "streams", "a", "short", "answer", "about", "serverless", "agents", "costs")
+
+
+@dataclass(frozen=True)
+class StandardTurn:
+    """COST_MODEL.md's standard turn."""
+
+    input_tokens: int = 500
+    output_tokens: int = 200
+    ttft_s: float = 0.5
+    tokens_per_s: float = 35.0
+    history_messages: int = 20
+    message_bytes: int = 1024  # each history message, and the user's new message
+
+    @property
+    def model_wall_s(self) -> float:
+        """How long the model keeps the worker waiting: the first token, then the rest."""
+        return self.ttft_s + self.output_tokens / self.tokens_per_s
+
+
+# -- invocations, and which one a request belongs to ---------------------------------------------
+@dataclass
+class Invocation:
+    function: str  # a folder under functions/, or "sqs_poller" (Lambda's poller: SQS requests only)
+    bucket: str  # "turn": billed per turn; "session": per session (spread over 5 turns)
+    turns: int = 0  # turn jobs of a worker invocation
+    cpu_s: float = 0.0  # CPU time of the handler, moto's and the meter's excluded
+    cpu_outside_s: float = 0.0  # of which before the first and after the last model stream
+    simulated_s: float = 0.0  # wall time on the simulated clock (the model's stream, cancel polls...)
+    stream_cpu: list[tuple[float, float]] = field(default_factory=list)  # CPU clock at each stream's ends
+    log_bytes: int = 0
+    inbound_ws_units: float = 0.0  # the client frame that invoked ws_default (inbound messages bill too)
+    calls: list[Call] = field(default_factory=list)
+    result: Any = None
+
+
+class _TurnTag:
+    """Set when a worker resolves a turn's model: ``streaming`` while that model streams."""
+
+    streaming = False
+
+
+_INVOCATION: ContextVar[Invocation | None] = ContextVar("avm_invocation", default=None)
+_TURN: ContextVar[_TurnTag | None] = ContextVar("avm_turn", default=None)
+SETUP = Invocation("setup", "none")  # requests that prepare a scenario: not billed
+
+
+@contextlib.contextmanager
+def scope(inv: Invocation) -> Iterator[Invocation]:
+    """Requests made inside are ``inv``'s: tasks and ``asyncio.to_thread`` carry context variables."""
+    token = _INVOCATION.set(inv)
+    try:
+        yield inv
+    finally:
+        _INVOCATION.reset(token)
+
+
+def _tag() -> tuple[Invocation | None, bool]:
+    """A request's tag: its invocation, and whether its turn's model was streaming meanwhile."""
+    turn = _TURN.get()
+    return _INVOCATION.get(), bool(turn and turn.streaming)
+
+
+# -- simulated time ------------------------------------------------------------------------------
+class VirtualTimeLoop(asyncio.SelectorEventLoop):
+    """An event loop on a simulated clock: when no callback is ready and no call is running in a
+    thread (``asyncio.to_thread``: every AWS request), the clock jumps to the next timer.
+
+    It reads ``BaseEventLoop``'s ready queue and timer heap (``_ready``, ``_scheduled``), which
+    every CPython since 3.4 has, and decides before each ``_run_once``."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._now = 0.0
+        self._in_threads = 0
+
+    def time(self) -> float:
+        return self._now
+
+    def run_in_executor(self, executor: Any, func: Any, *args: Any) -> asyncio.Future[Any]:
+        future = super().run_in_executor(executor, func, *args)
+        self._in_threads += 1
+        future.add_done_callback(self._thread_done)
+        return future
+
+    def _thread_done(self, _: object) -> None:
+        self._in_threads -= 1
+
+    def _run_once(self) -> None:
+        scheduled = self._scheduled  # type: ignore[attr-defined]  # BaseEventLoop's timer heap
+        if not self._ready and scheduled and not self._in_threads:  # type: ignore[attr-defined]
+            self._now = max(self._now, scheduled[0].when())
+        super()._run_once()  # type: ignore[misc]
+
+
+class VirtualClock:
+    """The runtime's ``Clock`` on the loop's simulated time (wall time starts at the real now)."""
+
+    def __init__(self, loop: VirtualTimeLoop) -> None:
+        self._loop = loop
+        self._epoch_ms = _now_ms()
+
+    def now_ms(self) -> int:
+        return self._epoch_ms + int(self._loop.time() * 1000)
+
+    def monotonic(self) -> float:
+        return self._loop.time()
+
+
+@contextlib.contextmanager
+def simulated_time() -> Iterator[VirtualTimeLoop]:
+    """Make a ``VirtualTimeLoop`` the process's one loop (``agentvm.bootstrap.event_loop``), which
+    every handler runs its work on (``run_sync``), for the duration."""
+    from agentvm import bootstrap
+
+    policy = asyncio.get_event_loop_policy()
+    previous = getattr(getattr(policy, "_local", None), "_loop", None)  # the thread's current loop
+    loop = VirtualTimeLoop()
+    asyncio.set_event_loop(loop)
+    try:
+        with mock.patch.object(bootstrap, "_loop", loop):
+            yield loop
+    finally:
+        loop.close()
+        asyncio.set_event_loop(previous)
+
+
+class StandardTurnModel:
+    """Token i at ``ttft + i / rate``, the stop at ``ttft + n / rate`` (deadlines on the loop's clock).
+
+    Also the worker's model resolver: ``resolve`` runs in the turn's own task, so the tag it sets
+    is carried by every later request of that turn (its sink's posts, its cancel polls, its writes),
+    and the stream marks it ``streaming`` meanwhile. Each stream also records, on its invocation,
+    the handler's CPU clock when it starts and ends.
+    """
+
+    def __init__(self, turn: StandardTurn, cpu_clock: Callable[[], float]) -> None:
+        self.turn = turn
+        self.cpu_clock = cpu_clock
+        self.stream_s: list[float] = []  # each stream's duration on the simulated clock
+
+    def resolve(self, ref: str | None) -> tuple[StandardTurnModel, str, str]:
+        _TURN.set(_TurnTag())
+        return self, "standard-turn", "scripted/standard-turn"
+
+    async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
+        from agentvm.llm import ModelStart, ModelStop, TextDelta
+
+        loop, turn = asyncio.get_running_loop(), self.turn
+        tag, inv = _TURN.get() or _TurnTag(), _INVOCATION.get()
+        start, cpu_start = loop.time(), self.cpu_clock()
+
+        async def until(t: float) -> None:
+            await asyncio.sleep(max(0.0, start + t - loop.time()))
+
+        tag.streaming = True
+        try:
+            yield ModelStart(message_id=f"msg_std_{uuid.uuid4().hex[:12]}", model=request.model)
+            for i in range(turn.output_tokens):
+                await until(turn.ttft_s + i / turn.tokens_per_s)
+                yield TextDelta(("" if i == 0 else " ") + _WORDS[i % len(_WORDS)])
+            await until(turn.model_wall_s)
+            yield ModelStop("end_turn", input_tokens=turn.input_tokens, output_tokens=turn.output_tokens)
+        finally:
+            tag.streaming = False
+            self.stream_s.append(loop.time() - start)
+            if inv is not None:
+                inv.stream_cpu.append((cpu_start, self.cpu_clock()))
+
+
+# -- metering ------------------------------------------------------------------------------------
+class Metering:
+    """An ``AwsMeter`` on every botocore session the adapters use, inside ``mock_aws``.
+
+    * boto3's default session (SQS, apigatewaymanagementapi): clients copy their session's event
+      emitter when they are created, so its hooks reach every client built after ``active()``.
+    * PynamoDB's sessions: PynamoDB makes one per thread (``pynamodb.connection.base.Connection
+      .session``, from ``botocore.session.get_session``) and the table's one client from it.
+      ``get_session`` is wrapped so its sessions carry the hooks, and the cached model bindings
+      (``bind_models``, ``bind_model``) are cleared so the table's client is made under it (and
+      again on exit: no metered client outlives the run).
+
+    moto serves a request in the caller's thread: the CPU time it spends, and the hooks', is summed
+    in ``excluded_s()``. DynamoDB requests are made atomic, as on DynamoDB (the approach of
+    ``tests/contract/conftest.py::atomic_moto``): a worker's turns write from several threads.
+    """
+
+    def __init__(self, schema: TableSchema) -> None:
+        self.aws = AwsMeter(schema, peek=moto_peek(ACCOUNT), tag=_tag)
+        self._moto_s = 0.0
+        self._lock = threading.Lock()
+
+    def excluded_s(self) -> float:
+        return self._moto_s + self.aws.overhead_s
+
+    @contextlib.contextmanager
+    def active(self) -> Iterator[Metering]:
+        import boto3
+        import pynamodb.connection.base as pynamodb_connection
+        from moto import mock_aws
+        from moto.core.botocore_stubber import BotocoreStubber
+        from moto.dynamodb.responses import DynamoHandler
+
+        from agentvm.adapters import dynamodb_models
+
+        def unbind() -> None:
+            for binder in vars(dynamodb_models).values():
+                if callable(getattr(binder, "cache_clear", None)):
+                    binder.cache_clear()
+
+        serve, call_action = BotocoreStubber.__call__, DynamoHandler.call_action
+        get_session, ddb_lock = pynamodb_connection.get_session, threading.Lock()
+
+        def timed(stubber: BotocoreStubber, *args: Any, **kwargs: Any) -> Any:
+            started = time.thread_time()
+            try:
+                return serve(stubber, *args, **kwargs)
+            finally:
+                with self._lock:
+                    self._moto_s += time.thread_time() - started
+
+        def atomic(handler: DynamoHandler) -> Any:
+            with ddb_lock:
+                return call_action(handler)
+
+        def metered_session() -> Any:
+            session = get_session()
+            self.aws.attach(session)
+            return session
+
+        with (
+            mock_aws(),
+            mock.patch.object(BotocoreStubber, "__call__", timed),
+            mock.patch.object(DynamoHandler, "call_action", atomic),
+            mock.patch.object(pynamodb_connection, "get_session", metered_session),
+        ):
+            unbind()
+            boto3.setup_default_session()  # moto gives each mock a fresh default session
+            self.aws.attach(boto3.DEFAULT_SESSION.events)
+            try:
+                yield self
+            finally:
+                self.aws.detach()
+                unbind()
+
+
+# -- the host: the handlers on moto ---------------------------------------------------------------
+@dataclass
+class LambdaContext:
+    """The attributes of Lambda's context object that Powertools reads."""
+
+    function_name: str
+    memory_limit_in_mb: int
+    invoked_function_arn: str = ""
+    aws_request_id: str = ""
+
+    def get_remaining_time_in_millis(self) -> int:
+        return 60_000
+
+
+class _ByteCount(io.TextIOBase):
+    """A text stream that counts the UTF-8 bytes written to it and keeps nothing."""
+
+    def __init__(self) -> None:
+        self.bytes = 0
+
+    def write(self, s: str) -> int:
+        self.bytes += len(s.encode())
+        return len(s)
+
+
+class _SpyPush:
+    """A function's real ``ApiGatewayPush``; what it delivered also lands in the client's inbox
+    (moto keeps one byte buffer per connection, not frames)."""
+
+    def __init__(self, inner: Any, inbox: dict[str, list[str]]) -> None:
+        self.inner = inner
+        self.inbox = inbox
+
+    async def send(self, connection_id: str, payload: str) -> None:
+        await self.inner.send(connection_id, payload)
+        self.inbox.setdefault(connection_id, []).append(payload)
+
+
+class Host:
+    """The handlers, each with its own runtime, and the clients' view of their sockets."""
+
+    def __init__(
+        self,
+        memory_mb: dict[str, int],
+        batch_size: int,
+        standard: StandardTurn,
+        meter: Metering,
+        loop: VirtualTimeLoop,
+    ) -> None:
+        import boto3
+
+        from agentvm.adapters.dynamodb_store import DynamoStore
+        from agentvm.config import Settings
+
+        self.memory_mb = memory_mb
+        self.batch_size = batch_size
+        self.meter = meter
+        self.loop = loop
+        self.model = StandardTurnModel(standard, self.cpu_clock)
+        self.inbox: dict[str, list[str]] = {}  # connection -> the frames it received
+        self.sent: dict[str, list[str]] = {}  # connection -> the frames it sent
+        self.invocations: list[Invocation] = []
+        self.runtimes: dict[str, Any] = {}
+        self.sqs = boto3.client("sqs")  # Lambda's poller
+        with scope(SETUP):
+            self.queue_url = self.sqs.create_queue(
+                QueueName="agentvm-turns.fifo",
+                Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"},
+            )["QueueUrl"]
+            attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])
+            self.queue_arn = attributes["Attributes"]["QueueArn"]
+            DynamoStore(TABLE).create_table(wait=True)
+
+        settings = Settings(
+            table_name=TABLE,
+            queue_url=self.queue_url,
+            ws_endpoint=ENDPOINT,
+            # In Lambda the server secret is read from this SSM parameter once per execution
+            # environment (on its first token check), not per turn; here it is given directly.
+            auth_secret_parameter="/agentvm/auth-secret",
+            auth_secret=secrets.token_urlsafe(48),
+        )
+        # The billed functions, and a second set to prepare sessions with: their in-process caches
+        # (verified API keys) stay cold until a session's own frames warm them.
+        self.handlers = self._build(settings)
+        self._setup_handlers = self._build(settings)
+        self.flush_s = settings.flush_ms / 1000
+        self.logger = importlib.import_module("functions.ws_default.app").logger  # every function's
+        self._level = self.logger.log_level
+        self.logger.setLevel(settings.log_level.upper())  # what LambdaEntry does in Lambda
+
+    def _build(self, settings: Any) -> dict[str, Callable[[dict[str, Any], Any], Any]]:
+        """Each deployed function's handler, on the runtime its Lambda builds, on the simulated clock."""
+        from agentvm.bootstrap import aws_runtime
+
+        handlers = {}
+        for name in FUNCTIONS:
+            if name not in self.memory_mb:
+                continue  # not deployed by this template
+            app = importlib.import_module(f"functions.{name}.app")
+            rt = aws_runtime(settings, require=app.REQUIRED_SETTINGS)
+            push = _SpyPush(rt.push, self.inbox)
+            rt = dataclasses.replace(rt, models=self.model, push=push, clock=VirtualClock(self.loop))
+            handlers[name] = app.build_handler(rt)
+            self.runtimes.setdefault(name, rt)
+        return handlers
+
+    def cpu_clock(self) -> float:
+        """CPU time of this process (every thread) less moto's and the meter's own."""
+        return time.process_time() - self.meter.excluded_s()
+
+    def close(self) -> None:
+        self.logger.setLevel(self._level)
+
+    def setup(self, name: str, event: dict[str, Any]) -> Any:
+        """Run a handler to prepare a session: not billed, its logs dropped."""
+        with scope(SETUP), self._logs():
+            return self._setup_handlers[name](event, LambdaContext(f"agentvm-{name}", self.memory_mb[name]))
+
+    def api_key(self, tenant_id: str) -> str | None:
+        """A new ``client`` key of ``tenant_id`` (not billed); None where the host has no auth."""
+        from agentvm.bootstrap import run_sync
+
+        auth = getattr(self.runtimes["ws_default"], "auth", None)
+        if auth is None:
+            return None
+        with scope(SETUP):
+            _, token = run_sync(auth.keys.create(tenant_id, ["client"], name="cost meter"))
+        return token
+
+    def invoke(self, name: str, event: dict[str, Any], bucket: str, *, turns: int = 0) -> Invocation:
+        """One metered invocation of a handler."""
+        arn = f"arn:aws:lambda:us-east-1:{ACCOUNT}:function:agentvm-{name}"
+        context = LambdaContext(f"agentvm-{name}", self.memory_mb[name], arn, str(uuid.uuid4()))
+        inv = Invocation(name, bucket, turns)
+        started, cpu = self.loop.time(), self.cpu_clock()
+        with scope(inv), self._logs() as logged:
+            inv.result = self.handlers[name](event, context)
+        ended = self.cpu_clock()
+        inv.simulated_s, inv.cpu_s, inv.log_bytes = self.loop.time() - started, ended - cpu, logged.bytes
+        inv.cpu_outside_s = inv.cpu_s
+        if inv.stream_cpu:  # the CPU time spent before the first model stream and after the last
+            first, last = min(a for a, _ in inv.stream_cpu), max(b for _, b in inv.stream_cpu)
+            inv.cpu_outside_s = (first - cpu) + (ended - last)
+        self.invocations.append(inv)
+        return inv
+
+    def run_worker(self, expected: int) -> None:
+        """One batch of Lambda's SQS event source mapping: receive, invoke the worker, delete.
+
+        The mapping's ReceiveMessage and DeleteMessageBatch are billed SQS requests: modelled by
+        making them here, as the mapping would (Lambda's poller is not part of moto)."""
+        poller = Invocation("sqs_poller", "turn")
+        with scope(poller):
+            received = self.sqs.receive_message(
+                QueueUrl=self.queue_url,
+                MaxNumberOfMessages=self.batch_size,
+                AttributeNames=["All"],
+                MessageAttributeNames=["All"],
+            )["Messages"]
+        assert len(received) == expected, f"received {len(received)} turn jobs, expected {expected}"
+        inv = self.invoke("turn_worker", _lambda_sqs_event(received, self.queue_arn), "turn", turns=expected)
+        assert inv.result == {"batchItemFailures": []}, inv.result
+        with scope(poller):
+            entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(received)]
+            self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
+        self.invocations.append(poller)
+
+    @contextlib.contextmanager
+    def _logs(self) -> Iterator[_ByteCount]:
+        """Count what a handler logs: Powertools' lines, the core's ``agentvm.*`` lines (in Lambda
+        they go through Powertools' handler: POWERTOOLS_SERVICE_NAME=agentvm makes it their parent)
+        and the EMF lines the worker's metrics print."""
+        counted = _ByteCount()
+        handler = self.logger.registered_handler
+        assert isinstance(handler, logging.StreamHandler)
+        core = logging.getLogger("agentvm")
+        borrowed = handler not in core.handlers  # imported under another service name (tests)
+        saved = core.level, core.propagate
+        if borrowed:
+            core.addHandler(handler)
+            core.setLevel(self.logger.log_level)
+            core.propagate = False
+        previous = handler.setStream(counted)
+        try:
+            with contextlib.redirect_stdout(counted):
+                yield counted
+        finally:
+            handler.setStream(previous)
+            if borrowed:
+                core.removeHandler(handler)
+                core.level, core.propagate = saved
+
+
+def _lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
+    """What the SQS event source mapping hands the function (as in tests/functions/test_aws_parity.py)."""
+    return {
+        "Records": [
+            {
+                "messageId": m["MessageId"],
+                "receiptHandle": m["ReceiptHandle"],
+                "body": m["Body"],
+                "attributes": m["Attributes"],
+                "messageAttributes": {
+                    name: {
+                        "stringValue": a.get("StringValue"),
+                        "stringListValues": [],
+                        "binaryListValues": [],
+                        "dataType": a["DataType"],
+                    }
+                    for name, a in m.get("MessageAttributes", {}).items()
+                },
+                "md5OfMessageAttributes": m.get("MD5OfMessageAttributes"),
+                "md5OfBody": m["MD5OfBody"],
+                "eventSource": "aws:sqs",
+                "eventSourceARN": queue_arn,
+                "awsRegion": "us-east-1",
+            }
+            for m in messages
+        ]
+    }
+
+
+# -- a client ------------------------------------------------------------------------------------
+class Session:
+    """One client socket; its frames reach ``ws_default`` as API Gateway delivers them."""
+
+    def __init__(self, host: Host, standard: StandardTurn, n: int) -> None:
+        self.host = host
+        self.standard = standard
+        self.container_id = f"user-{n}"
+        self.connection_id = base64.b64encode(secrets.token_bytes(11)).decode()  # API Gateway's shape
+        self.image: dict[str, Any] = {}
+        self.token = host.api_key(f"tenant-{n}")  # a server-side client: its key in the upgrade header
+
+    def _event(self, name: str) -> dict[str, Any]:
+        event = copy.deepcopy(_event_template(name))
+        event["requestContext"]["connectionId"] = self.connection_id
+        event["requestContext"]["requestId"] = base64.b64encode(secrets.token_bytes(11)).decode()
+        return event
+
+    def send(self, frame: dict[str, Any], bucket: str | None) -> dict[str, Any] | None:
+        """Send one frame (``bucket`` None: setup, not billed); returns the response's data, if any."""
+        body = json.dumps(frame)
+        event = self._event("apigw-ws-default-container-create.json")
+        event["body"] = body
+        seen = len(self.host.inbox.get(self.connection_id, []))
+        if bucket is None:
+            self.host.setup("ws_default", event)
+        else:
+            self.host.sent.setdefault(self.connection_id, []).append(body)
+            inv = self.host.invoke("ws_default", event, bucket)
+            inv.inbound_ws_units = math.ceil(len(body.encode()) / WS_UNIT_BYTES)
+        replies = [json.loads(p) for p in self.host.inbox.get(self.connection_id, [])[seen:]]
+        return next((r["data"] for r in replies if r["type"].endswith("_response")), None)
+
+    def prepare(self) -> None:
+        """Not billed: the user's image, its agent running, and the standard turn's history."""
+        from agentvm.adapters.dynamodb_store import DynamoStore
+        from agentvm.bootstrap import run_sync
+        from agentvm.messages import AssistantMessage, TextPart, UserMessage
+
+        self._open(billed=False)
+        self.send(_request("container_create", containerId=self.container_id), None)
+        created = self.send(_request("image_create", containerId=self.container_id, config={}), None)
+        assert created is not None and "record" in created, created
+        self.image = created["record"]
+        self.send(_request("image_run", imageId=self.image["imageId"]), None)
+        store, parent = DynamoStore(TABLE), None
+        for i in range(self.standard.history_messages):  # user and assistant, in turn
+            text, msg_id, now = _text(self.standard.message_bytes), f"msg_h{uuid.uuid4().hex}", _now_ms()
+            message: Any = (
+                AssistantMessage(id=msg_id, timestamp=now, content=[TextPart(text=text)], parentId=parent)
+                if i % 2
+                else UserMessage(id=msg_id, timestamp=now, content=text)
+            )
+            parent = msg_id
+            with scope(SETUP):
+                run_sync(store.append_message(self.image["sessionId"], message))
+        self.host.setup("ws_disconnect", self._event("apigw-ws-disconnect.json"))
+        self.host.inbox.pop(self.connection_id, None)
+
+    def _open(self, *, billed: bool) -> None:
+        """The upgrade: the ``$connect`` authorizer (where deployed), then ``$connect`` with its context."""
+        run: Callable[[str, dict[str, Any]], Any] = (
+            (lambda name, event: self.host.invoke(name, event, "session").result)
+            if billed
+            else self.host.setup
+        )
+        connect = self._event("apigw-ws-connect.json")
+        if "ws_authorizer" in self.host.handlers:
+            event = self._event("apigw-ws-authorizer.json")
+            event["headers"]["Authorization"] = f"Bearer {self.token}"
+            answer = run("ws_authorizer", event)
+            assert answer["policyDocument"]["Statement"][0]["Effect"] == "Allow", answer
+            connect["requestContext"]["authorizer"] = {
+                **answer.get("context", {}),
+                "principalId": answer["principalId"],
+            }
+        assert run("ws_connect", connect) == {"statusCode": 200}
+
+    def connect(self) -> None:
+        self._open(billed=True)
+        listed = self.send(_request("image_list", containerId=self.container_id), "session")
+        assert listed is not None and listed["records"], listed
+        for session_id in listed.get("__subscriptions") or []:  # what AgentVMClient does
+            self.send({"type": "subscribe", "sessionId": session_id}, "session")
+
+    def message(self) -> None:
+        content = _text(self.standard.message_bytes)
+        reply = self.send(_request("message_send", imageId=self.image["imageId"], content=content), "turn")
+        assert reply is not None and "error" not in reply, reply
+
+    def disconnect(self) -> None:
+        inv = self.host.invoke("ws_disconnect", self._event("apigw-ws-disconnect.json"), "session")
+        assert inv.result == {"statusCode": 200}, inv.result
+
+
+_EVENTS: dict[str, dict[str, Any]] = {}
+
+
+def _event_template(name: str) -> dict[str, Any]:
+    if name not in _EVENTS:
+        _EVENTS[name] = json.loads((EVENTS / name).read_text())
+    return _EVENTS[name]
+
+
+def _request(type_: str, **data: Any) -> dict[str, Any]:
+    return {
+        "type": f"{type_}_request",
+        "timestamp": _now_ms(),
+        "data": {**data, "requestId": f"req_{uuid.uuid4().hex[:10]}"},
+        "source": "command",
+        "category": "request",
+        "intent": "request",
+    }
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _text(size: int) -> str:
+    """About ``size`` bytes of words."""
+    out: list[str] = []
+    while sum(len(w) + 1 for w in out) < size:
+        out.append(_WORDS[secrets.randbelow(len(_WORDS))])
+    return " ".join(out)
+
+
+# -- a scenario ----------------------------------------------------------------------------------
+@dataclass
+class Scenario:
+    name: str
+    batch: int  # turn jobs per worker invocation
+    turns: int
+    sessions: int
+    invocations: list[Invocation]
+    frames_received: int  # by the clients, through @connections
+    frames_sent: int  # by the clients
+    frame_types: dict[str, int]  # the frames received, by type
+    flush_s: float  # the flush window
+    stream_s: list[float]  # each model stream's duration on the simulated clock
+    unattributed_calls: int  # AWS requests made outside any invocation or setup (expect 0)
+
+
+def run_scenario(
+    name: str,
+    batch: int,
+    turns: int,
+    *,
+    standard: StandardTurn,
+    memory_mb: dict[str, int],
+    schema: TableSchema,
+    environment: dict[str, str],
+) -> Scenario:
+    """About ``turns`` standard turns, ``batch`` of them (of as many sessions) per worker invocation.
+
+    Sessions run in cohorts of ``batch``: a cohort connects, then each round every session sends one
+    message and one worker invocation runs the round's jobs; at most 5 rounds, then it disconnects.
+    """
+    for name in FUNCTIONS:  # before the environment below: Powertools reads the service name at import
+        if name in memory_mb:
+            importlib.import_module(f"functions.{name}.app")
+    batch = min(batch, turns)
+    rounds = min(TURNS_PER_SESSION, math.ceil(turns / batch))
+    cohorts = math.ceil(turns / (batch * rounds))
+    meter = Metering(schema)
+    environ = {"AWS_DEFAULT_REGION": "us-east-1", **environment}
+    with mock.patch.dict(os.environ, environ), meter.active(), simulated_time() as loop:
+        host = Host(memory_mb, batch, standard, meter, loop)
+        try:
+            for cohort in range(cohorts):
+                sessions = [Session(host, standard, cohort * batch + i) for i in range(batch)]
+                for s in sessions:
+                    s.prepare()
+                for s in sessions:
+                    s.connect()
+                for _ in range(rounds):
+                    for s in sessions:
+                        s.message()
+                    host.run_worker(len(sessions))
+                for s in sessions:
+                    s.disconnect()
+        finally:
+            host.close()
+    unattributed = 0
+    for call in meter.aws.calls:
+        inv = call.tag[0]
+        if inv is None:
+            unattributed += 1
+        elif inv is not SETUP:
+            inv.calls.append(call)
+    received = [json.loads(p) for frames in host.inbox.values() for p in frames]
+    return Scenario(
+        name=name,
+        batch=batch,
+        turns=cohorts * batch * rounds,
+        sessions=cohorts * batch,
+        invocations=host.invocations,
+        frames_received=len(received),
+        frames_sent=sum(map(len, host.sent.values())),
+        frame_types=dict(Counter(f["type"] for f in received)),
+        flush_s=host.flush_s,
+        stream_s=host.model.stream_s,
+        unattributed_calls=unattributed,
+    )
+
+
+__all__ = ["FUNCTIONS", "TURNS_PER_SESSION", "Invocation", "Scenario", "StandardTurn", "run_scenario"]

@@ -1,0 +1,147 @@
+"""Exactly-once turns on the AWS host (moto): a retried request, a redelivered SQS record, and a
+worker dying at each step of a turn. The failure is injected once (``tests/crashes.py``); SQS then
+delivers the record again (the test receives it again: the queue's visibility timeout is 0) and
+the session must end with the user message once, one reply, the turn terminal, one usage record.
+"""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+from moto import mock_aws
+
+from agentvm.adapters.dynamodb_store import DynamoStore
+from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.bootstrap import run_sync
+from tests.crashes import CrashingStore, DyingModel, PollFailingStore
+from tests.functions.aws_host import TABLE, aws_host, frame
+from tests.functions.conftest import FakeLambdaContext
+
+pytestmark = pytest.mark.aws
+
+CONN = "conn-alice"
+REPLY = "one two three four five six seven eight"
+
+
+@pytest.fixture
+def model():
+    return ScriptedModelClient(word_delay_s=0.002)
+
+
+@pytest.fixture
+def host(model):
+    with mock_aws():
+        host = next(aws_host(SingleModelResolver(model)))
+        host.connect(CONN)
+        yield host
+
+
+def _send(host, img, request_id: str = "req_hi") -> None:
+    host.send(CONN, frame("message_send", request_id, imageId=img["imageId"], content="hi"))
+
+
+def _assert_answered_once(host, img) -> None:
+    store = DynamoStore(TABLE)
+    history = run_sync(store.list_messages(img["sessionId"]))
+    assert [m.subtype for m in history] == ["user", "assistant"]
+    assert history[1].content[0].text == REPLY
+    [usage] = run_sync(store.list_usage("default"))
+    assert usage.status == "completed"
+    assert run_sync(store.get_turn(usage.turnId)).status == "completed"
+    types = [f["type"] for f in host.session_events(CONN)]
+    assert types.count("conversation_end") == 1 and types[-1] == "conversation_end"
+    assert host.receive() == []  # nothing left in the queue
+
+
+def test_a_retried_message_send_stores_one_message_and_runs_one_turn(host, model):
+    img = host.image(CONN)
+    _send(host, img, "req_same")
+    _send(host, img, "req_same")  # the client retried: same requestId
+    model.add(REPLY, "a second reply must never be made")
+
+    messages = host.receive()
+    assert len(messages) == 1  # one job (the FIFO queue also dedups by turn id)
+    assert host.deliver(messages) == {"batchItemFailures": []}
+
+    assert len(model.requests) == 1
+    acks = [f for f in host.frames(CONN) if f["type"] == "message_send_response"]
+    assert len(acks) == 2 and acks[0]["data"] == acks[1]["data"]  # both answered alike
+    _assert_answered_once(host, img)
+
+
+def test_an_sqs_redelivery_of_a_finished_turn_adds_nothing(host, model):
+    img = host.image(CONN)
+    _send(host, img)
+    model.add(REPLY, "a second reply must never be made")
+    worker = host.worker()
+    first = host.receive()
+    # the worker finished the turn but its acknowledgement was lost: the record is not deleted
+    assert worker(host.sqs_event(first), FakeLambdaContext()) == {"batchItemFailures": []}
+
+    again = host.receive()  # SQS delivers the same message again
+    assert [m["MessageId"] for m in again] == [m["MessageId"] for m in first]
+    assert host.deliver(again, worker) == {"batchItemFailures": []}
+
+    assert len(model.requests) == 1
+    _assert_answered_once(host, img)
+
+
+@pytest.mark.parametrize(
+    ("status", "model_calls"),
+    [
+        pytest.param("running", 1, id="before-the-model-call"),
+        pytest.param("completed", 1, id="after-persisting-the-reply-before-the-status-write"),
+    ],
+)
+def test_a_worker_failing_at_a_step_reports_the_record_and_the_redelivery_completes(
+    host, model, status, model_calls
+):
+    img = host.image(CONN)
+    _send(host, img)
+    model.add(REPLY, "a second reply must never be made")
+    store = CrashingStore(DynamoStore(TABLE), status=status)
+    worker = host.worker(host.runtime(store=store))
+
+    messages = host.receive()
+    response = host.deliver(messages, worker)
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": messages[0]["MessageId"]}]}
+    assert store.crashes == 1
+    host.run_turns(worker)  # SQS redelivers the failed record
+    assert len(model.requests) == model_calls
+    _assert_answered_once(host, img)
+
+
+def test_a_worker_dying_mid_stream_is_redelivered_and_the_turn_runs_again(host, model):
+    """Lambda ends the invocation mid-stream (timeout, out of memory): no batch response at all, so
+    SQS redelivers the whole batch once its visibility timeout passes."""
+    img = host.image(CONN)
+    _send(host, img)
+    model.add(REPLY, REPLY)
+    dying = DyingModel(model, after_deltas=3)
+    worker = host.worker(host.runtime(models=SingleModelResolver(dying)))
+
+    messages = host.receive()
+    with pytest.raises(asyncio.CancelledError):
+        worker(host.sqs_event(messages), FakeLambdaContext())
+    assert [m.subtype for m in run_sync(DynamoStore(TABLE).list_messages(img["sessionId"]))] == ["user"]
+
+    host.run_turns(worker)
+
+    assert dying.deaths == 1 and len(model.requests) == 2
+    _assert_answered_once(host, img)
+
+
+def test_a_failing_cancel_poll_does_not_fail_the_turn(host, model):
+    img = host.image(CONN)
+    _send(host, img)
+    model.word_delay_s = 0.01
+    model.add(REPLY)
+    store = PollFailingStore(DynamoStore(TABLE), failures=2)
+    worker = host.worker(host.runtime(store=store))  # polls every 20 ms (aws_host.TURNS)
+
+    host.run_turns(worker)
+
+    assert store.remaining == 0 and len(model.requests) == 1
+    _assert_answered_once(host, img)

@@ -1,0 +1,60 @@
+"""Smoke test of the cost meter (benchmarks/cost_meter.py): two standard turns per scenario through
+the WebSocket path's handlers on moto, every request metered. Checks that what is billed is what
+the clients saw, and that batching turns shares the worker's wait."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import cost_meter
+from benchmarks.billing import WS_MESSAGE
+
+pytestmark = pytest.mark.aws
+
+
+@pytest.fixture(scope="module")
+def result() -> cost_meter.Result:
+    return cost_meter.run(2, init_runs=0)  # INIT is measured in fresh interpreters: seconds, not checked here
+
+
+def test_websocket_messages_billed_are_the_frames_the_clients_received_and_sent(result):
+    for s in result.scenarios.values():
+        billed = sum(
+            inv.inbound_ws_units + sum(c.units for c in inv.calls if c.kind == WS_MESSAGE)
+            for inv in s.invocations
+        )
+        assert s.frames_received > 0 and s.frames_sent > 0
+        assert billed / s.turns == (s.frames_received + s.frames_sent) / s.turns  # every frame < 32 KB
+
+
+def test_every_request_is_priced_and_belongs_to_an_invocation(result):
+    for s in result.scenarios.values():
+        assert s.unattributed_calls == 0
+        assert all(c.kind != "unpriced" for inv in s.invocations for c in inv.calls)
+
+
+def test_the_turn_streams_on_the_simulated_clock(result):
+    expected = cost_meter.ideal_text_frames(result.standard, result.scenarios["idle"].flush_s)
+    for s in result.scenarios.values():
+        assert s.frame_types["text_delta"] == expected * s.turns
+        assert s.stream_s == pytest.approx([result.standard.model_wall_s] * s.turns)
+
+
+def test_a_turn_costs_dynamodb_writes_and_money(result):
+    for b in result.bills.values():
+        assert b.units[cost_meter.WRITES] > 0
+        assert b.units[cost_meter.READS] > 0
+        assert b.total > 0
+
+
+def test_a_batch_shares_the_worker_wait_so_load_costs_less_per_turn(result):
+    idle, load = result.bills["idle"], result.bills["load"]
+    assert result.scenarios["load"].batch == 2
+    worker = cost_meter.GBS.format("turn_worker")
+    assert load.units[worker] < idle.units[worker]
+    assert load.total < idle.total
+
+
+def test_the_report_names_the_targets(result):
+    text = cost_meter.render(result)
+    assert "| **total** |" in text and "≤ $20" in text and "≤ $60" in text
