@@ -35,7 +35,8 @@ append_message, item <= 1 KB       1 RRU (last seq) + 1 WRU
 append_message with a key          1 RRU + 2 WRU (claim + message); a repeated key: 1 WRU (the
                                    failed claim) + 3 RRU (last seq, claim, message), no append
 put_usage (~0.4 KB)                1 WRU + 1 WRU on gsi1; a repeat: 1 WRU (failed condition)
-put_turn (status update)           1 WRU
+put_turn (status update)           1 WRU (the terminal one holds the turn's frame map: ~0.6 KB for
+                                   the standard turn; +1 WRU per KB past that, ~80+ text frames)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
 recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq)
 get_turn / is_cancel_requested     1 RRU each

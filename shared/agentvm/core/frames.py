@@ -94,7 +94,7 @@ class FrameLog:
             self._kinds.append(self._text_len)
         else:
             self._kinds.append(type_)
-            if type_ not in FROM_STORAGE:
+            if type_ not in FROM_STORAGE and frame["data"]:
                 self._data[str(index)] = frame["data"]
         self._payloads.append(dumps(frame))
         return seq
