@@ -18,10 +18,12 @@ import importlib.util
 import os
 import re
 import subprocess
+import sys
 import tempfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
 BUILD = ROOT / ".aws-sam" / "build"
@@ -46,12 +48,22 @@ class Package:
     pyc_sources: int = 0  # bytes of .py files that also ship compiled
 
 
-def _measure_imports(runs: int) -> list[dict[str, object]]:
+def _measure_imports() -> Any:
     spec = importlib.util.spec_from_file_location("measure_imports", ROOT / "scripts" / "measure_imports.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
-    return module.measure(runs)  # every function of template.yaml
+    return module
+
+
+def loaded_at_init(name: str) -> set[str]:
+    """The top-level packages a fresh interpreter holds after function ``name``'s Lambda init."""
+    code = f"import sys, functions.{name}.app; print(' '.join({{m.partition('.')[0] for m in sys.modules}}))"
+    env = _measure_imports().lambda_environment(name)
+    out = subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=env, check=True, capture_output=True, text=True
+    )
+    return set(out.stdout.split())
 
 
 def sam_build() -> Path:
@@ -84,6 +96,10 @@ def measure_package(path: Path) -> Package:
             if file.suffix == ".py" and _compiled(file).exists():
                 package.pyc_sources += info.file_size
     return package
+
+
+def _function_names() -> list[str]:
+    return [p.name for p in (ROOT / "functions").iterdir() if (p / "app.py").is_file()]
 
 
 def _top_level(rel: Path) -> str:
@@ -132,7 +148,7 @@ def _size(n: float) -> str:
 
 def report(quick: bool = False, *, build: bool = True) -> str:
     """The Markdown section of BENCHMARKS.md (``benchmarks/run_all.py``)."""
-    rows = _measure_imports(3 if quick else 9)
+    rows = _measure_imports().measure(3 if quick else 9)  # every function of template.yaml
     out = [
         "## Cold start: handler imports and package sizes\n",
         f"Import time of each handler module in a fresh interpreter, median of {3 if quick else 9}, minus an "
@@ -185,6 +201,28 @@ def _sizes(packages: list[Package]) -> list[str]:
     rest = [sum(v[0] for _, v in ranked[12:]), sum(v[1] for _, v in ranked[12:])]
     share = rest[0] / deps.unzipped
     out.append(f"| {len(ranked) - 12} others | {_mb(rest[0])} | {_mb(rest[1])} | {share:.0%} |")
+    out += [
+        "",
+        "What each function's Lambda init loads of it (top-level packages in `sys.modules` afterwards):\n",
+    ]
+    out += ["| function | packages loaded | their size | share of the layer |", "|---|---|---:|---:|"]
+    ever: set[str] = set()
+    for function in sorted(_function_names()):
+        loaded = sorted(loaded_at_init(function) & set(deps.top))
+        ever |= set(loaded)
+        size = sum(deps.top[p][0] for p in loaded)
+        names = ", ".join(loaded[:8]) + (f" and {len(loaded) - 8} more" if len(loaded) > 8 else "")
+        out.append(f"| {function} | {names} | {_mb(size)} MB | {size / deps.unzipped:.0%} |")
+    never = sorted(
+        ((k, v[0]) for k, v in deps.top.items() if k not in ever and "(metadata)" not in k),
+        key=lambda kv: -kv[1],
+    )
+    out.append(
+        "\nBotocore is counted whole (it reads only the service models of its clients). Loaded by no "
+        f"function's init: {_mb(sum(v for _, v in never))} MB, mostly "
+        + ", ".join(f"{k} ({_mb(v)} MB)" for k, v in never[:4])
+        + "."
+    )
     return out + ["", *_what_it_costs(deps, mounted)]
 
 
@@ -202,10 +240,10 @@ def _what_it_costs(deps: Package, mounted: int) -> list[str]:
         f"may unpack; {_mb(headroom)} MB are left for everything the project adds (a new provider SDK, "
         "a tokenizer, a sandbox client). Exceeding it fails the deploy, not a request.",
         "* **Cold start.** Lambda fetches and unpacks the archives of a new execution environment "
-        "before INIT; AWS publishes no per-MB figure, and the zipped size is what moves. What the "
-        "measurements above show is that import work, not bytes on disk, is the cold start: the provider "
-        "SDKs are the biggest packages but no WebSocket handler imports them (the worker does on its first "
-        "turn of that provider), and botocore reads only the service models of the clients it builds.",
+        "before INIT; AWS publishes no per-MB figure, and the zipped size is what moves. The import "
+        "work measured above is the larger part: a handler loads a fraction of the layer (table above; "
+        "the provider SDKs are imported by the worker on its first turn of that provider, not at init), "
+        "and botocore reads only the service models of the clients it builds.",
         "* **Deploys and storage.** Each layer version is stored (75 GB of code per Region by default) "
         "and uploaded on every change of `layers/deps/requirements.txt`.",
         "",

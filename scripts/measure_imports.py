@@ -79,6 +79,11 @@ def _env(variables: set[str], *, in_lambda: bool) -> dict[str, str]:
     return env
 
 
+def lambda_environment(name: str) -> dict[str, str]:
+    """The environment of function ``name``'s Lambda init, as the measurements give it (dummy values)."""
+    return _env(_template_variables()[name], in_lambda=True)
+
+
 def _median_ms(code: str, runs: int, variables: set[str], *, in_lambda: bool = False) -> float:
     env = _env(variables, in_lambda=in_lambda)
     samples = []

@@ -25,7 +25,8 @@ Attributes besides the keys: records (container, image, session, turn, usage) ho
 record's pydantic JSON (as in ``SqliteStore``: exact round trips, new fields get their defaults),
 and ``tenantId`` where the record has one; a message holds ``body`` (its wire JSON) and ``idem``
 (the idempotency key that wrote it, if any); a claim ``seq``, ``owner``, ``claimedAt`` (ms); a
-cancel mark ``turnId``; a connection ``tenantId`` and ``keyId`` (both absent until authenticated),
+cancel mark ``turnId``; a compaction summary ``upToSeq`` and ``data`` (its item class lives in
+``dynamodb_store``); a connection ``tenantId`` and ``keyId`` (both absent until authenticated),
 ``connectedAt`` and ``expiresAt``; a subscription ``sessionId``, ``afterSeq`` (its resume
 cursor, if any) and ``expiresAt``.
 
