@@ -224,14 +224,17 @@ def lambda_init_s(d: Deployment, runs: int) -> dict[str, float]:
     return {name: max(0, row["lambda_init_ms"]) / 1000 for name, row in zip(d.functions, rows, strict=True)}
 
 
-def ideal_text_frames(standard: StandardTurn, flush_s: float) -> int:
+def ideal_text_frames(standard: StandardTurn, flush_s: float, flush_max_s: float = 0.0) -> int:
     """One turn's ``text_delta`` frames on an exact clock: the first token at once, then one frame
-    per flush window (a window opens at the first token after the last flush)."""
+    per flush window (a window opens at the first token after the last flush, and doubles after
+    each flush up to ``flush_max_s``, as the sink does)."""
     times = [standard.ttft_s + i / standard.tokens_per_s for i in range(1, standard.output_tokens)]
-    frames, window_end = 1, -1.0
+    frames, window_end, window = 1, -1.0, flush_s
     for t in times:
         if t >= window_end:
-            frames, window_end = frames + 1, t + flush_s
+            if window_end >= 0:
+                window = min(window * 2, max(flush_max_s, flush_s))
+            frames, window_end = frames + 1, t + window
     return frames
 
 
@@ -359,14 +362,15 @@ def _by_operation(r: Result) -> list[str]:
 def _observations(r: Result) -> list[str]:
     s_idle, s_load = r.scenarios["idle"], r.scenarios["load"]
     idle, load = r.bills["idle"], r.bills["load"]
-    ideal = ideal_text_frames(r.standard, s_idle.flush_s)
+    ideal = ideal_text_frames(r.standard, s_idle.flush_s, s_idle.flush_max_s)
     types = sorted(s_idle.frame_types.items(), key=lambda kv: -kv[1])
     out = [
         f"* Frames per turn the clients received: {s_idle.frames_received / s_idle.turns:.1f} idle, "
         f"{s_load.frames_received / s_load.turns:.1f} under load (the sessions' frames not yet spread over "
         f"{TURNS_PER_SESSION} turns). By type (idle): "
         + ", ".join(f"`{t}` {n / s_idle.turns:.1f}" for t, n in types)
-        + f"; `text_delta` expected from the token schedule and {s_idle.flush_s * 1000:g} ms windows: "
+        + f"; `text_delta` expected from the token schedule and windows of {s_idle.flush_s * 1000:g} ms "
+        f"growing to {max(s_idle.flush_max_s, s_idle.flush_s) * 1000:g} ms: "
         f"{ideal}.",
         f"* Billed worker duration per invocation: {idle.worker_s:.2f} s idle (1 turn), "
         f"{load.worker_s:.2f} s under load ({s_load.batch} turns); model stream "

@@ -100,6 +100,17 @@ class Invocation:
     result: Any = None
 
 
+def template_flush_settings() -> dict[str, int]:
+    """The worker's coalescing windows as deployed: template.yaml's FlushMs / FlushMaxMs defaults."""
+    from cfnlint.decode.cfn_yaml import load
+
+    params = load(str(Path(__file__).resolve().parent.parent / "template.yaml"))["Parameters"]
+    return {
+        "flush_ms": int(params["FlushMs"]["Default"]),
+        "flush_max_ms": int(params["FlushMaxMs"]["Default"]),
+    }
+
+
 class _TurnTag:
     """Set when a worker resolves a turn's model: ``streaming`` while that model streams."""
 
@@ -391,12 +402,14 @@ class Host:
             # environment (on its first token check), not per turn; here it is given directly.
             auth_secret_parameter="/agentvm/auth-secret",
             auth_secret=secrets.token_urlsafe(48),
+            **template_flush_settings(),
         )
         # The billed functions, and a second set to prepare sessions with: their in-process caches
         # (verified API keys) stay cold until a session's own frames warm them.
         self.handlers = self._build(settings)
         self._setup_handlers = self._build(settings)
         self.flush_s = settings.flush_ms / 1000
+        self.flush_max_s = settings.flush_max_ms / 1000
         self.logger = importlib.import_module("functions.ws_default.app").logger  # every function's
         self._level = self.logger.log_level
         self.logger.setLevel(settings.log_level.upper())  # what LambdaEntry does in Lambda
@@ -672,6 +685,7 @@ class Scenario:
     frames_sent: int  # by the clients
     frame_types: dict[str, int]  # the frames received, by type
     flush_s: float  # the flush window
+    flush_max_s: float  # ... growing up to this
     stream_s: list[float]  # each model stream's duration on the simulated clock
     unattributed_calls: int  # AWS requests made outside any invocation or setup (expect 0)
 
@@ -734,6 +748,7 @@ def run_scenario(
         frames_sent=sum(map(len, host.sent.values())),
         frame_types=dict(Counter(f["type"] for f in received)),
         flush_s=host.flush_s,
+        flush_max_s=host.flush_max_s,
         stream_s=host.model.stream_s,
         unattributed_calls=unattributed,
     )

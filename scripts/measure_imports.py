@@ -46,6 +46,8 @@ DUMMY = {
     "AVM_PROVIDER_KEYS_PARAMETER": "/agentvm/provider-keys",  # read on first use, never at init
     "AVM_DEFAULT_MODEL": "",
     "AVM_LOG_LEVEL": "INFO",
+    "AVM_FLUSH_MS": "250",  # template.yaml's FlushMs / FlushMaxMs defaults
+    "AVM_FLUSH_MAX_MS": "1000",
 }
 NO_AWS = {
     "AWS_DEFAULT_REGION": "us-east-1",

@@ -38,6 +38,7 @@ def turn_settings(
 ) -> TurnSettings:
     return TurnSettings(
         flush_s=settings.flush_ms / 1000,
+        flush_max_s=settings.flush_max_ms / 1000,
         history_window=settings.history_window,
         max_output_tokens=settings.max_output_tokens,
         cancel_poll_s=cancel_poll_s,

@@ -56,6 +56,7 @@ class Settings(BaseSettings):
 
     # turns
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)
+    flush_max_ms: int = 0  # if larger than flush_ms, the window doubles per frame up to this
     history_window: int = 50  # messages a turn reads; older history is not re-read
     # Compaction (core/compaction.py): past this estimated context (chars/4 of system prompt +
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.

@@ -34,7 +34,9 @@ def test_every_request_is_priced_and_belongs_to_an_invocation(result):
 
 
 def test_the_turn_streams_on_the_simulated_clock(result):
-    expected = cost_meter.ideal_text_frames(result.standard, result.scenarios["idle"].flush_s)
+    expected = cost_meter.ideal_text_frames(
+        result.standard, result.scenarios["idle"].flush_s, result.scenarios["idle"].flush_max_s
+    )
     for s in result.scenarios.values():
         assert s.frame_types["text_delta"] == expected * s.turns
         assert s.stream_s == pytest.approx([result.standard.model_wall_s] * s.turns)

@@ -244,7 +244,8 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
         raise BadRequest("Either imageId or agentId must be provided")
     if ctx.rt.budgets is not None:  # refuse before anything is stored (quota_exceeded)
         await ctx.rt.budgets.check(ctx.tenant_id, image.containerId)
-    await _ensure_container(ctx, image.containerId)
+    # No container upsert here: an image only exists inside a container made with it, and on
+    # AWS the conditional put would cost a write unit per turn for nothing.
     image, _ = await _start_agent(ctx, image)
     assert image.agentId is not None
     # The sender always sees its own stream, even if it never listed the image (AgentX's

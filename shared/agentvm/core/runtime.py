@@ -21,6 +21,7 @@ class TurnSettings:
     """Plain values the core reads; built from ``Settings`` by bootstrap."""
 
     flush_s: float = 0.25
+    flush_max_s: float = 0.0  # the window grows (x2 per flush) up to this; <= flush_s = fixed
     history_window: int = 50
     max_output_tokens: int = 1024
     cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)

@@ -43,6 +43,7 @@ class CoalescingSink:
         fanout: Fanout,
         clock: Clock,
         flush_s: float,
+        flush_max_s: float = 0.0,
         subscriber_refresh_s: float = 2.0,
         first_seq: int = 1,
     ) -> None:
@@ -50,7 +51,10 @@ class CoalescingSink:
         self._context = context
         self._fanout = fanout
         self._clock = clock
-        self._flush_s = flush_s
+        # The window doubles after each timed flush, up to flush_max_s: early text streams
+        # smoothly, a long reply costs far fewer frames (each one a billed message on AWS).
+        self._window = flush_s
+        self._max_window = max(flush_max_s, flush_s)
         self._refresh_s = subscriber_refresh_s
         self._log = FrameLog(first_seq, agent_id=context.agentId)
         self._buffer: list[str] = []
@@ -91,7 +95,7 @@ class CoalescingSink:
             return
         self._buffer.append(text)
         if self._timer is None and len(self._log) < ATTEMPT_SPAN - _RESERVED_FRAMES:
-            self._timer = asyncio.get_running_loop().call_later(self._flush_s, self._flush_buffer)
+            self._timer = asyncio.get_running_loop().call_later(self._window, self._timed_flush)
 
     def hold(self) -> None:
         """From now on frames are numbered and logged but not sent until ``release``: the terminal
@@ -109,6 +113,11 @@ class CoalescingSink:
         """What this attempt sent (or holds): stored with the turn's terminal status."""
         self._flush_buffer()
         return self._log.frame_map()
+
+    def _timed_flush(self) -> None:
+        self._timer = None
+        self._flush_buffer()
+        self._window = min(self._window * 2, self._max_window)
 
     def _flush_buffer(self) -> None:
         if self._timer is not None:

@@ -73,6 +73,7 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         fanout=Fanout(rt.connections, rt.push),
         clock=rt.clock,
         flush_s=rt.turns.flush_s,
+        flush_max_s=rt.turns.flush_max_s,
         subscriber_refresh_s=rt.turns.subscriber_refresh_s,
         first_seq=first_seq(job.userSeq, attempt),
     )

@@ -1,0 +1,53 @@
+"""The coalescing sink: first delta at once, later text merged per window, the window growing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+from agentvm.adapters.local_push import LocalPush
+from agentvm.adapters.memory_connections import InMemoryConnections
+from agentvm.core.fanout import Fanout
+from agentvm.core.runtime import SystemClock
+from agentvm.core.sink import CoalescingSink
+from agentvm.events import EventContext
+from agentvm.ports import ConnectionInfo
+
+
+async def _text_frames(flush_s: float, flush_max_s: float, tokens: int, interval_s: float) -> list[str]:
+    connections, push, got = InMemoryConnections(), LocalPush(), []
+    await connections.register(ConnectionInfo("c", "t", 0))
+    await connections.subscribe("c", "s")
+
+    async def receive(payload: str) -> None:
+        got.append(json.loads(payload))
+
+    push.attach("c", receive)
+    sink = CoalescingSink(
+        session_id="s",
+        context=EventContext(containerId="c", imageId="i", agentId="a", sessionId="s"),
+        fanout=Fanout(connections, push),
+        clock=SystemClock(),
+        flush_s=flush_s,
+        flush_max_s=flush_max_s,
+        subscriber_refresh_s=0,
+    )
+    for i in range(tokens):
+        sink.text(f" t{i}")
+        await asyncio.sleep(interval_s)
+    await sink.aclose()
+    return [f["data"]["text"] for f in got if f["type"] == "text_delta"]
+
+
+async def test_fixed_window_merges_text_and_loses_nothing():
+    texts = await _text_frames(0.05, 0.0, 40, 0.005)  # 0.2 s of tokens, 50 ms windows
+    assert "".join(texts) == "".join(f" t{i}" for i in range(40))
+    assert texts[0] == " t0"  # the first delta goes out on its own, at once
+    assert 3 <= len(texts) <= 8
+
+
+async def test_growing_window_sends_fewer_frames_for_the_same_text():
+    fixed = await _text_frames(0.02, 0.0, 60, 0.005)
+    growing = await _text_frames(0.02, 0.16, 60, 0.005)
+    assert "".join(growing) == "".join(fixed)
+    assert len(growing) < len(fixed)
