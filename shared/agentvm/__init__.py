@@ -1,7 +1,7 @@
 """AgentVM: an AI agent runtime speaking the AgentX v1 WebSocket protocol.
 
 One core (this package) runs on two hosts: AWS Lambda (``functions/``) and one local process
-(``avm serve``). See ARCHITECTURE.md for the layout and README.md for the quick start.
+(``avm serve``). README.md has the quick start and the layout; docs/protocol.md the wire protocol.
 """
 
 __version__ = "0.1.0"

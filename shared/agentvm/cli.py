@@ -59,24 +59,30 @@ def _parser() -> argparse.ArgumentParser:
     )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
     create = keys_sub.add_parser("create", parents=managed, help="create a key; prints its token once")
-    create.add_argument("--tenant", required=True)
+    create.add_argument("--tenant", required=True, help=_TENANT_HELP)
     create.add_argument(
         "--scope", action="append", choices=["admin", "client"], help="repeatable (default: client)"
     )
-    create.add_argument("--name")
-    create.add_argument("--rate-limit", type=int, help="requests per minute (default: the server's)")
+    create.add_argument("--name", help="a label shown by `keys list`")
+    create.add_argument(
+        "--rate-limit",
+        type=int,
+        help="requests per minute (default: the server's AVM_RATE_LIMIT_PER_MINUTE; 0 = unlimited)",
+    )
     listing = keys_sub.add_parser("list", parents=managed, help="list a tenant's keys (never tokens)")
-    listing.add_argument("--tenant", required=True)
+    listing.add_argument("--tenant", required=True, help=_TENANT_HELP)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
-    revoke = keys_sub.add_parser("revoke", parents=managed, help="revoke a key")
-    revoke.add_argument("key_id")
+    revoke = keys_sub.add_parser(
+        "revoke", parents=managed, help="revoke a key (servers stop accepting it within AVM_KEY_CACHE_S)"
+    )
+    revoke.add_argument("key_id", help="the key's id (the keyId `keys list` shows), not its token")
 
     budgets = sub.add_parser("budgets", help="token budgets per tenant and per container (UTC day/month)")
     budgets_sub = budgets.add_subparsers(dest="budgets_command", required=True)
     set_ = budgets_sub.add_parser("set", parents=managed, help="set limits (flags left out are kept)")
     show = budgets_sub.add_parser("show", parents=managed, help="limits and current usage")
     for p in (set_, show):
-        p.add_argument("--tenant", required=True)
+        p.add_argument("--tenant", required=True, help=_TENANT_HELP)
         p.add_argument("--container", help="a container of the tenant (default: the whole tenant)")
     set_.add_argument("--daily", type=_limit, help="tokens per UTC day, or 'none'")
     set_.add_argument("--monthly", type=_limit, help="tokens per UTC month, or 'none'")
@@ -84,6 +90,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 _NO_LIMIT = -1
+_TENANT_HELP = "the tenant: 1-64 characters of [A-Za-z0-9._-], starting with a letter or digit"
 AWS_SECRET_PARAMETER = "/agentvm/auth-secret"  # template.yaml's AuthSecretParameterName default
 
 

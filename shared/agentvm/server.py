@@ -21,6 +21,7 @@ from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
 from agentvm.api.app import create_app, error_body
+from agentvm.config import ECHO_MODEL
 from agentvm.core.gateway import handle_frame
 from agentvm.core.turns import process_turn
 from agentvm.errors import AgentVMError, ConnectionGone, Unauthorized
@@ -149,6 +150,11 @@ def serve(host: LocalHost) -> None:
         log.warning(
             "NO LLM PROVIDER KEY SET: every image without a model uses the built-in echo model. "
             "Set ANTHROPIC_API_KEY or OPENAI_API_KEY (or AVM_BEDROCK_REGION) for real replies."
+        )
+    elif settings.resolved_default_model() == ECHO_MODEL:
+        log.warning(
+            "NO DEFAULT MODEL: images without a model use the built-in echo model; "
+            "set AVM_DEFAULT_MODEL (e.g. bedrock/<model id>) to use a configured provider by default."
         )
     log.info(
         "AgentVM listening",
