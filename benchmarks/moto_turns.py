@@ -484,7 +484,9 @@ class Host:
                 MessageAttributeNames=["All"],
             )["Messages"]
         assert len(received) == expected, f"received {len(received)} turn jobs, expected {expected}"
-        inv = self.invoke("turn_worker", _lambda_sqs_event(received, self.queue_arn), "turn", turns=expected)
+        from agentvm.adapters.sqs_queue import lambda_sqs_event
+
+        inv = self.invoke("turn_worker", lambda_sqs_event(received, self.queue_arn), "turn", turns=expected)
         assert inv.result == {"batchItemFailures": []}, inv.result
         with scope(poller):
             entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(received)]
@@ -515,35 +517,6 @@ class Host:
             if borrowed:
                 core.removeHandler(handler)
                 core.level, core.propagate = saved
-
-
-def _lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
-    """What the SQS event source mapping hands the function (as in tests/functions/test_aws_parity.py)."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m["Attributes"],
-                "messageAttributes": {
-                    name: {
-                        "stringValue": a.get("StringValue"),
-                        "stringListValues": [],
-                        "binaryListValues": [],
-                        "dataType": a["DataType"],
-                    }
-                    for name, a in m.get("MessageAttributes", {}).items()
-                },
-                "md5OfMessageAttributes": m.get("MD5OfMessageAttributes"),
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": "us-east-1",
-            }
-            for m in messages
-        ]
-    }
 
 
 # -- a client ------------------------------------------------------------------------------------

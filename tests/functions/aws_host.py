@@ -21,7 +21,7 @@ import boto3
 from agentvm.adapters.apigw_push import ApiGatewayPush
 from agentvm.adapters.dynamodb_connections import DynamoConnections
 from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.sqs_queue import SqsTurnQueue
+from agentvm.adapters.sqs_queue import SqsTurnQueue, lambda_sqs_event
 from agentvm.bootstrap import run_sync
 from agentvm.core.runtime import Runtime, TurnSettings
 from agentvm.ports import ConnectionInfo
@@ -180,30 +180,7 @@ class AwsHost:
 
     def sqs_event(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
         """What Lambda's SQS event source mapping hands the function for received ``messages``."""
-        return {
-            "Records": [
-                {
-                    "messageId": m["MessageId"],
-                    "receiptHandle": m["ReceiptHandle"],
-                    "body": m["Body"],
-                    "attributes": m["Attributes"],
-                    "messageAttributes": {
-                        name: {
-                            "stringValue": a.get("StringValue"),
-                            "stringListValues": [],
-                            "binaryListValues": [],
-                            "dataType": a["DataType"],
-                        }
-                        for name, a in m.get("MessageAttributes", {}).items()
-                    },
-                    "md5OfBody": m["MD5OfBody"],
-                    "eventSource": "aws:sqs",
-                    "eventSourceARN": self.queue_arn,
-                    "awsRegion": "us-east-1",
-                }
-                for m in messages
-            ]
-        }
+        return lambda_sqs_event(messages, self.queue_arn)
 
     def deliver(self, messages: list[dict[str, Any]], handler: Any = None) -> dict[str, Any]:
         """Hand ``messages`` to the worker; delete those it did not report failed (the ack)."""

@@ -26,6 +26,7 @@ from moto import mock_aws
 
 from agentvm.adapters.dynamodb_store import DynamoStore
 from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.sqs_queue import lambda_sqs_event
 from agentvm.bootstrap import aws_runtime, run_sync
 from agentvm.bootstrap_security import aws_security
 from agentvm.config import Settings
@@ -93,35 +94,6 @@ def moto_resources(monkeypatch: pytest.MonkeyPatch) -> Iterator[Resources]:
 
 def load_event(name: str) -> dict[str, Any]:
     return copy.deepcopy(json.loads((EVENTS / name).read_text()))
-
-
-def lambda_sqs_event(messages: list[dict[str, Any]], queue_arn: str) -> dict[str, Any]:
-    """What Lambda's SQS event source mapping hands the function for received ``messages``."""
-    return {
-        "Records": [
-            {
-                "messageId": m["MessageId"],
-                "receiptHandle": m["ReceiptHandle"],
-                "body": m["Body"],
-                "attributes": m["Attributes"],
-                "messageAttributes": {
-                    name: {
-                        "stringValue": a.get("StringValue"),
-                        "stringListValues": [],
-                        "binaryListValues": [],
-                        "dataType": a["DataType"],
-                    }
-                    for name, a in m.get("MessageAttributes", {}).items()
-                },
-                "md5OfMessageAttributes": m.get("MD5OfMessageAttributes"),
-                "md5OfBody": m["MD5OfBody"],
-                "eventSource": "aws:sqs",
-                "eventSourceARN": queue_arn,
-                "awsRegion": REGION,
-            }
-            for m in messages
-        ]
-    }
 
 
 def frame(type_: str, request_id: str, **data: Any) -> dict[str, Any]:
