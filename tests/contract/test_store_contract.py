@@ -495,8 +495,8 @@ async def test_get_turn_returns_the_last_put(store: Store) -> None:
 
 
 async def test_put_usage_twice_with_the_same_turn_id_keeps_the_first(store: Store) -> None:
-    await store.put_usage(usage("turn_1", input_tokens=10))
-    await store.put_usage(usage("turn_1", input_tokens=999))
+    assert await store.put_usage(usage("turn_1", input_tokens=10)) is True
+    assert await store.put_usage(usage("turn_1", input_tokens=999)) is False
 
     assert await store.list_usage(TENANT_A) == [usage("turn_1", input_tokens=10)]
 

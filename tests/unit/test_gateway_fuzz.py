@@ -68,7 +68,12 @@ def gateway(tmp_path_factory):
 
 def _check(gateway, raw):
     loop, harness, conn = gateway
-    replies = [json.loads(p) for p in loop.run_until_complete(handle_frame(harness.rt, conn, raw))]
+    check_replies(raw, [json.loads(p) for p in loop.run_until_complete(handle_frame(harness.rt, conn, raw))])
+
+
+def check_replies(raw, replies):
+    """What a host sent back for the frame ``raw``: a request answered exactly once, by its
+    requestId (an error response after its ``system_error``); anything else only system errors."""
     doc = None
     if isinstance(raw, str):
         try:

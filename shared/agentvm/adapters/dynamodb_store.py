@@ -440,7 +440,7 @@ class DynamoStore:
         item = await self._get(self._m.record, turn_pk(turn_id), META)
         return None if item is None else TurnRecord.model_validate_json(item.data)
 
-    async def put_usage(self, usage: UsageRecord) -> None:
+    async def put_usage(self, usage: UsageRecord) -> bool:
         # Keyed by the turn: the first write wins, so a retried turn never bills twice.
         item = self._m.record(
             turn_pk(usage.turnId),
@@ -450,7 +450,7 @@ class DynamoStore:
             gsi1pk=tenant_pk(usage.tenantId),
             gsi1sk=usage_gsi1sk(usage.containerId, usage.createdAt, usage.turnId),
         )
-        await self._put(item, self._m.record.sk.does_not_exist())
+        return await self._put(item, self._m.record.sk.does_not_exist())
 
     async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
         prefix = USAGE_PREFIX if container_id is None else f"{USAGE_PREFIX}{container_id}#"

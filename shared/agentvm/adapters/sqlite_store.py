@@ -322,13 +322,14 @@ class SqliteStore:
         row = self._one("SELECT record FROM turns WHERE turn_id = ?", (turn_id,))
         return None if row is None else TurnRecord.model_validate_json(row[0])
 
-    async def put_usage(self, usage: UsageRecord) -> None:
+    async def put_usage(self, usage: UsageRecord) -> bool:
         # First write wins: a retried turn must not bill twice or rewrite what was billed.
-        self._conn.execute(
+        cursor = self._conn.execute(
             "INSERT INTO usage (turn_id, tenant_id, container_id, created_at, record)"
             " VALUES (?, ?, ?, ?, ?) ON CONFLICT (turn_id) DO NOTHING",
             (usage.turnId, usage.tenantId, usage.containerId, usage.createdAt, usage.model_dump_json()),
         )
+        return cursor.rowcount == 1
 
     async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
         if container_id is None:

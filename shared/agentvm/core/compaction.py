@@ -230,7 +230,7 @@ async def _compact(
     text = outcome.text.strip()[: summary_max_tokens(threshold) * 4]
     ok = outcome.error is None and bool(text)
     if outcome.input_tokens or outcome.output_tokens:
-        await rt.store.put_usage(
+        billed = await rt.store.put_usage(
             UsageRecord(
                 turnId=f"{job.turnId}:compact:{up_to_seq}",
                 tenantId=job.tenantId,
@@ -247,7 +247,7 @@ async def _compact(
                 createdAt=rt.clock.now_ms(),
             )
         )
-        if rt.budgets is not None:
+        if billed and rt.budgets is not None:
             tokens = outcome.input_tokens + outcome.output_tokens
             await rt.budgets.record(job.tenantId, job.containerId, tokens)
     if not ok:

@@ -99,7 +99,7 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     status: TurnStatus = "interrupted" if outcome.interrupted else "failed" if outcome.error else "completed"
 
     # Persist before the terminal events: a client that saw the end can always read it back.
-    await store.put_usage(
+    billed = await store.put_usage(
         UsageRecord(
             turnId=job.turnId,
             tenantId=job.tenantId,
@@ -116,7 +116,8 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             estimated=outcome.usage_estimated,
         )
     )
-    if rt.budgets is not None:
+    # Counted only by the attempt that stored the usage record: the counters agree with the bill.
+    if billed and rt.budgets is not None:
         await rt.budgets.record(job.tenantId, job.containerId, outcome.input_tokens + outcome.output_tokens)
     sink.hold()  # the terminal frames wait for the status write (with what the turn sent) below
     result = _result_message(rt, job, outcome, started_ms)
