@@ -624,14 +624,9 @@ def _event_template(name: str) -> dict[str, Any]:
 
 
 def _request(type_: str, **data: Any) -> dict[str, Any]:
-    return {
-        "type": f"{type_}_request",
-        "timestamp": _now_ms(),
-        "data": {**data, "requestId": f"req_{uuid.uuid4().hex[:10]}"},
-        "source": "command",
-        "category": "request",
-        "intent": "request",
-    }
+    from agentvm.events import request
+
+    return request(type_, f"req_{uuid.uuid4().hex[:10]}", data, now_ms=_now_ms())
 
 
 def _now_ms() -> int:

@@ -14,6 +14,7 @@ from agentvm.adapters.sqlite_store import SqliteStore
 from agentvm.core.gateway import handle_frame
 from agentvm.core.runtime import Runtime, TurnSettings
 from agentvm.core.turns import process_turn
+from agentvm.events import request
 from agentvm.ports import ConnectionInfo
 
 _request_ids = itertools.count(1)
@@ -40,15 +41,7 @@ class ProtocolClient:
     async def request(self, type_: str, **data: Any) -> dict[str, Any]:
         """Send ``<type_>_request``; returns the response frame's ``data``."""
         request_id = f"req_{next(_request_ids)}"
-        frame = {
-            "type": f"{type_}_request",
-            "timestamp": 0,
-            "data": {**data, "requestId": request_id},
-            "source": "command",
-            "category": "request",
-            "intent": "request",
-        }
-        replies = await self.send_raw(json.dumps(frame))
+        replies = await self.send_raw(json.dumps(request(type_, request_id, data, now_ms=0)))
         responses = [f for f in replies if f.get("category") == "response"]
         assert len(responses) == 1, replies
         assert responses[0]["data"]["requestId"] == request_id

@@ -31,6 +31,8 @@ import json
 import time
 from typing import TYPE_CHECKING, Any
 
+from agentvm.events import request as request_frame
+
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
@@ -129,16 +131,7 @@ class AgentVMClient:
         request_id = f"req_{int(time.time() * 1000)}_{next(self._ids)}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         self._pending[request_id] = future
-        await self.send(
-            {
-                "type": f"{type_}_request",
-                "timestamp": int(time.time() * 1000),
-                "data": {**data, "requestId": request_id},
-                "source": "command",
-                "category": "request",
-                "intent": "request",
-            }
-        )
+        await self.send(request_frame(type_, request_id, data, now_ms=int(time.time() * 1000)))
         response = (await asyncio.wait_for(future, timeout))["data"]
         for session_id in response.get("__subscriptions") or []:
             await self.subscribe(session_id)

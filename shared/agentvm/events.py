@@ -99,6 +99,18 @@ def agent_event(type_: str, data: Json, *, now_ms: int, context: EventContext) -
     )
 
 
+def request(type_: str, request_id: str, data: Json, *, now_ms: int) -> Json:
+    """A client's ``<type_>_request`` frame: ``requestId`` goes inside ``data`` (protocol §1.3)."""
+    return event(
+        f"{type_}_request",
+        {**data, "requestId": request_id},
+        now_ms=now_ms,
+        source="command",
+        category="request",
+        intent="request",
+    )
+
+
 def response(request_type: str, data: Json, *, now_ms: int) -> Json:
     """The ``*_response`` to a ``*_request``; ``data`` must already hold ``requestId``."""
     return event(
@@ -140,6 +152,7 @@ __all__ = [
     "agent_event",
     "dumps",
     "event",
+    "request",
     "response",
     "response_type",
     "system_error",

@@ -27,6 +27,7 @@ from agentvm.core.runtime import Runtime, TurnSettings
 from agentvm.ports import ConnectionInfo
 from functions.turn_worker import app as turn_worker
 from functions.ws_default import app as ws_default
+from tests.functions.aws_stack import frame
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -70,17 +71,6 @@ class RecordingPush:
     async def send(self, connection_id: str, payload: str) -> None:
         await self.inner.send(connection_id, payload)
         self.log.append((connection_id, json.loads(payload)))
-
-
-def frame(type_: str, request_id: str, **data: Any) -> dict[str, Any]:
-    return {
-        "type": f"{type_}_request",
-        "timestamp": 0,
-        "data": {**data, "requestId": request_id},
-        "source": "command",
-        "category": "request",
-        "intent": "request",
-    }
 
 
 @dataclass

@@ -31,6 +31,7 @@ from agentvm.bootstrap import aws_runtime, run_sync
 from agentvm.bootstrap_security import aws_security
 from agentvm.config import Settings
 from agentvm.core.runtime import TurnSettings
+from agentvm.events import request
 from functions.http_api import app as http_api
 from functions.turn_worker import app as turn_worker
 from functions.ws_authorizer import app as ws_authorizer
@@ -97,14 +98,7 @@ def load_event(name: str) -> dict[str, Any]:
 
 
 def frame(type_: str, request_id: str, **data: Any) -> dict[str, Any]:
-    return {
-        "type": f"{type_}_request",
-        "timestamp": 0,
-        "data": {**data, "requestId": request_id},
-        "source": "command",
-        "category": "request",
-        "intent": "request",
-    }
+    return request(type_, request_id, data, now_ms=0)
 
 
 class Stack:

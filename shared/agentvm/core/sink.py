@@ -70,8 +70,6 @@ class CoalescingSink:
         self._wake = asyncio.Event()
         self._closing = False
         self._sender: asyncio.Task[None] | None = None
-        self.frames_sent = 0  # frames handed to the fanout (each goes to every subscriber)
-        self.first_delta_at: float | None = None  # monotonic time the first delta was queued
 
     # -- events -----------------------------------------------------------------------------
     def emit(self, type_: str, data: Json) -> None:
@@ -88,7 +86,6 @@ class CoalescingSink:
             return
         if not self._sent_first_delta:
             self._sent_first_delta = True
-            self.first_delta_at = self._clock.monotonic()
             now = self._clock.now_ms()
             self._add(agent_event("text_delta", {"text": text}, now_ms=now, context=self._context))
             self._add(agent_event("conversation_responding", {}, now_ms=now, context=self._context))
@@ -175,7 +172,6 @@ class CoalescingSink:
         if gone and self._subscribers is not None:
             self._subscribers = [sub for sub in self._subscribers if sub[0] not in gone]
         self._sent = upto
-        self.frames_sent += upto - after
 
     async def aclose(self) -> None:
         """Flush what is buffered and wait until every frame was handed to the fanout."""
