@@ -8,15 +8,14 @@ it up on exit). To add an implementation, append a param; marks go on the param,
 
 from __future__ import annotations
 
-import threading
-from contextlib import asynccontextmanager, contextmanager
+from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
-from unittest import mock
 
 import pytest
 
 from agentvm.adapters.dynamodb_store import DynamoStore
 from agentvm.adapters.sqlite_store import SqliteStore
+from tests.contract.moto_table import atomic_moto
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Iterator
@@ -50,30 +49,6 @@ async def sqlite_file_store(tmp_path: Path) -> AsyncIterator[Store]:
 # One table name for every test: each test runs in its own moto mock (a fresh, empty account), and
 # the cached PynamoDB models (with their one botocore client) are reused from test to test.
 CONTRACT_TABLE = "agentvm-contract"
-
-
-@contextmanager
-def atomic_moto() -> Iterator[None]:
-    """``moto.mock_aws`` with DynamoDB requests made atomic, as they are on DynamoDB.
-
-    moto evaluates a ConditionExpression and then writes, in plain Python: two threads can both pass
-    ``attribute_not_exists`` before either writes. The adapters run requests in worker threads, so
-    the concurrency tests would see races DynamoDB itself never has. One lock around each request
-    restores DynamoDB's per-item atomicity (and more, which tests cannot tell apart). Without it,
-    about 3 runs in 10 of twenty concurrent appends lost a message under a short switch interval.
-    """
-    from moto import mock_aws
-    from moto.dynamodb.responses import DynamoHandler
-
-    lock = threading.Lock()
-    call_action = DynamoHandler.call_action
-
-    def atomic_call_action(self: DynamoHandler) -> object:
-        with lock:
-            return call_action(self)
-
-    with mock_aws(), mock.patch.object(DynamoHandler, "call_action", atomic_call_action):
-        yield
 
 
 @pytest.fixture

@@ -3,19 +3,44 @@ backends the security ports' contracts (keys, counters, budgets) run on."""
 
 from __future__ import annotations
 
-from contextlib import asynccontextmanager
+import threading
+from contextlib import asynccontextmanager, contextmanager
 from typing import TYPE_CHECKING, Any
+from unittest import mock
 
 import boto3
 import pytest
 from moto import mock_aws
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Callable
+    from collections.abc import AsyncIterator, Callable, Iterator
     from pathlib import Path
 
 TABLE = "agentvm-test"
 REGION = "us-east-1"
+
+
+@contextmanager
+def atomic_moto() -> Iterator[None]:
+    """``moto.mock_aws`` with DynamoDB requests made atomic, as they are on DynamoDB.
+
+    moto evaluates a ConditionExpression and then writes, in plain Python: two threads can both pass
+    ``attribute_not_exists`` before either writes. The adapters run requests in worker threads, so
+    the concurrency tests would see races DynamoDB itself never has. One lock around each request
+    restores DynamoDB's per-item atomicity (and more, which tests cannot tell apart). Without it,
+    about 3 runs in 10 of twenty concurrent appends lost a message under a short switch interval.
+    """
+    from moto.dynamodb.responses import DynamoHandler
+
+    lock = threading.Lock()
+    call_action = DynamoHandler.call_action
+
+    def atomic_call_action(self: DynamoHandler) -> object:
+        with lock:
+            return call_action(self)
+
+    with mock_aws(), mock.patch.object(DynamoHandler, "call_action", atomic_call_action):
+        yield
 
 
 def create_table(name: str = TABLE) -> None:
@@ -61,7 +86,7 @@ def backends(
 
     @asynccontextmanager
     async def on_dynamodb(tmp_path: Path) -> AsyncIterator[Any]:
-        with mock_aws():
+        with atomic_moto():
             create_table()
             yield dynamodb(TABLE, region=REGION)
 

@@ -28,7 +28,8 @@ from agentvm.llm import ModelStart, ModelStop, TextDelta
 from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, UserMessage, message_to_wire
 from agentvm.ports import ConnectionInfo
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
-from tests.contract.conftest import CONTRACT_TABLE, atomic_moto
+from tests.contract.conftest import CONTRACT_TABLE
+from tests.contract.moto_table import atomic_moto
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator

@@ -24,7 +24,7 @@ import httpx
 import pytest
 
 from agentvm.api.app import create_app
-from tests.contract.conftest import atomic_moto
+from tests.contract.moto_table import atomic_moto
 from tests.harness import Harness
 from tests.security_harness import SERVER_SECRET, ManualClock, keyed_client, new_key, secure
 
