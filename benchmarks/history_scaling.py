@@ -17,15 +17,15 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local_push import LocalPush
-from agentvm.adapters.local_queue import SqliteTurnQueue
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.adapters.sqlite_store import SqliteStore
-from agentvm.core.runtime import Runtime, TurnSettings
-from agentvm.core.turns import process_turn
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.push import LocalPush
+from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.agent.turns import process_turn
 from agentvm.messages import AssistantMessage, TextPart, UserMessage
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
+from agentvm.runtime import Runtime, TurnSettings
 
 REPLY = " ".join(["word"] * 200)
 

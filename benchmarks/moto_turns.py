@@ -186,9 +186,9 @@ class VirtualClock:
 
 @contextlib.contextmanager
 def simulated_time() -> Iterator[VirtualTimeLoop]:
-    """Make a ``VirtualTimeLoop`` the process's one loop (``agentvm.bootstrap.event_loop``), which
+    """Make a ``VirtualTimeLoop`` the process's one loop (``agentvm.hosts.aws.event_loop``), which
     every handler runs its work on (``run_sync``), for the duration."""
-    from agentvm import bootstrap
+    from agentvm.hosts import aws as bootstrap
 
     policy = asyncio.get_event_loop_policy()
     previous = getattr(getattr(policy, "_local", None), "_loop", None)  # the thread's current loop
@@ -278,7 +278,7 @@ class Metering:
         from moto.core.botocore_stubber import BotocoreStubber
         from moto.dynamodb.responses import DynamoHandler
 
-        from agentvm.adapters import dynamodb_models
+        from agentvm.adapters.aws import dynamodb_models
 
         def unbind() -> None:
             for binder in vars(dynamodb_models).values():
@@ -372,7 +372,7 @@ class Host:
     ) -> None:
         import boto3
 
-        from agentvm.adapters.dynamodb_store import DynamoStore
+        from agentvm.adapters.aws.dynamodb_store import DynamoStore
         from agentvm.config import Settings
 
         self.memory_mb = memory_mb
@@ -416,7 +416,7 @@ class Host:
 
     def _build(self, settings: Any) -> dict[str, Callable[[dict[str, Any], Any], Any]]:
         """Each deployed function's handler, on the runtime its Lambda builds, on the simulated clock."""
-        from agentvm.bootstrap import aws_runtime
+        from agentvm.hosts.aws import aws_runtime
 
         handlers = {}
         for name in FUNCTIONS:
@@ -444,7 +444,7 @@ class Host:
 
     def api_key(self, tenant_id: str) -> str | None:
         """A new ``client`` key of ``tenant_id`` (not billed); None where the host has no auth."""
-        from agentvm.bootstrap import run_sync
+        from agentvm.hosts.aws import run_sync
 
         auth = getattr(self.runtimes["ws_default"], "auth", None)
         if auth is None:
@@ -484,7 +484,7 @@ class Host:
                 MessageAttributeNames=["All"],
             )["Messages"]
         assert len(received) == expected, f"received {len(received)} turn jobs, expected {expected}"
-        from agentvm.adapters.sqs_queue import lambda_sqs_event
+        from agentvm.adapters.aws.sqs_queue import lambda_sqs_event
 
         inv = self.invoke("turn_worker", lambda_sqs_event(received, self.queue_arn), "turn", turns=expected)
         assert inv.result == {"batchItemFailures": []}, inv.result
@@ -554,8 +554,8 @@ class Session:
 
     def prepare(self) -> None:
         """Not billed: the user's image, its agent running, and the standard turn's history."""
-        from agentvm.adapters.dynamodb_store import DynamoStore
-        from agentvm.bootstrap import run_sync
+        from agentvm.adapters.aws.dynamodb_store import DynamoStore
+        from agentvm.hosts.aws import run_sync
         from agentvm.messages import AssistantMessage, TextPart, UserMessage
 
         self._open(billed=False)

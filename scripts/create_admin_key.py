@@ -10,7 +10,7 @@ stack's account (it needs ``dynamodb:PutItem`` on the table, and ``ssm:GetParame
 
 The token goes to stdout, once (keep it: it is stored only as an HMAC); what was created goes to
 stderr. It is ``avm keys create --table ...``: the functions' own wiring
-(``bootstrap_security.aws_security``), so the key verifies in every function. The same CLI lists
+(``agentvm.hosts.aws.aws_security``), so the key verifies in every function. The same CLI lists
 and revokes keys and sets budgets on the stack (``avm keys list|revoke``, ``avm budgets set|show``
 with ``--table``); with the admin key, so does the HTTP API (``/v1/auth/keys``, ``/v1/budgets``).
 """

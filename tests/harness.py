@@ -6,16 +6,16 @@ import itertools
 import json
 from typing import Any
 
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local_push import LocalPush
-from agentvm.adapters.local_queue import SqliteTurnQueue
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.adapters.sqlite_store import SqliteStore
-from agentvm.core.gateway import handle_frame
-from agentvm.core.runtime import Runtime, TurnSettings
-from agentvm.core.turns import process_turn
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.push import LocalPush
+from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.agent.turns import process_turn
 from agentvm.events import request
+from agentvm.gateway.dispatch import handle_frame
 from agentvm.ports import ConnectionInfo
+from agentvm.runtime import Runtime, TurnSettings
 
 _request_ids = itertools.count(1)
 

@@ -5,19 +5,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.sqlite_budgets import SqliteBudgetStore
-from agentvm.adapters.sqlite_counters import SqliteCounters
-from agentvm.adapters.sqlite_keys import SqliteKeyStore
-from agentvm.bootstrap_security import Security
-from agentvm.core.apikeys import ApiKeys, ServerSecrets
-from agentvm.core.auth import Authenticator
-from agentvm.core.budgets import Budgets
-from agentvm.core.ratelimit import RateLimiter
+from agentvm.adapters.local.sqlite_budgets import SqliteBudgetStore
+from agentvm.adapters.local.sqlite_counters import SqliteCounters
+from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
 from agentvm.ports import ConnectionInfo
+from agentvm.security.apikeys import ApiKeys, ServerSecrets
+from agentvm.security.auth import Authenticator
+from agentvm.security.budgets import Budgets
+from agentvm.security.ratelimit import RateLimiter
+from agentvm.security.setup import Security
 from tests.harness import ProtocolClient
 
 if TYPE_CHECKING:
-    from agentvm.core.runtime import Runtime
+    from agentvm.runtime import Runtime
     from tests.harness import Harness
 
 SERVER_SECRET = b"unit-test-server-secret-0123456789abcdef"

@@ -13,12 +13,12 @@ from aws_lambda_powertools.logging import correlation_paths
 from mangum import Mangum
 
 from agentvm.api.app import create_app
-from agentvm.bootstrap import LambdaEntry, event_loop
+from agentvm.hosts.aws import LambdaEntry, event_loop
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agentvm.core.runtime import Runtime
+    from agentvm.runtime import Runtime
 
 REQUIRED_SETTINGS = ("table_name", "auth_secret_parameter")
 

@@ -21,18 +21,18 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.batch.exceptions import SQSFifoMessageGroupCircuitBreakerError
 
-from agentvm.adapters.sqs_queue import job_from_body
-from agentvm.bootstrap import LambdaEntry, run_sync
-from agentvm.core.turns import process_turn
+from agentvm.adapters.aws.sqs_queue import job_from_body
+from agentvm.agent.turns import process_turn
+from agentvm.hosts.aws import LambdaEntry, run_sync
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from agentvm.core.loop import TurnOutcome
-    from agentvm.core.runtime import Runtime
+    from agentvm.agent.loop import TurnOutcome
     from agentvm.records import TurnJob
+    from agentvm.runtime import Runtime
 
 REQUIRED_SETTINGS = ("table_name", "ws_endpoint")
 

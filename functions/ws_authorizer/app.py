@@ -26,13 +26,13 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
-from agentvm.bootstrap import LambdaEntry, run_sync
 from agentvm.errors import Unauthorized
+from agentvm.hosts.aws import LambdaEntry, run_sync
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agentvm.core.runtime import Runtime
+    from agentvm.runtime import Runtime
 
 REQUIRED_SETTINGS = ("table_name", "auth_secret_parameter")
 ANONYMOUS = "anonymous"  # the principalId of an Allow without credentials (API Gateway requires one)

@@ -16,13 +16,13 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
-from agentvm.bootstrap import LambdaEntry, run_sync
+from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.ports import ConnectionInfo
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agentvm.core.runtime import Runtime
+    from agentvm.runtime import Runtime
 
 REQUIRED_SETTINGS = ("table_name",)
 

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 from agentvm import __version__
 
 if TYPE_CHECKING:
-    from agentvm.bootstrap_security import Security
     from agentvm.config import Settings
+    from agentvm.security.setup import Security
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -133,10 +133,10 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
-    from agentvm.bootstrap import local_runtime
-    from agentvm.bootstrap_security import ensure_admin_key, local_security
+    from agentvm.hosts.local import local_runtime, local_security
+    from agentvm.hosts.local_server import open_mode_error, serve
     from agentvm.logs import configure_logging
-    from agentvm.server import open_mode_error, serve
+    from agentvm.security.setup import ensure_admin_key
 
     settings = _settings(args, host=args.host, port=args.port, log_level=args.log_level, open=args.open)
     error = open_mode_error(settings)
@@ -194,11 +194,11 @@ def _announce_admin_key(token: str, settings: Settings) -> None:
 def _security(args: argparse.Namespace) -> Security:
     """The key store, budgets and counters the server uses (never open mode): the data dir's, or
     with ``--table`` a deployed AWS stack's, wired as its functions wire them (``aws_security``)."""
-    from agentvm.core.runtime import SystemClock
+    from agentvm.runtime import SystemClock
 
     if args.table:
-        from agentvm.bootstrap_security import aws_security
         from agentvm.config import Settings
+        from agentvm.hosts.aws import aws_security
 
         if args.region:
             os.environ["AWS_DEFAULT_REGION"] = args.region  # boto3 clients are created after this
@@ -210,7 +210,7 @@ def _security(args: argparse.Namespace) -> Security:
             auth_secret_previous=None,
         )
         return aws_security(aws, SystemClock())
-    from agentvm.bootstrap_security import local_security
+    from agentvm.hosts.local import local_security
 
     settings = _settings(args).model_copy(update={"open": False})
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -257,7 +257,7 @@ async def _keys(args: argparse.Namespace) -> int:
 
 
 async def _budgets(args: argparse.Namespace) -> int:
-    from agentvm.core.apikeys import check_tenant_id
+    from agentvm.security.apikeys import check_tenant_id
 
     budgets = _security(args).budgets
     tenant, container = check_tenant_id(args.tenant), args.container

@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.sqlite_store import SqliteStore
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.local.sqlite_store import SqliteStore
 from tests.contract.moto_table import atomic_moto
 
 if TYPE_CHECKING:

@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING
 import boto3
 import pytest
 
-from agentvm.adapters.dynamodb_connections import DynamoConnections
-from agentvm.adapters.memory_connections import InMemoryConnections
+from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.ports import ConnectionInfo
 
 if TYPE_CHECKING:

@@ -7,8 +7,8 @@ import time
 
 import pytest
 
-from agentvm.adapters.dynamodb_counters import DynamoDbCounters
-from agentvm.adapters.sqlite_counters import SqliteCounters
+from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
+from agentvm.adapters.local.sqlite_counters import SqliteCounters
 from tests.contract.moto_table import backends
 
 

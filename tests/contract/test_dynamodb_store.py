@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from agentvm.adapters.dynamodb_models import bind_models, idem_sk, message_sk, session_pk
-from agentvm.adapters.dynamodb_store import CLAIM_LEASE_MS, DynamoStore
+from agentvm.adapters.aws.dynamodb_models import bind_models, idem_sk, message_sk, session_pk
+from agentvm.adapters.aws.dynamodb_store import CLAIM_LEASE_MS, DynamoStore
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.records import ImageRecord, SessionRecord, TurnRecord, UsageRecord
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.local_queue import SqliteTurnQueue
-from agentvm.adapters.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.messages import UserMessage
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, UsageRecord
 

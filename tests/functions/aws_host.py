@@ -18,13 +18,13 @@ from typing import TYPE_CHECKING, Any
 
 import boto3
 
-from agentvm.adapters.apigw_push import ApiGatewayPush
-from agentvm.adapters.dynamodb_connections import DynamoConnections
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.sqs_queue import SqsTurnQueue, lambda_sqs_event
-from agentvm.bootstrap import run_sync
-from agentvm.core.runtime import Runtime, TurnSettings
+from agentvm.adapters.aws.apigw_push import ApiGatewayPush
+from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.sqs_queue import SqsTurnQueue, lambda_sqs_event
+from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
+from agentvm.runtime import Runtime, TurnSettings
 from functions.turn_worker import app as turn_worker
 from functions.ws_default import app as ws_default
 from tests.functions.aws_stack import frame

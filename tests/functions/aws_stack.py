@@ -24,14 +24,13 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from moto import mock_aws
 
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.sqs_queue import lambda_sqs_event
-from agentvm.bootstrap import aws_runtime, run_sync
-from agentvm.bootstrap_security import aws_security
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.sqs_queue import lambda_sqs_event
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.config import Settings
-from agentvm.core.runtime import TurnSettings
 from agentvm.events import request
+from agentvm.hosts.aws import aws_runtime, aws_security, run_sync
+from agentvm.runtime import TurnSettings
 from functions.http_api import app as http_api
 from functions.turn_worker import app as turn_worker
 from functions.ws_authorizer import app as ws_authorizer
@@ -45,7 +44,7 @@ if TYPE_CHECKING:
 
     import pytest
 
-    from agentvm.core.runtime import Runtime
+    from agentvm.runtime import Runtime
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 REGION = "us-east-1"

@@ -1,7 +1,7 @@
 """Fixtures for the Lambda handler tests: sample events, a Lambda context, a local runtime.
 
 Handlers are sync (Lambda calls them so): tests here are plain ``def`` tests, and the handlers run
-their async work on ``agentvm.bootstrap``'s one event loop, exactly as on Lambda.
+their async work on ``agentvm.hosts.aws``'s one event loop, exactly as on Lambda.
 """
 
 from __future__ import annotations
@@ -17,14 +17,14 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local_queue import SqliteTurnQueue
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.adapters.sqlite_store import SqliteStore
-from agentvm.bootstrap import run_sync
-from agentvm.core.runtime import Runtime, TurnSettings
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.errors import ConnectionGone
+from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
+from agentvm.runtime import Runtime, TurnSettings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator

@@ -20,18 +20,17 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local_push import LocalPush
-from agentvm.adapters.local_queue import SqliteTurnQueue
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.adapters.sqlite_store import SqliteStore
-from agentvm.bootstrap import aws_runtime, run_sync
-from agentvm.bootstrap_security import aws_security
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.push import LocalPush
+from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.agent.turns import process_turn
 from agentvm.config import Settings
-from agentvm.core.gateway import handle_frame
-from agentvm.core.runtime import Runtime, SystemClock, TurnSettings
-from agentvm.core.turns import process_turn
+from agentvm.gateway.dispatch import handle_frame
+from agentvm.hosts.aws import aws_runtime, aws_security, run_sync
 from agentvm.ports import ConnectionInfo
+from agentvm.runtime import Runtime, SystemClock, TurnSettings
 from functions.turn_worker import app as turn_worker
 from functions.ws_authorizer import app as ws_authorizer
 from functions.ws_connect import app as ws_connect
@@ -250,6 +249,6 @@ def test_aws_host_persists_what_the_turns_streamed(aws, load_event, context):
     assert [m["subtype"] for m in history] == ["user", "assistant", "user", "assistant"]
     assert [m["content"][0]["text"] for m in history if m["subtype"] == "assistant"] == REPLIES
     # $disconnect removed the connection from DynamoDB
-    from agentvm.adapters.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
 
     assert run_sync(DynamoConnections(TABLE).get(CONNECTION)) is None

@@ -23,15 +23,15 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.bootstrap import aws_runtime, run_sync
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.client import SessionCursors
 from agentvm.config import Settings
-from agentvm.core.frames import TURN_SPAN, last_seq
-from agentvm.core.gateway import handle_frame
-from agentvm.core.runtime import TurnSettings
 from agentvm.errors import ConnectionGone
+from agentvm.gateway.dispatch import handle_frame
+from agentvm.hosts.aws import aws_runtime, run_sync
+from agentvm.runtime import TurnSettings
+from agentvm.streaming.frames import TURN_SPAN, last_seq
 from functions.turn_worker import app as turn_worker
 from functions.ws_connect import app as ws_connect
 from functions.ws_default import app as ws_default
@@ -40,8 +40,8 @@ from tests.functions.aws_stack import TABLE, Resources, lambda_sqs_event, moto_r
 from tests.functions.aws_stack import frame as _frame
 
 if TYPE_CHECKING:
-    from agentvm.core.runtime import Runtime
     from agentvm.records import TurnRecord
+    from agentvm.runtime import Runtime
 
 pytestmark = pytest.mark.aws
 

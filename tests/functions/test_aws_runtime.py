@@ -11,13 +11,13 @@ import botocore.endpoint
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.apigw_push import ApiGatewayPush
-from agentvm.adapters.dynamodb_connections import DynamoConnections
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.sqs_queue import SqsTurnQueue
-from agentvm.bootstrap import LambdaEntry, NotConfigured, SsmKeysModelResolver, aws_runtime, run_sync
+from agentvm.adapters.aws.apigw_push import ApiGatewayPush
+from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
 from agentvm.config import Settings
 from agentvm.errors import BadRequest
+from agentvm.hosts.aws import LambdaEntry, NotConfigured, SsmKeysModelResolver, aws_runtime, run_sync
 from agentvm.records import TurnJob
 from functions.http_api import app as http_api
 from functions.turn_worker import app as turn_worker
@@ -165,10 +165,10 @@ def _put_secret(ssm, value: dict | str) -> CountingSsm:
 
 
 def test_aws_runtime_attaches_security_on_the_table_without_reading_the_secret(no_network):
-    from agentvm.adapters.dynamodb_budgets import DynamoDbBudgetStore
-    from agentvm.adapters.dynamodb_counters import DynamoDbCounters
-    from agentvm.adapters.dynamodb_keys import DynamoDbKeyStore
-    from agentvm.bootstrap_security import LazyServerSecrets
+    from agentvm.adapters.aws.dynamodb_budgets import DynamoDbBudgetStore
+    from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
+    from agentvm.adapters.aws.dynamodb_keys import DynamoDbKeyStore
+    from agentvm.security.setup import LazyServerSecrets
 
     rt = aws_runtime(_settings(auth_secret_parameter=AUTH_PARAMETER, key_cache_s=12, rate_limit_per_minute=7))
     assert rt.auth is not None and rt.budgets is not None and rt.rate_limiter is not None
@@ -197,8 +197,8 @@ def test_functions_that_verify_tokens_require_the_secret_parameter():
 
 
 def test_the_server_secret_is_read_once_on_first_use(ssm):
-    from agentvm.bootstrap_security import aws_security
-    from agentvm.core.runtime import SystemClock
+    from agentvm.hosts.aws import aws_security
+    from agentvm.runtime import SystemClock
 
     counting = _put_secret(ssm, {"AVM_AUTH_SECRET": AUTH_SECRET})
     settings = _settings(auth_secret_parameter=AUTH_PARAMETER)
@@ -215,9 +215,9 @@ def test_the_server_secret_is_read_once_on_first_use(ssm):
 
 
 def test_keys_survive_a_rotation_through_the_parameter(ssm):
-    from agentvm.bootstrap_security import aws_security
-    from agentvm.core.runtime import SystemClock
     from agentvm.errors import Unauthorized
+    from agentvm.hosts.aws import aws_security
+    from agentvm.runtime import SystemClock
 
     def put(value: dict) -> None:
         ssm.put_parameter(Name=AUTH_PARAMETER, Value=json.dumps(value), Type="SecureString", Overwrite=True)
@@ -254,7 +254,7 @@ def test_keys_survive_a_rotation_through_the_parameter(ssm):
     ],
 )
 def test_unusable_secret_parameter_fails_closed_without_quoting_it(ssm, value, caplog):
-    from agentvm.bootstrap_security import ssm_server_secrets
+    from agentvm.hosts.aws import ssm_server_secrets
 
     _put_secret(ssm, value)
     with (
@@ -267,7 +267,7 @@ def test_unusable_secret_parameter_fails_closed_without_quoting_it(ssm, value, c
 
 
 def test_the_server_secret_is_never_logged(ssm, caplog):
-    from agentvm.bootstrap_security import ssm_server_secrets
+    from agentvm.hosts.aws import ssm_server_secrets
 
     _put_secret(
         ssm, {"AVM_AUTH_SECRET": AUTH_SECRET, "AVM_AUTH_SECRET_PREVIOUS": OLD_SECRET, "EXTRA": AUTH_SECRET}

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.hosts.aws import run_sync
 from tests.crashes import WorkerCrash
 from tests.functions.aws_stack import TABLE, Stack, lambda_sqs_event, moto_resources
 

@@ -17,9 +17,9 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.hosts.aws import run_sync
 from functions.turn_worker import app as turn_worker
 from tests.functions.aws_host import TABLE, aws_host
 

@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from agentvm.bootstrap import event_loop
 from agentvm.cli import main
+from agentvm.hosts.aws import event_loop
 from tests.functions.aws_stack import AUTH_SECRET, AUTH_SECRET_PARAMETER, TABLE, Stack, moto_resources
 
 pytestmark = pytest.mark.aws

@@ -18,8 +18,8 @@ from aws_lambda_powertools.utilities.parser.models import (
 )
 from pydantic import BaseModel, model_validator
 
-from agentvm.adapters.sqs_queue import ATTRIBUTES, job_from_body
-from agentvm.protocol import FrameError, parse_frame
+from agentvm.adapters.aws.sqs_queue import ATTRIBUTES, job_from_body
+from agentvm.gateway.agentx_v1 import FrameError, parse_frame
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 # `<source>-<route>[-<variant>].json` -> the function (folder under functions/) it is sent to.

@@ -11,9 +11,9 @@ import asyncio
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.hosts.aws import run_sync
 from tests.crashes import CrashingStore, DyingModel, PollFailingStore
 from tests.functions.aws_host import TABLE, aws_host, frame
 from tests.functions.conftest import FakeLambdaContext

@@ -25,9 +25,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentvm.adapters.dynamodb_connections import DynamoConnections
-from agentvm.bootstrap import run_sync
-from agentvm.protocol import REQUEST_MODELS
+from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.gateway.agentx_v1 import REQUEST_MODELS
+from agentvm.hosts.aws import run_sync
 from tests.functions.aws_stack import TABLE, Stack, load_event, moto_resources
 from tests.functions.conftest import FakeLambdaContext, RecordingPush
 from tests.unit.test_gateway_fuzz import check_replies, raw_frames

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.dynamodb_connections import DynamoConnections
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.hosts.aws import run_sync
 from tests.functions.aws_host import TABLE, aws_host
 
 pytestmark = pytest.mark.aws

@@ -16,9 +16,9 @@ import time
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.llm_scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.fakellm import FakeLLMServer
+from agentvm.hosts.aws import run_sync
 from functions.turn_worker import app as turn_worker
 from tests.functions.aws_host import aws_host
 from tests.integration.test_interrupt_stops_spend import (

@@ -12,9 +12,9 @@ import time
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.llm_router import SettingsModelResolver
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.llm.router import SettingsModelResolver
 from agentvm.fakellm import FakeLLMServer
+from agentvm.hosts.aws import run_sync
 from tests.functions.aws_host import aws_host
 from tests.integration.fault_cases import (
     CASES,

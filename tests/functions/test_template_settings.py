@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.dynamodb_keys import key_pk
-from agentvm.bootstrap import LambdaEntry
+from agentvm.adapters.aws.dynamodb_keys import key_pk
 from agentvm.config import Settings
+from agentvm.hosts.aws import LambdaEntry
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -174,7 +174,7 @@ def test_the_stage_deploys_a_snapshot_taken_after_every_route_and_the_authorizer
 
 
 def test_service_name_makes_the_powertools_logger_the_cores_parent(template):
-    # bootstrap.LambdaEntry relies on it: the core logs through agentvm.* stdlib loggers.
+    # hosts.aws.LambdaEntry relies on it: the core logs through agentvm.* stdlib loggers.
     assert template["Globals"]["Function"]["Environment"]["Variables"]["POWERTOOLS_SERVICE_NAME"] == "agentvm"
 
 

@@ -5,16 +5,16 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Any
 
-from agentvm.adapters.sqlite_store import SqliteStore
-from agentvm.adapters.sqs_queue import job_from_body
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.aws.sqs_queue import job_from_body
+from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.hosts.aws import run_sync
 from agentvm.messages import UserMessage
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnRecord
 from functions.turn_worker.app import build_handler
 
 if TYPE_CHECKING:
-    from agentvm.core.runtime import Runtime
     from agentvm.records import TurnJob
+    from agentvm.runtime import Runtime
 
 TURN_EVENTS = [
     "message_persisted",

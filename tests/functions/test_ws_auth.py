@@ -12,8 +12,8 @@ import logging
 
 import pytest
 
-from agentvm.adapters.dynamodb_connections import DynamoConnections
-from agentvm.bootstrap import run_sync
+from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
 from tests.functions.aws_stack import AUTH_SECRET, METHOD_ARN, TABLE, Stack, moto_resources
 

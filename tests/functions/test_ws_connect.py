@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentvm.bootstrap import run_sync
+from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
 from functions.ws_connect.app import build_handler
 

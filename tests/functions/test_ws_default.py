@@ -93,6 +93,6 @@ def test_caller_gone_mid_reply_is_not_an_error(rt, push, connect, load_event, co
     assert reply == {"statusCode": 200}
     assert push.posts == []
     # the frame itself was handled: the container exists
-    from agentvm.bootstrap import run_sync
+    from agentvm.hosts.aws import run_sync
 
     assert run_sync(rt.store.get_container("default", "user-alice")) is not None

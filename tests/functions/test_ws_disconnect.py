@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from agentvm.bootstrap import run_sync
+from agentvm.hosts.aws import run_sync
 from functions.ws_disconnect.app import build_handler
 
 CONNECTION = "Q3xYzfGIoAMCJqg="  # the id in events/apigw-ws-*.json

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from pydantic import SecretStr
 
-from agentvm.adapters.llm_router import SettingsModelResolver
+from agentvm.adapters.llm.router import SettingsModelResolver
 from agentvm.config import Settings
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer
 

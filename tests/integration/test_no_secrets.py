@@ -12,8 +12,8 @@ import pytest
 import websockets
 
 from agentvm.client import AgentVMClient
-from agentvm.core.apikeys import new_token
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer
+from agentvm.security.apikeys import new_token
 from tests.integration.avm_process import avm_serve, base_env, free_port
 
 PROVIDER_KEY = "sk-ant-PROVIDER-SECRET-do-not-leak-0123456789"

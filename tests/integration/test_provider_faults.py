@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from agentvm.adapters.llm_router import SettingsModelResolver
+from agentvm.adapters.llm.router import SettingsModelResolver
 from agentvm.fakellm import FakeLLMServer
 from tests.integration.fault_cases import (
     CASE_PARAMS,

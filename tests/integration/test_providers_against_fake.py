@@ -10,9 +10,9 @@ import traceback
 import httpx
 import pytest
 
-from agentvm.adapters.llm_anthropic import AnthropicModelClient
-from agentvm.adapters.llm_openai import OpenAIModelClient
-from agentvm.core.retry import RetryingModelClient
+from agentvm.adapters.llm.anthropic import AnthropicModelClient
+from agentvm.adapters.llm.openai import OpenAIModelClient
+from agentvm.agent.retry import RetryingModelClient
 from agentvm.errors import ProviderError, ProviderRateLimited, ProviderUnavailable
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer, add_arguments, reply_tokens
 from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta

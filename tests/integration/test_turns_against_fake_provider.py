@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import SecretStr
 
-from agentvm.adapters.llm_router import SettingsModelResolver
+from agentvm.adapters.llm.router import SettingsModelResolver
 from agentvm.config import Settings
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer, reply_tokens
 

@@ -9,11 +9,11 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from agentvm.adapters.sqlite_keys import SqliteKeyStore
+from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
 from agentvm.config import Settings
-from agentvm.core.apikeys import ApiKeys, ServerSecrets, key_id_of, new_token
-from agentvm.core.auth import Authenticator, bearer_token
 from agentvm.errors import BadRequest, Unauthorized
+from agentvm.security.apikeys import ApiKeys, ServerSecrets, key_id_of, new_token
+from agentvm.security.auth import Authenticator, bearer_token
 from tests.security_harness import SERVER_SECRET, ManualClock
 
 OTHER_SECRET = b"another-server-secret-abcdefghijklmnopqrstuvwxyz"

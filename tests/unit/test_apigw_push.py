@@ -16,7 +16,7 @@ from moto import mock_aws
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from moto.core import DEFAULT_ACCOUNT_ID
 
-from agentvm.adapters.apigw_push import BILLING_UNIT_BYTES, ApiGatewayPush
+from agentvm.adapters.aws.apigw_push import BILLING_UNIT_BYTES, ApiGatewayPush
 from agentvm.errors import ConnectionGone
 
 if TYPE_CHECKING:

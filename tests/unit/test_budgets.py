@@ -6,10 +6,10 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agentvm.adapters.llm_scripted import ScriptedModelClient
-from agentvm.core.budgets import BudgetedModelClient, Limit, Windows, usage_key
+from agentvm.adapters.llm.scripted import ScriptedModelClient
 from agentvm.errors import QuotaExceeded
 from agentvm.llm import ChatTurn, ModelRequest, ModelStop, TextDelta
+from agentvm.security.budgets import BudgetedModelClient, Limit, Windows, usage_key
 from tests.security_harness import ManualClock, secure
 
 TEN_WORDS = "one two three four five six seven eight nine ten"

@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from agentvm.adapters.dynamodb_models import message_sk, session_pk
-from agentvm.adapters.dynamodb_store import DynamoStore
-from agentvm.adapters.llm_scripted import SingleModelResolver
-from agentvm.adapters.local_push import LocalPush
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.adapters.sqlite_store import SqliteStore
-from agentvm.core.compaction import SUMMARY_SYSTEM, fold_count
-from agentvm.core.context import SUMMARY_HEADING, estimate_tokens
-from agentvm.core.runtime import Runtime, TurnSettings
-from agentvm.core.turns import process_turn, turn_id_for
+from agentvm.adapters.aws.dynamodb_models import message_sk, session_pk
+from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.llm.scripted import SingleModelResolver
+from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.push import LocalPush
+from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.agent.compaction import SUMMARY_SYSTEM, fold_count
+from agentvm.agent.context import SUMMARY_HEADING, estimate_tokens
+from agentvm.agent.turns import process_turn, turn_id_for
 from agentvm.errors import ProviderUnavailable
 from agentvm.llm import ModelStart, ModelStop, TextDelta
 from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, UserMessage, message_to_wire
 from agentvm.ports import ConnectionInfo
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
+from agentvm.runtime import Runtime, TurnSettings
 from tests.contract.conftest import CONTRACT_TABLE
 from tests.contract.moto_table import atomic_moto
 

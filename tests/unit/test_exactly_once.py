@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentvm.core.turns import process_turn
+from agentvm.agent.turns import process_turn
 from tests.crashes import CrashingStore, DyingModel, PollFailingStore
 
 REPLY = "one two three four five six seven eight"

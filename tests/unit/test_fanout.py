@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.core.fanout import Fanout
+from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.errors import ConnectionGone
 from agentvm.ports import ConnectionInfo
+from agentvm.streaming.fanout import Fanout
 
 
 class _Push:

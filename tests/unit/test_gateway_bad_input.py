@@ -140,7 +140,7 @@ async def test_ack_auth_and_echoed_responses_are_tolerated(harness):
 
 
 async def test_unregistered_connection_is_unauthorized(harness):
-    from agentvm.core.gateway import handle_frame
+    from agentvm.gateway.dispatch import handle_frame
 
     replies = [
         json.loads(p)

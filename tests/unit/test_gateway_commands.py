@@ -158,7 +158,7 @@ async def test_image_messages_of_unknown_image_is_error_with_empty_messages(harn
 
 
 async def test_image_create_with_unknown_model_provider_is_rejected(harness):
-    from agentvm.adapters.llm_router import SettingsModelResolver
+    from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.config import Settings
 
     harness.rt.models = SettingsModelResolver(Settings(_env_file=None))

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentvm.core.gateway import handle_frame
-from agentvm.protocol import REQUEST_MODELS
+from agentvm.gateway.agentx_v1 import REQUEST_MODELS
+from agentvm.gateway.dispatch import handle_frame
 from tests.harness import Harness
 
 FIELDS = ["containerId", "imageId", "agentId", "content", "config", "updates", "options", "sessionId"]

@@ -7,7 +7,7 @@ import time
 import pytest
 from botocore.exceptions import ClientError, EndpointConnectionError, EventStreamError, NoCredentialsError
 
-from agentvm.adapters.llm_bedrock import BedrockModelClient
+from agentvm.adapters.llm.bedrock import BedrockModelClient
 from agentvm.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta
 

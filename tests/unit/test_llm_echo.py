@@ -2,7 +2,7 @@ from __future__ import annotations
 
 import time
 
-from agentvm.adapters.llm_echo import EchoModelClient
+from agentvm.adapters.llm.echo import EchoModelClient
 from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta
 
 

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-import agentvm.adapters.llm_anthropic as llm_anthropic
-import agentvm.adapters.llm_bedrock as llm_bedrock
-import agentvm.adapters.llm_openai as llm_openai
-from agentvm.adapters.llm_echo import EchoModelClient
-from agentvm.adapters.llm_router import SettingsModelResolver
+import agentvm.adapters.llm.anthropic as llm_anthropic
+import agentvm.adapters.llm.bedrock as llm_bedrock
+import agentvm.adapters.llm.openai as llm_openai
+from agentvm.adapters.llm.echo import EchoModelClient
+from agentvm.adapters.llm.router import SettingsModelResolver
+from agentvm.agent.retry import RetryingModelClient
 from agentvm.config import CompatProvider, Settings
-from agentvm.core.retry import RetryingModelClient
 from agentvm.errors import BadRequest
 
 SECRET = "sk-test-very-secret-0123456789"
@@ -175,8 +175,8 @@ def test_errors_never_contain_a_key(fakes):
 def test_importing_the_adapters_does_not_import_the_sdks():
     code = (
         "import sys\n"
-        "import agentvm.adapters.llm_router, agentvm.adapters.llm_anthropic\n"
-        "import agentvm.adapters.llm_openai, agentvm.adapters.llm_bedrock, agentvm.adapters.llm_echo\n"
+        "import agentvm.adapters.llm.router, agentvm.adapters.llm.anthropic\n"
+        "import agentvm.adapters.llm.openai, agentvm.adapters.llm.bedrock, agentvm.adapters.llm.echo\n"
         "loaded = [m for m in ('anthropic', 'openai', 'boto3', 'botocore') if m in sys.modules]\n"
         "assert not loaded, loaded\n"
     )

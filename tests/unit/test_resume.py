@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.llm_scripted import Fail
+from agentvm.adapters.llm.scripted import Fail
+from agentvm.agent.turns import turn_id_for
 from agentvm.client import SessionCursors
-from agentvm.core.frames import ATTEMPT_SPAN, TURN_SPAN, last_seq, replay
-from agentvm.core.turns import turn_id_for
 from agentvm.errors import ProviderUnavailable
 from agentvm.messages import AssistantMessage, UserMessage, text_of
 from agentvm.records import TurnRecord
+from agentvm.streaming.frames import ATTEMPT_SPAN, TURN_SPAN, last_seq, replay
 
 WORDS = " ".join(f"w{i}" for i in range(40))
 

@@ -4,7 +4,7 @@ import logging
 
 import pytest
 
-from agentvm.core.retry import RetryingModelClient
+from agentvm.agent.retry import RetryingModelClient
 from agentvm.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta
 

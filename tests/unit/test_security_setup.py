@@ -7,13 +7,14 @@ import logging
 import pytest
 from pydantic import SecretStr
 
-from agentvm.bootstrap_security import DEFAULT_TENANT, ensure_admin_key, local_security, local_server_secrets
 from agentvm.config import Settings
-from agentvm.core.apikeys import new_token
-from agentvm.core.runtime import SystemClock
 from agentvm.errors import BadRequest
+from agentvm.hosts.local import local_security, local_server_secrets
+from agentvm.hosts.local_server import is_loopback, open_mode_error
 from agentvm.logs import SecretMask
-from agentvm.server import is_loopback, open_mode_error
+from agentvm.runtime import SystemClock
+from agentvm.security.apikeys import new_token
+from agentvm.security.setup import DEFAULT_TENANT, ensure_admin_key
 
 
 def settings(tmp_path, **kw) -> Settings:

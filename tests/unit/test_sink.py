@@ -5,13 +5,13 @@ from __future__ import annotations
 import asyncio
 import json
 
-from agentvm.adapters.local_push import LocalPush
-from agentvm.adapters.memory_connections import InMemoryConnections
-from agentvm.core.fanout import Fanout
-from agentvm.core.runtime import SystemClock
-from agentvm.core.sink import CoalescingSink
+from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.push import LocalPush
 from agentvm.events import EventContext
 from agentvm.ports import ConnectionInfo
+from agentvm.runtime import SystemClock
+from agentvm.streaming.fanout import Fanout
+from agentvm.streaming.sink import CoalescingSink
 
 
 async def _text_frames(flush_s: float, flush_max_s: float, tokens: int, interval_s: float) -> list[str]:

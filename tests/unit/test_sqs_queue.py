@@ -11,7 +11,7 @@ import pydantic
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.sqs_queue import SqsTurnQueue, job_from_body
+from agentvm.adapters.aws.sqs_queue import SqsTurnQueue, job_from_body
 from agentvm.records import TurnJob
 
 if TYPE_CHECKING:
@@ -130,7 +130,7 @@ def test_a_body_that_is_not_a_turn_job_is_rejected() -> None:
 
 def test_importing_the_aws_adapters_for_the_ws_handlers_does_not_import_boto3() -> None:
     code = (
-        "import sys, agentvm.adapters.sqs_queue, agentvm.adapters.apigw_push;"
+        "import sys, agentvm.adapters.aws.sqs_queue, agentvm.adapters.aws.apigw_push;"
         "print(sorted(m for m in ('boto3', 'botocore') if m in sys.modules))"
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

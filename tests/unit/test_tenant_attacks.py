@@ -31,8 +31,8 @@ from tests.security_harness import SERVER_SECRET, ManualClock, keyed_client, new
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
 
-    from agentvm.adapters.llm_scripted import ScriptedModelClient
-    from agentvm.core.runtime import Runtime
+    from agentvm.adapters.llm.scripted import ScriptedModelClient
+    from agentvm.runtime import Runtime
     from tests.harness import ProtocolClient
 
 
@@ -83,11 +83,10 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
     and counters on the one table) with the real gateway and HTTP app. Only the queue, the push and
     the model are the harness's (SQS and API Gateway are not what this suite attacks), and security
     runs on the test's clock, as in the local world."""
-    from agentvm.adapters.dynamodb_connections import DynamoConnections
-    from agentvm.adapters.dynamodb_store import DynamoStore
-    from agentvm.bootstrap import aws_runtime
-    from agentvm.bootstrap_security import aws_security
+    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.aws.dynamodb_store import DynamoStore
     from agentvm.config import Settings
+    from agentvm.hosts.aws import aws_runtime, aws_security
 
     h = Harness(tmp_path)
     local_store = h.store
@@ -240,7 +239,7 @@ COMMANDS_COVERED = {
 
 
 def test_the_suite_covers_all_17_commands():
-    from agentvm.core.commands import COMMANDS
+    from agentvm.gateway.commands import COMMANDS
 
     assert {t.removesuffix("_request") for t in COMMANDS} == COMMANDS_COVERED
 

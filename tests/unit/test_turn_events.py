@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentvm.adapters.llm_scripted import Fail
+from agentvm.adapters.llm.scripted import Fail
 from agentvm.errors import ProviderUnavailable
 
 CONTEXT_KEYS = {"containerId", "imageId", "agentId", "sessionId"}

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import asyncio
 
-from agentvm.core.context import estimate_request_tokens
-from agentvm.core.loop import run_turn
-from agentvm.core.runtime import SystemClock
+from agentvm.agent.context import estimate_request_tokens
+from agentvm.agent.loop import run_turn
 from agentvm.errors import ProviderUnavailable
 from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta
+from agentvm.runtime import SystemClock
 
 REQUEST = ModelRequest(
     model="m", messages=(ChatTurn("user", "What is the capital of France?"),), system="Be brief."

@@ -22,7 +22,6 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentvm import __version__
-from agentvm.core.auth import Principal
 from agentvm.errors import (
     AgentVMError,
     BadRequest,
@@ -32,10 +31,11 @@ from agentvm.errors import (
     QuotaExceeded,
     Unauthorized,
 )
+from agentvm.security.auth import Principal
 
 if TYPE_CHECKING:
-    from agentvm.core.budgets import Budgets
-    from agentvm.core.runtime import Runtime
+    from agentvm.runtime import Runtime
+    from agentvm.security.budgets import Budgets
 
 log = logging.getLogger("agentvm.api")
 

@@ -1,0 +1,1 @@
+"""The AWS adapters: DynamoDB (PynamoDB, one table), SQS FIFO, API Gateway push."""

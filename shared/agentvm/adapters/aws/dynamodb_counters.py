@@ -1,0 +1,121 @@
+"""The ``Counters`` port on DynamoDB (PynamoDB), on AgentVM's single table.
+
+=====================  ========================  ===============================================
+item                   pk / sk                   attributes
+=====================  ========================  ===============================================
+counter                ``COUNTER#<key>`` /       ``c_<field>`` (Number) per field, ``expiresAt``
+                       ``META``                  (the table's TTL attribute: end of the window)
+=====================  ========================  ===============================================
+
+``incr`` is one ``UpdateItem`` (``ADD c_<f> :n ... SET expiresAt = :e``, ``ReturnValues=UPDATED_NEW``),
+atomic across concurrent writers; an item under 1 KB costs 1 write unit. ``get`` is one eventually
+consistent GetItem (0.5 read units). TTL deletion is lazy (typically within two days), so an item
+past ``expiresAt`` is treated as absent here: ``get`` ignores it, and ``incr`` replaces it (a
+conditional update, and on a failed condition one conditional put: only when a key is reused after
+its window, which AgentVM's keys, carrying their window, never are).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import re
+import time
+from typing import TYPE_CHECKING
+
+from pynamodb.exceptions import PutError, UpdateError
+from pynamodb.expressions.operand import Path
+
+from agentvm.adapters.aws.dynamodb_models import META, TTL_ATTRIBUTE, bind_models
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Mapping
+
+FIELD_RE = re.compile(r"[a-z0-9]{1,16}")
+_PREFIX = "c_"
+_CONDITION_FAILED = "ConditionalCheckFailedException"
+
+
+def counter_pk(key: str) -> str:
+    return f"COUNTER#{key}"
+
+
+class DynamoDbCounters:
+    """``agentvm.ports.Counters`` on the single DynamoDB table. Blocking calls run in a thread."""
+
+    def __init__(
+        self,
+        table_name: str,
+        *,
+        region: str | None = None,
+        host: str | None = None,
+        now: Callable[[], float] = time.time,
+    ) -> None:
+        # The table's base model: a counter's fields are dynamic attributes (c_<field>) and its window
+        # end is plain epoch seconds, so both are written and compared as raw paths.
+        self._table = bind_models(table_name, region, host).base
+        self._now = now
+
+    async def incr(self, key: str, amounts: Mapping[str, int], *, expires_at: int) -> dict[str, int]:
+        if not amounts or not all(FIELD_RE.fullmatch(f) for f in amounts):
+            raise ValueError("counter field names are 1-16 characters of [a-z0-9] (at least one)")
+        return await asyncio.to_thread(self._incr, key, dict(amounts), expires_at)
+
+    async def get(self, key: str) -> dict[str, int]:
+        return await asyncio.to_thread(self._get, key)
+
+    # blocking parts
+
+    def _incr(self, key: str, amounts: dict[str, int], expires_at: int) -> dict[str, int]:
+        connection = self._table._get_connection()
+        pk = counter_pk(key)
+        for _ in range(3):
+            now = int(self._now())
+            try:
+                data = connection.update_item(
+                    pk,
+                    META,
+                    actions=[
+                        *(Path(_PREFIX + f).add(int(n)) for f, n in amounts.items()),
+                        Path(TTL_ATTRIBUTE).set(expires_at),
+                    ],
+                    condition=self._table.pk.does_not_exist() | (Path(TTL_ATTRIBUTE) > now),
+                    return_values="UPDATED_NEW",
+                )
+                attributes = data["Attributes"]
+                return {f: int(attributes[_PREFIX + f]["N"]) for f in amounts}
+            except UpdateError as exc:
+                if exc.cause_response_code != _CONDITION_FAILED:
+                    raise
+            # The item exists but its window is over (TTL has not deleted it yet): start it over.
+            try:
+                connection.put_item(
+                    pk,
+                    META,
+                    attributes={
+                        **{_PREFIX + f: {"N": str(int(n))} for f, n in amounts.items()},
+                        TTL_ATTRIBUTE: {"N": str(expires_at)},
+                    },
+                    condition=Path(TTL_ATTRIBUTE) <= now,
+                )
+                return {f: int(n) for f, n in amounts.items()}
+            except PutError as exc:
+                if exc.cause_response_code != _CONDITION_FAILED:
+                    raise
+            # another writer restarted it between our two calls: add to theirs
+        raise RuntimeError(f"counter {key!r} kept changing under concurrent restarts")
+
+    def _get(self, key: str) -> dict[str, int]:
+        item = self._table._get_connection().get_item(counter_pk(key), META).get("Item")
+        if not item:
+            return {}
+        expires_at = item.get(TTL_ATTRIBUTE)
+        if expires_at is not None and int(expires_at["N"]) <= int(self._now()):
+            return {}
+        return {
+            name.removeprefix(_PREFIX): int(value["N"])
+            for name, value in item.items()
+            if name.startswith(_PREFIX) and "N" in value
+        }
+
+
+__all__ = ["DynamoDbCounters"]

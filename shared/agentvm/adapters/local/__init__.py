@@ -1,0 +1,1 @@
+"""The local adapters: SQLite store and queue, in-memory connections, in-process push."""

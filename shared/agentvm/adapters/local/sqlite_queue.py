@@ -1,0 +1,222 @@
+"""The ``TurnQueue`` port on SQLite, plus its consumer: the local host's stand-in for SQS FIFO.
+
+A job is a row in ``turn_jobs``, written before ``enqueue`` returns, so an accepted turn survives
+a crash of the process. The consumer runs in the same process and event loop:
+
+- turns of one session run one at a time in enqueue order (the session's oldest live row is its
+  head; nothing behind it starts until it is gone), turns of different sessions run concurrently;
+- success deletes the row; a failure re-queues it after ``retry_delay_s`` without losing its place,
+  and after ``max_attempts`` failures moves it to the ``dead`` state, out of the session's line;
+- rows left ``running`` by a crash (or a cancelled ``run``) are re-queued when a consumer starts,
+  so delivery is at least once and handlers must be idempotent by ``turnId``.
+
+One consumer per file: a second one would re-queue the first one's running jobs at start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from typing import TYPE_CHECKING
+
+from agentvm.adapters.local.sqlite_store import connect
+from agentvm.records import TurnJob
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+    from pathlib import Path
+
+    Handler = Callable[[TurnJob], Awaitable[None]]
+
+log = logging.getLogger("agentvm.queue")
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS turn_jobs (
+    seq          INTEGER PRIMARY KEY,   -- enqueue order
+    turn_id      TEXT NOT NULL UNIQUE,
+    session_id   TEXT NOT NULL,
+    state        TEXT NOT NULL CHECK (state IN ('queued', 'running', 'dead')),
+    attempts     INTEGER NOT NULL DEFAULT 0,
+    available_at REAL NOT NULL,         -- wall-clock seconds: retry timers outlive the process
+    job          TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turn_jobs_by_session ON turn_jobs (session_id, state, seq);
+CREATE INDEX IF NOT EXISTS turn_jobs_by_state ON turn_jobs (state, seq);
+"""
+
+# Each live session's head (its oldest row not dead) when that head is waiting to run. A head
+# that is 'running' or waiting for a retry blocks the rest of its session.
+_HEADS = """
+SELECT seq, session_id, attempts, available_at, job FROM turn_jobs AS t
+WHERE state = 'queued'
+  AND seq = (SELECT MIN(seq) FROM turn_jobs WHERE session_id = t.session_id AND state != 'dead')
+ORDER BY seq
+"""
+
+
+class SqliteTurnQueue:
+    """A durable per-session FIFO of ``TurnJob`` with an in-process consumer (``run``/``drain``)."""
+
+    def __init__(
+        self,
+        path: str | Path,
+        *,
+        max_attempts: int = 3,
+        retry_delay_s: float = 1.0,
+        max_concurrency: int = 1000,
+        poll_interval_s: float = 1.0,
+    ) -> None:
+        self._conn = connect(path)
+        self._conn.executescript(_SCHEMA)
+        self.max_attempts = max_attempts
+        self.retry_delay_s = retry_delay_s
+        self.max_concurrency = max_concurrency
+        # Only a safety net: enqueue and finished jobs wake the consumer through the event.
+        self.poll_interval_s = poll_interval_s
+        self._wake = asyncio.Event()
+        self._inflight: dict[str, asyncio.Task[None]] = {}  # session id -> its running job
+        self._consuming = False
+
+    def close(self) -> None:
+        self._conn.close()
+
+    # producer side (the TurnQueue port)
+
+    async def enqueue(self, job: TurnJob) -> None:
+        # The commit happens before we return: the turn is durable once the caller acks it.
+        self._conn.execute(
+            "INSERT INTO turn_jobs (turn_id, session_id, state, available_at, job)"
+            " VALUES (?, ?, 'queued', ?, ?) ON CONFLICT (turn_id) DO NOTHING",
+            (job.turnId, job.sessionId, time.time(), job.model_dump_json()),
+        )
+        self._wake.set()
+
+    # inspection, for tests and operators
+
+    def pending(self) -> list[TurnJob]:
+        """Jobs queued or running, oldest first."""
+        rows = self._conn.execute(
+            "SELECT job FROM turn_jobs WHERE state IN ('queued', 'running') ORDER BY seq"
+        ).fetchall()
+        return [TurnJob.model_validate_json(r[0]) for r in rows]
+
+    def dead(self) -> list[TurnJob]:
+        """Jobs that failed ``max_attempts`` times, oldest first."""
+        rows = self._conn.execute("SELECT job FROM turn_jobs WHERE state = 'dead' ORDER BY seq").fetchall()
+        return [TurnJob.model_validate_json(r[0]) for r in rows]
+
+    # consumer side
+
+    async def run(self, handler: Handler) -> None:
+        """Consume forever; stop with ``task.cancel()``."""
+        await self._consume(handler, until_idle=False)
+
+    async def drain(self, handler: Handler) -> None:
+        """Consume until nothing is queued or running (waiting out retry delays), then return."""
+        await self._consume(handler, until_idle=True)
+
+    async def _consume(self, handler: Handler, *, until_idle: bool) -> None:
+        if self._consuming:
+            raise RuntimeError("this queue already has a consumer")
+        self._consuming = True
+        try:
+            # Whatever is 'running' now was started by a consumer that is gone (crash or cancel).
+            self._conn.execute("UPDATE turn_jobs SET state = 'queued' WHERE state = 'running'")
+            while True:
+                # Cleared before scanning: an enqueue or a finished job after the scan sets it again.
+                self._wake.clear()
+                next_retry_at = self._start_ready(handler)
+                if until_idle and not self._inflight and not self._has_live_jobs():
+                    return
+                timeout = self.poll_interval_s
+                if next_retry_at is not None:
+                    timeout = min(timeout, max(0.0, next_retry_at - time.time()))
+                # asyncio.timeout, not wait_for: on 3.11 wait_for can swallow a cancel that lands
+                # as the event is set (a finished job), and run() would never stop.
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(timeout):
+                        await self._wake.wait()
+        finally:
+            # Cancelled (shutdown): stop the handlers but leave their rows 'running'. A handler
+            # cut off mid-turn may already have had effects, and we cannot tell how far it got;
+            # the next consumer's start-up re-queues the row, exactly as after a crash, so both
+            # paths share one tested recovery, and an interrupted attempt is not counted as a
+            # failure of the turn.
+            tasks = list(self._inflight.values())
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+            # A task cancelled before its first step never ran its own cleanup.
+            self._inflight.clear()
+            self._consuming = False
+
+    def _has_live_jobs(self) -> bool:
+        row = self._conn.execute("SELECT 1 FROM turn_jobs WHERE state != 'dead' LIMIT 1").fetchone()
+        return row is not None
+
+    def _start_ready(self, handler: Handler) -> float | None:
+        """Start every session head that may run now; return the earliest pending retry time."""
+        now = time.time()
+        next_retry_at: float | None = None
+        for seq, session_id, attempts, available_at, job_json in self._conn.execute(_HEADS).fetchall():
+            if session_id in self._inflight:
+                continue
+            if available_at > now:
+                next_retry_at = available_at if next_retry_at is None else min(next_retry_at, available_at)
+                continue
+            if len(self._inflight) >= self.max_concurrency:
+                break  # a finishing job wakes the loop, which starts the rest
+            self._conn.execute("UPDATE turn_jobs SET state = 'running' WHERE seq = ?", (seq,))
+            job = TurnJob.model_validate_json(job_json)
+            self._inflight[session_id] = asyncio.create_task(
+                self._run_one(handler, seq, job, attempts), name=f"turn-{job.turnId}"
+            )
+        return next_retry_at
+
+    async def _run_one(self, handler: Handler, seq: int, job: TurnJob, attempts: int) -> None:
+        try:
+            await handler(job)
+        except asyncio.CancelledError:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                raise  # we are being cancelled: leave the row 'running' (see _consume)
+            self._record_failure(seq, job, attempts + 1, "CancelledError")
+        except Exception as exc:
+            self._record_failure(seq, job, attempts + 1, type(exc).__name__)
+        else:
+            self._conn.execute("DELETE FROM turn_jobs WHERE seq = ?", (seq,))
+        finally:
+            self._inflight.pop(job.sessionId, None)
+            self._wake.set()
+
+    def _record_failure(self, seq: int, job: TurnJob, attempts: int, error: str) -> None:
+        # Logs carry ids and the exception type only: exception text may quote user content.
+        if attempts < self.max_attempts:
+            self._conn.execute(
+                "UPDATE turn_jobs SET state = 'queued', attempts = ?, available_at = ? WHERE seq = ?",
+                (attempts, time.time() + self.retry_delay_s, seq),
+            )
+            log.warning(
+                "turn %s (session %s) failed with %s, attempt %d of %d; retrying",
+                job.turnId,
+                job.sessionId,
+                error,
+                attempts,
+                self.max_attempts,
+            )
+        else:
+            self._conn.execute(
+                "UPDATE turn_jobs SET state = 'dead', attempts = ? WHERE seq = ?", (attempts, seq)
+            )
+            log.error(
+                "turn %s (session %s) failed with %s after %d attempts; moved to dead letters",
+                job.turnId,
+                job.sessionId,
+                error,
+                attempts,
+            )
+
+
+__all__ = ["SqliteTurnQueue"]

@@ -1,0 +1,105 @@
+"""What a turn sends the model: the image's system prompt, the session's compaction summary (as an
+addendum to it), and the messages the summary does not cover, read as one bounded window.
+
+Token counts here are estimates (about four characters per token): cheap, provider-neutral, and
+only used to decide when to summarise and to bill a stream the provider cut before reporting usage.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentvm.agent.history import chat_turns
+from agentvm.llm import ModelRequest
+from agentvm.messages import AssistantMessage, UserMessage, text_of
+
+if TYPE_CHECKING:
+    from agentvm.messages import Message
+    from agentvm.ports import SeqMessage, Store
+    from agentvm.records import SessionSummary
+
+CHARS_PER_TOKEN = 4
+SUMMARY_HEADING = "Summary of the earlier conversation (those messages are not repeated below):"
+
+
+def estimate_tokens(text: str | None) -> int:
+    """About four characters per token, rounded up."""
+    return -(-len(text) // CHARS_PER_TOKEN) if text else 0
+
+
+def estimate_request_tokens(request: ModelRequest) -> int:
+    """The input tokens of a model request, estimated: its system prompt and messages."""
+    return estimate_tokens(request.system) + sum(estimate_tokens(turn.text) for turn in request.messages)
+
+
+def model_text(message: Message) -> str:
+    """The text of a message as the model sees it: user and assistant text; nothing of the rest."""
+    if isinstance(message, (UserMessage, AssistantMessage)):
+        return text_of(message.content)
+    return ""
+
+
+def system_prompt(image_prompt: str | None, summary: SessionSummary | None) -> str | None:
+    """The image's system prompt, plus the session summary when there is one."""
+    if summary is None or not summary.text:
+        return image_prompt
+    addendum = f"{SUMMARY_HEADING}\n{summary.text}"
+    return f"{image_prompt}\n\n{addendum}" if image_prompt else addendum
+
+
+@dataclass(frozen=True, slots=True)
+class TurnContext:
+    """A session as a turn reads it: its summary, and the messages after it (oldest first)."""
+
+    summary: SessionSummary | None
+    entries: tuple[SeqMessage, ...]
+    window: int  # the most messages the read could return
+
+    @property
+    def messages(self) -> list[Message]:
+        return [entry.message for entry in self.entries]
+
+    @property
+    def after_seq(self) -> int:
+        """The seq the summary covers up to (0: no summary)."""
+        return self.summary.upToSeq if self.summary is not None else 0
+
+    def estimated_tokens(self, image_prompt: str | None) -> int:
+        """The context a turn would send now: system prompt, summary and unsummarised messages."""
+        return estimate_tokens(system_prompt(image_prompt, self.summary)) + sum(
+            estimate_tokens(model_text(m)) for m in self.messages
+        )
+
+    def request(
+        self, *, model: str, image_prompt: str | None, up_to_user_id: str, max_tokens: int
+    ) -> ModelRequest:
+        return ModelRequest(
+            model=model,
+            messages=chat_turns(self.messages, up_to_user_id=up_to_user_id),
+            system=system_prompt(image_prompt, self.summary),
+            max_tokens=max_tokens,
+        )
+
+
+async def load_context(store: Store, session_id: str, window: int, *, summarised: bool = True) -> TurnContext:
+    """Two bounded reads: the session's summary, then the last ``window`` messages after it.
+
+    ``summarised=False`` (compaction off) skips the summary: the turn reads the plain window.
+    """
+    summary = await store.get_summary(session_id) if summarised else None
+    after = summary.upToSeq if summary is not None else 0
+    entries = await store.recent_messages_after(session_id, after, window)
+    return TurnContext(summary=summary, entries=tuple(entries), window=window)
+
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "SUMMARY_HEADING",
+    "TurnContext",
+    "estimate_request_tokens",
+    "estimate_tokens",
+    "load_context",
+    "model_text",
+    "system_prompt",
+]

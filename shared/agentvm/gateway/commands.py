@@ -1,0 +1,428 @@
+"""The 17 AgentX v1 commands (protocol §2): one async function each, registered in ``COMMANDS``.
+
+Each handler gets the caller's ``CommandContext`` and its validated payload, and returns the
+response ``data`` (``requestId`` is added by the gateway). It raises ``agentvm.errors`` types for
+failures; the gateway turns them into ``data.error`` plus a ``system_error``. Every lookup is
+scoped by the caller's tenant: another tenant's ids read exactly like ids that do not exist.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agentvm.agent.history import pending_user_ids
+from agentvm.agent.turns import TERMINAL, turn_id_for
+from agentvm.errors import BadRequest, NotFound, SessionBusy
+from agentvm.events import EventContext, dumps, event
+from agentvm.messages import UserMessage, message_to_wire
+from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
+from agentvm.streaming.fanout import Fanout
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from agentvm.events import Json
+    from agentvm.gateway.agentx_v1 import (
+        AgentDestroy,
+        AgentDestroyAll,
+        AgentGet,
+        AgentInterrupt,
+        AgentList,
+        ContainerCreate,
+        ContainerGet,
+        ContainerList,
+        ImageCreate,
+        ImageDelete,
+        ImageGet,
+        ImageList,
+        ImageMessages,
+        ImageRun,
+        ImageStop,
+        ImageUpdate,
+        MessageSend,
+    )
+    from agentvm.runtime import Runtime
+
+DEFAULT_IMAGE_NAME = "New Conversation"
+
+
+@dataclass
+class CommandContext:
+    rt: Runtime
+    tenant_id: str
+    connection_id: str
+    request_id: str
+    # frames for the caller only, sent before the response (e.g. agent_registered)
+    before_response: list[Json] = field(default_factory=list)
+
+    @property
+    def fanout(self) -> Fanout:
+        return Fanout(self.rt.connections, self.rt.push)
+
+    def now(self) -> int:
+        return self.rt.clock.now_ms()
+
+
+# -- lookups ------------------------------------------------------------------------------------
+async def _image(ctx: CommandContext, image_id: str) -> ImageRecord:
+    image = await ctx.rt.store.get_image(ctx.tenant_id, image_id)
+    if image is None:
+        raise NotFound(f"Image not found: {image_id}")
+    return image
+
+
+async def _image_by_agent(ctx: CommandContext, agent_id: str) -> ImageRecord | None:
+    for image in await ctx.rt.store.list_images(ctx.tenant_id):
+        if image.agentId == agent_id:
+            return image
+    return None
+
+
+async def _ensure_container(ctx: CommandContext, container_id: str) -> bool:
+    now = ctx.now()
+    created = await ctx.rt.store.put_container(
+        ContainerRecord(tenantId=ctx.tenant_id, containerId=container_id, createdAt=now, updatedAt=now)
+    )
+    if created:
+        ctx.before_response.append(
+            event(
+                "container_created",
+                {"containerId": container_id, "createdAt": now},
+                now_ms=now,
+                source="container",
+                category="lifecycle",
+            )
+        )
+    return created
+
+
+async def _start_agent(ctx: CommandContext, image: ImageRecord) -> tuple[ImageRecord, bool]:
+    """One agent per image: reuse the running one, else register a new one."""
+    if image.agentId:
+        return image, True
+    now = ctx.now()
+    image = image.model_copy(update={"agentId": ctx.rt.ids.new("agent"), "updatedAt": now})
+    await ctx.rt.store.put_image(image)
+    ctx.before_response.append(
+        event(
+            "agent_registered",
+            {
+                "containerId": image.containerId,
+                "agentId": image.agentId,
+                "definitionName": image.name,
+                "registeredAt": now,
+            },
+            now_ms=now,
+            source="container",
+            category="lifecycle",
+        )
+    )
+    return image, False
+
+
+async def _stop_agent(ctx: CommandContext, image: ImageRecord) -> bool:
+    if not image.agentId:
+        return False
+    agent_id, now = image.agentId, ctx.now()
+    await ctx.rt.store.put_image(image.model_copy(update={"agentId": None, "updatedAt": now}))
+    # Outside any turn: no seq, not part of the resumable stream (docs/protocol.md, Resume).
+    destroyed = event(
+        "session_destroyed",
+        {"sessionId": image.sessionId, "agentId": agent_id, "containerId": image.containerId},
+        now_ms=now,
+        source="session",
+        category="lifecycle",
+        context=_context(image, agent_id).to_wire(),
+    )
+    await ctx.fanout.publish(image.sessionId, [dumps(destroyed)])
+    ctx.before_response.append(
+        event(
+            "agent_unregistered",
+            {"containerId": image.containerId, "agentId": agent_id, "reason": "stopped"},
+            now_ms=now,
+            source="container",
+            category="lifecycle",
+        )
+    )
+    return True
+
+
+async def _active_turn(ctx: CommandContext, image: ImageRecord) -> str | None:
+    """The oldest turn of the session that is queued or running, if any.
+
+    Unanswered user messages in the recent window are the candidates; their turn records say
+    which are still live (an interrupted turn with no text leaves its message unanswered).
+    """
+    window = await ctx.rt.store.recent_messages(image.sessionId, ctx.rt.turns.history_window)
+    for user_id in pending_user_ids(window):
+        turn = await ctx.rt.store.get_turn(turn_id_for(user_id))
+        if turn is not None and turn.status not in TERMINAL:
+            return turn.turnId
+    return None
+
+
+async def _interrupt_running(ctx: CommandContext, image: ImageRecord) -> bool:
+    """Mark the active turn cancelled (store + in-process signal). The turn's worker tells the
+    subscribers (``interrupted``, numbered in the turn's stream) when it sees the mark."""
+    turn_id = await _active_turn(ctx, image)
+    if turn_id is None:
+        return False
+    await ctx.rt.store.request_cancel(image.sessionId, turn_id)
+    ctx.rt.signals.fire(turn_id)
+    return True
+
+
+def _context(image: ImageRecord, agent_id: str | None = None) -> EventContext:
+    return EventContext(
+        containerId=image.containerId,
+        imageId=image.imageId,
+        agentId=agent_id or image.agentId or "",
+        sessionId=image.sessionId,
+    )
+
+
+async def _subscribe(ctx: CommandContext, session_id: str) -> None:
+    await ctx.rt.connections.subscribe(ctx.connection_id, session_id)
+
+
+# -- containers ---------------------------------------------------------------------------------
+async def container_create(ctx: CommandContext, req: ContainerCreate) -> Json:
+    await _ensure_container(ctx, req.containerId)
+    return {"containerId": req.containerId}
+
+
+async def container_get(ctx: CommandContext, req: ContainerGet) -> Json:
+    found = await ctx.rt.store.get_container(ctx.tenant_id, req.containerId)
+    return {"containerId": req.containerId, "exists": True} if found else {"exists": False}
+
+
+async def container_list(ctx: CommandContext, req: ContainerList) -> Json:
+    return {"containerIds": [c.containerId for c in await ctx.rt.store.list_containers(ctx.tenant_id)]}
+
+
+# -- agents -------------------------------------------------------------------------------------
+async def agent_get(ctx: CommandContext, req: AgentGet) -> Json:
+    image = await _image_by_agent(ctx, req.agentId)
+    if image is None:
+        return {"exists": False}
+    return {"agentId": req.agentId, "containerId": image.containerId, "exists": True}
+
+
+async def agent_list(ctx: CommandContext, req: AgentList) -> Json:
+    images = await ctx.rt.store.list_images(ctx.tenant_id, req.containerId)
+    return {
+        "agents": [
+            {"agentId": i.agentId, "containerId": i.containerId, "imageId": i.imageId}
+            for i in images
+            if i.agentId
+        ]
+    }
+
+
+async def agent_destroy(ctx: CommandContext, req: AgentDestroy) -> Json:
+    image = await _image_by_agent(ctx, req.agentId)
+    success = image is not None and await _stop_agent(ctx, image)
+    return {"agentId": req.agentId, "success": success}
+
+
+async def agent_destroy_all(ctx: CommandContext, req: AgentDestroyAll) -> Json:
+    for image in await ctx.rt.store.list_images(ctx.tenant_id, req.containerId):
+        await _stop_agent(ctx, image)
+    return {"containerId": req.containerId}
+
+
+async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
+    if req.imageId:
+        image = await _image(ctx, req.imageId)
+    elif req.agentId:
+        found = await _image_by_agent(ctx, req.agentId)
+        if found is None:
+            raise NotFound(f"Agent not found: {req.agentId}")
+        image = found
+    else:
+        raise BadRequest("Either imageId or agentId must be provided")
+    if ctx.rt.budgets is not None:  # refuse before anything is stored (quota_exceeded)
+        await ctx.rt.budgets.check(ctx.tenant_id, image.containerId)
+    # No container upsert here: an image only exists inside a container made with it, and on
+    # AWS the conditional put would cost a write unit per turn for nothing.
+    image, _ = await _start_agent(ctx, image)
+    assert image.agentId is not None
+    # The sender always sees its own stream, even if it never listed the image (AgentX's
+    # "stuck in Queued" bug, protocol §1.5). With a cursor: a turn's worker that finds the sender
+    # only at a later subscriber lookup (the AWS index lags) still sends it the turn from its start.
+    await ctx.rt.connections.subscribe(ctx.connection_id, image.sessionId, after_seq=0)
+
+    # What to do if a turn is already running: the request's option beats the image's policy.
+    policy = (req.options.concurrency if req.options else None) or image.concurrency
+    if policy == "reject" and await _active_turn(ctx, image) is not None:
+        raise SessionBusy("a turn is already running in this session; retry when it ends")
+    if policy == "interrupt":
+        await _interrupt_running(ctx, image)  # the new turn runs right after it stops (FIFO)
+
+    user = UserMessage(id=ctx.rt.ids.new("msg"), timestamp=ctx.now(), content=req.content)
+    # Keyed by requestId: a retried request never appends twice nor runs a second turn.
+    appended = await ctx.rt.store.append_message(
+        image.sessionId, user, idempotency_key=f"req:{req.requestId}"
+    )
+    user_id = appended.message.id
+    turn_id = turn_id_for(user_id)
+    # message_persisted is the first frame of the turn, sent by its worker: numbered in the
+    # session's stream, it cannot overtake the frames of a turn still running before it.
+    if appended.created:
+        await ctx.rt.store.put_turn(
+            TurnRecord(
+                turnId=turn_id,
+                sessionId=image.sessionId,
+                status="queued",
+                updatedAt=ctx.now(),
+                userSeq=appended.seq,
+            )
+        )
+    job = TurnJob(
+        turnId=turn_id,
+        tenantId=ctx.tenant_id,
+        containerId=image.containerId,
+        imageId=image.imageId,
+        sessionId=image.sessionId,
+        agentId=image.agentId,
+        userMessageId=user_id,
+        requestId=req.requestId,
+        enqueuedAt=ctx.now(),
+        userSeq=appended.seq,
+        userSavedAt=appended.message.timestamp,
+    )
+    await ctx.rt.queue.enqueue(job)  # idempotent by turnId
+    return {"imageId": image.imageId, "agentId": image.agentId}
+
+
+async def agent_interrupt(ctx: CommandContext, req: AgentInterrupt) -> Json:
+    if req.imageId:
+        image: ImageRecord | None = await _image(ctx, req.imageId)
+    elif req.agentId:
+        image = await _image_by_agent(ctx, req.agentId)
+        if image is None:
+            raise NotFound(f"Agent not found: {req.agentId}")
+    else:
+        raise BadRequest("Either imageId or agentId must be provided")
+    assert image is not None
+    if not image.agentId:  # offline: nothing runs
+        return {"imageId": image.imageId}
+    await _interrupt_running(ctx, image)
+    return {"imageId": image.imageId, "agentId": image.agentId}
+
+
+# -- images -------------------------------------------------------------------------------------
+async def image_create(ctx: CommandContext, req: ImageCreate) -> Json:
+    await _ensure_container(ctx, req.containerId)
+    now, cfg = ctx.now(), req.config
+    image = ImageRecord(
+        tenantId=ctx.tenant_id,
+        imageId=ctx.rt.ids.new("img"),
+        containerId=req.containerId,
+        sessionId=ctx.rt.ids.new("sess"),
+        name=cfg.name or DEFAULT_IMAGE_NAME,
+        description=cfg.description,
+        systemPrompt=cfg.systemPrompt,
+        model=cfg.model,
+        mcpServers=cfg.mcpServers,
+        concurrency=cfg.concurrency or "queue",
+        createdAt=now,
+        updatedAt=now,
+    )
+    if image.model:
+        ctx.rt.models.resolve(image.model)  # reject an unknown provider now, not at the first turn
+    session = SessionRecord(
+        tenantId=ctx.tenant_id,
+        sessionId=image.sessionId,
+        imageId=image.imageId,
+        containerId=image.containerId,
+        createdAt=now,
+        updatedAt=now,
+    )
+    await ctx.rt.store.create_image(image, session)
+    return {"record": image.to_wire(), "__subscriptions": [image.sessionId]}
+
+
+async def image_run(ctx: CommandContext, req: ImageRun) -> Json:
+    image, reused = await _start_agent(ctx, await _image(ctx, req.imageId))
+    await _subscribe(ctx, image.sessionId)
+    return {"imageId": image.imageId, "agentId": image.agentId, "reused": reused}
+
+
+async def image_stop(ctx: CommandContext, req: ImageStop) -> Json:
+    await _stop_agent(ctx, await _image(ctx, req.imageId))
+    return {"imageId": req.imageId}
+
+
+async def image_update(ctx: CommandContext, req: ImageUpdate) -> Json:
+    image = await _image(ctx, req.imageId)
+    changes: dict[str, Any] = req.updates.model_dump(exclude_unset=True, exclude_none=True)
+    if "model" in changes:
+        ctx.rt.models.resolve(changes["model"])
+    image = image.model_copy(update={**changes, "updatedAt": ctx.now()})
+    await ctx.rt.store.put_image(image)
+    return {"record": image.to_wire()}
+
+
+async def image_list(ctx: CommandContext, req: ImageList) -> Json:
+    images = await ctx.rt.store.list_images(ctx.tenant_id, req.containerId)
+    return {"records": [i.to_wire() for i in images], "__subscriptions": [i.sessionId for i in images]}
+
+
+async def image_get(ctx: CommandContext, req: ImageGet) -> Json:
+    image = await ctx.rt.store.get_image(ctx.tenant_id, req.imageId)
+    if image is None:
+        return {"record": None}
+    return {"record": image.to_wire(), "__subscriptions": [image.sessionId]}
+
+
+async def image_delete(ctx: CommandContext, req: ImageDelete) -> Json:
+    image = await _image(ctx, req.imageId)
+    await _stop_agent(ctx, image)
+    await ctx.rt.store.delete_image(ctx.tenant_id, image.imageId)
+    return {"imageId": req.imageId}
+
+
+async def image_messages(ctx: CommandContext, req: ImageMessages) -> Json:
+    image = await _image(ctx, req.imageId)
+    messages = await ctx.rt.store.list_messages(image.sessionId)
+    return {"imageId": image.imageId, "messages": [message_to_wire(m) for m in messages]}
+
+
+COMMANDS: dict[str, Callable[[CommandContext, Any], Awaitable[Json]]] = {
+    "container_create_request": container_create,
+    "container_get_request": container_get,
+    "container_list_request": container_list,
+    "agent_get_request": agent_get,
+    "agent_list_request": agent_list,
+    "agent_destroy_request": agent_destroy,
+    "agent_destroy_all_request": agent_destroy_all,
+    "message_send_request": message_send,
+    "agent_interrupt_request": agent_interrupt,
+    "image_create_request": image_create,
+    "image_run_request": image_run,
+    "image_stop_request": image_stop,
+    "image_update_request": image_update,
+    "image_list_request": image_list,
+    "image_get_request": image_get,
+    "image_delete_request": image_delete,
+    "image_messages_request": image_messages,
+}
+
+# Fields a failed response still carries, so typed clients find every documented field (§2.1).
+FAILURE_DEFAULTS: dict[str, Json] = {
+    "container_get_request": {"exists": False},
+    "container_list_request": {"containerIds": []},
+    "agent_get_request": {"exists": False},
+    "agent_list_request": {"agents": []},
+    "agent_destroy_request": {"success": False},
+    "message_send_request": {"agentId": ""},
+    "image_run_request": {"agentId": "", "reused": False},
+    "image_list_request": {"records": []},
+    "image_messages_request": {"messages": []},
+}
+# Request fields echoed into a failed response when present.
+ECHOED_FIELDS = ("containerId", "imageId", "agentId")
+
+__all__ = ["COMMANDS", "ECHOED_FIELDS", "FAILURE_DEFAULTS", "CommandContext"]

@@ -1,0 +1,170 @@
+"""The gateway: one client frame in, the frames for that caller out.
+
+Both hosts call ``handle_frame`` for every WebSocket text frame and send the returned payloads
+to the calling connection only (never broadcast: AgentX v1 broadcast responses to everyone, which
+leaks across tenants). Events for a session go to its subscribers through the fanout.
+Nothing a client sends can crash it: every failure becomes the protocol's error shape. One
+exception to "replies are returned": a ``subscribe`` with ``afterSeq`` pushes the frames the
+caller missed itself, before subscribing it (``core.resume`` says why).
+
+Authentication (with ``rt.auth`` set): an ``auth`` frame carrying a valid ``Authorization:
+Bearer`` header authenticates its connection (the connection is re-registered with the key's
+tenant); a bad one answers ``unauthorized`` and leaves the connection as it was. Every later frame
+re-checks the connection's key (cached, so a revoked key stops within the revocation bound), and
+every request counts against the key's rate limit.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agentvm.errors import AgentVMError, NotFound, Unauthorized
+from agentvm.events import dumps, response, system_error
+from agentvm.gateway.agentx_v1 import (
+    AuthFrame,
+    FrameError,
+    IgnoredFrame,
+    RequestFrame,
+    SubscribeFrame,
+    parse_frame,
+)
+from agentvm.gateway.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
+from agentvm.ports import ConnectionInfo
+from agentvm.streaming.resume import subscribe_after
+
+if TYPE_CHECKING:
+    from agentvm.events import Json
+    from agentvm.runtime import Runtime
+
+log = logging.getLogger("agentvm.gateway")
+
+
+async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> list[str]:
+    """Handle one frame from ``connection_id``; returns the payloads to send back to it."""
+    try:
+        frame = parse_frame(raw, max_bytes=rt.turns.max_frame_bytes)
+    except FrameError as exc:
+        return _error_frames(rt, exc, request_type=exc.request_type, request_id=exc.request_id, data={})
+    conn = await rt.connections.get(connection_id)
+    if isinstance(frame, IgnoredFrame):
+        return []
+    if isinstance(frame, AuthFrame):
+        return await _authenticate(rt, connection_id, conn, frame)
+    request_type, request_id = (
+        (frame.type, frame.request_id) if isinstance(frame, RequestFrame) else (None, None)
+    )
+    try:
+        if conn is None or conn.tenant_id is None:
+            raise Unauthorized("connection is not authenticated")
+        await _admit(rt, conn, counts=isinstance(frame, RequestFrame))
+    except AgentVMError as exc:
+        return _error_frames(rt, exc, request_type=request_type, request_id=request_id, data={})
+    except Exception:
+        log.exception("admission failed", extra={"request_type": request_type, "request_id": request_id})
+        err = AgentVMError("internal error")
+        return _error_frames(rt, err, request_type=request_type, request_id=request_id, data={})
+    if isinstance(frame, SubscribeFrame):
+        return await _subscribe(rt, conn, frame)
+    return await _request(rt, conn, frame)
+
+
+async def _authenticate(
+    rt: Runtime, connection_id: str, conn: ConnectionInfo | None, frame: AuthFrame
+) -> list[str]:
+    if rt.auth is None:
+        return []  # no authenticator: the host decided who this connection is (open dev mode)
+    try:
+        principal = await rt.auth.from_headers(frame.headers)
+        if principal is None:
+            raise Unauthorized("the auth frame has no 'Authorization: Bearer <API key>' header")
+        if not principal.allows("client"):
+            raise Unauthorized("this API key may not use the WebSocket protocol")
+        if conn is not None and conn.tenant_id not in (None, principal.tenant_id):
+            raise Unauthorized("this connection is authenticated for another tenant; open a new one")
+    except AgentVMError as exc:
+        return _error_frames(rt, exc, request_type=None, request_id=None, data={})
+    except Exception:
+        log.exception("auth frame failed")
+        return _error_frames(rt, AgentVMError("internal error"), request_type=None, request_id=None, data={})
+    await rt.connections.register(
+        ConnectionInfo(
+            connection_id=connection_id,
+            tenant_id=principal.tenant_id,
+            connected_at=conn.connected_at if conn is not None else rt.clock.now_ms(),
+            key_id=principal.key_id,
+        )
+    )
+    return []  # AgentX clients expect no reply to `auth`
+
+
+async def _admit(rt: Runtime, conn: ConnectionInfo, *, counts: bool) -> None:
+    """The connection's key is still valid (revocation), and a request is within its rate limit."""
+    if rt.auth is None or conn.key_id is None:
+        return
+    principal = await rt.auth.principal(conn.key_id)
+    if principal.tenant_id != conn.tenant_id:
+        raise Unauthorized("connection is not authenticated")
+    if counts and rt.rate_limiter is not None:
+        await rt.rate_limiter.hit(principal)
+
+
+async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -> list[str]:
+    """Silent on success. With ``afterSeq``, what the caller missed is pushed to it first (resume)."""
+    assert conn.tenant_id is not None
+    try:
+        session = await rt.store.get_session(conn.tenant_id, frame.session_id)
+        if session is None:
+            raise NotFound(f"Session not found: {frame.session_id}")
+        if frame.after_seq is None:
+            await rt.connections.subscribe(conn.connection_id, frame.session_id)
+        else:
+            await subscribe_after(rt, conn.connection_id, session, frame.after_seq)
+    except AgentVMError as exc:
+        return _error_frames(rt, exc, request_type=None, request_id=None, data={})
+    except Exception:
+        log.exception("subscribe failed", extra={"session_id": frame.session_id})
+        return _error_frames(rt, AgentVMError("internal error"), request_type=None, request_id=None, data={})
+    return []
+
+
+async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> list[str]:
+    assert conn.tenant_id is not None
+    ctx = CommandContext(
+        rt=rt, tenant_id=conn.tenant_id, connection_id=conn.connection_id, request_id=frame.request_id
+    )
+    payload = frame.payload.model_dump(exclude_none=True)
+    try:
+        data = await COMMANDS[frame.type](ctx, frame.payload)
+    except AgentVMError as exc:
+        out = [dumps(f) for f in ctx.before_response]
+        return out + _error_frames(
+            rt, exc, request_type=frame.type, request_id=frame.request_id, data=payload
+        )
+    except Exception:
+        log.exception("command failed", extra={"request_type": frame.type, "request_id": frame.request_id})
+        err = AgentVMError("internal error")
+        return _error_frames(rt, err, request_type=frame.type, request_id=frame.request_id, data=payload)
+    out = [dumps(f) for f in ctx.before_response]
+    out.append(dumps(response(frame.type, {"requestId": frame.request_id, **data}, now_ms=rt.clock.now_ms())))
+    return out
+
+
+def _error_frames(
+    rt: Runtime, exc: AgentVMError, *, request_type: str | None, request_id: str | None, data: Json
+) -> list[str]:
+    """A ``system_error``, then (for a request we can name) its ``*_response`` with ``data.error``."""
+    now = rt.clock.now_ms()
+    extra = exc.wire_fields()
+    out = [dumps(system_error(exc.message, now_ms=now, code=exc.code, request_id=request_id, details=extra))]
+    if request_type is not None and request_id is not None:
+        body: Json = {"requestId": request_id, **FAILURE_DEFAULTS.get(request_type, {})}
+        body.update({k: data[k] for k in ECHOED_FIELDS if isinstance(data.get(k), str)})
+        body.update(extra)
+        body["error"] = exc.message
+        body["code"] = exc.code
+        out.append(dumps(response(request_type, body, now_ms=now)))
+    return out
+
+
+__all__ = ["handle_frame"]

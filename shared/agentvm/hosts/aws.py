@@ -1,0 +1,316 @@
+"""The AWS host's composition root: what every ``functions/<name>/app.py`` runs on.
+
+``aws_runtime`` wires DynamoDB, SQS, API Gateway push, models with keys from SSM, and security on
+the same table (``aws_security``); ``LambdaEntry`` / ``run_sync`` are the Lambda glue every function
+shares. Nothing here does network I/O at build time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+from typing import TYPE_CHECKING, Any, TypeVar
+
+from agentvm.runtime import Runtime, turn_settings
+from agentvm.security.apikeys import ServerSecrets
+from agentvm.security.setup import SECRET_NAMES, LazyServerSecrets, Security, build_security, server_secrets
+
+if TYPE_CHECKING:
+    from collections.abc import Callable, Coroutine, Iterable
+
+    from aws_lambda_powertools import Logger
+
+    from agentvm.adapters.llm.router import SettingsModelResolver
+    from agentvm.config import Settings
+    from agentvm.ports import Clock, ModelClient
+    from agentvm.records import TurnJob
+
+    Handler = Callable[[dict[str, Any], Any], Any]
+
+T = TypeVar("T")
+log = logging.getLogger("agentvm.hosts.aws")
+
+# -- the AWS host -------------------------------------------------------------------------------
+# Provider settings the keys parameter may carry. Other settings come from the function's
+# environment (template.yaml), never from the secret.
+_SECRET_FIELDS = (
+    "anthropic_api_key",
+    "anthropic_base_url",
+    "openai_api_key",
+    "openai_base_url",
+    "openai_compatible",
+)
+
+
+def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",)) -> Runtime:
+    """DynamoDB store and connections, SQS FIFO turn queue, API Gateway push, models by settings,
+    and security (API keys, budgets, rate limits on the same table: ``aws_security``).
+
+    Only builds objects: boto3 clients are created offline, so this does no network I/O (provider
+    keys and the server secret are read later, on first use; see ``SsmKeysModelResolver`` and
+    ``aws_security``). ``require`` names the settings this function cannot run
+    without; a missing one fails here, with the environment variable to set. Ports whose setting a
+    function was not given (``$connect`` has no queue) fail loudly if ever used; so does verifying
+    a token in a function without ``AVM_AUTH_SECRET_PARAMETER``: the authenticator is always there,
+    so no function ever runs unauthenticated.
+    """
+    from agentvm.adapters.aws.apigw_push import ApiGatewayPush
+    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.aws.dynamodb_store import DynamoStore
+    from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
+
+    missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
+    if missing:
+        names = ", ".join(f"AVM_{name.upper()}" for name in missing)
+        raise RuntimeError(f"AWS host misconfigured: {names} not set")
+    assert settings.table_name is not None
+    runtime = Runtime(
+        store=DynamoStore(settings.table_name),
+        queue=SqsTurnQueue(settings.queue_url) if settings.queue_url else NotConfigured("queue_url"),
+        connections=DynamoConnections(settings.table_name),
+        push=ApiGatewayPush(settings.ws_endpoint) if settings.ws_endpoint else NotConfigured("ws_endpoint"),
+        models=SsmKeysModelResolver(settings),
+        turns=turn_settings(settings, cancel_poll_s=settings.cancel_poll_ms / 1000),
+    )
+    aws_security(settings, runtime.clock).attach(runtime)
+    return runtime
+
+
+class NotConfigured:
+    """Stands in for the queue or push of a function deployed without that setting."""
+
+    def __init__(self, setting: str) -> None:
+        self.setting = setting
+
+    def _error(self) -> RuntimeError:
+        return RuntimeError(f"this function has no AVM_{self.setting.upper()}: add it in template.yaml")
+
+    async def enqueue(self, job: TurnJob) -> None:
+        raise self._error()
+
+    async def send(self, connection_id: str, payload: str) -> None:
+        raise self._error()
+
+
+class SsmKeysModelResolver:
+    """The AWS host's ModelResolver: ``SettingsModelResolver`` plus keys from SSM Parameter Store.
+
+    ``settings.provider_keys_parameter`` names one SecureString holding a JSON object such as
+    ``{"ANTHROPIC_API_KEY": "...", "OPENAI_API_KEY": "..."}`` (the same names as the local
+    environment variables). It is read on the first ``resolve``: when a turn first needs a model, or
+    a frame names one (``image_create`` with ``config.model``); never at import, so no handler's
+    cold start waits for SSM and KMS. The keys are then kept for the life of the execution
+    environment: a rotated key reaches functions as their environments are replaced (any deploy or
+    configuration change replaces all of them). Values are never logged, not even on errors.
+    """
+
+    def __init__(self, settings: Settings, *, ssm_client: Any = None) -> None:
+        self._settings = settings
+        self._ssm_client = ssm_client
+        self._resolver: SettingsModelResolver | None = None
+
+    def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
+        return self._loaded().resolve(ref)
+
+    def _loaded(self) -> SettingsModelResolver:
+        if self._resolver is None:
+            from agentvm.adapters.llm.router import SettingsModelResolver
+
+            settings = self._settings
+            if settings.provider_keys_parameter:
+                settings = with_provider_keys(settings, self._read(settings.provider_keys_parameter))
+            self._resolver = SettingsModelResolver(settings)
+        return self._resolver
+
+    def _read(self, name: str) -> dict[str, Any]:
+        keys = read_ssm_json(name, ssm_client=self._ssm_client, holding="a JSON object of provider settings")
+        log.info("provider keys loaded", extra={"parameter": name, "names": sorted(keys)})
+        return keys
+
+
+def read_ssm_json(name: str, *, ssm_client: Any = None, holding: str) -> dict[str, Any]:
+    """The JSON object in the SecureString ``name`` (decrypted). Errors never quote the value.
+
+    ``holding`` says what the parameter must hold, for the error when it holds anything else.
+    """
+    client = ssm_client
+    if client is None:
+        import boto3
+
+        client = boto3.client("ssm")
+    value = client.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+    try:
+        parsed = json.loads(value)
+    except ValueError:
+        parsed = None
+    if not isinstance(parsed, dict):
+        # no detail on purpose: a parse error's message can quote the secret
+        raise RuntimeError(f"SSM parameter {name} must hold {holding}")
+    return parsed
+
+
+def with_provider_keys(settings: Settings, keys: dict[str, Any]) -> Settings:
+    """``settings`` plus the provider settings in ``keys`` (named as their environment variables)."""
+    from pydantic import AliasChoices, TypeAdapter, ValidationError
+
+    names: dict[str, str] = {}
+    for field in _SECRET_FIELDS:
+        info = type(settings).model_fields[field]
+        names[f"AVM_{field.upper()}"] = field
+        if isinstance(info.validation_alias, AliasChoices):
+            names.update({str(alias): field for alias in info.validation_alias.choices})
+    update: dict[str, Any] = {}
+    for name, value in keys.items():
+        field = names.get(name)
+        if field is None:
+            log.warning("ignoring an unknown name in the provider keys", extra={"key_name": name})
+            continue
+        try:
+            update[field] = TypeAdapter(type(settings).model_fields[field].annotation).validate_python(value)
+        except ValidationError:
+            # no detail on purpose: pydantic's message quotes the input value
+            raise RuntimeError(f"provider key {name} has an invalid value") from None
+    return settings.model_copy(update=update)
+
+
+def ssm_server_secrets(name: str, *, ssm_client: Any = None) -> ServerSecrets:
+    """The server secrets in the SecureString ``name``: ``{"AVM_AUTH_SECRET": "...", ...}``.
+
+    ``AVM_AUTH_SECRET_PREVIOUS`` is optional (while rotating). Errors and logs name the
+    parameter and the names it holds, never a value.
+    """
+    values = read_ssm_json(name, ssm_client=ssm_client, holding='{"AVM_AUTH_SECRET": "<at least 32 bytes>"}')
+    unknown = sorted(set(values) - set(SECRET_NAMES))
+    if unknown:
+        log.warning("ignoring unknown names in the auth secret parameter", extra={"names": unknown})
+    current, previous = (values.get(n) for n in SECRET_NAMES)
+    if not isinstance(current, str) or not isinstance(previous, str | None):
+        raise RuntimeError(
+            f"SSM parameter {name} must hold AVM_AUTH_SECRET (and AVM_AUTH_SECRET_PREVIOUS): strings"
+        )
+    secrets_ = ServerSecrets(current.encode(), previous.encode() if previous else None)
+    log.info("auth secret loaded", extra={"parameter": name, "names": sorted(set(values) - set(unknown))})
+    return secrets_
+
+
+def _not_configured() -> ServerSecrets:
+    raise RuntimeError("this function has no AVM_AUTH_SECRET_PARAMETER: add it in template.yaml")
+
+
+def aws_security(settings: Settings, clock: Clock, *, ssm_client: Any = None) -> Security:
+    """Key store, budgets and counters on the single table ``AVM_TABLE_NAME``; always authenticates.
+
+    The server secret: ``AVM_AUTH_SECRET`` when set (tests, tooling), else the SecureString named by
+    ``AVM_AUTH_SECRET_PARAMETER``, read on first use (``LazyServerSecrets``; no network I/O here).
+    A function given neither still gets an authenticator, whose first token check fails: there is
+    no unauthenticated mode on AWS. Counter windows expire by ``clock``, like budgets and limits.
+    """
+    from agentvm.adapters.aws.dynamodb_budgets import DynamoDbBudgetStore
+    from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
+    from agentvm.adapters.aws.dynamodb_keys import DynamoDbKeyStore
+
+    if not settings.table_name:
+        raise ValueError("AVM_TABLE_NAME is not set")
+    table = settings.table_name
+    secrets_: ServerSecrets | LazyServerSecrets
+    if settings.auth_secret is not None:
+        secrets_ = server_secrets(settings)
+    elif settings.auth_secret_parameter:
+        name = settings.auth_secret_parameter
+        secrets_ = LazyServerSecrets(lambda: ssm_server_secrets(name, ssm_client=ssm_client))
+    else:
+        secrets_ = LazyServerSecrets(_not_configured)
+    return build_security(
+        settings,
+        clock,
+        keys=DynamoDbKeyStore(table),
+        budgets=DynamoDbBudgetStore(table),
+        counters=DynamoDbCounters(table, now=lambda: clock.now_ms() / 1000),
+        secrets_=secrets_,
+    )
+
+
+class LambdaEntry:
+    """A function module's ``lambda_handler``: ``build(aws_runtime(Settings()))``, built once.
+
+    Inside a Lambda execution environment (``AWS_LAMBDA_FUNCTION_NAME`` is set) the handler is
+    built when the module is imported, i.e. in Lambda's init phase: the runtime's clients are then
+    ready before the first event, and an environment Lambda initialises ahead of traffic pays
+    nothing on a request. Anywhere else (tests, tooling, ``scripts/measure_imports.py``) it is built
+    on the first invocation, so a handler module imports without AWS settings. ``eager`` overrides
+    the choice. Either way the handler, its runtime and its clients live as long as the execution
+    environment; a missing setting fails the build with the variable to set.
+    """
+
+    def __init__(
+        self,
+        build: Callable[[Runtime], Handler],
+        *,
+        require: Iterable[str],
+        logger: Logger | None = None,
+        eager: bool | None = None,
+    ) -> None:
+        self._build = build
+        self._require = tuple(require)
+        self._logger = logger
+        self._handler: Handler | None = None
+        if eager is None:
+            eager = bool(os.environ.get("AWS_LAMBDA_FUNCTION_NAME"))  # set by Lambda's runtime
+        if eager:
+            self.prime()
+
+    def __call__(self, event: dict[str, Any], context: Any) -> Any:
+        handler = self._handler or self.prime()
+        return handler(event, context)
+
+    def prime(self) -> Handler:
+        """Build the handler now (what the first invocation does when nothing did before)."""
+        from agentvm.config import Settings
+
+        settings = Settings()
+        if self._logger is not None:
+            # With POWERTOOLS_SERVICE_NAME=agentvm (template.yaml) the Powertools logger is the
+            # stdlib logger "agentvm", parent of the core's agentvm.* loggers: their lines come out
+            # as the same JSON, with the same correlation keys, at this level.
+            self._logger.setLevel(settings.log_level.upper())
+        self._handler = self._build(aws_runtime(settings, require=self._require))
+        return self._handler
+
+
+_loop: asyncio.AbstractEventLoop | None = None
+
+
+def event_loop() -> asyncio.AbstractEventLoop:
+    """This process's one event loop, created on first use and made the thread's current loop.
+
+    Lambda freezes the process between invocations and thaws it for the next one; the loop, and
+    everything bound to it (async HTTP clients of the provider SDKs, pooled connections), must
+    survive that. ``asyncio.run`` per invocation would close the loop each time and break them
+    ("Event loop is closed"). Mangum looks the current loop up, so it runs on this one too.
+    """
+    global _loop
+    if _loop is None or _loop.is_closed():
+        _loop = asyncio.new_event_loop()
+        asyncio.set_event_loop(_loop)
+    return _loop
+
+
+def run_sync(coro: Coroutine[Any, Any, T]) -> T:
+    """Run ``coro`` to completion on the process's one event loop (from a sync Lambda handler)."""
+    return event_loop().run_until_complete(coro)
+
+
+__all__ = [
+    "LambdaEntry",
+    "NotConfigured",
+    "SsmKeysModelResolver",
+    "aws_runtime",
+    "aws_security",
+    "event_loop",
+    "read_ssm_json",
+    "run_sync",
+    "ssm_server_secrets",
+    "with_provider_keys",
+]

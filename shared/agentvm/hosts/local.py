@@ -1,0 +1,116 @@
+"""The local host's composition root: what ``avm serve`` and the CLI run on.
+
+SQLite store and durable turn queue under the data dir, in-memory connections, in-process push,
+and security on the same SQLite file (the server secret from ``AVM_AUTH_SECRET`` or
+``<data_dir>/auth_secret``). The server process itself is ``hosts.local_server``.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import secrets
+import stat
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from agentvm.runtime import Runtime, turn_settings
+from agentvm.security.apikeys import ServerSecrets
+from agentvm.security.setup import Security, build_security, server_secrets
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentvm.adapters.local.push import LocalPush
+    from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+    from agentvm.config import Settings
+    from agentvm.ports import Clock
+
+log = logging.getLogger("agentvm.hosts.local")
+
+SECRET_FILE = "auth_secret"
+
+
+@dataclass
+class LocalHost:
+    """The local runtime plus the local-only pieces the server drives (queue consumer, push)."""
+
+    runtime: Runtime
+    queue: SqliteTurnQueue
+    push: LocalPush
+    settings: Settings
+
+
+def local_runtime(settings: Settings) -> LocalHost:
+    """SQLite store and durable queue under ``settings.data_dir``, in-process push."""
+    from agentvm.adapters.llm.router import SettingsModelResolver
+    from agentvm.adapters.local.memory_connections import InMemoryConnections
+    from agentvm.adapters.local.push import LocalPush
+    from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+    from agentvm.adapters.local.sqlite_store import SqliteStore
+
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    store = SqliteStore(settings.data_dir / "agentvm.db")
+    queue = SqliteTurnQueue(settings.data_dir / "queue.db")
+    push = LocalPush()
+    runtime = Runtime(
+        store=store,
+        queue=queue,
+        connections=InMemoryConnections(),
+        push=push,
+        models=SettingsModelResolver(settings),
+        # Subscribers are an in-memory lookup here: looked up on every send, so a client that
+        # resumes mid-turn is caught up at the next frame.
+        turns=turn_settings(settings, subscriber_refresh_s=0.0),
+    )
+    return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
+
+
+def local_server_secrets(settings: Settings) -> ServerSecrets:
+    """``AVM_AUTH_SECRET`` if set, else ``<data_dir>/auth_secret``, generated (mode 0600) if missing."""
+    if settings.auth_secret is not None:
+        return server_secrets(settings)
+    current = _read_or_create_secret(settings.data_dir / SECRET_FILE)
+    previous = settings.auth_secret_previous
+    return ServerSecrets(current, None if previous is None else previous.get_secret_value().encode())
+
+
+def _read_or_create_secret(path: Path) -> bytes:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        mode = stat.S_IMODE(path.stat().st_mode)
+        if mode & 0o077:
+            log.warning("the auth secret file is readable by others; chmod 600 it", extra={"path": str(path)})
+        return path.read_bytes().strip()
+    with os.fdopen(fd, "wb") as f:  # O_EXCL: of two processes starting at once, one writes
+        f.write(secrets.token_urlsafe(48).encode())
+    log.info("generated a new auth secret", extra={"path": str(path)})
+    return path.read_bytes().strip()
+
+
+def local_security(settings: Settings, clock: Clock) -> Security:
+    """SQLite key store, budgets and counters in ``<data_dir>/agentvm.db``; no authenticator when open."""
+    from agentvm.adapters.local.sqlite_budgets import SqliteBudgetStore
+    from agentvm.adapters.local.sqlite_counters import SqliteCounters
+    from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
+
+    db = settings.data_dir / "agentvm.db"
+    return build_security(
+        settings,
+        clock,
+        keys=SqliteKeyStore(db),
+        budgets=SqliteBudgetStore(db),
+        counters=SqliteCounters(db),
+        secrets_=None if settings.open else local_server_secrets(settings),
+    )
+
+
+__all__ = [
+    "LocalHost",
+    "SECRET_FILE",
+    "local_runtime",
+    "local_security",
+    "local_server_secrets",
+]

@@ -1,0 +1,180 @@
+"""``avm serve``: the local host. One process: uvicorn serving the FastAPI app, ``/ws`` feeding the
+same gateway the Lambdas use, and the durable SQLite queue's consumer running turns in-process.
+
+WebSocket authentication (see SECURITY.md): an ``Authorization: Bearer`` header on the upgrade
+request, or ``?token=``, authenticates the connection; a bad one refuses the upgrade with HTTP 401
+(no WebSocket is opened; browsers report close code 1006). Without credentials the connection is
+accepted but unauthenticated: it may send only an ``auth`` frame (handled by the gateway). In the
+open dev mode (``--open``, loopback only) every connection is tenant ``local``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import ipaddress
+import logging
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING
+
+from fastapi import WebSocket, WebSocketDisconnect
+from fastapi.responses import JSONResponse
+
+from agentvm.agent.turns import process_turn
+from agentvm.api.app import create_app, error_body
+from agentvm.config import ECHO_MODEL
+from agentvm.errors import AgentVMError, ConnectionGone, Unauthorized
+from agentvm.gateway.dispatch import handle_frame
+from agentvm.ports import ConnectionInfo
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+    from fastapi import FastAPI
+
+    from agentvm.config import Settings
+    from agentvm.hosts.local import LocalHost
+    from agentvm.records import TurnJob
+    from agentvm.runtime import Runtime
+    from agentvm.security.auth import Principal
+
+log = logging.getLogger("agentvm.hosts.local_server")
+
+LOCAL_TENANT = "local"  # the tenant of key-less loopback connections (the open dev mode)
+
+
+def is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def open_mode_error(settings: Settings) -> str | None:
+    """Why these settings must not start (the open mode on a non-loopback address), else None."""
+    if settings.open and not is_loopback(settings.host):
+        return (
+            f"refusing to start: --open (AVM_OPEN) disables authentication and is allowed only on a "
+            f"loopback address, not on {settings.host!r}. Drop --open and use API keys (see SECURITY.md)."
+        )
+    return None
+
+
+async def _upgrade_principal(rt: Runtime, websocket: WebSocket) -> Principal | None:
+    """The key of the upgrade request (header, else ``?token=``); None if it carries none."""
+    if rt.auth is None:
+        raise Unauthorized("authentication is not configured on this server")
+    return await rt.auth.from_request(websocket.headers, websocket.query_params)
+
+
+def create_local_app(host: LocalHost) -> FastAPI:
+    rt = host.runtime
+    error = open_mode_error(host.settings)
+    if error is not None:
+        raise ValueError(error)
+    open_tenant = LOCAL_TENANT if host.settings.open else None
+
+    async def run_job(job: TurnJob) -> None:
+        await process_turn(rt, job)
+
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        consumer = asyncio.create_task(host.queue.run(run_job))
+        log.info("turn queue consumer started")
+        try:
+            yield
+        finally:
+            consumer.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await consumer
+
+    app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
+
+    @app.websocket("/ws")
+    async def ws(websocket: WebSocket) -> None:
+        principal = None
+        if open_tenant is None:
+            try:
+                principal = await _upgrade_principal(rt, websocket)
+            except AgentVMError as exc:
+                await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=401))
+                return
+        await websocket.accept()
+        conn_id = rt.ids.new("conn")
+        lock = asyncio.Lock()
+
+        async def send(payload: str) -> None:
+            async with lock:  # the turn sink and this handler may send at once
+                await websocket.send_text(payload)
+
+        host.push.attach(conn_id, send)
+        await rt.connections.register(
+            ConnectionInfo(
+                connection_id=conn_id,
+                tenant_id=open_tenant or (principal.tenant_id if principal else None),
+                connected_at=rt.clock.now_ms(),
+                key_id=principal.key_id if principal else None,
+            )
+        )
+        try:
+            while True:
+                message = await websocket.receive()
+                if message["type"] == "websocket.disconnect":
+                    break
+                raw = message.get("text")
+                if raw is None:
+                    raw = message.get("bytes") or b""
+                for payload in await handle_frame(rt, conn_id, raw):
+                    await host.push.send(conn_id, payload)
+        except (WebSocketDisconnect, ConnectionGone):
+            pass
+        finally:
+            host.push.detach(conn_id)
+            await rt.connections.remove(conn_id)
+
+    return app
+
+
+def serve(host: LocalHost) -> None:
+    import uvicorn
+
+    settings = host.settings
+    error = open_mode_error(settings)
+    if error is not None:
+        raise SystemExit(error)
+    if settings.open:
+        log.warning("OPEN DEV MODE: no authentication; every connection is tenant 'local' (loopback only)")
+    if not settings.has_provider_key():
+        log.warning(
+            "NO LLM PROVIDER KEY SET: every image without a model uses the built-in echo model. "
+            "Set ANTHROPIC_API_KEY or OPENAI_API_KEY (or AVM_BEDROCK_REGION) for real replies."
+        )
+    elif settings.resolved_default_model() == ECHO_MODEL:
+        log.warning(
+            "NO DEFAULT MODEL: images without a model use the built-in echo model; "
+            "set AVM_DEFAULT_MODEL (e.g. bedrock/<model id>) to use a configured provider by default."
+        )
+    log.info(
+        "AgentVM listening",
+        extra={
+            "http": f"http://{settings.host}:{settings.port}",
+            "ws": f"ws://{settings.host}:{settings.port}/ws",
+            "data_dir": str(settings.data_dir),
+            "default_model": settings.resolved_default_model(),
+            "auth": "open (no keys)" if settings.open else "API keys",
+        },
+    )
+    uvicorn.run(
+        create_local_app(host),
+        host=settings.host,
+        port=settings.port,
+        log_config=None,  # keep our JSON logging
+        ws_max_size=max(settings.max_frame_bytes * 4, 1 << 20),  # we answer oversize frames ourselves
+        ws_ping_interval=30,
+        ws_ping_timeout=30,
+    )
+
+
+__all__ = ["LOCAL_TENANT", "create_local_app", "is_loopback", "open_mode_error", "serve"]

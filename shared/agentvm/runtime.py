@@ -1,0 +1,122 @@
+"""The Runtime: every port the core needs, wired once per host by ``agentvm.hosts``."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import secrets
+import time
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from agentvm.config import Settings
+    from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Store, TurnQueue
+    from agentvm.security.auth import Authenticator
+    from agentvm.security.budgets import Budgets
+    from agentvm.security.ratelimit import RateLimiter
+
+
+@dataclass(frozen=True, slots=True)
+class TurnSettings:
+    """Plain values the core reads; built from ``Settings`` by ``turn_settings``."""
+
+    flush_s: float = 0.25
+    flush_max_s: float = 0.0  # the window grows (x2 per flush) up to this; <= flush_s = fixed
+    history_window: int = 50
+    max_output_tokens: int = 1024
+    cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
+    subscriber_refresh_s: float = 2.0  # how often a turn looks its subscribers up again (0: every send)
+    max_frame_bytes: int = 256 * 1024
+    compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
+    compaction_model: str | None = None  # None = the image's model
+
+
+def turn_settings(
+    settings: Settings, *, cancel_poll_s: float = 0.0, subscriber_refresh_s: float = 2.0
+) -> TurnSettings:
+    return TurnSettings(
+        flush_s=settings.flush_ms / 1000,
+        flush_max_s=settings.flush_max_ms / 1000,
+        history_window=settings.history_window,
+        max_output_tokens=settings.max_output_tokens,
+        cancel_poll_s=cancel_poll_s,
+        subscriber_refresh_s=subscriber_refresh_s,
+        max_frame_bytes=settings.max_frame_bytes,
+        compaction_threshold_tokens=settings.compaction_threshold_tokens,
+        compaction_model=settings.compaction_model,
+    )
+
+
+class SystemClock:
+    def now_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def monotonic(self) -> float:
+        return time.monotonic()
+
+
+_ALPHABET = "0123456789abcdefghijklmnopqrstuvwxyz"  # ascending in ASCII: ids sort by time
+
+
+def _base36(n: int) -> str:
+    out = ""
+    while n:
+        n, r = divmod(n, 36)
+        out = _ALPHABET[r] + out
+    return out or "0"
+
+
+class RandomIds:
+    """Ids shaped like AgentX's (``img_<ms base36>_<suffix>``); clients treat them as opaque.
+
+    The suffix starts with a per-process counter, so ids made in the same millisecond still sort
+    in creation order ("newest first" listings break ties by id), then random characters.
+    """
+
+    def __init__(self) -> None:
+        self._counter = itertools.count(secrets.randbelow(36**3))
+
+    def new(self, prefix: str) -> str:
+        seq = _base36(next(self._counter) % 36**4).rjust(4, "0")
+        rand = "".join(secrets.choice(_ALPHABET) for _ in range(6))
+        return f"{prefix}_{_base36(time.time_ns() // 1_000_000)}_{seq}{rand}"
+
+
+@dataclass
+class CancelSignals:
+    """In-process interrupt signals: instant when gateway and worker share a process."""
+
+    _events: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    def event_for(self, turn_id: str) -> asyncio.Event:
+        return self._events.setdefault(turn_id, asyncio.Event())
+
+    def fire(self, turn_id: str) -> None:
+        ev = self._events.get(turn_id)
+        if ev is not None:
+            ev.set()
+
+    def forget(self, turn_id: str) -> None:
+        self._events.pop(turn_id, None)
+
+
+@dataclass
+class Runtime:
+    store: Store
+    queue: TurnQueue
+    connections: Connections
+    push: Push
+    models: ModelResolver
+    clock: Clock = field(default_factory=SystemClock)
+    ids: Ids = field(default_factory=RandomIds)
+    turns: TurnSettings = field(default_factory=TurnSettings)
+    signals: CancelSignals = field(default_factory=CancelSignals)
+    # Security (SECURITY.md). None = not enforced: without an authenticator, ``auth`` frames are
+    # ignored and a connection is whatever tenant the host registered it as (the open dev mode).
+    auth: Authenticator | None = None
+    budgets: Budgets | None = None
+    rate_limiter: RateLimiter | None = None
+
+
+__all__ = ["CancelSignals", "RandomIds", "Runtime", "SystemClock", "TurnSettings", "turn_settings"]

@@ -1,0 +1,1 @@
+"""Who may do what: API keys, authentication, token budgets and rate limits."""

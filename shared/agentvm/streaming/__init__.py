@@ -1,0 +1,1 @@
+"""Streaming a turn to its clients: the coalescing sink, frame numbering and replay, fan-out, resume."""

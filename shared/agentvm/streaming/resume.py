@@ -1,0 +1,97 @@
+"""Resuming a session's stream: ``subscribe`` with ``afterSeq`` (docs/protocol.md, "Resume").
+
+1. The caller is sent, from storage, every frame above its cursor of the session's finished turns
+   (``frames.replay``: the text it misses as one ``text_delta``), before it is subscribed: no live
+   frame of a later turn can overtake them.
+2. It is subscribed with its cursor advanced past them. The running turn's worker sees the new
+   subscriber at its next subscriber lookup and sends it the frames of its turn above that cursor
+   from its in-memory log, then the live stream (``core.sink``).
+3. The finished turns are looked up once more: a turn that ended between (1) and (2) is sent
+   too, frame by frame as it was sent, because its worker may have caught the caller up as well;
+   the client drops the seqs it has already seen (the protocol's contract).
+
+Reads per resume (no write but the subscription's): one Query for the messages from the cursor's
+turn on (at most the history window), and one GetItem per user message among them; twice.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from agentvm.agent.turns import TERMINAL, turn_id_for
+from agentvm.errors import ConnectionGone
+from agentvm.messages import AssistantMessage, ErrorMessage, UserMessage
+from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
+
+if TYPE_CHECKING:
+    from agentvm.messages import Message
+    from agentvm.records import SessionRecord
+    from agentvm.runtime import Runtime
+
+log = logging.getLogger("agentvm.resume")
+
+
+async def subscribe_after(rt: Runtime, connection_id: str, session: SessionRecord, after_seq: int) -> None:
+    """Catch ``connection_id`` up on ``session`` from ``after_seq`` and subscribe it (steps 1-3)."""
+    try:
+        cursor = await _replay_finished(rt, connection_id, session, after_seq, merge_text=True)
+        await rt.connections.subscribe(connection_id, session.sessionId, after_seq=cursor)
+        await _replay_finished(rt, connection_id, session, cursor, merge_text=False)
+    except ConnectionGone:
+        log.info("caller gone while resuming", extra={"connection_id": connection_id})
+
+
+async def _replay_finished(
+    rt: Runtime, connection_id: str, session: SessionRecord, after: int, *, merge_text: bool
+) -> int:
+    """Push the frames above ``after`` of the finished turns from the cursor's turn on; returns the
+    cursor past them."""
+    store = rt.store
+    # The cursor's turn answers the user message with seq ``after // TURN_SPAN``: read from there.
+    window = await store.recent_messages_after(
+        session.sessionId, max(after // TURN_SPAN - 1, 0), rt.turns.history_window
+    )
+    if not window:
+        return await _clamped(rt, session.sessionId, after)
+    replies: dict[str, list[Message]] = {}
+    for item in window:
+        m = item.message
+        if isinstance(m, (AssistantMessage, ErrorMessage)) and m.parentId:
+            replies.setdefault(m.parentId, []).append(m)
+    cursor = after
+    for item in window:
+        user = item.message
+        if not isinstance(user, UserMessage):
+            continue
+        turn = await store.get_turn(turn_id_for(user.id))
+        # Not finished: the worker sends it live. (Only a turn left behind by a dead job can be
+        # unfinished before a finished one: turns of a session run in order.)
+        if turn is None or turn.status not in TERMINAL or turn.frames is None:
+            continue
+        if last_seq(turn.frames) <= cursor:
+            continue
+        payloads = replay(
+            turn,
+            session=session,
+            user=user,
+            replies=replies.get(user.id, ()),
+            after=cursor,
+            now_ms=rt.clock.now_ms(),
+            merge_text=merge_text,
+        )
+        for payload in payloads:
+            await rt.push.send(connection_id, payload)
+        cursor = last_seq(turn.frames)
+    return cursor
+
+
+async def _clamped(rt: Runtime, session_id: str, after: int) -> int:
+    """A cursor beyond every message of the session replays nothing, and must not hold back the
+    turns still to come: it is lowered to the end of the newest message's seq band."""
+    newest = await rt.store.recent_messages_after(session_id, 0, 1)
+    last = newest[-1].seq if newest else 0
+    return min(after, (last + 1) * TURN_SPAN - 1)
+
+
+__all__ = ["subscribe_after"]

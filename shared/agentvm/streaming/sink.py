@@ -1,0 +1,189 @@
+"""The coalescing sink: turn events → numbered frames → the session's subscribers.
+
+Text deltas are merged: the first is sent at once (time to first token is what users feel), later
+ones are buffered and sent as one ``text_delta`` per flush window. ``conversation_responding`` is
+sent once, with the first delta, not per delta: it carries no information after that, and every
+WebSocket frame is a billed message on AWS. Frames go out through one sender task, so the model
+stream is never blocked by a slow post and frames keep their order.
+
+Every frame is numbered and kept in the turn's ``FrameLog`` (``core.frames``). Each subscriber is
+sent the frames above the last seq it has: a connection seen for the first time gets the frames
+from now on, or, if it subscribed with a cursor (a client resuming mid-turn), first every frame of
+this turn above its cursor. The subscriber list is looked up again every ``subscriber_refresh_s``
+(0: on every send, where the lookup is in memory) and once more before the turn's terminal frames
+(``release``), so a client that subscribed while the turn was ending is caught up too.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from typing import TYPE_CHECKING
+
+from agentvm.events import agent_event
+from agentvm.streaming.frames import ATTEMPT_SPAN, FrameLog
+
+if TYPE_CHECKING:
+    from agentvm.events import EventContext, Json
+    from agentvm.ports import Clock
+    from agentvm.records import FrameMap
+    from agentvm.streaming.fanout import Fanout
+
+# Room kept in an attempt's seq band for the frames after the text (terminal events, errors): past
+# this many frames, text is no longer flushed on a timer but merged until the next event.
+_RESERVED_FRAMES = 16
+
+
+class CoalescingSink:
+    def __init__(
+        self,
+        *,
+        session_id: str,
+        context: EventContext,
+        fanout: Fanout,
+        clock: Clock,
+        flush_s: float,
+        flush_max_s: float = 0.0,
+        subscriber_refresh_s: float = 2.0,
+        first_seq: int = 1,
+    ) -> None:
+        self._session_id = session_id
+        self._context = context
+        self._fanout = fanout
+        self._clock = clock
+        # The window doubles after each timed flush, up to flush_max_s: early text streams
+        # smoothly, a long reply costs far fewer frames (each one a billed message on AWS).
+        self._window = flush_s
+        self._max_window = max(flush_max_s, flush_s)
+        self._refresh_s = subscriber_refresh_s
+        self._log = FrameLog(first_seq, agent_id=context.agentId)
+        self._buffer: list[str] = []
+        self._sent_first_delta = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._held = False
+        self._ready = self._log.last  # frames up to this seq may be sent (held ones wait)
+        self._sent = self._log.last  # frames up to this seq were handed to the fanout
+        self._marks: dict[str, int] = {}  # per connection: the last seq it was sent
+        self._subscribers: list[tuple[str, int | None]] | None = None
+        self._subscribers_at = 0.0
+        self._refresh_due = False
+        self._wake = asyncio.Event()
+        self._closing = False
+        self._sender: asyncio.Task[None] | None = None
+
+    # -- events -----------------------------------------------------------------------------
+    def emit(self, type_: str, data: Json) -> None:
+        """Queue one agent event, after any buffered text so the order holds."""
+        self.emit_frame(agent_event(type_, data, now_ms=self._clock.now_ms(), context=self._context))
+
+    def emit_frame(self, frame: Json) -> None:
+        """Queue any frame of the turn (e.g. ``message_persisted``); it gets the next seq."""
+        self._flush_buffer()
+        self._add(frame)
+
+    def text(self, text: str) -> None:
+        if not text:
+            return
+        if not self._sent_first_delta:
+            self._sent_first_delta = True
+            now = self._clock.now_ms()
+            self._add(agent_event("text_delta", {"text": text}, now_ms=now, context=self._context))
+            self._add(agent_event("conversation_responding", {}, now_ms=now, context=self._context))
+            return
+        self._buffer.append(text)
+        if self._timer is None and len(self._log) < ATTEMPT_SPAN - _RESERVED_FRAMES:
+            self._timer = asyncio.get_running_loop().call_later(self._window, self._timed_flush)
+
+    def hold(self) -> None:
+        """From now on frames are numbered and logged but not sent until ``release``: the terminal
+        frames, while the turn's status and frame map are stored (persist before the end is seen)."""
+        self._flush_buffer()
+        self._held = True
+
+    def release(self) -> None:
+        """Send the held frames, after looking the subscribers up again."""
+        self._held = False
+        self._refresh_due = True
+        self._ready_upto(self._log.last)
+
+    def frame_map(self) -> FrameMap:
+        """What this attempt sent (or holds): stored with the turn's terminal status."""
+        self._flush_buffer()
+        return self._log.frame_map()
+
+    def _timed_flush(self) -> None:
+        self._timer = None
+        self._flush_buffer()
+        self._window = min(self._window * 2, self._max_window)
+
+    def _flush_buffer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._buffer:
+            text = "".join(self._buffer)
+            self._buffer.clear()
+            self._add(
+                agent_event("text_delta", {"text": text}, now_ms=self._clock.now_ms(), context=self._context)
+            )
+
+    def _add(self, frame: Json) -> None:
+        self._log.add(frame)
+        if not self._held:
+            self._ready_upto(self._log.last)
+
+    def _ready_upto(self, seq: int) -> None:
+        self._ready = seq
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_loop())
+        self._wake.set()
+
+    # -- delivery ---------------------------------------------------------------------------
+    async def _targets(self) -> list[tuple[str, int | None]]:
+        now = self._clock.monotonic()
+        if self._subscribers is None or self._refresh_due or now - self._subscribers_at >= self._refresh_s:
+            self._refresh_due = False
+            self._subscribers = await self._fanout.subscribers_with_cursor(self._session_id)
+            self._subscribers_at = now
+        return self._subscribers
+
+    async def _send_loop(self) -> None:
+        while True:
+            if self._ready > self._sent:
+                # Whatever is ready by now goes out in one pass over the subscribers.
+                await self._deliver(self._sent, self._ready)
+                continue
+            if self._closing:
+                return
+            self._wake.clear()
+            await self._wake.wait()
+
+    async def _deliver(self, after: int, upto: int) -> None:
+        plan: list[tuple[str, list[str]]] = []
+        for conn, cursor in await self._targets():
+            mark = self._marks.get(conn)
+            if mark is None:  # new: live from this pass on, or every frame above its cursor
+                mark = after if cursor is None else cursor
+            if upto > mark:
+                plan.append((conn, self._log.payloads(mark, upto)))
+                mark = upto
+            self._marks[conn] = mark
+        gone = await self._fanout.deliver(plan)
+        if gone and self._subscribers is not None:
+            self._subscribers = [sub for sub in self._subscribers if sub[0] not in gone]
+        self._sent = upto
+
+    async def aclose(self) -> None:
+        """Flush what is buffered and wait until every frame was handed to the fanout."""
+        self._flush_buffer()
+        if self._held:
+            self.release()
+        self._closing = True
+        if self._sender is None:
+            return
+        self._wake.set()
+        with contextlib.suppress(asyncio.CancelledError):
+            await self._sender
+
+
+__all__ = ["CoalescingSink"]
