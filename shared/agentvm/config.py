@@ -58,11 +58,18 @@ class Settings(BaseSettings):
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)
     flush_max_ms: int = 0  # if larger than flush_ms, the window doubles per frame up to this
     history_window: int = 50  # messages a turn reads; older history is not re-read
-    # Compaction (core/compaction.py): past this estimated context (chars/4 of system prompt +
+    # Compaction (agent/compaction.py): past this estimated context (chars/4 of system prompt +
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.
     compaction_threshold_tokens: int = Field(default=8000, ge=0)
     compaction_model: str | None = None  # "provider/model" that summarises; None = the image's model
     echo_delay_ms: int = 20  # pause between words of the echo model
+    turn_deadline_s: float = Field(default=600.0, ge=0)  # a whole turn, all steps and tools; 0 = none
+
+    # tools (agent/tool_config.py, agent/tool_sources.py)
+    tool_timeout_s: float = Field(default=60.0, gt=0)  # per call, unless the declaration says otherwise
+    tool_max_output_chars: int = Field(default=32_000, ge=100)  # longer results are cut, with a marker
+    # Values HTTP tool and MCP headers may reference as {"secret": "NAME"}: never stored or returned.
+    tool_secrets: dict[str, SecretStr] = Field(default_factory=dict)  # JSON in env
 
     # protocol limits
     max_frame_bytes: int = 256 * 1024

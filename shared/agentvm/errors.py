@@ -15,6 +15,9 @@
     │   ├── ProviderRateLimited     rate_limited      429; carries retry_after (retryable)
     │   ├── ProviderUnavailable     provider_unavailable  5xx, overloaded, timeout, cut stream (retryable)
     │   └── ProviderRejected        provider_rejected bad key, bad request (not retryable)
+    ├── TurnStopped                 turn_stopped      a turn was ended by a limit, not by the model
+    │   ├── StepLimitReached        max_steps         the model kept calling tools past maxSteps
+    │   └── TurnDeadlineExceeded    turn_timeout      the turn ran past its deadline
     └── ConnectionGone              connection_gone   a WebSocket connection no longer exists
 
 Messages are written for the client: they never contain secrets, stack traces or provider keys.
@@ -141,6 +144,24 @@ class ProviderRejected(ProviderError):
     code = "provider_rejected"
 
 
+class TurnStopped(AgentVMError):
+    """The turn was stopped by a limit."""
+
+    code = "turn_stopped"
+
+
+class StepLimitReached(TurnStopped):
+    """The model kept calling tools until the image's maxSteps."""
+
+    code = "max_steps"
+
+
+class TurnDeadlineExceeded(TurnStopped):
+    """The turn ran past its deadline."""
+
+    code = "turn_timeout"
+
+
 class ConnectionGone(AgentVMError):
     """The WebSocket connection no longer exists."""
 
@@ -162,6 +183,9 @@ __all__ = [
     "QuotaExceeded",
     "RateLimited",
     "SessionBusy",
+    "StepLimitReached",
+    "TurnDeadlineExceeded",
+    "TurnStopped",
     "Unauthorized",
     "UnknownRequest",
 ]

@@ -1,25 +1,82 @@
 """The provider-neutral shapes a ModelClient consumes and produces.
 
-A model call is a ``ModelRequest`` in and an async stream of ``ModelEvent`` out:
-``ModelStart`` first, then ``TextDelta``s, then exactly one ``ModelStop`` carrying the
-provider-reported usage. Failures are raised as ``agentvm.errors.ProviderError`` subclasses.
-Closing the stream early (``aclose()``) must close the provider connection, so tokens stop.
+A model call is a ``ModelRequest`` in and an async stream of ``ModelEvent`` out: ``ModelStart``
+first, then ``TextDelta``s and tool calls (``ToolCallStart``, ``ToolCallDelta``s, ``ToolCallEnd``,
+in that order per call; calls do not interleave), then exactly one ``ModelStop`` carrying the
+provider-reported usage (``stop_reason="tool_use"`` when the model asks for tools). Failures are
+raised as ``agentvm.errors.ProviderError`` subclasses. Closing the stream early (``aclose()``) must
+close the provider connection, so tokens stop.
+
+The conversation is a tuple of ``ChatTurn``: user turns carry text, attachments (images, files)
+and, after a tool step, the ``ToolResult``s of the previous assistant turn's calls; assistant turns
+carry text and the ``ToolCall``s the model made. Each adapter maps this onto its provider's shape
+(Anthropic ``tool_use``/``tool_result`` blocks, OpenAI ``tool_calls`` + ``tool`` messages, Bedrock
+Converse ``toolUse``/``toolResult``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import Any, Literal
 
 StopReason = Literal["end_turn", "max_tokens", "stop_sequence", "tool_use"]
 
 
 @dataclass(frozen=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it: a unique name, what it does, and a JSON Schema of its input."""
+
+    name: str
+    description: str
+    input_schema: dict[str, Any] = field(default_factory=lambda: {"type": "object", "properties": {}})
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCall:
+    """A call the model made: the provider's call id, the tool's name, the parsed input object."""
+
+    id: str
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returned for one call, as text for the model (JSON results are serialised)."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Attachment:
+    """An image or file part of a user message: base64 data (or a URL) and its media type."""
+
+    kind: Literal["image", "file"]
+    media_type: str
+    data: str
+    name: str | None = None
+
+    @property
+    def is_url(self) -> bool:
+        return self.data.startswith(("http://", "https://"))
+
+
+@dataclass(frozen=True, slots=True)
 class ChatTurn:
-    """One message of the conversation as a model sees it: plain text with a role."""
+    """One message of the conversation as a model sees it."""
 
     role: Literal["user", "assistant"]
-    text: str
+    text: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()  # assistant turns: the calls the model made
+    tool_results: tuple[ToolResult, ...] = ()  # user turns after a tool step: the calls' results
+    attachments: tuple[Attachment, ...] = ()  # user turns: images and files
+
+    @property
+    def empty(self) -> bool:
+        return not (self.text or self.tool_calls or self.tool_results or self.attachments)
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,6 +85,7 @@ class ModelRequest:
     messages: tuple[ChatTurn, ...]
     system: str | None = None
     max_tokens: int = 1024
+    tools: tuple[ToolSpec, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,13 +103,55 @@ class TextDelta:
 
 
 @dataclass(frozen=True, slots=True)
+class ToolCallStart:
+    """The model began a tool call (its input follows as ``ToolCallDelta``s)."""
+
+    id: str
+    name: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallDelta:
+    """A piece of the call's input JSON, as the provider streams it."""
+
+    id: str
+    partial_json: str
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallEnd:
+    """The call is complete. ``input`` is the parsed object; ``input_error`` says why it could not be
+    parsed (the model wrote invalid JSON), in which case the call is answered with that error."""
+
+    id: str
+    name: str
+    input: dict[str, Any] = field(default_factory=dict)
+    input_error: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
 class ModelStop:
     stop_reason: StopReason = "end_turn"
     input_tokens: int = 0
     output_tokens: int = 0
 
 
-ModelEvent = ModelStart | TextDelta | ModelStop
+ModelEvent = ModelStart | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | ModelStop
+
+
+def parse_tool_input(raw: str) -> tuple[dict[str, Any], str | None]:
+    """The input object of a streamed call from its concatenated JSON (empty means ``{}``)."""
+    import json
+
+    if not raw.strip():
+        return {}, None
+    try:
+        value = json.loads(raw)
+    except ValueError as exc:
+        return {}, f"the tool input is not valid JSON ({exc.msg} at {exc.pos})"
+    if not isinstance(value, dict):
+        return {}, "the tool input must be a JSON object"
+    return value, None
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +176,7 @@ class ModelRef:
 
 
 __all__ = [
+    "Attachment",
     "ChatTurn",
     "ModelEvent",
     "ModelRef",
@@ -84,4 +185,11 @@ __all__ = [
     "ModelStop",
     "StopReason",
     "TextDelta",
+    "ToolCall",
+    "ToolCallDelta",
+    "ToolCallEnd",
+    "ToolCallStart",
+    "ToolResult",
+    "ToolSpec",
+    "parse_tool_input",
 ]

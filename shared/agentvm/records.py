@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "completed", "interrupted", "failed"]
-UsageKind = Literal["turn", "compaction"]
+UsageKind = Literal["turn", "step", "compaction"]
 Scope = Literal["admin", "client"]
 
 
@@ -38,7 +38,12 @@ class ImageRecord(_Record):
     description: str | None = None
     systemPrompt: str | None = None
     model: str | None = None  # "provider/model"; None = the server default
-    mcpServers: dict[str, Any] | None = None  # passed through and stored, never interpreted here
+    mcpServers: dict[str, Any] | None = None  # AgentX McpServerConfig map (agent/tool_config.py)
+    tools: list[dict[str, Any]] | None = None  # HTTP and built-in tool declarations (agent/tool_config.py)
+    maxSteps: int | None = None  # model calls per turn; None = DEFAULT_MAX_STEPS
+    # The MCP servers' tool lists, fetched once per build of mcpServers (agent/tool_sources.py):
+    # {"key": <fingerprint of mcpServers>, "servers": {name: [{name, description, inputSchema}]}}
+    toolCatalog: dict[str, Any] | None = None
     concurrency: ConcurrencyPolicy = "queue"
     agentId: str | None = None  # set while the image is "running" (online)
     createdAt: int
@@ -129,6 +134,8 @@ class UsageRecord(_Record):
     durationMs: int = 0
     status: TurnStatus = "completed"
     createdAt: int = Field(default=0)
+    # "step": a later model call of a tool turn (turnId "<turn>:step:<n>", n >= 1; the first call is
+    # the "turn" record itself), so every step's tokens are billed as soon as the step ends.
     # "compaction": the tokens of summarising a session's older history (core/compaction.py),
     # billed like a turn's; its turnId is "<turn that triggered it>:compact:<upToSeq>".
     kind: UsageKind = "turn"

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
     from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Store, TurnQueue
     from agentvm.security.auth import Authenticator
@@ -30,6 +31,7 @@ class TurnSettings:
     max_frame_bytes: int = 256 * 1024
     compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
     compaction_model: str | None = None  # None = the image's model
+    turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
 
 
 def turn_settings(
@@ -45,6 +47,7 @@ def turn_settings(
         max_frame_bytes=settings.max_frame_bytes,
         compaction_threshold_tokens=settings.compaction_threshold_tokens,
         compaction_model=settings.compaction_model,
+        turn_deadline_s=settings.turn_deadline_s,
     )
 
 
@@ -117,6 +120,15 @@ class Runtime:
     auth: Authenticator | None = None
     budgets: Budgets | None = None
     rate_limiter: RateLimiter | None = None
+    # Where a turn's tools come from (agent/tool_sources.py). None: images' tools are not run.
+    tools: ToolSources | None = None
 
 
-__all__ = ["CancelSignals", "RandomIds", "Runtime", "SystemClock", "TurnSettings", "turn_settings"]
+__all__ = [
+    "CancelSignals",
+    "RandomIds",
+    "Runtime",
+    "SystemClock",
+    "TurnSettings",
+    "turn_settings",
+]

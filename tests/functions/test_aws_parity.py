@@ -20,11 +20,12 @@ import pytest
 from aws_lambda_powertools.utilities.parser.models import SqsModel
 from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 
-from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.agent.tool_sources import ToolSources
 from agentvm.agent.turns import process_turn
 from agentvm.config import Settings
 from agentvm.gateway.dispatch import handle_frame
@@ -45,7 +46,14 @@ if TYPE_CHECKING:
 
 pytestmark = pytest.mark.aws
 
-REPLIES = ["Hello there, how are you today?", "Fine, thanks for asking."]
+# The third turn is a tool turn: the model calls the image's built-in calculator, then answers.
+REPLIES = [
+    "Hello there, how are you today?",
+    "Fine, thanks for asking.",
+    Calls(("calculator", {"expression": "6*7"}), text="Let me compute."),
+    "It is 42.",
+]
+IMAGE = {"name": "Helper", "tools": [{"type": "builtin", "name": "calculator"}]}
 TURNS = TurnSettings(flush_s=10.0)  # deterministic coalescing: first delta at once, the rest at the end
 CONNECTION = "Q3xYzfGIoAMCJqg="  # the id in events/apigw-ws-*.json
 
@@ -68,10 +76,10 @@ class Conversation:
 
     def play(self) -> None:
         self.send(_frame("container_create", "req_1", containerId="user-alice"))
-        self.send(_frame("image_create", "req_2", containerId="user-alice", config={"name": "Helper"}))
+        self.send(_frame("image_create", "req_2", containerId="user-alice", config=IMAGE))
         image = self.response("image_create")["record"]
         self.send({"type": "subscribe", "sessionId": image["sessionId"]})
-        for n, content in enumerate(["Hi!", "How are you?"]):
+        for n, content in enumerate(["Hi!", "How are you?", "What is 6*7?"]):
             self.send(_frame("message_send", f"req_{3 + n}", imageId=image["imageId"], content=content))
             self.run_turns()
         self.send(_frame("image_messages", "req_9", imageId=image["imageId"]))
@@ -90,6 +98,7 @@ def _local_stream(tmp_path: Path) -> list[dict[str, Any]]:
         push=push,
         models=SingleModelResolver(ScriptedModelClient(REPLIES)),
         turns=TURNS,
+        tools=ToolSources(),
     )
     received: list[dict[str, Any]] = []
 
@@ -234,7 +243,8 @@ def test_aws_host_sends_the_client_what_the_local_host_sends(aws, tmp_path, load
     remote, posts = _aws_stream(aws, load_event, context)
 
     types = [f["type"] for f in remote]
-    assert types.count("conversation_end") == 2 and types[-1] == "image_get_response"
+    assert types.count("conversation_end") == 3 and types[-1] == "image_get_response"
+    assert types.count("tool_result") == 1 and types.count("message_stop") == 4
     assert _normalised(remote) == _normalised(local)
 
     # Every frame really went through the management API: moto holds them, concatenated.
@@ -246,8 +256,20 @@ def test_aws_host_sends_the_client_what_the_local_host_sends(aws, tmp_path, load
 def test_aws_host_persists_what_the_turns_streamed(aws, load_event, context):
     remote, _ = _aws_stream(aws, load_event, context)
     history = next(f for f in remote if f["type"] == "image_messages_response")["data"]["messages"]
-    assert [m["subtype"] for m in history] == ["user", "assistant", "user", "assistant"]
-    assert [m["content"][0]["text"] for m in history if m["subtype"] == "assistant"] == REPLIES
+    assert [m["subtype"] for m in history] == [
+        "user",
+        "assistant",
+        "user",
+        "assistant",
+        "user",
+        "tool-call",
+        "assistant",
+        "tool-result",
+        "assistant",
+    ]
+    texts = [m["content"][0]["text"] for m in history if m["subtype"] == "assistant"]
+    assert texts == [REPLIES[0], REPLIES[1], "Let me compute.", REPLIES[3]]
+    assert history[7]["toolResult"]["output"] == {"type": "text", "value": "42"}
     # $disconnect removed the connection from DynamoDB
     from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
 

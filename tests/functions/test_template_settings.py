@@ -246,3 +246,13 @@ def test_layers_are_built_by_make_with_compiled_bytecode(template):
     assert "manylinux2014_aarch64" in deps and "--only-binary=:all:" in deps
     agentvm = template["Resources"]["AgentvmLayer"]["Properties"]["ContentUri"]
     assert (ROOT / agentvm / "agentvm" / "__init__.py").is_file()
+
+
+def test_the_turn_deadline_the_worker_timeout_and_the_queue_visibility_agree(template, functions):
+    worker = functions["turn_worker"]["Properties"]
+    queue = template["Resources"]["TurnQueue"]["Properties"]
+    deadline = float(worker["Environment"]["Variables"]["AVM_TURN_DEADLINE_S"])
+    # The turn stops itself with time left to persist and send its end before Lambda kills it,
+    # and SQS does not hand the job to another worker while this one may still run it.
+    assert 0 < deadline <= worker["Timeout"] - 30
+    assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 
 from agentvm.agent.context import estimate_request_tokens
-from agentvm.agent.loop import run_turn
+from agentvm.agent.loop import complete, run_turn
 from agentvm.errors import ProviderUnavailable
 from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta
 from agentvm.runtime import SystemClock
@@ -40,15 +40,38 @@ class _Model:
 
 
 class _Quiet:
+    """Loop hooks that only hand out the model: nothing is stored or sent."""
+
+    def __init__(self, model):
+        self.model = model
+
     def on_start(self, message_id, model):
         pass
 
     def on_text(self, text):
         pass
 
+    def on_tool_start(self, call_id, name):
+        pass
+
+    async def on_tool_call(self, step, call):
+        pass
+
+    async def client_for_step(self, index):
+        return self.model
+
+    async def step_finished(self, step):
+        pass
+
+    async def tools_planned(self, step):
+        pass
+
+    async def tool_finished(self, step, run):
+        pass
+
 
 async def _run(model):
-    return await run_turn(model, REQUEST, _Quiet(), cancelled=asyncio.Event(), clock=SystemClock())
+    return await complete(model, REQUEST, clock=SystemClock())
 
 
 async def test_provider_reported_usage_is_used_as_is():
@@ -83,7 +106,11 @@ async def test_an_interrupted_stream_bills_what_was_consumed():
     cancelled = asyncio.Event()
     turn = asyncio.create_task(
         run_turn(
-            Slow(start_tokens=18, stop=False), REQUEST, _Quiet(), cancelled=cancelled, clock=SystemClock()
+            REQUEST,
+            _Quiet(Slow(start_tokens=18, stop=False)),
+            toolbox=None,
+            cancelled=cancelled,
+            clock=SystemClock(),
         )
     )
     await asyncio.sleep(0.05)

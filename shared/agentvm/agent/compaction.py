@@ -40,7 +40,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.context import estimate_tokens, load_context, model_text
 from agentvm.agent.history import result_of
-from agentvm.agent.loop import run_turn
+from agentvm.agent.loop import complete
 from agentvm.llm import ChatTurn, ModelRequest
 from agentvm.messages import UserMessage
 from agentvm.records import SessionSummary, UsageRecord
@@ -226,7 +226,7 @@ async def _compact(
     client, model_name, model_ref = rt.models.resolve(rt.turns.compaction_model or image.model)
     request = summary_request(model_name, context.summary, folded, threshold)
     started = rt.clock.monotonic()
-    outcome = await run_turn(client, request, _Ignore(), cancelled=asyncio.Event(), clock=rt.clock)
+    outcome = await complete(client, request, clock=rt.clock)
     text = outcome.text.strip()[: summary_max_tokens(threshold) * 4]
     ok = outcome.error is None and bool(text)
     if outcome.input_tokens or outcome.output_tokens:
@@ -277,16 +277,6 @@ async def _compact(
         },
     )
     return summary if stored else None
-
-
-class _Ignore:
-    """The summarising call streams to no one."""
-
-    def on_start(self, message_id: str, model: str) -> None:
-        pass
-
-    def on_text(self, text: str) -> None:
-        pass
 
 
 __all__ = [

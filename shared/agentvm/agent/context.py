@@ -7,14 +7,16 @@ only used to decide when to summarise and to bill a stream the provider cut befo
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentvm.agent.history import chat_turns
 from agentvm.llm import ModelRequest
-from agentvm.messages import AssistantMessage, UserMessage, text_of
+from agentvm.messages import AssistantMessage, ToolCallMessage, ToolResultMessage, UserMessage, text_of
 
 if TYPE_CHECKING:
+    from agentvm.llm import ToolSpec
     from agentvm.messages import Message
     from agentvm.ports import SeqMessage, Store
     from agentvm.records import SessionSummary
@@ -29,14 +31,26 @@ def estimate_tokens(text: str | None) -> int:
 
 
 def estimate_request_tokens(request: ModelRequest) -> int:
-    """The input tokens of a model request, estimated: its system prompt and messages."""
-    return estimate_tokens(request.system) + sum(estimate_tokens(turn.text) for turn in request.messages)
+    """The input tokens of a model request, estimated: system prompt, messages, tool exchanges."""
+    total = estimate_tokens(request.system)
+    for turn in request.messages:
+        total += estimate_tokens(turn.text)
+        total += sum(estimate_tokens(json.dumps(call.input)) + 8 for call in turn.tool_calls)
+        total += sum(estimate_tokens(result.content) + 8 for result in turn.tool_results)
+    return total
 
 
 def model_text(message: Message) -> str:
-    """The text of a message as the model sees it: user and assistant text; nothing of the rest."""
+    """The text of a message as the model sees it: user and assistant text, tool calls and results
+    (as short lines); nothing of errors."""
     if isinstance(message, (UserMessage, AssistantMessage)):
         return text_of(message.content)
+    if isinstance(message, ToolCallMessage):
+        return f"[called {message.toolCall.name} {json.dumps(message.toolCall.input, ensure_ascii=False)}]"
+    if isinstance(message, ToolResultMessage):
+        value = message.toolResult.output.value
+        shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
+        return f"[{message.toolResult.name} returned: {shown}]"
     return ""
 
 
@@ -72,13 +86,20 @@ class TurnContext:
         )
 
     def request(
-        self, *, model: str, image_prompt: str | None, up_to_user_id: str, max_tokens: int
+        self,
+        *,
+        model: str,
+        image_prompt: str | None,
+        up_to_user_id: str,
+        max_tokens: int,
+        tools: tuple[ToolSpec, ...] = (),
     ) -> ModelRequest:
         return ModelRequest(
             model=model,
             messages=chat_turns(self.messages, up_to_user_id=up_to_user_id),
             system=system_prompt(image_prompt, self.summary),
             max_tokens=max_tokens,
+            tools=tools,
         )
 
 

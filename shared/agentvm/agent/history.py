@@ -1,53 +1,204 @@
-"""Rebuilding the model's view of a conversation from stored messages."""
+"""Rebuilding the model's view of a conversation from stored messages.
+
+A turn's stored messages (its *chain*) all point at the user message they answer: assistant and
+error messages and tool calls by ``parentId``, tool results through their call's id. A tool step
+is stored in the order its events were sent: the step's tool-call messages, then its text (if any),
+then the results. So a chain reads as steps: ``[calls, text?, results]`` for each tool step, then
+the final ``text`` (or an error). The turn is finished when its chain ends with an assistant or
+error message and every call has its result (``result_of``).
+"""
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentvm.llm import ChatTurn
-from agentvm.messages import AssistantMessage, ErrorMessage, UserMessage, text_of
+from agentvm.llm import Attachment, ChatTurn, ToolCall, ToolResult
+from agentvm.messages import (
+    AssistantMessage,
+    ErrorMessage,
+    FilePart,
+    ImagePart,
+    ToolCallMessage,
+    ToolResultMessage,
+    UserMessage,
+    text_of,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from agentvm.messages import Message
 
+NO_RESULT = "Error: no result was recorded for this call (the turn was cut off before the tool finished)"
+
+
+@dataclass
+class Step:
+    """One model call of a turn as stored: its text, the calls it made, the results they got."""
+
+    text: str = ""
+    calls: list[ToolCallMessage] = field(default_factory=list)
+    results: dict[str, ToolResultMessage] = field(default_factory=dict)
+    final: Message | None = None  # the assistant or error message that ended the turn
+
+    @property
+    def missing(self) -> list[ToolCallMessage]:
+        """Calls without a result: running (or cut off) when the step was read."""
+        return [c for c in self.calls if c.toolCall.id not in self.results]
+
+    def assistant_turn(self) -> ChatTurn:
+        calls = tuple(ToolCall(c.toolCall.id, c.toolCall.name, dict(c.toolCall.input)) for c in self.calls)
+        return ChatTurn("assistant", self.text, tool_calls=calls)
+
+    def results_turn(self, *, fill_missing: bool = True) -> ChatTurn:
+        results: list[ToolResult] = []
+        for call in self.calls:
+            stored = self.results.get(call.toolCall.id)
+            if stored is not None:
+                results.append(tool_result_of(stored))
+            elif fill_missing:
+                results.append(ToolResult(call.toolCall.id, call.toolCall.name, NO_RESULT, is_error=True))
+        return ChatTurn("user", tool_results=tuple(results))
+
+
+def tool_result_of(message: ToolResultMessage) -> ToolResult:
+    output = message.toolResult.output
+    value = output.value
+    if output.type in ("text", "error-text"):
+        content = str(value if value is not None else "")
+    elif output.type == "execution-denied":
+        content = f"Execution denied: {output.reason or 'no reason given'}"
+    else:
+        import json
+
+        content = json.dumps(value, ensure_ascii=False, default=str)
+    is_error = output.type in ("error-text", "error-json", "execution-denied")
+    return ToolResult(message.toolCallId, message.toolResult.name, content, is_error=is_error)
+
+
+def chains(history: Sequence[Message]) -> dict[str, list[Message]]:
+    """Every turn's stored messages, by the id of the user message they answer, in store order."""
+    out: dict[str, list[Message]] = {}
+    call_parent: dict[str, str] = {}
+    for m in history:
+        if isinstance(m, (AssistantMessage, ErrorMessage)) and m.parentId:
+            out.setdefault(m.parentId, []).append(m)
+        elif isinstance(m, ToolCallMessage) and m.parentId:
+            call_parent[m.toolCall.id] = m.parentId
+            out.setdefault(m.parentId, []).append(m)
+        elif isinstance(m, ToolResultMessage) and m.toolCallId in call_parent:
+            out[call_parent[m.toolCallId]].append(m)
+    return out
+
+
+def steps_of(chain: Sequence[Message]) -> list[Step]:
+    steps: list[Step] = []
+    current: Step | None = None
+    for m in chain:
+        if current is None or (current.results and not isinstance(m, ToolResultMessage)) or current.final:
+            current = Step()
+            steps.append(current)
+        if isinstance(m, ToolCallMessage):
+            current.calls.append(m)
+        elif isinstance(m, ToolResultMessage):
+            current.results[m.toolCallId] = m
+        elif isinstance(m, AssistantMessage):
+            current.text += text_of(m.content)
+            if not current.calls:
+                current.final = m
+        elif isinstance(m, ErrorMessage):
+            current.final = m
+    return steps
+
+
+def user_turn(message: UserMessage) -> ChatTurn:
+    if isinstance(message.content, str):
+        return ChatTurn("user", message.content)
+    attachments = tuple(
+        Attachment(
+            "image" if isinstance(p, ImagePart) else "file",
+            p.mediaType,
+            p.data,
+            p.name if isinstance(p, ImagePart) else p.filename,
+        )
+        for p in message.content
+        if isinstance(p, (ImagePart, FilePart))
+    )
+    return ChatTurn("user", text_of(message.content), attachments=attachments)
+
+
+def turns_of(steps: Sequence[Step], *, fill_missing: bool = True) -> list[ChatTurn]:
+    out: list[ChatTurn] = []
+    for step in steps:
+        if step.calls:
+            out.append(step.assistant_turn())
+            out.append(step.results_turn(fill_missing=fill_missing))
+        elif step.text and not isinstance(step.final, ErrorMessage):
+            out.append(ChatTurn("assistant", step.text))
+    return out
+
 
 def chat_turns(history: Sequence[Message], *, up_to_user_id: str) -> tuple[ChatTurn, ...]:
-    """The conversation a turn answers: each reply placed right after the user message it answers.
+    """The conversation a turn answers: each turn's steps placed right after its user message.
 
     With the ``queue`` policy a second user message can be stored before the reply to the first,
-    so store order is not conversation order; ``parentId`` is. Messages after the user message
-    being answered are left out, and error messages are never shown to the model.
+    so store order is not conversation order; the chains are. Messages after the user message
+    being answered are left out, and error messages are never shown to the model. The answered
+    turn's own steps are included when they are complete (a redelivered turn resumes after them);
+    a step of it whose calls still lack results is left to the caller (``open_step``).
     """
-    replies: dict[str, list[AssistantMessage]] = {}
-    for m in history:
-        if isinstance(m, AssistantMessage) and m.parentId:
-            replies.setdefault(m.parentId, []).append(m)
+    by_user = chains(history)
     out: list[ChatTurn] = []
     for m in history:
         if isinstance(m, UserMessage):
-            out.append(ChatTurn("user", text_of(m.content)))
+            out.append(user_turn(m))
+            steps = steps_of(by_user.get(m.id, ()))
             if m.id == up_to_user_id:
+                if steps and steps[-1].missing:
+                    steps = steps[:-1]
+                out.extend(turns_of(steps))
                 break
-            out.extend(ChatTurn("assistant", text_of(r.content)) for r in replies.get(m.id, ()))
+            out.extend(turns_of(steps))
         elif isinstance(m, AssistantMessage) and not m.parentId:
             out.append(ChatTurn("assistant", text_of(m.content)))
-    return tuple(t for t in out if t.text)
+    return tuple(t for t in out if not t.empty)
+
+
+def turn_steps(history: Sequence[Message], user_message_id: str) -> list[Step]:
+    return steps_of(chains(history).get(user_message_id, ()))
+
+
+def open_step(history: Sequence[Message], user_message_id: str) -> Step | None:
+    """The answered turn's last step if some of its calls have no result yet (a crash mid-tools)."""
+    steps = turn_steps(history, user_message_id)
+    return steps[-1] if steps and steps[-1].missing else None
 
 
 def result_of(history: Sequence[Message], user_message_id: str) -> Message | None:
-    """The stored reply (assistant or error) to a user message, if its turn already finished."""
-    for m in reversed(history):
-        if isinstance(m, (AssistantMessage, ErrorMessage)) and m.parentId == user_message_id:
-            return m
-    return None
+    """The stored final reply (assistant or error) of a user message's turn, if the turn finished."""
+    steps = turn_steps(history, user_message_id)
+    if not steps or steps[-1].missing:
+        return None
+    return steps[-1].final
 
 
 def pending_user_ids(history: Sequence[Message]) -> list[str]:
-    """User messages in the window that have no reply yet: their turns are queued or running."""
-    answered = {m.parentId for m in history if isinstance(m, (AssistantMessage, ErrorMessage)) and m.parentId}
-    return [m.id for m in history if isinstance(m, UserMessage) and m.id not in answered]
+    """User messages in the window whose turn has not finished: queued, running or cut off."""
+    return [m.id for m in history if isinstance(m, UserMessage) and result_of(history, m.id) is None]
 
 
-__all__ = ["chat_turns", "pending_user_ids", "result_of"]
+__all__ = [
+    "NO_RESULT",
+    "Step",
+    "chains",
+    "chat_turns",
+    "open_step",
+    "pending_user_ids",
+    "result_of",
+    "steps_of",
+    "tool_result_of",
+    "turn_steps",
+    "turns_of",
+    "user_turn",
+]

@@ -1,42 +1,59 @@
-"""``run_turn``: one model call streamed to an observer, stoppable at any point.
+"""``run_turn``: the agent loop. The model streams; if it asks for tools, they run (concurrently),
+their results go back, and the model continues, until it stops, ``max_steps`` model calls were
+made, or the turn is cancelled (interrupt, deadline).
 
-Pure orchestration: no storage, no transport. The caller persists the outcome and sends the
-terminal events. Provider failures (and an ``AgentVMError`` from a wrapping client, such as a
-budget cut) end the turn as data (``outcome.error``), never as an escape.
-Tools are not executed yet: images may carry ``mcpServers``, which are stored, not run.
+Pure orchestration: no storage, no transport. ``StepHooks`` (implemented by ``agent.turns``) sends
+each event and persists each step's outcome as it happens, so a redelivered turn resumes after the
+last completed step. Provider failures (and an ``AgentVMError`` from a wrapping client, such as a
+budget cut) end the turn as data (``outcome.error``), never as an escape; tool failures become
+error results for the model (``agent.tools.Toolbox``), never a failed turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from dataclasses import dataclass
+import dataclasses
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Protocol
 
 from agentvm.agent.context import estimate_request_tokens
-from agentvm.errors import AgentVMError, ProviderUnavailable
-from agentvm.llm import ModelStart, ModelStop, TextDelta
+from agentvm.errors import AgentVMError, ProviderUnavailable, StepLimitReached, TurnDeadlineExceeded
+from agentvm.llm import (
+    ChatTurn,
+    ModelStart,
+    ModelStop,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResult,
+)
 
 if TYPE_CHECKING:
+    from agentvm.agent.tools import Toolbox, ToolRun
     from agentvm.llm import ModelRequest
     from agentvm.ports import Clock, ModelClient
 
-
-class TurnObserver(Protocol):
-    def on_start(self, message_id: str, model: str) -> None: ...
-    def on_text(self, text: str) -> None: ...
+INTERRUPTED_RESULT = "Error: the tool was stopped before it finished (the turn was interrupted)"
+CUT_RESULT = "Error: not run: the model's message was cut off before it ended"
 
 
 @dataclass
-class TurnOutcome:
+class StepOutcome:
+    """One model call of the turn."""
+
+    index: int  # 0 for the turn's first model call
     model: str
     text: str = ""
     message_id: str | None = None
     stop_reason: str | None = None
+    calls: list[ToolCallEnd] = field(default_factory=list)
     input_tokens: int = 0
     output_tokens: int = 0
     usage_reported: bool = False  # False: the stream ended before the provider reported usage
-    start_input_tokens: int | None = None  # what ModelStart said, if the provider says it up front
+    start_input_tokens: int | None = None
     deltas: int = 0
     ttft_s: float | None = None
     error: AgentVMError | None = None
@@ -47,37 +64,316 @@ class TurnOutcome:
         """The tokens are ours, not the provider's: it started answering, never reported usage."""
         return not self.usage_reported and self.message_id is not None
 
+    @property
+    def wants_tools(self) -> bool:
+        return bool(self.calls) and self.error is None and not self.interrupted
+
+
+@dataclass
+class TurnOutcome:
+    """The whole turn: the last step's reply, usage summed over every step."""
+
+    model: str
+    text: str = ""  # the final step's text (what the final assistant message holds)
+    message_id: str | None = None
+    stop_reason: str | None = None
+    input_tokens: int = 0
+    output_tokens: int = 0
+    usage_reported: bool = False
+    deltas: int = 0
+    ttft_s: float | None = None
+    error: AgentVMError | None = None
+    interrupted: bool = False
+    steps: int = 0  # model calls made by this attempt
+    tool_calls: int = 0
+    tool_failures: int = 0
+    last: StepOutcome | None = None
+
+    @property
+    def usage_estimated(self) -> bool:
+        return self.last.usage_estimated if self.last is not None else False
+
+
+class StreamHooks(Protocol):
+    """What one streamed model call tells the world."""
+
+    def on_start(self, message_id: str, model: str) -> None: ...
+    def on_text(self, text: str) -> None: ...
+    def on_tool_start(self, call_id: str, name: str) -> None: ...
+    async def on_tool_call(self, step: StepOutcome, call: ToolCall) -> None:
+        """A call's input is complete: store the call, then announce it (while the model streams on)."""
+        ...
+
+
+class StepHooks(StreamHooks, Protocol):
+    """What the loop tells the world. Sync hooks queue frames; async ones persist, then queue."""
+
+    async def client_for_step(self, index: int) -> ModelClient:
+        """The model client of step ``index`` (budgets are checked again between steps)."""
+        ...
+
+    async def step_finished(self, step: StepOutcome) -> None:
+        """The model call is over (usage known): bill it."""
+        ...
+
+    async def tools_planned(self, step: StepOutcome) -> None:
+        """The model's message ended asking for ``step.calls``: store the step's text, announce it."""
+        ...
+
+    async def tool_finished(self, step: StepOutcome, run: ToolRun) -> None:
+        """Store one call's result, then announce it."""
+        ...
+
+
+@dataclass
+class PendingStep:
+    """A step a previous attempt left with calls but not all results (its worker died mid-tools)."""
+
+    text: str
+    calls: list[ToolCall]
+    results: dict[str, ToolResult]
+    rerun: frozenset[str]  # ids of calls to run again (idempotent tools); the rest are reported
+
 
 async def run_turn(
+    request: ModelRequest,
+    hooks: StepHooks,
+    *,
+    toolbox: Toolbox | None,
+    cancelled: asyncio.Event,
+    clock: Clock,
+    max_steps: int = 20,
+    first_step: int = 0,
+    deadline_s: float | None = None,
+    pending: PendingStep | None = None,
+) -> TurnOutcome:
+    outcome = TurnOutcome(model=request.model)
+    messages = list(request.messages)
+    timed_out = asyncio.Event()
+    timer = None
+    if deadline_s is not None:
+        timer = asyncio.get_running_loop().call_later(deadline_s, _expire, timed_out, cancelled)
+    try:
+        if pending is not None and toolbox is not None:
+            results = await _finish_pending(pending, toolbox, hooks, cancelled, first_step - 1, request.model)
+            messages += _exchange(pending.text, pending.calls, results)
+        step_index = first_step
+        while True:
+            if cancelled.is_set():
+                outcome.interrupted = True
+                break
+            client = await hooks.client_for_step(step_index)
+            step = await _stream_step(
+                client,
+                dataclasses.replace(request, messages=tuple(messages)),
+                hooks,
+                cancelled=cancelled,
+                clock=clock,
+                index=step_index,
+            )
+            _add(outcome, step)
+            await hooks.step_finished(step)
+            if not step.wants_tools:
+                for call in step.calls:  # stored already, but the message was cut: never run
+                    await hooks.tool_finished(step, _refused(call, CUT_RESULT))
+                break
+            if step_index + 1 >= max_steps:
+                # No model call is left to read the results: the calls are answered, not run.
+                await hooks.tools_planned(step)
+                note = f"Error: not run: the turn reached its step limit (maxSteps={max_steps})"
+                for call in step.calls:
+                    await hooks.tool_finished(step, _refused(call, note))
+                outcome.error = StepLimitReached(
+                    f"stopped after {max_steps} model calls: the model kept calling tools (maxSteps)"
+                )
+                break
+            await hooks.tools_planned(step)
+            assert toolbox is not None
+            runs = await _run_tools(step, toolbox, hooks, cancelled)
+            outcome.tool_calls += len(runs)
+            outcome.tool_failures += sum(1 for run in runs if run.result.is_error)
+            if cancelled.is_set():
+                outcome.interrupted = True
+                break
+            calls = [ToolCall(c.id, c.name, c.input) for c in step.calls]
+            messages += _exchange(step.text, calls, [run.result for run in runs])
+            step_index += 1
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if timed_out.is_set():
+        outcome.interrupted = False
+        outcome.error = TurnDeadlineExceeded(f"the turn ran past its deadline ({deadline_s:g} s)")
+    return outcome
+
+
+def _expire(timed_out: asyncio.Event, cancelled: asyncio.Event) -> None:
+    timed_out.set()
+    cancelled.set()
+
+
+def _add(outcome: TurnOutcome, step: StepOutcome) -> None:
+    outcome.steps += 1
+    outcome.last = step
+    outcome.model = step.model
+    outcome.text = step.text
+    outcome.message_id = step.message_id
+    outcome.stop_reason = step.stop_reason
+    outcome.input_tokens += step.input_tokens
+    outcome.output_tokens += step.output_tokens
+    outcome.usage_reported = step.usage_reported
+    outcome.deltas += step.deltas
+    if outcome.ttft_s is None:
+        outcome.ttft_s = step.ttft_s
+    outcome.error = step.error
+    outcome.interrupted = step.interrupted
+
+
+def _exchange(text: str, calls: list[ToolCall], results: list[ToolResult]) -> list[ChatTurn]:
+    return [
+        ChatTurn("assistant", text, tool_calls=tuple(calls)),
+        ChatTurn("user", tool_results=tuple(results)),
+    ]
+
+
+def _refused(call: ToolCallEnd | ToolCall, note: str) -> ToolRun:
+    from agentvm.agent.tools import ToolRun
+
+    return ToolRun(ToolResult(call.id, call.name, note, is_error=True), "error", 0.0)
+
+
+async def _run_tools(
+    step: StepOutcome, toolbox: Toolbox, hooks: StepHooks, cancelled: asyncio.Event
+) -> list[ToolRun]:
+    """Run the step's calls concurrently; each result is stored as soon as it is there.
+
+    Cancel (interrupt, deadline) stops the calls still running; they are answered with an error
+    result saying so, so the stored exchange stays whole (every call has its result).
+    """
+
+    async def one(call: ToolCallEnd) -> ToolRun:
+        run = await toolbox.run(ToolCall(call.id, call.name, call.input), input_error=call.input_error)
+        await hooks.tool_finished(step, run)
+        return run
+
+    tasks = [asyncio.create_task(one(call)) for call in step.calls]
+    waiter = asyncio.create_task(cancelled.wait())
+    return await _gather_until_cancel(step, tasks, waiter, hooks)
+
+
+async def _gather_until_cancel(
+    step: StepOutcome, tasks: list[asyncio.Task[ToolRun]], waiter: asyncio.Task[bool], hooks: StepHooks
+) -> list[ToolRun]:
+    pending = set(tasks)
+    while pending and not waiter.done():
+        done, pending = await asyncio.wait({*pending, waiter}, return_when=asyncio.FIRST_COMPLETED)
+        pending.discard(waiter)
+    waiter.cancel()
+    runs: list[ToolRun] = []
+    for task, call in zip(tasks, step.calls, strict=True):
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+        failure = None if task.cancelled() else task.exception()
+        if failure is not None and not isinstance(failure, Exception):
+            raise failure  # the process is going down: nothing is answered for it
+        if not task.cancelled() and failure is None:
+            runs.append(task.result())
+        else:
+            run = _refused(call, INTERRUPTED_RESULT)
+            await hooks.tool_finished(step, run)
+            runs.append(run)
+    return runs
+
+
+async def _finish_pending(
+    pending: PendingStep,
+    toolbox: Toolbox,
+    hooks: StepHooks,
+    cancelled: asyncio.Event,
+    index: int,
+    model: str,
+) -> list[ToolResult]:
+    """Answer the calls a dead worker left without results: run idempotent ones again, report the
+    others as interrupted (they may have had effects: running them twice is worse than not)."""
+    step = StepOutcome(index=index, model=model, text=pending.text)
+    step.calls = [ToolCallEnd(c.id, c.name, c.input) for c in pending.calls if c.id not in pending.results]
+    results = dict(pending.results)
+    for call in step.calls:
+        if call.id in pending.rerun and not cancelled.is_set():
+            run = await toolbox.run(ToolCall(call.id, call.name, call.input))
+        else:
+            run = _refused(
+                call, "Error: the worker running this tool stopped before it finished; it was not run again"
+            )
+        await hooks.tool_finished(step, run)
+        results[call.id] = run.result
+    return [results[c.id] for c in pending.calls]
+
+
+class _Quiet:
+    """Hooks for a model call nobody watches (a compaction summary)."""
+
+    def on_start(self, message_id: str, model: str) -> None:
+        pass
+
+    def on_text(self, text: str) -> None:
+        pass
+
+    def on_tool_start(self, call_id: str, name: str) -> None:
+        pass
+
+    async def on_tool_call(self, step: StepOutcome, call: ToolCall) -> None:
+        pass
+
+
+async def complete(client: ModelClient, request: ModelRequest, *, clock: Clock) -> StepOutcome:
+    """One unobserved model call to its end (tools are not offered): its text and usage."""
+    return await _stream_step(client, request, _Quiet(), cancelled=asyncio.Event(), clock=clock, index=0)
+
+
+async def _stream_step(
     client: ModelClient,
     request: ModelRequest,
-    observer: TurnObserver,
+    hooks: StreamHooks,
     *,
     cancelled: asyncio.Event,
     clock: Clock,
-) -> TurnOutcome:
-    outcome = TurnOutcome(model=request.model)
+    index: int,
+) -> StepOutcome:
+    """One streamed model call, stoppable at any point (the provider stream is closed on cancel)."""
+    step = StepOutcome(index=index, model=request.model)
     started = clock.monotonic()
     parts: list[str] = []
 
     async def consume() -> None:
         async for ev in client.stream(request):
             if isinstance(ev, TextDelta):
-                if outcome.ttft_s is None:
-                    outcome.ttft_s = clock.monotonic() - started
+                if step.ttft_s is None:
+                    step.ttft_s = clock.monotonic() - started
                 parts.append(ev.text)
-                outcome.deltas += 1
-                observer.on_text(ev.text)
+                step.deltas += 1
+                hooks.on_text(ev.text)
+            elif isinstance(ev, ToolCallStart):
+                if step.ttft_s is None:
+                    step.ttft_s = clock.monotonic() - started
+                hooks.on_tool_start(ev.id, ev.name)
+            elif isinstance(ev, ToolCallDelta):
+                step.deltas += 1
+            elif isinstance(ev, ToolCallEnd):
+                step.calls.append(ev)
+                await hooks.on_tool_call(step, ToolCall(ev.id, ev.name, ev.input))
             elif isinstance(ev, ModelStart):
-                outcome.message_id = ev.message_id
-                outcome.model = ev.model or request.model
-                outcome.start_input_tokens = ev.input_tokens
-                observer.on_start(ev.message_id, outcome.model)
+                step.message_id = ev.message_id
+                step.model = ev.model or request.model
+                step.start_input_tokens = ev.input_tokens
+                hooks.on_start(ev.message_id, step.model)
             elif isinstance(ev, ModelStop):
-                outcome.stop_reason = ev.stop_reason
-                outcome.input_tokens = ev.input_tokens
-                outcome.output_tokens = ev.output_tokens
-                outcome.usage_reported = True
+                step.stop_reason = ev.stop_reason
+                step.input_tokens = ev.input_tokens
+                step.output_tokens = ev.output_tokens
+                step.usage_reported = True
 
     consumer = asyncio.create_task(consume())
     waiter = asyncio.create_task(cancelled.wait())
@@ -86,33 +382,44 @@ async def run_turn(
         if not consumer.done():
             # Interrupt: cancelling the consumer closes the provider stream (its `async with`
             # exits), so the provider stops producing and we stop paying for tokens.
-            outcome.interrupted = True
+            step.interrupted = True
             consumer.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await consumer
         else:
             exc = consumer.exception()
+            if exc is not None and not isinstance(exc, Exception):
+                raise exc  # the process is going down (exit, a dying worker): not a model failure
             if isinstance(exc, AgentVMError):
-                outcome.error = exc
+                step.error = exc
             elif exc is not None:
-                outcome.error = ProviderUnavailable(f"model stream failed: {type(exc).__name__}")
-            elif outcome.stop_reason is None:
-                outcome.error = ProviderUnavailable("model stream ended without a stop event")
+                step.error = ProviderUnavailable(f"model stream failed: {type(exc).__name__}")
+            elif step.stop_reason is None:
+                step.error = ProviderUnavailable("model stream ended without a stop event")
     finally:
         waiter.cancel()
         if not consumer.done():
             consumer.cancel()
-    outcome.text = "".join(parts)
-    if not outcome.usage_reported:
+    step.text = "".join(parts)
+    if not step.usage_reported:
         # The provider never reported usage (interrupted or cut): count what was consumed. Output:
         # the deltas received. Input: what the provider said at the start (Anthropic does), else
         # an estimate of the request, but only if the provider started answering (it read it).
-        outcome.output_tokens = outcome.deltas
-        if outcome.start_input_tokens is not None:
-            outcome.input_tokens = outcome.start_input_tokens
-        elif outcome.message_id is not None:
-            outcome.input_tokens = estimate_request_tokens(request)
-    return outcome
+        step.output_tokens = step.deltas
+        if step.start_input_tokens is not None:
+            step.input_tokens = step.start_input_tokens
+        elif step.message_id is not None:
+            step.input_tokens = estimate_request_tokens(request)
+    return step
 
 
-__all__ = ["TurnObserver", "TurnOutcome", "run_turn"]
+__all__ = [
+    "INTERRUPTED_RESULT",
+    "PendingStep",
+    "StepHooks",
+    "StreamHooks",
+    "StepOutcome",
+    "TurnOutcome",
+    "complete",
+    "run_turn",
+]

@@ -1,9 +1,13 @@
-"""Running one queued turn: rebuild the agent, stream, persist, then send the terminal events.
+"""Running one queued turn: rebuild the agent, run the loop, persist each step, send the events.
 
 Exactly-once rules: a turn whose record is terminal is skipped (a redelivered job does nothing);
 a turn whose reply is already stored (the worker died after persisting) is finished from the
-stored reply without calling the model again; results are appended with an idempotency key
-derived from the turn, so no path appends a reply twice.
+stored reply without calling the model again; every message is appended with an idempotency key
+derived from the turn and step (``call:``/``tool:<turn>:<call id>``, ``step:<turn>:<n>``,
+``result:``/``error:<turn>``), so no path appends anything twice. A turn redelivered mid-way
+resumes after its last stored step: a tool whose result is stored is never run again, and one that
+was running when the worker died is reported to the model as interrupted (or run again when its
+definition says it is idempotent).
 """
 
 from __future__ import annotations
@@ -14,19 +18,34 @@ import logging
 from typing import TYPE_CHECKING
 
 from agentvm.agent.compaction import compact_after_turn, prepare_context
-from agentvm.agent.history import result_of
-from agentvm.agent.loop import TurnOutcome, run_turn
+from agentvm.agent.history import open_step, result_of, turn_steps
+from agentvm.agent.loop import PendingStep, TurnOutcome, run_turn
+from agentvm.agent.tool_config import DEFAULT_MAX_STEPS
 from agentvm.errors import AgentVMError, ProviderError, ProviderRejected
 from agentvm.events import EventContext
-from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, TokenUsage, message_to_wire
+from agentvm.llm import ToolCall
+from agentvm.messages import (
+    AssistantMessage,
+    ErrorMessage,
+    TextPart,
+    TokenUsage,
+    ToolCallMessage,
+    ToolCallPart,
+    ToolResultMessage,
+    ToolResultOutput,
+    ToolResultPart,
+    message_to_wire,
+)
 from agentvm.records import TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.fanout import Fanout
-from agentvm.streaming.frames import error_occurred_data, first_seq, persisted_event
+from agentvm.streaming.frames import error_occurred_data, first_seq, message_frame_data, persisted_event
 from agentvm.streaming.sink import CoalescingSink
 
 if TYPE_CHECKING:
     from agentvm.agent.context import TurnContext
+    from agentvm.agent.loop import StepOutcome
+    from agentvm.agent.tools import Toolbox, ToolRun
     from agentvm.events import Json
     from agentvm.messages import Message
     from agentvm.ports import ModelClient
@@ -91,36 +110,20 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
 
     await _set_status(rt, job, "running", attempt=attempt)
     started_ms = rt.clock.now_ms()
-    started = rt.clock.monotonic()
-    outcome, model_ref = await _stream(rt, job, image, context, sink)
-    duration_ms = int((rt.clock.monotonic() - started) * 1000)
+    toolbox = await _toolbox(rt, image)
+    try:
+        outcome, hooks = await _run(rt, job, image, context, sink, toolbox, started_ms)
+    finally:
+        if toolbox is not None:
+            await toolbox.aclose()
     if outcome.interrupted:  # the turn saw the cancel: say so at once, before persisting and the end
         sink.emit("interrupted", {"agentId": job.agentId, "containerId": job.containerId})
     status: TurnStatus = "interrupted" if outcome.interrupted else "failed" if outcome.error else "completed"
-
-    # Persist before the terminal events: a client that saw the end can always read it back.
-    billed = await store.put_usage(
-        UsageRecord(
-            turnId=job.turnId,
-            tenantId=job.tenantId,
-            containerId=job.containerId,
-            imageId=job.imageId,
-            sessionId=job.sessionId,
-            model=model_ref,
-            inputTokens=outcome.input_tokens,
-            outputTokens=outcome.output_tokens,
-            ttftMs=None if outcome.ttft_s is None else int(outcome.ttft_s * 1000),
-            durationMs=duration_ms,
-            status=status,
-            createdAt=rt.clock.now_ms(),
-            estimated=outcome.usage_estimated,
-        )
-    )
-    # Counted only by the attempt that stored the usage record: the counters agree with the bill.
-    if billed and rt.budgets is not None:
-        await rt.budgets.record(job.tenantId, job.containerId, outcome.input_tokens + outcome.output_tokens)
     sink.hold()  # the terminal frames wait for the status write (with what the turn sent) below
-    result = _result_message(rt, job, outcome, started_ms)
+    result = None
+    if outcome.last is not None and not outcome.last.wants_tools:
+        # The final step's text (a tool step's text was stored with its calls).
+        result = _result_message(rt, job, outcome, started_ms)
     if result is not None:
         appended = await store.append_message(job.sessionId, result, idempotency_key=f"result:{job.turnId}")
         result = appended.message
@@ -134,10 +137,14 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         )
         appended = await store.append_message(job.sessionId, error, idempotency_key=f"error:{job.turnId}")
         if result is not None:
-            sink.emit("assistant_message", message_to_wire(result))
+            sink.emit("assistant_message", message_to_wire(result), ref=result.id)
         result = appended.message
     _emit_terminal(
-        sink, result, stop_reason=outcome.stop_reason or "end_turn", interrupted=outcome.interrupted
+        sink,
+        result,
+        stop_reason=outcome.stop_reason or "end_turn",
+        interrupted=outcome.interrupted,
+        stopped=hooks.stop_sent,
     )
     await _set_status(rt, job, status, attempt=attempt, frames=sink.frame_map())
     sink.release()
@@ -147,32 +154,218 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     return outcome
 
 
-async def _stream(
-    rt: Runtime, job: TurnJob, image: ImageRecord, context: TurnContext, sink: CoalescingSink
-) -> tuple[TurnOutcome, str]:
+async def _toolbox(rt: Runtime, image: ImageRecord) -> Toolbox | None:
+    """The image's tools for this turn (None: it declares none, or the host runs no tools)."""
+    if rt.tools is None or not (image.tools or image.mcpServers):
+        return None
+    return await rt.tools.toolbox(rt.store, image)
+
+
+async def _run(
+    rt: Runtime,
+    job: TurnJob,
+    image: ImageRecord,
+    context: TurnContext,
+    sink: CoalescingSink,
+    toolbox: Toolbox | None,
+    started_ms: int,
+) -> tuple[TurnOutcome, _TurnHooks]:
     cancelled = rt.signals.event_for(job.turnId)
     if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
         cancelled.set()
     try:
         client, model_name, model_ref = rt.models.resolve(image.model)
     except AgentVMError as exc:
-        return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), image.model or ""
-    client = await _within_budget(rt, job, client)
+        hooks = _TurnHooks(rt, job, sink, None, image.model or "", started_ms)
+        return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), hooks
+    hooks = _TurnHooks(rt, job, sink, client, model_ref, started_ms)
     request = context.request(
         model=model_name,
         image_prompt=image.systemPrompt,
         up_to_user_id=job.userMessageId,
         max_tokens=rt.turns.max_output_tokens,
+        tools=toolbox.specs if toolbox is not None else (),
     )
+    # A redelivered turn resumes after the steps a previous attempt stored.
+    done_steps = turn_steps(context.messages, job.userMessageId)
+    pending = _pending(context.messages, job.userMessageId, toolbox)
     poller = asyncio.create_task(_poll_cancel(rt, job, cancelled)) if rt.turns.cancel_poll_s > 0 else None
     try:
-        outcome = await run_turn(client, request, _SinkObserver(sink), cancelled=cancelled, clock=rt.clock)
+        outcome = await run_turn(
+            request,
+            hooks,
+            toolbox=toolbox,
+            cancelled=cancelled,
+            clock=rt.clock,
+            max_steps=image.maxSteps or DEFAULT_MAX_STEPS,
+            first_step=len(done_steps),
+            deadline_s=rt.turns.turn_deadline_s or None,
+            pending=pending,
+        )
     finally:
         if poller is not None:
             poller.cancel()
             with contextlib.suppress(asyncio.CancelledError):
                 await poller
-    return outcome, model_ref
+    return outcome, hooks
+
+
+def _pending(history: list[Message], user_message_id: str, toolbox: Toolbox | None) -> PendingStep | None:
+    step = open_step(history, user_message_id)
+    if step is None or toolbox is None:
+        return None
+    from agentvm.agent.history import tool_result_of
+
+    rerun = frozenset(
+        c.toolCall.id
+        for c in step.missing
+        if (tool := toolbox.get(c.toolCall.name)) is not None and tool.idempotent
+    )
+    return PendingStep(
+        text=step.text,
+        calls=[ToolCall(c.toolCall.id, c.toolCall.name, dict(c.toolCall.input)) for c in step.calls],
+        results={cid: tool_result_of(m) for cid, m in step.results.items()},
+        rerun=rerun,
+    )
+
+
+class _TurnHooks:
+    """The loop's hooks for a stored, streamed turn: bill each step, store each call and result,
+    then send its frames (each frame made from the stored message: replay sends the same)."""
+
+    def __init__(
+        self,
+        rt: Runtime,
+        job: TurnJob,
+        sink: CoalescingSink,
+        client: ModelClient | None,
+        model_ref: str,
+        started_ms: int,
+    ) -> None:
+        self.rt = rt
+        self.job = job
+        self.sink = sink
+        self.client = client
+        self.model_ref = model_ref
+        self.started_ms = started_ms
+        self.stop_sent = False  # the last step's message_stop is out (a tool step sends its own)
+        self._step_started = rt.clock.monotonic()
+
+    # frames during the stream
+    def on_start(self, message_id: str, model: str) -> None:
+        self.stop_sent = False
+        self.sink.new_message()
+        self.sink.emit("message_start", {"messageId": message_id, "model": model})
+        self.sink.emit("conversation_start", {"messageId": message_id})
+
+    def on_text(self, text: str) -> None:
+        self.sink.text(text)
+
+    def on_tool_start(self, call_id: str, name: str) -> None:
+        self.sink.emit("tool_use_start", {"toolCallId": call_id, "toolName": name})
+        self.sink.emit("tool_planned", {"toolId": call_id, "toolName": name})
+        self.sink.emit("tool_executing", {"toolId": call_id, "toolName": name, "input": {}})
+
+    async def client_for_step(self, index: int) -> ModelClient:
+        assert self.client is not None
+        self._step_started = self.rt.clock.monotonic()
+        return await _within_budget(self.rt, self.job, self.client)
+
+    async def step_finished(self, step: StepOutcome) -> None:
+        rt, job = self.rt, self.job
+        first = step.index == 0
+        billed = await rt.store.put_usage(
+            UsageRecord(
+                turnId=job.turnId if first else f"{job.turnId}:step:{step.index}",
+                tenantId=job.tenantId,
+                containerId=job.containerId,
+                imageId=job.imageId,
+                sessionId=job.sessionId,
+                model=self.model_ref,
+                inputTokens=step.input_tokens,
+                outputTokens=step.output_tokens,
+                ttftMs=None if step.ttft_s is None else int(step.ttft_s * 1000),
+                durationMs=int((rt.clock.monotonic() - self._step_started) * 1000),
+                status="interrupted" if step.interrupted else "failed" if step.error else "completed",
+                createdAt=rt.clock.now_ms(),
+                kind="turn" if first else "step",
+                estimated=step.usage_estimated,
+            )
+        )
+        # Counted only by the attempt that stored the usage record: the counters agree with the bill.
+        if billed and rt.budgets is not None:
+            await rt.budgets.record(job.tenantId, job.containerId, step.input_tokens + step.output_tokens)
+
+    async def on_tool_call(self, step: StepOutcome, call: ToolCall) -> None:
+        message = ToolCallMessage(
+            id=self.rt.ids.new("msg"),
+            timestamp=self.rt.clock.now_ms(),
+            toolCall=ToolCallPart(id=call.id, name=call.name, input=call.input),
+            parentId=self.job.userMessageId,
+        )
+        stored = await self._append(message, f"call:{self.job.turnId}:{call.id}")
+        for kind in ("input_json_delta", "tool_use_stop", "tool_call_message"):
+            self._emit(kind, stored)
+
+    async def tools_planned(self, step: StepOutcome) -> None:
+        self.sink.emit("message_stop", {"stopReason": "tool_use"})
+        self.stop_sent = True
+        if step.text.strip():
+            message = AssistantMessage(
+                id=step.message_id or self.rt.ids.new("msg"),
+                timestamp=self.rt.clock.now_ms(),
+                content=[TextPart(text=step.text)],
+                parentId=self.job.userMessageId,
+                usage=_usage(step.input_tokens, step.output_tokens),
+            )
+            stored = await self._append(message, f"step:{self.job.turnId}:{step.index}")
+            self._emit("assistant_message", stored)
+
+    async def tool_finished(self, step: StepOutcome, run: ToolRun) -> None:
+        result = run.result
+        message = ToolResultMessage(
+            id=self.rt.ids.new("msg"),
+            timestamp=self.rt.clock.now_ms(),
+            toolCallId=result.call_id,
+            toolResult=ToolResultPart(
+                id=result.call_id,
+                name=result.name,
+                output=ToolResultOutput(
+                    type="error-text" if result.is_error else "text", value=result.content
+                ),
+            ),
+        )
+        stored = await self._append(message, f"tool:{self.job.turnId}:{result.call_id}")
+        for kind in (
+            "tool_result",
+            "tool_result_message",
+            "tool_failed" if result.is_error else "tool_completed",
+        ):
+            self._emit(kind, stored)
+        log.info(
+            "tool call",
+            extra={
+                "turn_id": self.job.turnId,
+                "tool": result.name,
+                "status": run.status,
+                "duration_ms": int(run.duration_s * 1000),
+            },
+        )
+
+    async def _append(self, message: Message, key: str) -> Message:
+        appended = await self.rt.store.append_message(self.job.sessionId, message, idempotency_key=key)
+        return appended.message
+
+    def _emit(self, kind: str, message: Message) -> None:
+        data = message_frame_data(kind, message)
+        if data is not None:
+            self.sink.emit(kind, data, ref=message.id)
+
+
+def _usage(input_tokens: int, output_tokens: int) -> TokenUsage:
+    return TokenUsage(
+        inputTokens=input_tokens, outputTokens=output_tokens, totalTokens=input_tokens + output_tokens
+    )
 
 
 async def _within_budget(rt: Runtime, job: TurnJob, client: ModelClient) -> ModelClient:
@@ -194,46 +387,43 @@ async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> N
             log.warning("cancel poll failed", extra={"turn_id": job.turnId, "error": type(exc).__name__})
 
 
-class _SinkObserver:
-    def __init__(self, sink: CoalescingSink) -> None:
-        self._sink = sink
-
-    def on_start(self, message_id: str, model: str) -> None:
-        self._sink.emit("message_start", {"messageId": message_id, "model": model})
-        self._sink.emit("conversation_start", {"messageId": message_id})
-
-    def on_text(self, text: str) -> None:
-        self._sink.text(text)
-
-
 def _result_message(
     rt: Runtime, job: TurnJob, outcome: TurnOutcome, started_ms: int
 ) -> AssistantMessage | None:
     if not outcome.text.strip():
         return None
+    last = outcome.last
+    # One step: the message's usage is the turn's; in a tool turn, the final model call's.
+    tokens = (
+        (outcome.input_tokens, outcome.output_tokens)
+        if last is None
+        else (last.input_tokens, last.output_tokens)
+    )
     return AssistantMessage(
         id=outcome.message_id or rt.ids.new("msg"),
-        timestamp=started_ms,
+        timestamp=started_ms if outcome.steps <= 1 else rt.clock.now_ms(),
         content=[TextPart(text=outcome.text)],
         parentId=job.userMessageId,
-        usage=TokenUsage(
-            inputTokens=outcome.input_tokens,
-            outputTokens=outcome.output_tokens,
-            totalTokens=outcome.input_tokens + outcome.output_tokens,
-        ),
+        usage=_usage(*tokens),
     )
 
 
 def _emit_terminal(
-    sink: CoalescingSink, result: Message | None, *, stop_reason: str, interrupted: bool
+    sink: CoalescingSink,
+    result: Message | None,
+    *,
+    stop_reason: str,
+    interrupted: bool,
+    stopped: bool = False,
 ) -> None:
     if isinstance(result, ErrorMessage):
         sink.emit("error_message", message_to_wire(result))
         sink.emit("error_occurred", error_occurred_data(result))
         return
-    sink.emit("message_stop", {"stopReason": stop_reason})
+    if not stopped:
+        sink.emit("message_stop", {"stopReason": stop_reason})
     if result is not None:
-        sink.emit("assistant_message", message_to_wire(result))
+        sink.emit("assistant_message", message_to_wire(result), ref=result.id)
     sink.emit("conversation_end", {"reason": "interrupted" if interrupted else "completed"})
 
 

@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
+from agentvm.agent.tool_config import MAX_TOOLS, ToolDecl, parse_mcp_servers
 from agentvm.errors import BadRequest, FrameTooLarge, UnknownRequest
 from agentvm.messages import UserContentPart
 from agentvm.records import ConcurrencyPolicy
@@ -92,7 +93,25 @@ class ImageConfig(BaseModel):
     systemPrompt: StrictStr | None = Field(default=None, max_length=100_000)
     model: StrictStr | None = Field(default=None, max_length=200)
     mcpServers: dict[str, Any] | None = None
+    tools: list[ToolDecl] | None = Field(default=None, max_length=MAX_TOOLS)
+    maxSteps: int | None = Field(default=None, ge=1, le=100)
     concurrency: ConcurrencyPolicy | None = None
+
+    @field_validator("mcpServers", mode="after")
+    @classmethod
+    def _mcp_servers(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            parse_mcp_servers(v, allow_stdio=True)  # the host's own rule is checked by the command
+        return v
+
+    @field_validator("tools", mode="after")
+    @classmethod
+    def _unique_names(cls, v: list[Any] | None) -> list[Any] | None:
+        names = [decl.name for decl in v or []]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique (repeated: {', '.join(duplicates)})")
+        return v
 
 
 class ImageCreate(_Req):

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.history import pending_user_ids
+from agentvm.agent.tool_config import parse_mcp_servers
 from agentvm.agent.turns import TERMINAL, turn_id_for
 from agentvm.errors import BadRequest, NotFound, SessionBusy
 from agentvm.events import EventContext, dumps, event
@@ -326,12 +327,15 @@ async def image_create(ctx: CommandContext, req: ImageCreate) -> Json:
         systemPrompt=cfg.systemPrompt,
         model=cfg.model,
         mcpServers=cfg.mcpServers,
+        tools=_tool_decls(cfg.tools),
+        maxSteps=cfg.maxSteps,
         concurrency=cfg.concurrency or "queue",
         createdAt=now,
         updatedAt=now,
     )
     if image.model:
         ctx.rt.models.resolve(image.model)  # reject an unknown provider now, not at the first turn
+    _check_tool_sources(ctx, image.mcpServers)
     session = SessionRecord(
         tenantId=ctx.tenant_id,
         sessionId=image.sessionId,
@@ -342,6 +346,21 @@ async def image_create(ctx: CommandContext, req: ImageCreate) -> Json:
     )
     await ctx.rt.store.create_image(image, session)
     return {"record": image.to_wire(), "__subscriptions": [image.sessionId]}
+
+
+def _tool_decls(tools: list[Any] | None) -> list[dict[str, Any]] | None:
+    """Declarations as stored: validated, without unset fields (secret headers stay references)."""
+    return None if tools is None else [decl.model_dump(exclude_none=True) for decl in tools]
+
+
+def _check_tool_sources(ctx: CommandContext, mcp_servers: dict[str, Any] | None) -> None:
+    """What the host cannot run is refused now, not at the first turn (stdio MCP on AWS)."""
+    if not mcp_servers or ctx.rt.tools is None:
+        return
+    try:
+        parse_mcp_servers(mcp_servers, allow_stdio=ctx.rt.tools.allow_stdio)
+    except ValueError as exc:
+        raise BadRequest(f"config.mcpServers.{exc}") from None
 
 
 async def image_run(ctx: CommandContext, req: ImageRun) -> Json:
@@ -360,6 +379,9 @@ async def image_update(ctx: CommandContext, req: ImageUpdate) -> Json:
     changes: dict[str, Any] = req.updates.model_dump(exclude_unset=True, exclude_none=True)
     if "model" in changes:
         ctx.rt.models.resolve(changes["model"])
+    if "tools" in changes:
+        changes["tools"] = _tool_decls(req.updates.tools)
+    _check_tool_sources(ctx, changes.get("mcpServers"))
     image = image.model_copy(update={**changes, "updatedAt": ctx.now()})
     await ctx.rt.store.put_image(image)
     return {"record": image.to_wire()}

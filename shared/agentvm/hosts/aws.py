@@ -13,6 +13,7 @@ import logging
 import os
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from agentvm.hosts.tools import tool_sources
 from agentvm.runtime import Runtime, turn_settings
 from agentvm.security.apikeys import ServerSecrets
 from agentvm.security.setup import SECRET_NAMES, LazyServerSecrets, Security, build_security, server_secrets
@@ -73,6 +74,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         push=ApiGatewayPush(settings.ws_endpoint) if settings.ws_endpoint else NotConfigured("ws_endpoint"),
         models=SsmKeysModelResolver(settings),
         turns=turn_settings(settings, cancel_poll_s=settings.cancel_poll_ms / 1000),
+        # No stdio MCP servers on Lambda: a child process per turn, outside any isolation we control.
+        tools=tool_sources(settings, allow_stdio=False),
     )
     aws_security(settings, runtime.clock).attach(runtime)
     return runtime

@@ -14,6 +14,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from agentvm.hosts.tools import tool_sources
 from agentvm.runtime import Runtime, turn_settings
 from agentvm.security.apikeys import ServerSecrets
 from agentvm.security.setup import Security, build_security, server_secrets
@@ -62,6 +63,7 @@ def local_runtime(settings: Settings) -> LocalHost:
         # Subscribers are an in-memory lookup here: looked up on every send, so a client that
         # resumes mid-turn is caught up at the next frame.
         turns=turn_settings(settings, subscriber_refresh_s=0.0),
+        tools=tool_sources(settings, allow_stdio=True),
     )
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 

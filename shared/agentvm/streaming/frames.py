@@ -15,10 +15,18 @@ caught up from here), and the compact ``FrameMap`` stored with the turn's termin
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING
 
 from agentvm.events import EventContext, agent_event, dumps, event
-from agentvm.messages import AssistantMessage, ErrorMessage, message_to_wire, text_of
+from agentvm.messages import (
+    AssistantMessage,
+    ErrorMessage,
+    ToolCallMessage,
+    ToolResultMessage,
+    message_to_wire,
+    text_of,
+)
 from agentvm.records import FrameMap
 
 if TYPE_CHECKING:
@@ -32,8 +40,34 @@ TURN_SPAN = 100_000  # seqs per turn (per user message)
 ATTEMPT_SPAN = 10_000  # seqs per attempt of a turn: at most this many frames per attempt
 MAX_ATTEMPTS = TURN_SPAN // ATTEMPT_SPAN  # a later retry numbers in the last band again
 
-# Frames rebuilt from stored messages on replay; the map keeps only their type.
+# Frames rebuilt from stored messages on replay; the map keeps only their type (or, for frames
+# emitted with a ``ref``, the id of the stored message their data comes from).
 FROM_STORAGE = frozenset({"message_persisted", "assistant_message", "error_message", "error_occurred"})
+REF = "$ref"
+
+
+def message_frame_data(kind: str, message: Message) -> Json | None:
+    """The ``data`` of a frame that is made from one stored message: the same function builds the
+    live frame and its replay, so a resumed client sees exactly what was sent."""
+    if kind in ("assistant_message", "tool_call_message", "tool_result_message", "error_message"):
+        return message_to_wire(message)
+    if isinstance(message, ToolCallMessage):
+        call = message.toolCall
+        if kind == "tool_use_stop":
+            return {"toolCallId": call.id, "toolName": call.name, "input": dict(call.input)}
+        if kind == "input_json_delta":
+            return {"partialJson": json.dumps(call.input, ensure_ascii=False)}
+    if isinstance(message, ToolResultMessage):
+        result = message.toolResult
+        value = result.output.value
+        failed = result.output.type in ("error-text", "error-json", "execution-denied")
+        if kind == "tool_result":
+            return {"toolCallId": message.toolCallId, "result": value, "isError": failed}
+        if kind == "tool_completed":
+            return {"toolId": message.toolCallId, "toolName": result.name, "result": value}
+        if kind == "tool_failed":
+            return {"toolId": message.toolCallId, "toolName": result.name, "error": str(value)}
+    return None
 
 
 def first_seq(user_seq: int, attempt: int) -> int:
@@ -84,8 +118,11 @@ class FrameLog:
         """The seq of the newest frame (``first - 1`` while there is none)."""
         return self.first + len(self._payloads) - 1
 
-    def add(self, frame: Json) -> int:
-        """Number ``frame`` (sets its ``seq``), serialise and keep it; returns the seq."""
+    def add(self, frame: Json, *, ref: str | None = None) -> int:
+        """Number ``frame`` (sets its ``seq``), serialise and keep it; returns the seq.
+
+        ``ref``: the id of the stored message the frame's data is made from (``message_frame_data``);
+        the map keeps that id instead of the data."""
         index = len(self._payloads)
         seq = frame["seq"] = self.first + index
         type_ = frame["type"]
@@ -94,7 +131,9 @@ class FrameLog:
             self._kinds.append(self._text_len)
         else:
             self._kinds.append(type_)
-            if type_ not in FROM_STORAGE and frame["data"]:
+            if ref is not None:
+                self._data[str(index)] = {REF: ref}
+            elif type_ not in FROM_STORAGE and frame["data"]:
                 self._data[str(index)] = frame["data"]
         self._payloads.append(dumps(frame))
         return seq
@@ -140,9 +179,16 @@ def replay(
     )
     reply = next((m for m in replies if isinstance(m, AssistantMessage)), None)
     error = next((m for m in replies if isinstance(m, ErrorMessage)), None)
-    text = text_of(reply.content) if reply is not None else ""
-    texts = [i for i, kind in enumerate(frames.kinds) if isinstance(kind, int)]
-    last_text = texts[-1] if texts else -1
+    by_id = {m.id: m for m in replies}
+    # The turn's text frames carry the running length of all its text: every step's, in order.
+    text = "".join(text_of(m.content) for m in replies if isinstance(m, AssistantMessage))
+    kinds = frames.kinds
+    # Text is merged per run of text frames (``conversation_responding`` does not break a run; a
+    # tool step's frames do, so each step's text is replayed where it was sent).
+    run_ends = {
+        i for i, kind in enumerate(kinds) if isinstance(kind, int) and not isinstance(_next(kinds, i), int)
+    }
+    run_start = 0  # where the current run of text frames starts
     out: list[str] = []
     sent = 0  # the client's text: up to the last text frame at or below the cursor
     start = 0  # where the current text frame starts
@@ -151,19 +197,35 @@ def replay(
         if isinstance(kind, int):
             if seq <= after:
                 sent = kind
-            elif not merge_text or index == last_text:
-                piece = text[(sent if merge_text else start) : kind]
+            elif not merge_text or index in run_ends:
+                piece = text[(max(sent, run_start) if merge_text else start) : kind]
                 if piece:
                     delta = agent_event("text_delta", {"text": piece}, now_ms=now_ms, context=context)
                     out.append(_seal(delta, seq))
             start = kind
+            if index in run_ends:
+                run_start = kind
             continue
         if seq <= after:
             continue
-        frame = _rebuild(kind, frames.data.get(str(index)), turn, user, reply, error, context, now_ms)
+        data = frames.data.get(str(index))
+        if data is not None and REF in data:
+            source = by_id.get(data[REF])
+            body = None if source is None else message_frame_data(kind, source)
+            frame = None if body is None else agent_event(kind, body, now_ms=now_ms, context=context)
+        else:
+            frame = _rebuild(kind, data, turn, user, reply, error, context, now_ms)
         if frame is not None:
             out.append(_seal(frame, seq))
     return out
+
+
+def _next(kinds: list[str | int], index: int) -> str | int | None:
+    """The kind of the frame after ``index``, ``conversation_responding`` skipped."""
+    for kind in kinds[index + 1 :]:
+        if kind != "conversation_responding":
+            return kind
+    return None
 
 
 def _rebuild(
@@ -203,12 +265,14 @@ def _seal(frame: Json, seq: int) -> str:
 __all__ = [
     "ATTEMPT_SPAN",
     "FROM_STORAGE",
+    "REF",
     "MAX_ATTEMPTS",
     "TURN_SPAN",
     "FrameLog",
     "error_occurred_data",
     "first_seq",
     "last_seq",
+    "message_frame_data",
     "persisted_event",
     "replay",
 ]

@@ -19,13 +19,13 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from agentvm.agent.history import chains
 from agentvm.agent.turns import TERMINAL, turn_id_for
 from agentvm.errors import ConnectionGone
-from agentvm.messages import AssistantMessage, ErrorMessage, UserMessage
+from agentvm.messages import UserMessage
 from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
 
 if TYPE_CHECKING:
-    from agentvm.messages import Message
     from agentvm.records import SessionRecord
     from agentvm.runtime import Runtime
 
@@ -54,11 +54,7 @@ async def _replay_finished(
     )
     if not window:
         return await _clamped(rt, session.sessionId, after)
-    replies: dict[str, list[Message]] = {}
-    for item in window:
-        m = item.message
-        if isinstance(m, (AssistantMessage, ErrorMessage)) and m.parentId:
-            replies.setdefault(m.parentId, []).append(m)
+    replies = chains([item.message for item in window])
     cursor = after
     for item in window:
         user = item.message

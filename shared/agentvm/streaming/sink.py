@@ -72,14 +72,15 @@ class CoalescingSink:
         self._sender: asyncio.Task[None] | None = None
 
     # -- events -----------------------------------------------------------------------------
-    def emit(self, type_: str, data: Json) -> None:
-        """Queue one agent event, after any buffered text so the order holds."""
-        self.emit_frame(agent_event(type_, data, now_ms=self._clock.now_ms(), context=self._context))
+    def emit(self, type_: str, data: Json, *, ref: str | None = None) -> None:
+        """Queue one agent event, after any buffered text so the order holds. ``ref``: the stored
+        message the data is made from (the frame map keeps the id, not the data)."""
+        self.emit_frame(agent_event(type_, data, now_ms=self._clock.now_ms(), context=self._context), ref=ref)
 
-    def emit_frame(self, frame: Json) -> None:
+    def emit_frame(self, frame: Json, *, ref: str | None = None) -> None:
         """Queue any frame of the turn (e.g. ``message_persisted``); it gets the next seq."""
         self._flush_buffer()
-        self._add(frame)
+        self._add(frame, ref=ref)
 
     def text(self, text: str) -> None:
         if not text:
@@ -93,6 +94,12 @@ class CoalescingSink:
         self._buffer.append(text)
         if self._timer is None and len(self._log) < ATTEMPT_SPAN - _RESERVED_FRAMES:
             self._timer = asyncio.get_running_loop().call_later(self._window, self._timed_flush)
+
+    def new_message(self) -> None:
+        """A new model message starts (a tool turn's next step): its first delta goes out at once,
+        with its own ``conversation_responding``, like the turn's first."""
+        self._flush_buffer()
+        self._sent_first_delta = False
 
     def hold(self) -> None:
         """From now on frames are numbered and logged but not sent until ``release``: the terminal
@@ -127,8 +134,8 @@ class CoalescingSink:
                 agent_event("text_delta", {"text": text}, now_ms=self._clock.now_ms(), context=self._context)
             )
 
-    def _add(self, frame: Json) -> None:
-        self._log.add(frame)
+    def _add(self, frame: Json, *, ref: str | None = None) -> None:
+        self._log.add(frame, ref=ref)
         if not self._held:
             self._ready_upto(self._log.last)
 

@@ -1,0 +1,149 @@
+"""The tools of one turn (``Toolbox``), and how a call becomes a result the model can read.
+
+``Toolbox.run`` never raises for a tool's own failure: an unknown tool, input that is not valid
+JSON or does not match the tool's schema, an exception, a timeout (per tool, default 60 s) and an
+oversized output (capped, with a marker saying so) all become a ``ToolResult`` with ``is_error``,
+which goes back to the model. Only cancellation (an interrupt, the turn's deadline) propagates,
+so the caller can stop a running tool.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentvm.llm import ToolResult
+from agentvm.ports import ToolOutput
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable, Sequence
+
+    from agentvm.llm import ToolCall, ToolSpec
+    from agentvm.ports import Tool
+
+log = logging.getLogger("agentvm.tools")
+
+DEFAULT_TIMEOUT_S = 60.0
+DEFAULT_MAX_OUTPUT_CHARS = 32_000
+_MAX_ERROR_CHARS = 2_000
+
+
+@dataclass(frozen=True, slots=True)
+class ToolRun:
+    """The outcome of one call: the result for the model, and how it went (for events and metrics)."""
+
+    result: ToolResult
+    status: str  # "ok" | "error" | "timeout" | "invalid_input" | "unknown_tool"
+    duration_s: float
+
+
+class Toolbox:
+    """The tools a turn may call, by the unique name the model sees."""
+
+    def __init__(
+        self,
+        tools: Sequence[Tool] = (),
+        *,
+        default_timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        closers: Sequence[Callable[[], Awaitable[None]]] = (),
+        notes: Sequence[str] = (),
+    ) -> None:
+        self._tools = {tool.spec.name: tool for tool in tools}
+        self.default_timeout_s = default_timeout_s
+        self.max_output_chars = max_output_chars
+        self._closers = list(closers)
+        self.notes = list(notes)  # e.g. an MCP server whose tools could not be listed
+
+    @property
+    def specs(self) -> tuple[ToolSpec, ...]:
+        return tuple(tool.spec for tool in self._tools.values())
+
+    def get(self, name: str) -> Tool | None:
+        return self._tools.get(name)
+
+    def __len__(self) -> int:
+        return len(self._tools)
+
+    async def run(self, call: ToolCall, *, input_error: str | None = None) -> ToolRun:
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+
+        def done(text: str, status: str) -> ToolRun:
+            is_error = status != "ok"
+            result = ToolResult(call.id, call.name, self._capped(text), is_error=is_error)
+            return ToolRun(result, status, loop.time() - started)
+
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return done(f"Error: there is no tool named {call.name!r} (available: {known})", "unknown_tool")
+        if input_error is not None:
+            return done(f"Error: {input_error}", "invalid_input")
+        problem = schema_problem(tool.spec.input_schema, call.input)
+        if problem is not None:
+            return done(f"Error: invalid input for {call.name}: {problem}", "invalid_input")
+        timeout = tool.timeout_s or self.default_timeout_s
+        try:
+            output: ToolOutput = await asyncio.wait_for(tool.call(call.input), timeout)
+        except TimeoutError:
+            return done(f"Error: {call.name} timed out after {timeout:g} s", "timeout")
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("tool failed", extra={"tool": call.name, "error": type(exc).__name__})
+            message = str(exc)[:_MAX_ERROR_CHARS] or type(exc).__name__
+            return done(f"Error: {call.name} failed: {message}", "error")
+        return done(output.text, "error" if output.is_error else "ok")
+
+    def _capped(self, text: str) -> str:
+        limit = self.max_output_chars
+        if len(text) <= limit:
+            return text
+        return text[:limit] + f"\n[output truncated: {limit} of {len(text)} characters shown]"
+
+    async def aclose(self) -> None:
+        """Close what the tools opened (MCP sessions). Never raises."""
+        for close in self._closers:
+            try:
+                await close()
+            except Exception as exc:  # a close that fails must not fail a finished turn
+                log.warning("closing a tool source failed", extra={"error": type(exc).__name__})
+
+
+def schema_problem(schema: dict[str, Any], value: dict[str, Any]) -> str | None:
+    """Why ``value`` does not match ``schema`` (the most relevant error), or None if it does."""
+    from jsonschema.exceptions import best_match
+    from jsonschema.validators import validator_for
+
+    validator = validator_for(schema)(schema)
+    error = best_match(validator.iter_errors(value))
+    if error is None:
+        return None
+    where = "/".join(str(p) for p in error.absolute_path)
+    return f"{error.message}" + (f" (at {where})" if where else "")
+
+
+def output_text(value: Any) -> str:
+    """A tool's return value as the text the model reads: strings as they are, the rest as JSON."""
+    if isinstance(value, str):
+        return value
+    return json.dumps(value, ensure_ascii=False, default=str)
+
+
+def tool_output(value: Any, *, is_error: bool = False) -> ToolOutput:
+    return ToolOutput(output_text(value), is_error=is_error)
+
+
+__all__ = [
+    "DEFAULT_MAX_OUTPUT_CHARS",
+    "DEFAULT_TIMEOUT_S",
+    "ToolRun",
+    "Toolbox",
+    "output_text",
+    "schema_problem",
+    "tool_output",
+]
