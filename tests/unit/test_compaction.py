@@ -380,3 +380,25 @@ def test_fold_never_separates_a_reply_from_its_question_nor_folds_unrun_turns():
     assert fold_count(history, first_unrun_id="u_missing", keep_max=1, keep_tokens=10_000) == 0
     errors = [_u(1), ErrorMessage(id="e1", timestamp=1, content="x", parentId="u1"), _u(2), _a(2, 2)]
     assert fold_count(errors, first_unrun_id=None, keep_max=2, keep_tokens=10_000) == 2
+
+
+def test_fold_never_cuts_a_tool_result_from_its_call():
+    from agentvm.messages import (
+        ToolCallMessage,
+        ToolCallPart,
+        ToolResultMessage,
+        ToolResultOutput,
+        ToolResultPart,
+    )
+
+    call = ToolCallMessage(id="c1", timestamp=1, toolCall=ToolCallPart(id="t1", name="x"), parentId="u1")
+    result = ToolResultMessage(
+        id="r1",
+        timestamp=1,
+        toolCallId="t1",
+        toolResult=ToolResultPart(id="t1", name="x", output=ToolResultOutput(type="text", value="ok")),
+    )
+    # queue policy: u2 was stored while u1's tool ran, so u1's result comes after u2
+    history = [_u(1), call, _u(2), result, _a(1, 1), _a(2, 2), _u(3), _a(3, 3)]
+    assert fold_count(history, first_unrun_id=None, keep_max=6, keep_tokens=10_000) == 6
+    assert fold_count(history, first_unrun_id=None, keep_max=2, keep_tokens=10_000) == 6

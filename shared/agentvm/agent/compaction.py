@@ -42,7 +42,7 @@ from agentvm.agent.context import estimate_tokens, load_context, model_text
 from agentvm.agent.history import result_of
 from agentvm.agent.loop import complete
 from agentvm.llm import ChatTurn, ModelRequest
-from agentvm.messages import UserMessage
+from agentvm.messages import ToolCallMessage, ToolResultMessage, UserMessage
 from agentvm.records import SessionSummary, UsageRecord
 
 if TYPE_CHECKING:
@@ -161,11 +161,18 @@ def fold_count(
 
 
 def _clean_cut(messages: Sequence[Message], cut: int) -> bool:
-    """The kept part starts at a user message and none of its replies answers a folded message."""
+    """The kept part starts at a user message and none of its messages belongs to a folded turn:
+    no reply answers a folded message, and no tool result is cut from its call."""
     if cut < len(messages) and not isinstance(messages[cut], UserMessage):
         return False
     folded = {m.id for m in messages[:cut]}
-    return not any(getattr(m, "parentId", None) in folded for m in messages[cut:])
+    folded_calls = {m.toolCall.id for m in messages[:cut] if isinstance(m, ToolCallMessage)}
+    for m in messages[cut:]:
+        if getattr(m, "parentId", None) in folded:
+            return False
+        if isinstance(m, ToolResultMessage) and m.toolCallId in folded_calls:
+            return False
+    return True
 
 
 def _next_user_id(messages: Sequence[Message], user_id: str) -> str | None:
@@ -191,7 +198,14 @@ def summary_request(
         text = model_text(m)
         if len(text) > share:
             text = text[:share] + " […]"
-        lines.append(f"{'User' if isinstance(m, UserMessage) else 'Assistant'}: {text}")
+        role = (
+            "User"
+            if isinstance(m, UserMessage)
+            else "Tool"
+            if isinstance(m, ToolResultMessage)
+            else "Assistant"
+        )
+        lines.append(f"{role}: {text}")
     parts = []
     if previous is not None and previous.text:
         parts.append(f"<summary_so_far>\n{previous.text}\n</summary_so_far>")
