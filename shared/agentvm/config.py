@@ -68,8 +68,11 @@ class Settings(BaseSettings):
     # tools (agent/tool_config.py, agent/tool_sources.py)
     tool_timeout_s: float = Field(default=60.0, gt=0)  # per call, unless the declaration says otherwise
     tool_max_output_chars: int = Field(default=32_000, ge=100)  # longer results are cut, with a marker
-    # Values HTTP tool and MCP headers may reference as {"secret": "NAME"}: never stored or returned.
-    tool_secrets: dict[str, SecretStr] = Field(default_factory=dict)  # JSON in env
+    # Values HTTP tool and MCP headers may reference as {"secret": "NAME"}, by tenant ("*": every
+    # tenant's): {"acme": {"WEATHER_KEY": "..."}}. Never stored, returned or logged. JSON in env.
+    tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
+    # Tools may reach loopback, private and link-local addresses (agent/egress.py); off by default.
+    tool_allow_private_networks: bool = False
 
     # protocol limits
     max_frame_bytes: int = 256 * 1024

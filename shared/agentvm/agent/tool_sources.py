@@ -7,6 +7,11 @@ server whose tools cannot be listed is left out of that turn (and tried again on
 
 Names are unique per image: declared tools keep theirs; an MCP tool whose name is taken gets its
 server's name as a prefix (``<server>__<tool>``).
+
+Secrets that headers reference (``{"secret": "NAME"}``) are the image's tenant's
+(``AVM_TOOL_SECRETS = {"<tenant>": {"NAME": "value"}, "*": {...}}``, ``"*"``: every tenant's), so
+one tenant can never send another tenant's secret to a URL of its choosing. URLs must resolve to
+public addresses unless private networks are allowed (``agent.egress``).
 """
 
 from __future__ import annotations
@@ -21,6 +26,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
 from agentvm.agent.builtin_tools import BUILTIN_TOOLS
+from agentvm.agent.egress import EgressRefused, check_public
 from agentvm.agent.tool_config import (
     TOOL_NAME,
     BuiltinToolDecl,
@@ -64,6 +70,11 @@ def resolve_headers(headers: Mapping[str, str | SecretRef], secrets: Mapping[str
     return out
 
 
+def tenant_secrets(secrets: Mapping[str, Mapping[str, str]], tenant_id: str) -> dict[str, str]:
+    """The secrets an image of ``tenant_id`` may reference: the shared ones, then its own."""
+    return {**secrets.get("*", {}), **secrets.get(tenant_id, {})}
+
+
 @dataclass
 class HttpTool:
     """An HTTP declaration as a callable tool."""
@@ -72,6 +83,7 @@ class HttpTool:
     client: HttpToolClient
     secrets: Mapping[str, str]
     max_bytes: int
+    allow_private: bool = False
 
     @property
     def spec(self) -> ToolSpec:
@@ -101,6 +113,8 @@ class HttpTool:
                 url += ("&" if "?" in url else "?") + urlencode(query)
         else:
             body = rest
+        if not self.allow_private:
+            await check_public(url)
         response = await self.client.request(
             self.decl.method,
             url,
@@ -129,7 +143,8 @@ class McpTool:
     idempotent: bool = False
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
-        return await self.sessions.get(self.server).call_tool(self.remote_name, arguments)
+        session = await self.sessions.get(self.server)
+        return await session.call_tool(self.remote_name, arguments)
 
 
 @dataclass
@@ -139,11 +154,17 @@ class TurnMcpSessions:
     connector: McpConnector
     servers: Mapping[str, McpStdioServer | McpRemoteServer]
     secrets: Mapping[str, str]
+    allow_private: bool = False
     _open: dict[str, McpSession] = field(default_factory=dict)
 
-    def get(self, server: str) -> McpSession:
-        if server not in self._open:  # a missing secret raises here: an error result for that call
-            self._open[server] = self.connector.session(server, _resolved(self.servers[server], self.secrets))
+    async def get(self, server: str) -> McpSession:
+        """The server's session, opened on first use. A missing secret or a refused address raises
+        here: an error result for that call."""
+        if server not in self._open:
+            config = self.servers[server]
+            if isinstance(config, McpRemoteServer) and not self.allow_private:
+                await check_public(config.url)
+            self._open[server] = self.connector.session(server, _resolved(config, self.secrets))
         return self._open[server]
 
     async def aclose(self) -> None:
@@ -161,12 +182,14 @@ class ToolSources:
 
     mcp: McpConnector | None = None
     http: HttpToolClient | None = None
-    secrets: Mapping[str, str] = field(default_factory=dict)
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # by tenant; "*": all
     allow_stdio: bool = True
+    allow_private_networks: bool = False
     default_timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
 
     async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
+        secrets = tenant_secrets(self.secrets, image.tenantId)
         tools: list[Tool] = []
         for raw in image.tools or []:
             kind = raw.get("type")
@@ -176,13 +199,15 @@ class ToolSources:
                 tools.append(builtin if decl.timeoutS is None else _with_timeout(builtin, decl.timeoutS))
             elif kind == "http" and self.http is not None:
                 http = HttpToolDecl.model_validate(raw)
-                tools.append(HttpTool(http, self.http, self.secrets, self.max_output_chars * 4))
+                tools.append(
+                    HttpTool(http, self.http, secrets, self.max_output_chars * 4, self.allow_private_networks)
+                )
         closers = []
         notes: list[str] = []
         if image.mcpServers and self.mcp is not None:
             servers = parse_mcp_servers(image.mcpServers, allow_stdio=self.allow_stdio)
-            catalog, notes = await self._catalog(store, image, servers)
-            sessions = TurnMcpSessions(self.mcp, servers, self.secrets)
+            catalog, notes = await self._catalog(store, image, servers, secrets)
+            sessions = TurnMcpSessions(self.mcp, servers, secrets, self.allow_private_networks)
             taken = {t.spec.name for t in tools}
             for server in sorted(catalog):
                 for entry in catalog[server]:
@@ -205,6 +230,7 @@ class ToolSources:
         store: Store,
         image: ImageRecord,
         servers: Mapping[str, McpStdioServer | McpRemoteServer],
+        secrets: Mapping[str, str],
     ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
         """The servers' tool lists: from the image record, else listed now and stored there."""
         key = servers_fingerprint(image.mcpServers)
@@ -220,8 +246,10 @@ class ToolSources:
             if name in listed:
                 continue
             try:
-                session = self.mcp.session(name, _resolved(server, self.secrets))
-            except MissingSecret as exc:
+                if isinstance(server, McpRemoteServer) and not self.allow_private_networks:
+                    await check_public(server.url)
+                session = self.mcp.session(name, _resolved(server, secrets))
+            except (MissingSecret, EgressRefused) as exc:
                 notes.append(f"MCP server {name!r} is unavailable: {exc}")
                 continue
             try:
@@ -286,4 +314,12 @@ def _with_timeout(tool: Tool, timeout_s: float) -> Tool:
     return _TimedBuiltin(tool, timeout_s)
 
 
-__all__ = ["HttpTool", "McpTool", "MissingSecret", "ToolSources", "TurnMcpSessions", "servers_fingerprint"]
+__all__ = [
+    "HttpTool",
+    "McpTool",
+    "MissingSecret",
+    "ToolSources",
+    "TurnMcpSessions",
+    "servers_fingerprint",
+    "tenant_secrets",
+]

@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.history import pending_user_ids
-from agentvm.agent.tool_config import parse_mcp_servers
+from agentvm.agent.tool_config import McpStdioServer, parse_mcp_servers
 from agentvm.agent.turns import TERMINAL, turn_id_for
-from agentvm.errors import BadRequest, NotFound, SessionBusy
+from agentvm.errors import BadRequest, Forbidden, NotFound, SessionBusy
 from agentvm.events import EventContext, dumps, event
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
@@ -54,6 +54,9 @@ class CommandContext:
     tenant_id: str
     connection_id: str
     request_id: str
+    # The caller may do what needs the admin scope (an admin key, or the open dev mode). Declaring
+    # stdio MCP servers does: they run commands on the server.
+    admin: bool = False
     # frames for the caller only, sent before the response (e.g. agent_registered)
     before_response: list[Json] = field(default_factory=list)
 
@@ -354,13 +357,21 @@ def _tool_decls(tools: list[Any] | None) -> list[dict[str, Any]] | None:
 
 
 def _check_tool_sources(ctx: CommandContext, mcp_servers: dict[str, Any] | None) -> None:
-    """What the host cannot run is refused now, not at the first turn (stdio MCP on AWS)."""
-    if not mcp_servers or ctx.rt.tools is None:
+    """What the host cannot run is refused now, not at the first turn (stdio MCP on AWS), and so is
+    what the caller may not declare (stdio MCP servers run commands on the server: admin only)."""
+    if not mcp_servers:
         return
+    allow_stdio = ctx.rt.tools.allow_stdio if ctx.rt.tools is not None else True
     try:
-        parse_mcp_servers(mcp_servers, allow_stdio=ctx.rt.tools.allow_stdio)
+        servers = parse_mcp_servers(mcp_servers, allow_stdio=allow_stdio)
     except ValueError as exc:
         raise BadRequest(f"config.mcpServers.{exc}") from None
+    stdio = sorted(name for name, s in servers.items() if isinstance(s, McpStdioServer))
+    if stdio and not ctx.admin:
+        raise Forbidden(
+            f"config.mcpServers.{stdio[0]}: stdio MCP servers run a command on the server; "
+            "only an admin key may declare them (use a Streamable HTTP server)"
+        )
 
 
 async def image_run(ctx: CommandContext, req: ImageRun) -> Json:

@@ -109,6 +109,16 @@ async def _admit(rt: Runtime, conn: ConnectionInfo, *, counts: bool) -> None:
         await rt.rate_limiter.hit(principal)
 
 
+async def _is_admin(rt: Runtime, conn: ConnectionInfo) -> bool:
+    """Whether the connection's key has the admin scope (the open dev mode: the machine's owner)."""
+    if rt.auth is None or conn.key_id is None:
+        return True
+    try:
+        return (await rt.auth.principal(conn.key_id)).allows("admin")  # cached: no extra read
+    except AgentVMError:
+        return False
+
+
 async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -> list[str]:
     """Silent on success. With ``afterSeq``, what the caller missed is pushed to it first (resume)."""
     assert conn.tenant_id is not None
@@ -131,7 +141,11 @@ async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -
 async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> list[str]:
     assert conn.tenant_id is not None
     ctx = CommandContext(
-        rt=rt, tenant_id=conn.tenant_id, connection_id=conn.connection_id, request_id=frame.request_id
+        rt=rt,
+        tenant_id=conn.tenant_id,
+        connection_id=conn.connection_id,
+        request_id=frame.request_id,
+        admin=await _is_admin(rt, conn),
     )
     payload = frame.payload.model_dump(exclude_none=True)
     try:

@@ -17,8 +17,12 @@ def tool_sources(settings: Settings, *, allow_stdio: bool) -> ToolSources:
     return ToolSources(
         mcp=None,
         http=None,
-        secrets={name: value.get_secret_value() for name, value in settings.tool_secrets.items()},
+        secrets={
+            tenant: {name: value.get_secret_value() for name, value in values.items()}
+            for tenant, values in settings.tool_secrets.items()
+        },
         allow_stdio=allow_stdio,
+        allow_private_networks=settings.tool_allow_private_networks,
         default_timeout_s=settings.tool_timeout_s,
         max_output_chars=settings.tool_max_output_chars,
     )
