@@ -69,7 +69,7 @@ def main() -> None:
         "--quick", action="store_true", help="small loads only (a smoke run, not for the record)"
     )
     args = parser.parse_args()
-    from benchmarks import cold_start, history_scaling, local_load, peer_langgraph
+    from benchmarks import cold_start, history_scaling, local_load, peer_langgraph, tool_steps
 
     sections: list[str] = []
     command = "./dev python -m benchmarks.run_all" + (" --quick" if args.quick else "")
@@ -92,6 +92,8 @@ def main() -> None:
     sections.append(
         "## History scaling (runtime overhead per turn, scripted model, SQLite)\n\n" + _table(scaling)
     )
+
+    sections.append(tool_steps.render(asyncio.run(tool_steps.run(5, 11 if args.quick else 31))))
 
     sections.append(cold_start.report(quick=args.quick))
 
