@@ -169,3 +169,27 @@ async def test_a_reply_exactly_at_the_allowance_completes_normally():
     with pytest.raises(QuotaExceeded):
         [e async for e in BudgetedModelClient(inner, Limit("tenant", "day", 3, 3, 0)).stream(request)]
     assert len(inner.requests) == 1  # refused before the provider was called
+
+
+async def test_a_budget_used_up_by_a_tool_step_stops_the_next_model_call(harness, budgets):
+    from agentvm.adapters.llm.scripted import Calls
+    from tests.tools import FakeTool, FixedToolSources
+
+    tool = FakeTool("get_weather")
+    harness.rt.tools = FixedToolSources(tool)
+    c = await harness.client("tenant-a")
+    config = {"name": "A", "tools": [{"type": "builtin", "name": "calculator"}]}
+    img = (await c.request("image_create", containerId="c1", config=config))["record"]
+    # the first model call bills 1 input + 6 output tokens: past the budget of 6
+    await budgets.set("tenant-a", "c1", daily_tokens=6, monthly_tokens=None)
+    harness.model.add(Calls(("get_weather", {"city": "Paris"}), text="one two three four five"), "never")
+    await c.request("message_send", imageId=img["imageId"], content="hi")
+    await harness.run_turns()
+
+    assert len(tool.calls) == 1 and len(harness.model.requests) == 1  # the step ran; no second call
+    events = c.session_events()
+    assert events[-1]["type"] == "error_occurred" and events[-1]["data"]["code"] == "quota_exceeded"
+    history = (await c.request("image_messages", imageId=img["imageId"]))["messages"]
+    assert [m["subtype"] for m in history] == ["user", "tool-call", "assistant", "tool-result", "error"]
+    usage = await harness.store.list_usage("tenant-a")
+    assert [(u.kind, u.inputTokens, u.outputTokens) for u in usage] == [("turn", 1, 6)]

@@ -274,6 +274,8 @@ class _TurnHooks:
     async def step_finished(self, step: StepOutcome) -> None:
         rt, job = self.rt, self.job
         first = step.index == 0
+        if not first and step.message_id is None and not (step.input_tokens or step.output_tokens):
+            return  # a later step refused before the model was reached: nothing to bill
         billed = await rt.store.put_usage(
             UsageRecord(
                 turnId=job.turnId if first else f"{job.turnId}:step:{step.index}",
