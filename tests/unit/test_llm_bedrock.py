@@ -1,6 +1,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import threading
 import time
 
@@ -9,7 +10,20 @@ from botocore.exceptions import ClientError, EndpointConnectionError, EventStrea
 
 from agentvm.adapters.llm.bedrock import BedrockModelClient
 from agentvm.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
-from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta
+from agentvm.llm import (
+    Attachment,
+    ChatTurn,
+    ModelRequest,
+    ModelStart,
+    ModelStop,
+    TextDelta,
+    ToolCall,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    ToolResult,
+    ToolSpec,
+)
 
 MODEL = "anthropic.claude-3-haiku-20240307-v1:0"
 REQUEST = ModelRequest(
@@ -194,3 +208,263 @@ def test_default_client_is_a_regional_bedrock_runtime_without_sdk_retries():
     assert client.meta.region_name == "eu-central-1"
     assert client.meta.config.retries["total_max_attempts"] == 1
     assert client.meta.config.read_timeout == 12.0
+
+
+# --- tools and attachments -----------------------------------------------------------------------
+
+TOOLS = (
+    ToolSpec(
+        "get_weather",
+        "The weather in a city",
+        {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    ),
+)
+PNG = b"\x89PNG\r\n\x1a\n-fake-image"
+PDF = b"%PDF-1.7 fake"
+
+
+def _tool_reply(*fragments: str, call_id: str = "tooluse_abc", index: int = 1) -> list[dict]:
+    """A reply as Converse streams it: some text, then one toolUse block, then stopReason tool_use."""
+    return [
+        {"messageStart": {"role": "assistant"}},
+        {"contentBlockDelta": {"delta": {"text": "Let me check."}, "contentBlockIndex": 0}},
+        {"contentBlockStop": {"contentBlockIndex": 0}},
+        {
+            "contentBlockStart": {
+                "start": {"toolUse": {"toolUseId": call_id, "name": "get_weather"}},
+                "contentBlockIndex": index,
+            }
+        },
+        *(
+            {"contentBlockDelta": {"delta": {"toolUse": {"input": fragment}}, "contentBlockIndex": index}}
+            for fragment in fragments
+        ),
+        {"contentBlockStop": {"contentBlockIndex": index}},
+        {"messageStop": {"stopReason": "tool_use"}},
+        {"metadata": {"usage": {"inputTokens": 40, "outputTokens": 9, "totalTokens": 49}}},
+    ]
+
+
+async def test_bedrock_streams_a_tool_call():
+    fake = FakeBedrockRuntime(_tool_reply('{"ci', 'ty": "Par', 'is"}'))
+    request = ModelRequest(model=MODEL, messages=(ChatTurn("user", "weather in Paris?"),), tools=TOOLS)
+
+    events = [event async for event in BedrockModelClient("us-east-1", client=fake).stream(request)]
+
+    assert events == [
+        ModelStart("msg_bedrock_req-123", MODEL),
+        TextDelta("Let me check."),
+        ToolCallStart("tooluse_abc", "get_weather"),
+        ToolCallDelta("tooluse_abc", '{"ci'),
+        ToolCallDelta("tooluse_abc", 'ty": "Par'),
+        ToolCallDelta("tooluse_abc", 'is"}'),
+        ToolCallEnd("tooluse_abc", "get_weather", {"city": "Paris"}),
+        ModelStop("tool_use", input_tokens=40, output_tokens=9),
+    ]
+
+
+async def test_bedrock_tool_call_with_invalid_json_ends_with_an_input_error():
+    fake = FakeBedrockRuntime(_tool_reply('{"city": '))
+    request = ModelRequest(model=MODEL, messages=(ChatTurn("user", "weather?"),), tools=TOOLS)
+
+    events = [event async for event in BedrockModelClient("us-east-1", client=fake).stream(request)]
+
+    (end,) = [event for event in events if isinstance(event, ToolCallEnd)]
+    assert end.input == {}
+    assert "not valid JSON" in end.input_error
+    assert events[-1].stop_reason == "tool_use"
+
+
+async def test_bedrock_tool_call_without_input_is_an_empty_object():
+    fake = FakeBedrockRuntime(_tool_reply())
+    request = ModelRequest(model=MODEL, messages=(ChatTurn("user", "weather?"),), tools=TOOLS)
+
+    events = [event async for event in BedrockModelClient("us-east-1", client=fake).stream(request)]
+
+    assert ToolCallEnd("tooluse_abc", "get_weather", {}) in events
+    assert not any(isinstance(event, ToolCallDelta) for event in events)
+
+
+async def test_bedrock_streams_consecutive_tool_calls_in_order():
+    first, second = _tool_reply('{"city": "Paris"}'), _tool_reply('{"city": "Oslo"}', call_id="tu_2", index=2)
+    fake = FakeBedrockRuntime([*first[:-2], *second[3:]])  # one message: text, call 1, call 2
+    request = ModelRequest(model=MODEL, messages=(ChatTurn("user", "Paris and Oslo?"),), tools=TOOLS)
+
+    events = [event async for event in BedrockModelClient("us-east-1", client=fake).stream(request)]
+
+    calls = [e for e in events if isinstance(e, ToolCallStart | ToolCallDelta | ToolCallEnd)]
+    assert calls == [
+        ToolCallStart("tooluse_abc", "get_weather"),
+        ToolCallDelta("tooluse_abc", '{"city": "Paris"}'),
+        ToolCallEnd("tooluse_abc", "get_weather", {"city": "Paris"}),
+        ToolCallStart("tu_2", "get_weather"),
+        ToolCallDelta("tu_2", '{"city": "Oslo"}'),
+        ToolCallEnd("tu_2", "get_weather", {"city": "Oslo"}),
+    ]
+    assert events[-1] == ModelStop("tool_use", input_tokens=40, output_tokens=9)
+
+
+async def test_bedrock_request_carries_tools_and_tool_history():
+    fake = FakeBedrockRuntime(_reply("It is sunny."))
+    request = ModelRequest(
+        model=MODEL,
+        messages=(
+            ChatTurn("user", "weather in Paris and Oslo?"),
+            ChatTurn(
+                "assistant",
+                "Checking.",
+                tool_calls=(
+                    ToolCall("tu_1", "get_weather", {"city": "Paris"}),
+                    ToolCall("tu_2", "get_weather", {"city": "Oslo"}),
+                ),
+            ),
+            ChatTurn(
+                "user",
+                tool_results=(
+                    ToolResult("tu_1", "get_weather", '{"sky": "sunny"}'),
+                    ToolResult("tu_2", "get_weather", "HTTP 500: down", is_error=True),
+                ),
+            ),
+        ),
+        max_tokens=64,
+        tools=TOOLS,
+    )
+
+    await _collect_request(fake, request)
+
+    (params,) = fake.calls
+    assert params["toolConfig"] == {
+        "tools": [
+            {
+                "toolSpec": {
+                    "name": "get_weather",
+                    "description": "The weather in a city",
+                    "inputSchema": {"json": TOOLS[0].input_schema},
+                }
+            }
+        ]
+    }
+    assert params["messages"] == [
+        {"role": "user", "content": [{"text": "weather in Paris and Oslo?"}]},
+        {
+            "role": "assistant",
+            "content": [
+                {"text": "Checking."},
+                {"toolUse": {"toolUseId": "tu_1", "name": "get_weather", "input": {"city": "Paris"}}},
+                {"toolUse": {"toolUseId": "tu_2", "name": "get_weather", "input": {"city": "Oslo"}}},
+            ],
+        },
+        {
+            "role": "user",
+            "content": [
+                {
+                    "toolResult": {
+                        "toolUseId": "tu_1",
+                        "content": [{"text": '{"sky": "sunny"}'}],
+                        "status": "success",
+                    }
+                },
+                {
+                    "toolResult": {
+                        "toolUseId": "tu_2",
+                        "content": [{"text": "HTTP 500: down"}],
+                        "status": "error",
+                    }
+                },
+            ],
+        },
+    ]
+
+
+async def test_bedrock_request_without_tools_has_no_tool_config():
+    fake = FakeBedrockRuntime(_reply("ok"))
+
+    await _collect(BedrockModelClient("us-east-1", client=fake))
+
+    assert "toolConfig" not in fake.calls[0]
+
+
+async def test_bedrock_tool_history_without_tools_is_sent_as_text():
+    """Converse rejects toolUse/toolResult blocks without a toolConfig (an image that dropped its tools)."""
+    fake = FakeBedrockRuntime(_reply("ok"))
+    request = ModelRequest(
+        model=MODEL,
+        messages=(
+            ChatTurn("user", "weather?"),
+            ChatTurn("assistant", tool_calls=(ToolCall("tu_1", "get_weather", {"city": "Paris"}),)),
+            ChatTurn("user", "thanks", tool_results=(ToolResult("tu_1", "get_weather", "sunny"),)),
+        ),
+    )
+
+    await _collect_request(fake, request)
+
+    messages = fake.calls[0]["messages"]
+    assert messages[1]["content"] == [{"text": '[called tool get_weather with {"city": "Paris"}]'}]
+    assert messages[2]["content"] == [{"text": "[tool get_weather result: sunny]\nthanks"}]
+
+
+async def test_bedrock_sends_an_image_attachment_as_bytes():
+    fake = FakeBedrockRuntime(_reply("A cat."))
+    image = Attachment("image", "image/png", base64.b64encode(PNG).decode(), "cat.png")
+    request = ModelRequest(model=MODEL, messages=(ChatTurn("user", "what is this?", attachments=(image,)),))
+
+    await _collect_request(fake, request)
+
+    assert fake.calls[0]["messages"] == [
+        {
+            "role": "user",
+            "content": [
+                {"image": {"format": "png", "source": {"bytes": PNG}}},
+                {"text": "what is this?"},
+            ],
+        }
+    ]
+
+
+async def test_bedrock_sends_pdfs_as_documents_with_safe_unique_names():
+    fake = FakeBedrockRuntime(_reply("ok"))
+    data = base64.b64encode(PDF).decode()
+    files = (
+        Attachment("file", "application/pdf", data, "Q3 report (final)..v2.pdf"),
+        Attachment("file", "application/pdf", data, "Q3 report (final)..v2.pdf"),
+        Attachment("file", "application/pdf", data),
+    )
+    request = ModelRequest(model=MODEL, messages=(ChatTurn("user", "summarise", attachments=files),))
+
+    await _collect_request(fake, request)
+
+    content = fake.calls[0]["messages"][0]["content"]
+    assert [block["document"]["name"] for block in content[:3]] == [
+        "Q3 report (final) v2",
+        "Q3 report (final) v2 (2)",
+        "document",
+    ]
+    assert content[0]["document"]["format"] == "pdf"
+    assert content[0]["document"]["source"] == {"bytes": PDF}
+    assert content[3] == {"text": "summarise"}
+
+
+async def test_bedrock_attachments_it_cannot_send_become_text_notes():
+    fake = FakeBedrockRuntime(_reply("ok"))
+    attachments = (
+        Attachment("image", "image/jpeg", "https://example.com/cat.jpg?X-Amz-Signature=secret", "cat.jpg"),
+        Attachment("file", "text/csv", base64.b64encode(b"a,b\n1,2").decode(), "data.csv"),
+        Attachment("image", "image/png", "not base64!!", "broken.png"),
+    )
+    request = ModelRequest(model=MODEL, messages=(ChatTurn("user", "look", attachments=attachments),))
+
+    await _collect_request(fake, request)
+
+    (block,) = fake.calls[0]["messages"][0]["content"]
+    lines = block["text"].split("\n")
+    assert lines[0].startswith("[attachment 'cat.jpg' (image/jpeg) not sent:")
+    assert "secret" not in block["text"]  # a URL may be signed: never repeated to the model
+    assert lines[1] == (
+        "[attachment 'data.csv' (text/csv) not sent: this model accepts images and PDFs only]"
+    )
+    assert lines[2].startswith("[attachment 'broken.png' (image/png) not sent:")
+    assert lines[3] == "look"
+
+
+async def _collect_request(fake: FakeBedrockRuntime, request: ModelRequest) -> list:
+    return [event async for event in BedrockModelClient("us-east-1", client=fake).stream(request)]

@@ -1,22 +1,69 @@
-"""Tool wiring both hosts share: MCP through the official SDK, HTTP tools through httpx."""
+"""Tool wiring both hosts share: MCP through the official SDK, HTTP tools through httpx.
+
+Both are built on first use, not here: every Lambda function builds its runtime at init, and most
+of them (``$connect``, ``$disconnect``, the HTTP API) never run a tool, so none of them should pay
+for importing httpx or the MCP SDK at cold start.
+"""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    from collections.abc import Mapping
+
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
+    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession
+
+
+class LazyHttpToolClient:
+    """``HttpxToolClient``, created on the first request."""
+
+    def __init__(self) -> None:
+        self._client: HttpToolClient | None = None
+
+    async def request(
+        self,
+        method: str,
+        url: str,
+        *,
+        headers: Mapping[str, str],
+        json_body: Any = None,
+        timeout_s: float,
+        max_bytes: int,
+    ) -> HttpToolResponse:
+        if self._client is None:
+            from agentvm.adapters.http_tools import HttpxToolClient
+
+            self._client = HttpxToolClient()
+        return await self._client.request(
+            method, url, headers=headers, json_body=json_body, timeout_s=timeout_s, max_bytes=max_bytes
+        )
+
+
+class LazyMcpConnector:
+    """``SdkMcpConnector``, created on the first session."""
+
+    def __init__(self) -> None:
+        self._connector: Any = None
+
+    def session(self, server: str, config: Mapping[str, Any]) -> McpSession:
+        if self._connector is None:
+            from agentvm.adapters.mcp.client import SdkMcpConnector
+
+            self._connector = SdkMcpConnector()
+        return self._connector.session(server, config)
 
 
 def tool_sources(settings: Settings, *, allow_stdio: bool) -> ToolSources:
-    """Where turns get their tools: MCP through the official SDK, HTTP tools through httpx (both
-    imported on first use, not here), built-ins; secrets for headers from ``AVM_TOOL_SECRETS``."""
+    """Where turns get their tools: built-ins, HTTP tools, MCP servers; header secrets by tenant
+    from ``AVM_TOOL_SECRETS``."""
     from agentvm.agent.tool_sources import ToolSources
 
     return ToolSources(
-        mcp=None,
-        http=None,
+        mcp=LazyMcpConnector(),
+        http=LazyHttpToolClient(),
         secrets={
             tenant: {name: value.get_secret_value() for name, value in values.items()}
             for tenant, values in settings.tool_secrets.items()
@@ -28,4 +75,4 @@ def tool_sources(settings: Settings, *, allow_stdio: bool) -> ToolSources:
     )
 
 
-__all__ = ["tool_sources"]
+__all__ = ["LazyHttpToolClient", "LazyMcpConnector", "tool_sources"]

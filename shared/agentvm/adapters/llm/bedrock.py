@@ -3,23 +3,40 @@
 boto3 is blocking, so a daemon thread reads the event stream and hands events to the async
 generator through an ``asyncio.Queue``. A daemon thread rather than the loop's default executor:
 a read stuck on the network must never hold up ``asyncio.run``'s executor shutdown.
+
+Tools map onto Converse's ``toolConfig``, ``toolUse`` and ``toolResult`` blocks. Converse takes
+images and PDFs as raw bytes only (no URLs), so anything else a user attached becomes a short
+text note telling the model it was not sent.
 """
 
 from __future__ import annotations
 
 import asyncio
+import base64
+import binascii
+import json
+import re
 import threading
 import uuid
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.llm.errors import safe_error_type
 from agentvm.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
-from agentvm.llm import ModelStart, ModelStop, TextDelta
+from agentvm.llm import (
+    ModelStart,
+    ModelStop,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    parse_tool_input,
+)
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator
+    from collections.abc import AsyncIterator, Iterator
 
-    from agentvm.llm import ModelEvent, ModelRequest, StopReason
+    from agentvm.llm import Attachment, ChatTurn, ModelEvent, ModelRequest, StopReason, ToolSpec
 
 PROVIDER = "bedrock"
 
@@ -64,6 +81,7 @@ class BedrockModelClient:
         reader.start()
         stop_reason: StopReason | None = None
         input_tokens = output_tokens = 0
+        calls = _ToolCalls()
         try:
             while True:
                 kind, payload = await reader.queue.get()
@@ -75,11 +93,18 @@ class BedrockModelClient:
                     yield ModelStart(message_id=payload, model=request.model)
                     continue
                 event: dict[str, Any] = payload
-                if "contentBlockDelta" in event:
-                    text = event["contentBlockDelta"].get("delta", {}).get("text")
-                    if text:
-                        yield TextDelta(text)
+                if "contentBlockStart" in event:
+                    for model_event in calls.start(event["contentBlockStart"]):
+                        yield model_event
+                elif "contentBlockDelta" in event:
+                    for model_event in calls.delta(event["contentBlockDelta"]):
+                        yield model_event
+                elif "contentBlockStop" in event:
+                    for model_event in calls.stop(event["contentBlockStop"].get("contentBlockIndex")):
+                        yield model_event
                 elif "messageStop" in event:
+                    for model_event in calls.stop_all():  # a call whose block never saw its stop
+                        yield model_event
                     reason = event["messageStop"].get("stopReason", "end_turn")
                     stop_reason = _STOP_REASONS.get(reason, "end_turn")
                 elif "metadata" in event:
@@ -149,15 +174,174 @@ class _StreamReader:
             pass
 
 
+@dataclass
+class _OpenCall:
+    id: str
+    name: str
+    parts: list[str] = field(default_factory=list)
+
+
+class _ToolCalls:
+    """Turns Converse's content-block events into text deltas and tool-call events.
+
+    A ``toolUse`` block is known by its ``contentBlockIndex``: it starts with the call's id and
+    name, streams its input as JSON string fragments, and ends with the block's stop.
+    """
+
+    def __init__(self) -> None:
+        self._open: dict[Any, _OpenCall] = {}
+
+    def start(self, block: dict[str, Any]) -> Iterator[ModelEvent]:
+        tool_use = block.get("start", {}).get("toolUse")
+        if tool_use:
+            yield from self.stop_all()  # calls never interleave, even if a block's stop went missing
+            call = _OpenCall(str(tool_use.get("toolUseId", "")), str(tool_use.get("name", "")))
+            self._open[block.get("contentBlockIndex")] = call
+            yield ToolCallStart(call.id, call.name)
+
+    def delta(self, block: dict[str, Any]) -> Iterator[ModelEvent]:
+        delta = block.get("delta", {})
+        text = delta.get("text")
+        if text:
+            yield TextDelta(text)
+        tool_use = delta.get("toolUse")
+        call = self._open.get(block.get("contentBlockIndex"))
+        if tool_use is not None and call is not None:
+            fragment = tool_use.get("input", "")
+            if not isinstance(fragment, str):  # not what the stream sends, but an object is clear
+                fragment = json.dumps(fragment)
+            if fragment:
+                call.parts.append(fragment)
+                yield ToolCallDelta(call.id, fragment)
+
+    def stop(self, index: Any) -> Iterator[ModelEvent]:
+        call = self._open.pop(index, None)
+        if call is not None:
+            arguments, error = parse_tool_input("".join(call.parts))
+            yield ToolCallEnd(call.id, call.name, arguments, error)
+
+    def stop_all(self) -> Iterator[ModelEvent]:
+        for index in list(self._open):
+            yield from self.stop(index)
+
+
 def _converse_params(request: ModelRequest) -> dict[str, Any]:
+    # Converse rejects toolUse/toolResult blocks without a toolConfig: once an image drops its
+    # tools, the calls in its history are shown to the model as text instead.
+    tools_on = bool(request.tools)
     params: dict[str, Any] = {
         "modelId": request.model,
-        "messages": [{"role": turn.role, "content": [{"text": turn.text}]} for turn in request.messages],
+        "messages": [
+            {"role": turn.role, "content": _content(turn, tools_on=tools_on)} for turn in request.messages
+        ],
         "inferenceConfig": {"maxTokens": request.max_tokens},
     }
     if request.system:
         params["system"] = [{"text": request.system}]
+    if tools_on:
+        params["toolConfig"] = {"tools": [_tool(spec) for spec in request.tools]}
     return params
+
+
+def _tool(spec: ToolSpec) -> dict[str, Any]:
+    return {
+        "toolSpec": {
+            "name": spec.name,
+            "description": spec.description,
+            "inputSchema": {"json": spec.input_schema},
+        }
+    }
+
+
+def _content(turn: ChatTurn, *, tools_on: bool) -> list[dict[str, Any]]:
+    """A turn's Converse content blocks: tool results first (they answer the previous assistant
+    turn), then attachments, then text; an assistant turn's text comes before its tool calls."""
+    blocks: list[dict[str, Any]] = []
+    notes: list[str] = []
+    for result in turn.tool_results:
+        if tools_on:
+            blocks.append(_tool_result(result.call_id, result.content, result.is_error))
+        else:
+            outcome = "error" if result.is_error else "result"
+            notes.append(f"[tool {result.name} {outcome}: {result.content}]")
+    names: set[str] = set()
+    for attachment in turn.attachments:
+        block = _attachment(attachment, names)
+        if isinstance(block, str):
+            notes.append(block)
+        else:
+            blocks.append(block)
+    text = "\n".join([*notes, turn.text] if turn.text else notes)
+    calls: list[dict[str, Any]] = []
+    for call in turn.tool_calls:
+        if tools_on:
+            calls.append({"toolUse": {"toolUseId": call.id, "name": call.name, "input": call.input}})
+        else:
+            text += ("\n" if text else "") + f"[called tool {call.name} with {json.dumps(call.input)}]"
+    if text or not (blocks or calls):  # a turn is never sent without content
+        blocks.append({"text": text})
+    return blocks + calls
+
+
+def _tool_result(call_id: str, content: str, is_error: bool) -> dict[str, Any]:
+    return {
+        "toolResult": {
+            "toolUseId": call_id,
+            "content": [{"text": content or "(no output)"}],  # Converse rejects a blank text block
+            "status": "error" if is_error else "success",
+        }
+    }
+
+
+_IMAGE_FORMATS = {
+    "image/png": "png",
+    "image/jpeg": "jpeg",
+    "image/jpg": "jpeg",
+    "image/gif": "gif",
+    "image/webp": "webp",
+}
+_UNSAFE_NAME_CHARS = re.compile(r"[^A-Za-z0-9\-()\[\] ]+")
+
+
+def _attachment(attachment: Attachment, names: set[str]) -> dict[str, Any] | str:
+    """The attachment's Converse block, or the text note that stands in for it."""
+    label = _label(attachment)
+    image_format = _IMAGE_FORMATS.get(attachment.media_type.lower())
+    is_pdf = attachment.media_type.lower() == "application/pdf"
+    if not (image_format or is_pdf):
+        return f"[attachment {label} not sent: this model accepts images and PDFs only]"
+    if attachment.is_url:
+        return f"[attachment {label} not sent: this model accepts attached data, not URLs]"
+    try:
+        data = base64.b64decode(attachment.data, validate=True)
+    except (binascii.Error, ValueError):
+        return f"[attachment {label} not sent: its data is not valid base64]"
+    if image_format:
+        return {"image": {"format": image_format, "source": {"bytes": data}}}
+    name = _document_name(attachment, names)
+    return {"document": {"format": "pdf", "name": name, "source": {"bytes": data}}}
+
+
+def _label(attachment: Attachment) -> str:
+    """How a note names an attachment: its name if it has one (never a URL: it may be signed)."""
+    if attachment.name:
+        return f"{attachment.name!r} ({attachment.media_type})"
+    return f"({attachment.media_type})"
+
+
+def _document_name(attachment: Attachment, taken: set[str]) -> str:
+    """A document name Converse accepts, unique in the message.
+
+    Converse allows only letters, digits, single spaces, hyphens, parentheses and square brackets
+    (so no extension), and the name is shown to the model, so it is also kept short.
+    """
+    stem = (attachment.name or "document").rsplit(".", 1)[0]
+    name = " ".join(_UNSAFE_NAME_CHARS.sub(" ", stem).split())[:100] or "document"
+    unique, n = name, 2
+    while unique in taken:
+        unique, n = f"{name} ({n})", n + 1
+    taken.add(unique)
+    return unique
 
 
 def _exception_event_code(event: dict[str, Any]) -> str | None:
