@@ -55,6 +55,7 @@ DUMMY = {
     "AVM_LOG_LEVEL": "INFO",
     "AVM_FLUSH_MS": "250",  # template.yaml's FlushMs / FlushMaxMs defaults
     "AVM_FLUSH_MAX_MS": "1000",
+    "AVM_TURN_DEADLINE_S": "840",  # the worker's, as template.yaml sets it
 }
 NO_AWS = {
     "AWS_DEFAULT_REGION": "us-east-1",
