@@ -149,3 +149,46 @@ async def test_unregistered_connection_is_unauthorized(harness):
         )
     ]
     assert replies[-1]["data"]["code"] == "unauthorized"
+
+
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        (
+            {"containerId": "u1", "config": {"name": "x", "mcpServers": json.loads("[" * 80 + "]" * 80)}},
+            "nested",
+        ),
+        ({"containerId": "u1\ud800"}, "lone surrogate"),
+        ({"containerId": "u1", "config": {"name": "\udfff"}}, "lone surrogate"),
+        ({"containerId": "u1", "config": {"maxSteps": 10**30}}, "integer beyond"),
+    ],
+)
+async def test_hostile_content_gets_a_bad_request_with_the_request_id(harness, data, message):
+    c = await harness.client()
+    raw = json.dumps({"type": "image_create_request", "data": {**data, "requestId": "r1"}})
+    replies = await c.send_raw(raw)
+    assert [r["type"] for r in replies] == ["system_error", "image_create_response"]
+    assert replies[1]["data"]["requestId"] == "r1" and replies[1]["data"]["code"] == "bad_request"
+    assert message in replies[1]["data"]["error"]
+    await _still_serving(c)
+
+
+async def test_a_huge_after_seq_is_a_bad_request_not_an_internal_error(harness):
+    c = await harness.client()
+    replies = await c.send_raw(
+        '{"type": "subscribe", "sessionId": "s", "afterSeq": 123456789012345678901234567890}'
+    )
+    assert [r["data"]["details"]["code"] for r in replies] == ["bad_request"]
+    await _still_serving(c)
+
+
+async def test_an_oversized_request_still_gets_its_response(harness):
+    c = await harness.client()
+    big = "x" * (harness.rt.turns.max_frame_bytes + 10)
+    raw = json.dumps(
+        {"type": "message_send_request", "data": {"imageId": "img_1", "content": big, "requestId": "r9"}}
+    )
+    replies = await c.send_raw(raw)
+    assert [r["type"] for r in replies] == ["system_error", "message_send_response"]
+    assert replies[1]["data"]["requestId"] == "r9" and replies[1]["data"]["code"] == "frame_too_large"
+    await _still_serving(c)

@@ -16,7 +16,17 @@ from tests.harness import Harness
 
 FIELDS = ["containerId", "imageId", "agentId", "content", "config", "updates", "options", "sessionId"]
 
-json_scalars = st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=20)
+# Texts include lone surrogates (JSON escapes such as \\ud800) and integers go past 2**53.
+any_text = st.text(st.characters(exclude_categories=()), max_size=20)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers()
+    | st.integers(min_value=2**53, max_value=10**40)
+    | st.floats(allow_nan=False)
+    | st.text(max_size=20)
+    | any_text
+)
 json_values = st.recursive(
     json_scalars,
     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=10), inner, max_size=4),
@@ -34,8 +44,21 @@ request_types = st.sampled_from(sorted(REQUEST_MODELS)) | st.text(max_size=15).m
 request_frames = st.builds(
     lambda type_, rid, data: {"type": type_, "data": {**data, "requestId": rid}, "source": "command"},
     request_types,
-    st.text(min_size=1, max_size=12),
+    st.text(min_size=1, max_size=12) | any_text.filter(bool),
     st.dictionaries(st.sampled_from(FIELDS), field_values, max_size=4),
+)
+# Nesting far past any limit, inside a request's data or as the whole frame.
+deep_frames = st.integers(min_value=60, max_value=3000).flatmap(
+    lambda depth: st.sampled_from(
+        [
+            "[" * depth + "]" * depth,
+            '{"type": "image_create_request", "data": {"requestId": "r1", "config": '
+            + '{"a": ' * depth
+            + "1"
+            + "}" * depth
+            + "}}",
+        ]
+    )
 )
 other_frames = st.one_of(
     json_values,
@@ -47,6 +70,7 @@ other_frames = st.one_of(
 )
 raw_frames = st.one_of(
     request_frames.map(json.dumps),
+    deep_frames,
     other_frames.map(json.dumps),
     st.text(max_size=40),
     st.binary(max_size=40),
@@ -71,6 +95,14 @@ def _check(gateway, raw):
     check_replies(raw, [json.loads(p) for p in loop.run_until_complete(handle_frame(harness.rt, conn, raw))])
 
 
+def _encodable(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def check_replies(raw, replies):
     """What a host sent back for the frame ``raw``: a request answered exactly once, by its
     requestId (an error response after its ``system_error``); anything else only system errors."""
@@ -78,15 +110,17 @@ def check_replies(raw, replies):
     if isinstance(raw, str):
         try:
             doc = json.loads(raw)
-        except ValueError:
+        except (ValueError, RecursionError):
             doc = None
     responses = [r for r in replies if r["category"] == "response"]
     is_request = (
         isinstance(doc, dict)
         and isinstance(doc.get("type"), str)
         and doc["type"].endswith("_request")
+        and _encodable(doc["type"])
         and isinstance(doc.get("data"), dict)
         and isinstance(doc["data"].get("requestId"), str)
+        and _encodable(doc["data"]["requestId"])  # a lone surrogate cannot be echoed back
     )
     if is_request:
         assert len(responses) == 1, (raw, replies)

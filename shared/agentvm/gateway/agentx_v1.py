@@ -9,6 +9,7 @@ flatten their ``context`` into ``data``.
 from __future__ import annotations
 
 import json
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -208,21 +209,44 @@ class FrameError(BadRequest):
         self.request_id = request_id
 
 
+MAX_DEPTH = 64  # objects and arrays nested in a frame; no request needs more than a handful
+MAX_SAFE_INTEGER = 2**53 - 1  # what every JSON client can represent exactly
+_TYPE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,64}_request)"')
+_REQUEST_ID = re.compile(rb'"requestId"\s*:\s*"([^"\\]{1,128})"')
+
+
 def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
     """Parse one client frame. Raises ``FrameError`` (a ``BadRequest``) for anything invalid."""
-    size = len(raw) if isinstance(raw, bytes) else len(raw.encode("utf-8", "surrogatepass"))
-    if size > max_bytes:
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    if len(data) > max_bytes:
+        # Not parsed, but its type and request id are looked for, so the client gets its response.
+        type_match, id_match = _TYPE.search(data), _REQUEST_ID.search(data)
         raise FrameError(
-            FrameTooLarge(f"frame of {size} bytes exceeds the limit of {max_bytes} bytes"),
-            request_type=None,
-            request_id=None,
+            FrameTooLarge(f"frame of {len(data)} bytes exceeds the limit of {max_bytes} bytes"),
+            request_type=type_match.group(1).decode() if type_match else None,
+            request_id=id_match.group(1).decode("utf-8", "replace") if id_match else None,
         )
     try:
         doc = json.loads(raw)
+    except RecursionError:
+        raise FrameError(_too_deep(), request_type=None, request_id=None) from None
     except (ValueError, UnicodeDecodeError):
         raise FrameError(BadRequest("frame is not valid JSON"), request_type=None, request_id=None) from None
     if not isinstance(doc, dict):
         raise FrameError(BadRequest("frame must be a JSON object"), request_type=None, request_id=None)
+    problem = _unsafe_content(doc)
+    if problem is not None:
+        data_ = doc.get("data")
+        request_id = data_.get("requestId") if isinstance(data_, dict) else None
+        type_ = doc.get("type")
+        readable = isinstance(request_id, str) and _clean_text(request_id)
+        raise FrameError(
+            problem,
+            request_type=type_
+            if isinstance(type_, str) and type_.endswith("_request") and _clean_text(type_)
+            else None,
+            request_id=request_id if readable else None,
+        )
     if "__ack" in doc:
         return IgnoredFrame("ack")
     type_ = doc.get("type")
@@ -261,6 +285,45 @@ def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
             BadRequest(f"invalid {type_}: {_describe(exc)}"), request_type=type_, request_id=request_id
         ) from None
     return RequestFrame(type=type_, request_id=payload.requestId, payload=payload)
+
+
+def _too_deep() -> BadRequest:
+    return BadRequest(f"frame is nested more than {MAX_DEPTH} levels deep")
+
+
+def _clean_text(value: str) -> bool:
+    """Encodable as UTF-8: no lone surrogate (JSON escapes such as \\ud800 produce them)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _unsafe_content(doc: Any) -> BadRequest | None:
+    """What no request may hold, checked once over the whole frame (iteratively, so depth itself
+    cannot hurt): nesting past MAX_DEPTH, strings with lone surrogates, integers no JSON client can
+    represent. Each would otherwise fail later, where only an internal error can be answered."""
+    stack: list[tuple[Any, int]] = [(doc, 1)]
+    while stack:
+        value, depth = stack.pop()
+        if isinstance(value, dict):
+            if depth > MAX_DEPTH:
+                return _too_deep()
+            for key, item in value.items():
+                if not _clean_text(key):
+                    return BadRequest("frame holds invalid Unicode (a lone surrogate)")
+                stack.append((item, depth + 1))
+        elif isinstance(value, list):
+            if depth > MAX_DEPTH:
+                return _too_deep()
+            stack.extend((item, depth + 1) for item in value)
+        elif isinstance(value, str):
+            if not _clean_text(value):
+                return BadRequest("frame holds invalid Unicode (a lone surrogate)")
+        elif isinstance(value, int) and not isinstance(value, bool) and abs(value) > MAX_SAFE_INTEGER:
+            return BadRequest(f"frame holds an integer beyond ±{MAX_SAFE_INTEGER}")
+    return None
 
 
 def _parse_subscribe(doc: dict[str, Any]) -> SubscribeFrame:
