@@ -76,6 +76,10 @@ class Settings(BaseSettings):
 
     # protocol limits
     max_frame_bytes: int = 256 * 1024
+    # A local WebSocket client that stops reading: closed (4008) once this many frames wait for it,
+    # or one frame waits this long; it resumes from its last seq (adapters/local/ws_writer.py).
+    ws_send_queue_frames: int = Field(default=1024, ge=16)
+    ws_send_timeout_s: float = Field(default=10.0, gt=0)
 
     # authentication (see SECURITY.md)
     open: bool = False  # key-less dev mode: every connection is tenant "local"; loopback only

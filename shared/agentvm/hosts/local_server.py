@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING
 from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
+from agentvm.adapters.local.ws_writer import ConnectionWriter
 from agentvm.agent.turns import process_turn
 from agentvm.api.app import create_app, error_body
 from agentvm.config import ECHO_MODEL
@@ -71,6 +72,7 @@ async def _upgrade_principal(rt: Runtime, websocket: WebSocket) -> Principal | N
 
 def create_local_app(host: LocalHost) -> FastAPI:
     rt = host.runtime
+    settings = host.settings
     error = open_mode_error(host.settings)
     if error is not None:
         raise ValueError(error)
@@ -103,13 +105,20 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 return
         await websocket.accept()
         conn_id = rt.ids.new("conn")
-        lock = asyncio.Lock()
 
-        async def send(payload: str) -> None:
-            async with lock:  # the turn sink and this handler may send at once
-                await websocket.send_text(payload)
+        async def close(code: int, reason: str) -> None:
+            await websocket.close(code, reason)
 
-        host.push.attach(conn_id, send)
+        # Every frame to this client (turn frames and responses) goes through one bounded queue
+        # and one writer task: a client that stops reading is closed, never waited for.
+        writer = ConnectionWriter(
+            conn_id,
+            websocket.send_text,
+            close,
+            max_frames=settings.ws_send_queue_frames,
+            send_timeout_s=settings.ws_send_timeout_s,
+        )
+        host.push.attach(conn_id, writer.send)
         await rt.connections.register(
             ConnectionInfo(
                 connection_id=conn_id,
@@ -132,6 +141,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
             pass
         finally:
             host.push.detach(conn_id)
+            await writer.aclose()
             await rt.connections.remove(conn_id)
 
     return app

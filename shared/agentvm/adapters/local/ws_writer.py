@@ -1,0 +1,112 @@
+"""One WebSocket's outbound frames: a bounded queue and one writer task, so a slow client never
+blocks a turn.
+
+Without it, a turn's sink awaits ``send_text`` on every subscriber: a client that stops reading
+fills its TCP window, the send never returns, and the turn (and every turn slot after it) waits
+for it forever. Here ``send`` only enqueues; the writer task drains the queue with a timeout per
+frame. A client whose queue is full (``max_frames`` or ``max_bytes`` waiting) or whose frame waits
+past ``send_timeout_s`` is closed with code 4008 ("fell behind"): the turn goes on for everyone
+else, and the client reconnects and resumes from the last ``seq`` it received.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections import deque
+from typing import TYPE_CHECKING
+
+from agentvm.errors import ConnectionGone
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+log = logging.getLogger("agentvm.ws")
+
+SLOW_CONSUMER_CLOSE = 4008  # application close code: "you fell behind; reconnect and resume"
+
+
+class ConnectionWriter:
+    def __init__(
+        self,
+        connection_id: str,
+        send_text: Callable[[str], Awaitable[None]],
+        close: Callable[[int, str], Awaitable[None]],
+        *,
+        max_frames: int = 1024,
+        max_bytes: int = 8 * 1024 * 1024,
+        send_timeout_s: float = 10.0,
+    ) -> None:
+        self.connection_id = connection_id
+        self._send_text = send_text
+        self._close = close
+        self._max_frames = max_frames
+        self._max_bytes = max_bytes
+        self._timeout = send_timeout_s
+        self._queue: deque[str] = deque()
+        self._bytes = 0
+        self._wake = asyncio.Event()
+        self._closed = False
+        self._closing: asyncio.Task[None] | None = None
+        self._task = asyncio.create_task(self._run())
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def send(self, payload: str) -> None:
+        """Queue ``payload``; never waits on the socket. Raises ``ConnectionGone`` once closed."""
+        if self._closed:
+            raise ConnectionGone(f"connection {self.connection_id} is gone")
+        if len(self._queue) >= self._max_frames or self._bytes + len(payload) > self._max_bytes:
+            await self._shed("its send queue is full")
+            raise ConnectionGone(f"connection {self.connection_id} fell behind and was closed")
+        self._queue.append(payload)
+        self._bytes += len(payload)
+        self._wake.set()
+
+    async def _run(self) -> None:
+        while True:
+            while not self._queue:
+                self._wake.clear()
+                await self._wake.wait()
+            payload = self._queue[0]
+            try:
+                await asyncio.wait_for(self._send_text(payload), self._timeout)
+            except TimeoutError:
+                await self._shed(f"a frame waited more than {self._timeout:g} s")
+                return
+            except Exception:  # the socket went away under us
+                self._closed = True
+                return
+            self._queue.popleft()
+            self._bytes -= len(payload)
+
+    async def _shed(self, why: str) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        log.warning(
+            "closing a connection that fell behind", extra={"connection_id": self.connection_id, "why": why}
+        )
+        self._queue.clear()
+        self._bytes = 0
+        # Closing may itself wait on the full socket: it runs on its own, the server's close
+        # timeout then drops the TCP connection, and nobody waits for it here.
+        self._closing = asyncio.create_task(self._close_quietly())
+
+    async def _close_quietly(self) -> None:
+        with contextlib.suppress(Exception):
+            await self._close(SLOW_CONSUMER_CLOSE, "fell behind: reconnect and resume")
+
+    async def aclose(self) -> None:
+        """Stop the writer (the connection ended); frames still queued are dropped."""
+        self._closed = True
+        if not self._task.done():
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+
+
+__all__ = ["SLOW_CONSUMER_CLOSE", "ConnectionWriter"]
