@@ -76,6 +76,7 @@ class Settings(BaseSettings):
 
     # protocol limits
     max_frame_bytes: int = 256 * 1024
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)  # HTTP request bodies, refused unread
     # A local WebSocket client that stops reading: closed (4008) once this many frames wait for it,
     # or one frame waits this long; it resumes from its last seq (adapters/local/ws_writer.py).
     ws_send_queue_frames: int = Field(default=1024, ge=16)

@@ -29,6 +29,7 @@ class TurnSettings:
     cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
     subscriber_refresh_s: float = 2.0  # how often a turn looks its subscribers up again (0: every send)
     max_frame_bytes: int = 256 * 1024
+    max_body_bytes: int = 1024 * 1024  # HTTP request bodies (api/body_limit.py)
     compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
     compaction_model: str | None = None  # None = the image's model
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
@@ -45,6 +46,7 @@ def turn_settings(
         cancel_poll_s=cancel_poll_s,
         subscriber_refresh_s=subscriber_refresh_s,
         max_frame_bytes=settings.max_frame_bytes,
+        max_body_bytes=settings.max_body_bytes,
         compaction_threshold_tokens=settings.compaction_threshold_tokens,
         compaction_model=settings.compaction_model,
         turn_deadline_s=settings.turn_deadline_s,

@@ -167,3 +167,22 @@ async def test_a_failing_route_answers_500_internal_error_without_details(harnes
         r = await http.get("/v1/usage", headers=bearer(await new_key(harness.rt, "acme", "admin")))
     assert r.status_code == 500
     assert r.json() == {"error": {"code": "internal_error", "message": "internal error"}}
+
+
+async def test_an_oversized_body_is_refused_before_it_is_read_even_without_a_key(http, harness):
+    limit = harness.rt.turns.max_body_bytes
+    declared = await http.post(
+        "/v1/auth/keys", content=b"x" * (limit + 1), headers={"Content-Type": "application/json"}
+    )
+    assert declared.status_code == 413 and declared.json()["error"]["code"] == "payload_too_large"
+
+    async def chunks():  # no Content-Length: counted as it arrives, cut at the limit
+        for _ in range(limit // 65536 + 2):
+            yield b"x" * 65536
+
+    streamed = await http.post(
+        "/v1/auth/keys", content=chunks(), headers={"Content-Type": "application/json"}
+    )
+    assert streamed.status_code == 413
+    # a body within the limit is still answered as before (401: no key)
+    assert (await http.post("/v1/auth/keys", json={"scopes": ["client"]})).status_code == 401

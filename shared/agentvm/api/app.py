@@ -22,6 +22,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentvm import __version__
+from agentvm.api.body_limit import BodyLimit, BodyTooLarge
 from agentvm.errors import (
     AgentVMError,
     BadRequest,
@@ -115,6 +116,8 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         **fastapi_kwargs,  # type: ignore[arg-type]
     )
     app.state.runtime = runtime
+    # Bodies over the limit are refused before they are read, authenticated or not.
+    app.add_middleware(BodyLimit, max_bytes=runtime.turns.max_body_bytes)
 
     def now_ms() -> int:
         return runtime.clock.now_ms()
@@ -136,6 +139,10 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             status_code=exc.status_code,
             headers=exc.headers,
         )
+
+    @app.exception_handler(BodyTooLarge)
+    async def body_too_large(_request: Request, exc: BodyTooLarge) -> JSONResponse:
+        raise exc  # BodyLimit answers 413 itself; an exception handler must not turn it into a 500
 
     @app.exception_handler(Exception)
     async def internal_error(_request: Request, exc: Exception) -> JSONResponse:
