@@ -186,3 +186,14 @@ async def test_an_oversized_body_is_refused_before_it_is_read_even_without_a_key
     assert streamed.status_code == 413
     # a body within the limit is still answered as before (401: no key)
     assert (await http.post("/v1/auth/keys", json={"scopes": ["client"]})).status_code == 401
+
+
+@pytest.mark.parametrize(
+    ("limit", "status"), [(0, 400), (False, 400), (True, 400), ("5", 400), (10**6, 403), (30, 201)]
+)
+async def test_a_tenant_admin_cannot_mint_an_unlimited_key(http, harness, limit, status):
+    token = await new_key(harness.rt, "acme", "admin")
+    response = await http.post(
+        "/v1/auth/keys", json={"scopes": ["client"], "rate_limit_per_minute": limit}, headers=bearer(token)
+    )
+    assert response.status_code == status, response.text

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Depends, FastAPI, Request  # noqa: TC002 (FastAPI reads annotations)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, StrictInt
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentvm import __version__
@@ -68,7 +68,9 @@ class CreateKey(BaseModel):
 
     scopes: list[Literal["admin", "client"]] = Field(default_factory=lambda: ["client"], min_length=1)
     name: str | None = Field(default=None, max_length=200)
-    rate_limit_per_minute: int | None = Field(default=None, ge=0)
+    # At least 1 (0 would mean unlimited) and at most the server's limit: only the operator, with
+    # `avm keys create --rate-limit`, may lift a key above it. Booleans are not numbers (strict).
+    rate_limit_per_minute: StrictInt | None = Field(default=None, ge=1)
 
 
 class BudgetLimits(BaseModel):
@@ -180,6 +182,12 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         principal = admin(request)
         if runtime.auth is None:
             raise BadRequest("API keys are disabled in the open dev mode")
+        ceiling = runtime.rate_limiter.per_minute if runtime.rate_limiter is not None else 0
+        if body.rate_limit_per_minute is not None and 0 < ceiling < body.rate_limit_per_minute:
+            raise Forbidden(
+                f"rate_limit_per_minute above the server's limit ({ceiling}) can only be set by the "
+                "operator (avm keys create --rate-limit)"
+            )
         record, token = await runtime.auth.keys.create(
             principal.tenant_id, body.scopes, name=body.name, rate_limit_per_minute=body.rate_limit_per_minute
         )
