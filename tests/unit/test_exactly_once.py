@@ -33,7 +33,11 @@ async def _assert_answered_once(harness, c, img, reply: str = REPLY) -> None:
     turn = await harness.store.get_turn(usage.turnId)
     assert turn.status == "completed"
     types = [f["type"] for f in c.session_events()]
-    assert types.count("conversation_end") == 1 and types[-1] == "conversation_end"
+    assert types[-1] == "conversation_end"
+    # one completed end; an attempt that died before it was closed as interrupted (no splice)
+    assert _ends(c.session_events())[-1:] == ["completed"] and set(_ends(c.session_events())[:-1]) <= {
+        "interrupted"
+    }
     assert harness.queue.pending() == [] and harness.queue.dead() == []
 
 
@@ -109,10 +113,24 @@ async def test_worker_dies_mid_stream_and_the_restarted_consumer_runs_the_turn_a
     await harness.run_turns()  # the next start of the host
 
     assert len(harness.model.requests) == 2 and harness.model.closed_early == 1
-    await _assert_answered_once(harness, c, img)
     starts = [f for f in c.session_events() if f["type"] == "message_start"]
     assert len(starts) == 2  # subscribers see the turn start over, with a new message id
     assert starts[0]["data"]["messageId"] != starts[1]["data"]["messageId"]
+    # ...and the dead attempt's message closed as interrupted first, never spliced into the new one
+    second = c.session_events().index(starts[1])
+    closing = [
+        (f["type"], f["data"])
+        for f in c.session_events()[:second]
+        if f["type"] in ("message_stop", "conversation_end")
+    ]
+    assert closing == [
+        ("message_stop", {"stopReason": "end_turn"}),
+        ("conversation_end", {"reason": "interrupted"}),
+    ]
+    ends = [f["data"]["reason"] for f in c.session_events() if f["type"] == "conversation_end"]
+    assert ends == ["interrupted", "completed"]
+    history = await harness.store.list_messages(img["sessionId"])
+    assert [m.subtype for m in history] == ["user", "assistant"] and history[1].content[0].text == REPLY
 
 
 async def test_a_turn_cut_by_the_runtime_mid_stream_is_retried_by_the_queue(harness):
@@ -139,3 +157,8 @@ async def test_a_failing_cancel_poll_does_not_fail_a_streaming_turn(harness):
 
     assert store.remaining == 0 and len(harness.model.requests) == 1
     await _assert_answered_once(harness, c, img)
+
+
+def _ends(events: list[dict]) -> list[str]:
+    """The reasons of the turn's ``conversation_end`` frames, in order."""
+    return [e["data"]["reason"] for e in events if e["type"] == "conversation_end"]

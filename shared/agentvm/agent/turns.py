@@ -109,6 +109,11 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         return None
 
     await _set_status(rt, job, "running", attempt=attempt)
+    if attempt > 1:
+        # A client still subscribed may hold the half-streamed message of the attempt that died:
+        # close it as interrupted, so this attempt starts a new message instead of splicing into it.
+        sink.emit("message_stop", {"stopReason": "end_turn"})
+        sink.emit("conversation_end", {"reason": "interrupted"})
     started_ms = rt.clock.now_ms()
     toolbox = await _toolbox(rt, image)
     try:
