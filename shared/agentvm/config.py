@@ -81,6 +81,8 @@ class Settings(BaseSettings):
     # or one frame waits this long; it resumes from its last seq (adapters/local/ws_writer.py).
     ws_send_queue_frames: int = Field(default=1024, ge=16)
     ws_send_timeout_s: float = Field(default=10.0, gt=0)
+    ws_auth_deadline_s: float = Field(default=10.0, gt=0)  # a socket with no key must send `auth` by then
+    max_connections_per_address: int = Field(default=256, ge=1)  # live local WebSockets per client IP
 
     # authentication (see SECURITY.md)
     open: bool = False  # key-less dev mode: every connection is tenant "local"; loopback only

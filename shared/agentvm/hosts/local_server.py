@@ -24,7 +24,7 @@ from agentvm.adapters.local.ws_writer import ConnectionWriter
 from agentvm.agent.turns import process_turn
 from agentvm.api.app import create_app, error_body
 from agentvm.config import ECHO_MODEL
-from agentvm.errors import AgentVMError, ConnectionGone, Unauthorized
+from agentvm.errors import AgentVMError, ConnectionGone, RateLimited, Unauthorized
 from agentvm.gateway.dispatch import handle_frame
 from agentvm.ports import ConnectionInfo
 
@@ -42,6 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.hosts.local_server")
 
 LOCAL_TENANT = "local"  # the tenant of key-less loopback connections (the open dev mode)
+AUTH_DEADLINE_CLOSE = 4401  # application close code: no authentication within AVM_WS_AUTH_DEADLINE_S
 
 
 def is_loopback(host: str) -> bool:
@@ -93,9 +94,20 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 await consumer
 
     app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
+    per_address: dict[str, int] = {}  # live WebSocket connections by client address
 
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
+        address = websocket.client.host if websocket.client else "?"
+        if per_address.get(address, 0) >= settings.max_connections_per_address:
+            limit = settings.max_connections_per_address
+            limited = RateLimited(
+                f"too many connections from this address (at most {limit})",
+                limit=limit,
+                reset_at_ms=rt.clock.now_ms(),  # a slot frees as soon as one of them closes
+            )
+            await websocket.send_denial_response(JSONResponse(error_body(limited), status_code=429))
+            return
         principal = None
         if open_tenant is None:
             try:
@@ -103,6 +115,15 @@ def create_local_app(host: LocalHost) -> FastAPI:
             except AgentVMError as exc:
                 await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=401))
                 return
+        per_address[address] = per_address.get(address, 0) + 1
+        try:
+            await _serve_socket(websocket, principal)
+        finally:
+            per_address[address] -= 1
+            if per_address[address] <= 0:
+                per_address.pop(address, None)
+
+    async def _serve_socket(websocket: WebSocket, principal: Principal | None) -> None:
         await websocket.accept()
         conn_id = rt.ids.new("conn")
 
@@ -119,6 +140,14 @@ def create_local_app(host: LocalHost) -> FastAPI:
             send_timeout_s=settings.ws_send_timeout_s,
         )
         host.push.attach(conn_id, writer.send)
+        deadline = None
+        if open_tenant is None and principal is None:
+            # A connection that has not authenticated (no key at the upgrade) must send its `auth`
+            # frame in time, or it is closed: idle unauthenticated sockets hold nothing hostage.
+            deadline = asyncio.get_running_loop().call_later(
+                settings.ws_auth_deadline_s,
+                lambda: asyncio.ensure_future(_close_unauthenticated(conn_id, writer)),
+            )
         await rt.connections.register(
             ConnectionInfo(
                 connection_id=conn_id,
@@ -140,9 +169,19 @@ def create_local_app(host: LocalHost) -> FastAPI:
         except (WebSocketDisconnect, ConnectionGone):
             pass
         finally:
+            if deadline is not None:
+                deadline.cancel()
             host.push.detach(conn_id)
             await writer.aclose()
             await rt.connections.remove(conn_id)
+
+    async def _close_unauthenticated(conn_id: str, writer: ConnectionWriter) -> None:
+        info = await rt.connections.get(conn_id)
+        if info is not None and info.tenant_id is None:
+            log.info(
+                "closing a connection that did not authenticate in time", extra={"connection_id": conn_id}
+            )
+            await writer.close_now(AUTH_DEADLINE_CLOSE, "authenticate within the deadline (auth frame)")
 
     return app
 

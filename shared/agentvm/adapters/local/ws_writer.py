@@ -100,13 +100,24 @@ class ConnectionWriter:
         with contextlib.suppress(Exception):
             await self._close(SLOW_CONSUMER_CLOSE, "fell behind: reconnect and resume")
 
+    async def close_now(self, code: int, reason: str) -> None:
+        """Close the connection from the server's side (e.g. it never authenticated)."""
+        if self._closed:
+            return
+        self._closed = True
+        self._queue.clear()
+        self._bytes = 0
+        with contextlib.suppress(Exception):
+            await self._close(code, reason)
+
     async def aclose(self) -> None:
         """Stop the writer (the connection ended); frames still queued are dropped."""
         self._closed = True
         if not self._task.done():
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
+            # A send to a socket that is going away may not return at once, even when cancelled:
+            # the handler does not wait for it (it would hang, and with it the server's shutdown).
+            await asyncio.wait({self._task}, timeout=1.0)
 
 
 __all__ = ["SLOW_CONSUMER_CLOSE", "ConnectionWriter"]

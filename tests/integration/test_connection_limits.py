@@ -1,0 +1,38 @@
+"""Connections cannot be hoarded (issue 15, finding 3): a socket that never authenticates is closed
+at the deadline, and one client address holds at most a set number of WebSockets."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+import websockets
+from websockets.exceptions import ConnectionClosed, InvalidStatus
+
+from tests.integration.avm_process import avm_serve, base_env, free_port
+
+
+async def test_a_socket_that_never_authenticates_is_closed_at_the_deadline(tmp_path):
+    env = base_env(AVM_WS_AUTH_DEADLINE_S="1")
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        async with websockets.connect(server.url) as ws:  # no key at the upgrade
+            with pytest.raises(ConnectionClosed) as closed:
+                await asyncio.wait_for(ws.recv(), 10)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+        # an authenticated one is not
+        async with websockets.connect(f"{server.url}?token={server.admin_token()}") as ws:
+            with pytest.raises(TimeoutError):
+                await asyncio.wait_for(ws.recv(), 2)
+
+
+async def test_one_address_holds_at_most_the_configured_number_of_sockets(tmp_path):
+    env = base_env(AVM_MAX_CONNECTIONS_PER_ADDRESS="2")
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        url = f"{server.url}?token={server.admin_token()}"
+        async with websockets.connect(url), websockets.connect(url):
+            with pytest.raises(InvalidStatus) as refused:
+                async with websockets.connect(url):
+                    pass
+            assert refused.value.response.status_code == 429
+        async with websockets.connect(url):  # the slots are free again once those closed
+            pass
