@@ -1,0 +1,1 @@
+"""Real MCP servers for tests, built with the official ``mcp`` SDK."""

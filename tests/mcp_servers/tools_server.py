@@ -1,0 +1,58 @@
+"""An MCP server for tests, on the official SDK: ``python tools_server.py stdio|http <port>``.
+
+Tools: ``add``, ``echo``, ``fail`` (raises: an error result), ``slow`` (sleeps), and ``counted``,
+which appends a line to the file named by ``MCP_COUNTER_FILE`` and returns how many lines it holds
+(a test counts how often a tool really ran).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+
+from mcp.server.mcpserver import MCPServer
+
+server = MCPServer("agentvm-test-tools")
+
+
+@server.tool()
+def add(a: int, b: int) -> int:
+    """Add two integers."""
+    return a + b
+
+
+@server.tool()
+def echo(text: str) -> str:
+    """Return the text unchanged."""
+    return text
+
+
+@server.tool()
+def fail(message: str) -> str:
+    """Always fails with the given message."""
+    raise RuntimeError(message)
+
+
+@server.tool()
+async def slow(seconds: float) -> str:
+    """Sleep, then say so."""
+    await asyncio.sleep(seconds)
+    return f"slept {seconds}"
+
+
+@server.tool()
+def counted(label: str) -> int:
+    """Record one call in MCP_COUNTER_FILE; returns the calls recorded so far."""
+    path = Path(os.environ["MCP_COUNTER_FILE"])
+    with path.open("a") as f:
+        f.write(label + "\n")
+    return len(path.read_text().splitlines())
+
+
+if __name__ == "__main__":
+    if sys.argv[1:2] == ["http"]:
+        server.run(transport="streamable-http", host="127.0.0.1", port=int(sys.argv[2]))
+    else:
+        server.run()
