@@ -63,6 +63,13 @@ class Attachment:
     def is_url(self) -> bool:
         return self.data.startswith(("http://", "https://"))
 
+    def unsent_note(self) -> str:
+        """What a model that cannot take this attachment reads instead."""
+        return (
+            f"[attachment {self.name or 'file'} ({self.media_type}) not sent: "
+            "this model accepts images and PDFs only]"
+        )
+
 
 @dataclass(frozen=True, slots=True)
 class ChatTurn:

@@ -6,6 +6,7 @@ import asyncio
 import json
 import logging
 import time
+import uuid
 from typing import TYPE_CHECKING, Any
 
 from starlette.applications import Starlette
@@ -13,13 +14,13 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agentvm.fakellm.state import FakeLLMState, count_words, reply_tokens
-from agentvm.fakellm.wire import AnthropicWire, OpenAIWire
+from agentvm.fakellm.wire import AnthropicWire, OpenAIWire, ToolCallOut
 
 if TYPE_CHECKING:
     from starlette.requests import Request
     from starlette.types import Message, Receive, Scope, Send
 
-    from agentvm.fakellm.state import FakeLLMConfig, Fault
+    from agentvm.fakellm.state import FakeLLMConfig, Fault, ScriptedReply
     from agentvm.fakellm.wire import Wire
 
 logger = logging.getLogger("agentvm.fakellm")
@@ -33,10 +34,31 @@ _SSE_HEADERS = [
 class _Reply:
     """One model reply: which tokens to send and how fast, and what the client is told it cost."""
 
-    def __init__(self, config: FakeLLMConfig, body: dict[str, Any], max_tokens: object) -> None:
+    def __init__(
+        self,
+        config: FakeLLMConfig,
+        body: dict[str, Any],
+        max_tokens: object,
+        scripted: ScriptedReply | None = None,
+        id_prefix: str = "toolu_fake_",
+    ) -> None:
         limit = max_tokens if isinstance(max_tokens, int) and max_tokens >= 0 else config.reply_tokens
         self.tokens = reply_tokens(min(config.reply_tokens, limit))
         self.truncated = limit < config.reply_tokens
+        self.calls: list[ToolCallOut] = []
+        if scripted is not None:
+            words = scripted.text.split(" ") if scripted.text else []
+            self.tokens = [w if i == 0 else " " + w for i, w in enumerate(words)]
+            self.truncated = False
+            for i, call in enumerate(scripted.tool_calls):
+                arguments = json.dumps(call["input"])
+                if i == 0 and scripted.raw_arguments is not None:
+                    arguments = scripted.raw_arguments
+                self.calls.append(
+                    ToolCallOut(
+                        call.get("id") or f"{id_prefix}{uuid.uuid4().hex[:20]}", call["name"], arguments
+                    )
+                )
         self.ttft_s = config.ttft_ms / 1000
         self.interval_s = 1 / config.tokens_per_second
         self.stamp = config.stamp_tokens
@@ -101,7 +123,7 @@ class TokenStream:
             for frame in wire.stream_error():
                 await _send_body(send, frame)
         else:
-            for frame in wire.tail(len(reply.tokens), reply.truncated):
+            for frame in wire.tail(len(reply.tokens), reply.truncated, reply.calls):
                 await _send_body(send, frame)
             state.count("completed")
         await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -158,7 +180,7 @@ class _CutResponse:
         )
 
 
-async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any) -> Any:
+async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any, id_prefix: str) -> Any:
     state: FakeLLMState = request.app.state.fake
     try:
         body = await request.json()
@@ -166,8 +188,8 @@ async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any) -> A
         body = None
     if not isinstance(body, dict):
         return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
-    config, fault = state.begin_request()
-    reply = _Reply(config, body, max_tokens(body))
+    config, fault, scripted = state.begin_request(body)
+    reply = _Reply(config, body, max_tokens(body), scripted, id_prefix)
     wire: Wire = wire_for(body, reply)
     if fault is not None and fault.kind in ("429", "500", "overloaded"):
         logger.info("fault: %s", fault.kind)
@@ -197,6 +219,7 @@ async def anthropic_messages(request: Request) -> Any:
         request,
         lambda body, reply: AnthropicWire(str(body.get("model", "fake")), reply.input_tokens),
         lambda body: body.get("max_tokens"),
+        "toolu_fake_",
     )
 
 
@@ -211,7 +234,7 @@ async def openai_chat_completions(request: Request) -> Any:
         limit = body.get("max_completion_tokens")
         return limit if limit is not None else body.get("max_tokens")
 
-    return await _model_endpoint(request, wire_for, max_tokens)
+    return await _model_endpoint(request, wire_for, max_tokens, "call_fake_")
 
 
 async def set_config(request: Request) -> JSONResponse:
@@ -240,6 +263,25 @@ async def reset(request: Request) -> JSONResponse:
     return JSONResponse(_config_json(state.config))
 
 
+async def add_script(request: Request) -> JSONResponse:
+    """Queue scripted replies: ``{"replies": [{"text": "...", "tool_calls": [{"name", "input"}]}]}``."""
+    state: FakeLLMState = request.app.state.fake
+    try:
+        payload = await request.json()
+        replies = payload.get("replies", []) if isinstance(payload, dict) else payload
+        if not isinstance(replies, list):
+            raise ValueError("'replies' must be a list")
+        pending = state.add_script(replies)
+    except (ValueError, TypeError, AttributeError) as exc:
+        return JSONResponse({"error": str(exc)}, status_code=400)
+    return JSONResponse({"pending": pending})
+
+
+async def requests_received(request: Request) -> JSONResponse:
+    state: FakeLLMState = request.app.state.fake
+    return JSONResponse(state.requests())
+
+
 async def stats(request: Request) -> JSONResponse:
     state: FakeLLMState = request.app.state.fake
     return JSONResponse(state.stats())
@@ -260,6 +302,8 @@ def create_app(state: FakeLLMState | None = None) -> Starlette:
             Route("/_fake/faults", add_faults, methods=["POST"]),
             Route("/_fake/reset", reset, methods=["POST"]),
             Route("/_fake/stats", stats, methods=["GET"]),
+            Route("/_fake/script", add_script, methods=["POST"]),
+            Route("/_fake/requests", requests_received, methods=["GET"]),
         ]
     )
     app.state.fake = state or FakeLLMState()

@@ -5,11 +5,12 @@ from __future__ import annotations
 import dataclasses
 import threading
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Mapping
+    from collections.abc import Iterable
 
 _LOREM_TEXT = (
     "Lorem ipsum dolor sit amet consectetur adipiscing elit sed do eiusmod tempor incididunt ut labore "
@@ -102,6 +103,42 @@ class Fault:
         )
 
 
+@dataclass(frozen=True)
+class ScriptedReply:
+    """One scripted answer (``POST /_fake/script``): optional text, then tool calls.
+
+    ``raw_arguments`` replaces the first call's input JSON verbatim (to send invalid JSON).
+    """
+
+    text: str = ""
+    tool_calls: tuple[dict[str, Any], ...] = ()
+    raw_arguments: str | None = None
+
+    @classmethod
+    def parse(cls, raw: Mapping[str, Any]) -> ScriptedReply:
+        if not isinstance(raw, Mapping):
+            raise ValueError("each scripted reply must be an object")
+        text = raw.get("text") or ""
+        calls = raw.get("tool_calls") or []
+        if not isinstance(text, str) or not isinstance(calls, list):
+            raise ValueError("'text' must be a string and 'tool_calls' a list")
+        parsed = []
+        for call in calls:
+            if not isinstance(call, Mapping) or not isinstance(call.get("name"), str):
+                raise ValueError("each tool call needs a 'name'")
+            arguments = call.get("input", {})
+            if not isinstance(arguments, dict):
+                raise ValueError("a tool call's 'input' must be an object")
+            parsed.append({"name": call["name"], "input": arguments, "id": call.get("id")})
+        raw_arguments = raw.get("raw_arguments")
+        if raw_arguments is not None and not isinstance(raw_arguments, str):
+            raise ValueError("'raw_arguments' must be a string")
+        return cls(text=text, tool_calls=tuple(parsed), raw_arguments=raw_arguments)
+
+
+MAX_RECORDED_REQUESTS = 500
+
+
 class FakeLLMState:
     """Config, pending faults and stats. Locked: the server thread and test code both touch it."""
 
@@ -110,6 +147,8 @@ class FakeLLMState:
         self._initial = config or FakeLLMConfig()
         self._config = self._initial
         self._faults: deque[Fault] = deque()
+        self._script: deque[ScriptedReply] = deque()
+        self._requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED_REQUESTS)
         self._counts = dict.fromkeys(("requests", "tokens_emitted", "disconnects", "completed"), 0)
 
     @property
@@ -128,19 +167,39 @@ class FakeLLMState:
             self._faults.extend(parsed)
             return len(self._faults)
 
+    def add_script(self, replies: Iterable[Mapping[str, Any]]) -> int:
+        """Queue scripted replies (each answers one model request); returns how many are pending."""
+        parsed = [ScriptedReply.parse(r) for r in replies]
+        with self._lock:
+            self._script.extend(parsed)
+            return len(self._script)
+
+    def requests(self) -> list[dict[str, Any]]:
+        """The JSON bodies of the model requests received, oldest first (the last 500)."""
+        with self._lock:
+            return list(self._requests)
+
     def reset(self) -> None:
-        """Back to the initial config, no faults, zero counters."""
+        """Back to the initial config, no faults, no script, no recorded requests, zero counters."""
         with self._lock:
             self._config = self._initial
             self._faults.clear()
+            self._script.clear()
+            self._requests.clear()
             for name in self._counts:
                 self._counts[name] = 0
 
-    def begin_request(self) -> tuple[FakeLLMConfig, Fault | None]:
-        """Count a model request and take its config and the next fault, if any."""
+    def begin_request(
+        self, body: dict[str, Any] | None = None
+    ) -> tuple[FakeLLMConfig, Fault | None, ScriptedReply | None]:
+        """Count (and record) a model request; take its config, the next fault and scripted reply."""
         with self._lock:
             self._counts["requests"] += 1
-            return self._config, (self._faults.popleft() if self._faults else None)
+            if body is not None:
+                self._requests.append(body)
+            fault = self._faults.popleft() if self._faults else None
+            scripted = self._script.popleft() if self._script and fault is None else None
+            return self._config, fault, scripted
 
     def count(self, name: str, amount: int = 1) -> None:
         with self._lock:
@@ -151,4 +210,12 @@ class FakeLLMState:
             return dict(self._counts)
 
 
-__all__ = ["FAULT_KINDS", "FakeLLMConfig", "FakeLLMState", "Fault", "count_words", "reply_tokens"]
+__all__ = [
+    "FAULT_KINDS",
+    "FakeLLMConfig",
+    "FakeLLMState",
+    "Fault",
+    "ScriptedReply",
+    "count_words",
+    "reply_tokens",
+]

@@ -2,6 +2,9 @@
 
 Anthropic Messages streams named SSE events (``message_start`` ... ``message_stop``); OpenAI
 Chat Completions streams ``data: {chat.completion.chunk}`` lines ending with ``data: [DONE]``.
+A scripted reply's tool calls come after its text: Anthropic ``tool_use`` content blocks with
+``input_json_delta`` pieces (stop reason ``tool_use``), OpenAI ``tool_calls`` deltas keyed by index
+(finish reason ``tool_calls``), each call's input JSON split over several events as the real APIs do.
 """
 
 from __future__ import annotations
@@ -32,10 +35,25 @@ class Wire(Protocol):
 
     def head(self) -> list[bytes]: ...
     def token(self, text: str) -> bytes: ...
-    def tail(self, emitted: int, truncated: bool) -> list[bytes]: ...
+    def tail(self, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None) -> list[bytes]: ...
     def stream_error(self) -> list[bytes]: ...
     def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]: ...
     def error(self, kind: str, retry_after: float) -> ErrorReply: ...
+
+
+@dataclass(frozen=True, slots=True)
+class ToolCallOut:
+    """A tool call to stream: its id, name and input JSON (as sent, possibly invalid)."""
+
+    id: str
+    name: str
+    arguments: str
+
+
+def json_pieces(arguments: str) -> list[str]:
+    """The input JSON in three pieces, as providers stream it (never one whole object)."""
+    third = max(len(arguments) // 3, 1)
+    return [p for p in (arguments[:third], arguments[third : 2 * third], arguments[2 * third :]) if p]
 
 
 def _retry_after_header(seconds: float) -> str:
@@ -74,19 +92,37 @@ class AnthropicWire:
         delta = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
         return sse(delta, "content_block_delta")
 
-    def tail(self, emitted: int, truncated: bool) -> list[bytes]:
-        return [
-            sse({"type": "content_block_stop", "index": 0}, "content_block_stop"),
+    def tail(self, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None) -> list[bytes]:
+        frames = [sse({"type": "content_block_stop", "index": 0}, "content_block_stop")]
+        for index, call in enumerate(calls or [], start=1):
+            block = {"type": "tool_use", "id": call.id, "name": call.name, "input": {}}
+            frames.append(
+                sse(
+                    {"type": "content_block_start", "index": index, "content_block": block},
+                    "content_block_start",
+                )
+            )
+            for piece in json_pieces(call.arguments):
+                delta = {"type": "input_json_delta", "partial_json": piece}
+                frames.append(
+                    sse(
+                        {"type": "content_block_delta", "index": index, "delta": delta}, "content_block_delta"
+                    )
+                )
+            frames.append(sse({"type": "content_block_stop", "index": index}, "content_block_stop"))
+        stop = "tool_use" if calls else _stop_reason(truncated)
+        frames += [
             sse(
                 {
                     "type": "message_delta",
-                    "delta": {"stop_reason": _stop_reason(truncated), "stop_sequence": None},
-                    "usage": {"output_tokens": emitted},
+                    "delta": {"stop_reason": stop, "stop_sequence": None},
+                    "usage": {"output_tokens": emitted + 10 * len(calls or [])},
                 },
                 "message_delta",
             ),
             sse({"type": "message_stop"}, "message_stop"),
         ]
+        return frames
 
     def stream_error(self) -> list[bytes]:
         return [sse(_anthropic_error("overloaded_error", "Overloaded"), "error")]
@@ -151,10 +187,22 @@ class OpenAIWire:
     def token(self, text: str) -> bytes:
         return self._chunk([_choice({"content": text})])
 
-    def tail(self, emitted: int, truncated: bool) -> list[bytes]:
-        frames = [self._chunk([_choice({}, _finish_reason(truncated))])]
+    def tail(self, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None) -> list[bytes]:
+        frames = []
+        for index, call in enumerate(calls or []):
+            first = {
+                "index": index,
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": ""},
+            }
+            frames.append(self._chunk([_choice({"tool_calls": [first]})]))
+            for piece in json_pieces(call.arguments):
+                more = {"index": index, "function": {"arguments": piece}}
+                frames.append(self._chunk([_choice({"tool_calls": [more]})]))
+        frames.append(self._chunk([_choice({}, "tool_calls" if calls else _finish_reason(truncated))]))
         if self.include_usage:
-            frames.append(self._chunk([], self._usage(emitted)))
+            frames.append(self._chunk([], self._usage(emitted + 10 * len(calls or []))))
         frames.append(sse("[DONE]"))
         return frames
 
@@ -215,4 +263,4 @@ def _openai_error(message: str, error_type: str, code: str | None = None) -> dic
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
-__all__ = ["AnthropicWire", "ErrorReply", "OpenAIWire", "Wire", "sse"]
+__all__ = ["AnthropicWire", "ErrorReply", "OpenAIWire", "ToolCallOut", "Wire", "json_pieces", "sse"]

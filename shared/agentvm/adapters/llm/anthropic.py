@@ -15,13 +15,21 @@ from agentvm.adapters.llm.errors import (
     transport_errors,
 )
 from agentvm.errors import ProviderRateLimited, ProviderUnavailable
-from agentvm.llm import ModelStart, ModelStop, TextDelta
+from agentvm.llm import (
+    ModelStart,
+    ModelStop,
+    TextDelta,
+    ToolCallDelta,
+    ToolCallEnd,
+    ToolCallStart,
+    parse_tool_input,
+)
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from agentvm.errors import ProviderError
-    from agentvm.llm import ModelEvent, ModelRequest, StopReason
+    from agentvm.llm import Attachment, ChatTurn, ModelEvent, ModelRequest, StopReason
 
 PROVIDER = "anthropic"
 
@@ -50,11 +58,16 @@ class AnthropicModelClient:
         params: dict[str, Any] = {
             "model": request.model,
             "max_tokens": request.max_tokens,
-            "messages": [{"role": turn.role, "content": turn.text} for turn in request.messages],
+            "messages": [_message(turn) for turn in request.messages],
             "stream": True,
         }
         if request.system:
             params["system"] = request.system
+        if request.tools:
+            params["tools"] = [
+                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+                for t in request.tools
+            ]
         failures = (self._sdk.APIError, *transport_errors())
         try:
             stream = await self._client.messages.create(**params)
@@ -62,6 +75,7 @@ class AnthropicModelClient:
             raise self._translate(exc) from None
         input_tokens = output_tokens = 0
         stop_reason: StopReason = "end_turn"
+        call: dict[str, Any] | None = None  # the tool_use block being streamed: id, name, json pieces
         # `async with` closes the HTTP response however we leave, including aclose() by the caller,
         # so the provider sees the connection go and stops generating.
         async with stream:
@@ -75,6 +89,18 @@ class AnthropicModelClient:
                         )
                     elif event.type == "content_block_delta" and event.delta.type == "text_delta":
                         yield TextDelta(event.delta.text)
+                    elif event.type == "content_block_start" and event.content_block.type == "tool_use":
+                        block = event.content_block
+                        call = {"id": block.id, "name": block.name, "json": []}
+                        yield ToolCallStart(block.id, block.name)
+                    elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
+                        if call is not None:
+                            call["json"].append(event.delta.partial_json)
+                            yield ToolCallDelta(call["id"], event.delta.partial_json)
+                    elif event.type == "content_block_stop" and call is not None:
+                        arguments, problem = parse_tool_input("".join(call["json"]))
+                        yield ToolCallEnd(call["id"], call["name"], arguments, input_error=problem)
+                        call = None
                     elif event.type == "message_delta":
                         output_tokens = event.usage.output_tokens
                         if event.usage.input_tokens is not None:  # cumulative when present
@@ -107,6 +133,47 @@ class AnthropicModelClient:
                 PROVIDER, exc.status_code, error_type, retry_after_seconds(exc.response.headers)
             )
         return ProviderUnavailable(f"{PROVIDER}: invalid response ({type(exc).__name__})")
+
+
+def _message(turn: ChatTurn) -> dict[str, Any]:
+    """A conversation turn as an Anthropic message: plain text as a string, else content blocks
+    (results of the previous tool step, attachments, text; text then tool_use for the assistant)."""
+    if not (turn.tool_calls or turn.tool_results or turn.attachments):
+        return {"role": turn.role, "content": turn.text}
+    blocks: list[dict[str, Any]] = [
+        {"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}
+        for r in turn.tool_results
+    ]
+    blocks += [_attachment(a) for a in turn.attachments]
+    if turn.text:
+        blocks.append({"type": "text", "text": turn.text})
+    blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in turn.tool_calls]
+    return {"role": turn.role, "content": blocks}
+
+
+def _attachment(a: Attachment) -> dict[str, Any]:
+    """Images and PDFs as Anthropic blocks; other files are named, not sent."""
+    if a.kind == "image":
+        source = (
+            {"type": "url", "url": a.data}
+            if a.is_url
+            else {"type": "base64", "media_type": a.media_type, "data": a.data}
+        )
+        return {"type": "image", "source": source}
+    if a.media_type == "application/pdf":
+        source = (
+            {"type": "url", "url": a.data}
+            if a.is_url
+            else {"type": "base64", "media_type": a.media_type, "data": a.data}
+        )
+        return {"type": "document", "source": source}
+    return {"type": "text", "text": unsent_note(a)}
+
+
+def unsent_note(a: Attachment) -> str:
+    return (
+        f"[attachment {a.name or 'file'} ({a.media_type}) not sent: this model accepts images and PDFs only]"
+    )
 
 
 def _error_type(body: object) -> str | None:
