@@ -16,6 +16,7 @@ Run: ``./dev python -m benchmarks.cost_meter [--turns 100]``
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import importlib
 import importlib.util
 import math
@@ -248,6 +249,9 @@ class Result:
     bills: dict[str, Bill]
     full_core: dict[str, Bill]  # the same with CPU time as measured here, not at Lambda's CPU share
     wall_s: float
+    # The standard tool turn (StandardTurn.tool_call), same two traffic shapes; empty if not run.
+    tool_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
+    tool_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
 
 
 def run(turns: int = 100, *, init_runs: int = 3) -> Result:
@@ -269,7 +273,22 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
     }
     bills = {name: bill(s, d, init_s) for name, s in scenarios.items()}
     full_core = {name: bill(s, d, init_s, cpu_share=False) for name, s in scenarios.items()}
-    return Result(standard, d, init_s, scenarios, bills, full_core, time.monotonic() - started)
+    tool_turn = dataclasses.replace(standard, tool_call=True)
+    tool_scenarios = {
+        name: run_scenario(
+            f"tool {name}",
+            batch,
+            turns,
+            standard=tool_turn,
+            memory_mb=d.memory_mb,
+            schema=d.schema,
+            environment=d.powertools_env,
+        )
+        for name, batch in (("idle", 1), ("load", d.batch_size))
+    }
+    tool_bills = {name: bill(s, d, init_s) for name, s in tool_scenarios.items()}
+    wall_s = time.monotonic() - started
+    return Result(standard, d, init_s, scenarios, bills, full_core, wall_s, tool_scenarios, tool_bills)
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -306,11 +325,52 @@ def render(r: Result) -> str:
         f"| target | | | ≤ ${TARGETS['idle']:g} | | ≤ ${TARGETS['load']:g} |",
         "",
         *_where_the_money_goes(r),
+        *_tool_turn(r),
         *_by_operation(r),
         *_observations(r),
         *_assumptions(r),
     ]
     return "\n".join(out) + "\n"
+
+
+def _tool_turn(r: Result) -> list[str]:
+    """The standard tool turn beside the standard turn: $ per million, by component."""
+    if not r.tool_bills:
+        return []
+    t_idle, t_load = r.tool_bills["idle"], r.tool_bills["load"]
+    idle, load = r.bills["idle"], r.bills["load"]
+    used = [k for k in UNIT_PRICES if t_idle.units[k] or t_load.units[k]]
+    rows = sorted(used, key=lambda k: -t_load.dollars[k])
+    s = r.standard
+    out = [
+        "### The standard tool turn\n",
+        f"One HTTP tool call between two model calls: the first streams {s.lead_tokens} tokens and the "
+        "call, the tool (a third-party API, stubbed: no AWS cost of its own) answers "
+        f"{s.tool_result_bytes} B "
+        f"after {s.tool_latency_s:g} s, the second call ({s.second_input_tokens} input tokens) streams the "
+        f"standard {s.output_tokens}-token answer. The real HttpTool, Toolbox, persistence (the call and "
+        "the result as messages, each step's usage record) and frames run on moto like everything else.\n",
+        "| component | idle: units/turn | idle: $/M turns | load: units/turn | load: $/M turns |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for k in rows:
+        out.append(
+            f"| {k} | {_num(t_idle.units[k])} | {_usd(t_idle.dollars[k])} "
+            f"| {_num(t_load.units[k])} | {_usd(t_load.dollars[k])} |"
+        )
+    out += [
+        f"| **total** | | **{_usd(t_idle.total)}** | | **{_usd(t_load.total)}** |",
+        f"| vs the standard turn | | {t_idle.total / idle.total:.2f}x | | {t_load.total / load.total:.2f}x |",
+        "",
+    ]
+    extra = sorted(((k, t_load.dollars[k] - load.dollars[k]) for k in UNIT_PRICES), key=lambda kv: -kv[1])[:3]
+    out.append(
+        "Under load the tool turn costs more mostly in: "
+        + ", ".join(f"{k} (+{_usd(v)}/M)" for k, v in extra if v > 0)
+        + " (the worker waits on the tool and a second model call; two more messages and a step usage "
+        "record are written; about ten more frames are sent).\n"
+    )
+    return out
 
 
 def _where_the_money_goes(r: Result) -> list[str]:

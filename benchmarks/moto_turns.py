@@ -77,6 +77,15 @@ class StandardTurn:
     tokens_per_s: float = 35.0
     history_messages: int = 20
     message_bytes: int = 1024  # each history message, and the user's new message
+    # The standard *tool* turn (tool_call=True): the first model call streams ``lead_tokens`` of text
+    # and one call of the image's HTTP tool; the tool (a third-party API, stubbed) answers
+    # ``tool_result_bytes`` after ``tool_latency_s``; the second call reads the exchange
+    # (``second_input_tokens``) and streams the standard answer.
+    tool_call: bool = False
+    lead_tokens: int = 20
+    tool_latency_s: float = 0.3
+    tool_result_bytes: int = 500
+    second_input_tokens: int = 600
 
     @property
     def model_wall_s(self) -> float:
@@ -230,14 +239,26 @@ class StandardTurnModel:
         async def until(t: float) -> None:
             await asyncio.sleep(max(0.0, start + t - loop.time()))
 
+        asks_tool = turn.tool_call and not (request.messages and request.messages[-1].tool_results)
+        tokens = turn.lead_tokens if asks_tool else turn.output_tokens
+        input_tokens = turn.input_tokens if asks_tool or not turn.tool_call else turn.second_input_tokens
         tag.streaming = True
         try:
             yield ModelStart(message_id=f"msg_std_{uuid.uuid4().hex[:12]}", model=request.model)
-            for i in range(turn.output_tokens):
+            for i in range(tokens):
                 await until(turn.ttft_s + i / turn.tokens_per_s)
                 yield TextDelta(("" if i == 0 else " ") + _WORDS[i % len(_WORDS)])
-            await until(turn.model_wall_s)
-            yield ModelStop("end_turn", input_tokens=turn.input_tokens, output_tokens=turn.output_tokens)
+            await until(turn.ttft_s + tokens / turn.tokens_per_s)
+            if asks_tool:
+                from agentvm.llm import ToolCallDelta, ToolCallEnd, ToolCallStart
+
+                call_id = f"toolu_std_{uuid.uuid4().hex[:12]}"
+                yield ToolCallStart(call_id, "get_weather")
+                yield ToolCallDelta(call_id, '{"city": "Paris"}')
+                yield ToolCallEnd(call_id, "get_weather", {"city": "Paris"})
+                yield ModelStop("tool_use", input_tokens=input_tokens, output_tokens=tokens + 15)
+            else:
+                yield ModelStop("end_turn", input_tokens=input_tokens, output_tokens=tokens)
         finally:
             tag.streaming = False
             self.stream_s.append(loop.time() - start)
@@ -380,6 +401,7 @@ class Host:
         self.meter = meter
         self.loop = loop
         self.model = StandardTurnModel(standard, self.cpu_clock)
+        self.standard = standard
         self.inbox: dict[str, list[str]] = {}  # connection -> the frames it received
         self.sent: dict[str, list[str]] = {}  # connection -> the frames it sent
         self.invocations: list[Invocation] = []
@@ -426,6 +448,8 @@ class Host:
             rt = aws_runtime(settings, require=app.REQUIRED_SETTINGS)
             push = _SpyPush(rt.push, self.inbox)
             rt = dataclasses.replace(rt, models=self.model, push=push, clock=VirtualClock(self.loop))
+            if self.standard.tool_call:
+                rt = dataclasses.replace(rt, tools=_stub_tool_sources(self.standard))
             handlers[name] = app.build_handler(rt)
             self.runtimes.setdefault(name, rt)
         return handlers
@@ -560,7 +584,8 @@ class Session:
 
         self._open(billed=False)
         self.send(_request("container_create", containerId=self.container_id), None)
-        created = self.send(_request("image_create", containerId=self.container_id, config={}), None)
+        config = {"tools": [WEATHER_TOOL]} if self.standard.tool_call else {}
+        created = self.send(_request("image_create", containerId=self.container_id, config=config), None)
         assert created is not None and "record" in created, created
         self.image = created["record"]
         self.send(_request("image_run", imageId=self.image["imageId"]), None)
@@ -612,6 +637,39 @@ class Session:
     def disconnect(self) -> None:
         inv = self.host.invoke("ws_disconnect", self._event("apigw-ws-disconnect.json"), "session")
         assert inv.result == {"statusCode": 200}, inv.result
+
+
+# The standard tool turn's tool: an HTTP GET to a third-party API (stubbed: it costs no AWS).
+WEATHER_TOOL = {
+    "type": "http",
+    "name": "get_weather",
+    "description": "The weather of a city",
+    "inputSchema": {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]},
+    "method": "GET",
+    "url": "https://api.example.com/weather/{city}",
+}
+
+
+class _StubWeatherApi:
+    """The third-party API behind the standard tool turn's HTTP tool: answers after its latency on the
+    simulated clock. The real HttpTool, Toolbox, persistence and frames run around it."""
+
+    def __init__(self, standard: StandardTurn) -> None:
+        self.standard = standard
+
+    async def request(self, method: str, url: str, **_: Any) -> Any:
+        from agentvm.ports import HttpToolResponse
+
+        await asyncio.sleep(self.standard.tool_latency_s)
+        return HttpToolResponse(200, "x" * self.standard.tool_result_bytes)
+
+
+def _stub_tool_sources(standard: StandardTurn) -> Any:
+    from agentvm.agent.tool_sources import ToolSources
+
+    # Private networks allowed: the egress check would resolve api.example.com (a DNS lookup, no AWS
+    # cost, and no network here).
+    return ToolSources(http=_StubWeatherApi(standard), allow_private_networks=True)
 
 
 _EVENTS: dict[str, dict[str, Any]] = {}

@@ -60,3 +60,17 @@ def test_a_batch_shares_the_worker_wait_so_load_costs_less_per_turn(result):
 def test_the_report_names_the_targets(result):
     text = cost_meter.render(result)
     assert "| **total** |" in text and "≤ $20" in text and "≤ $60" in text
+
+
+def test_the_standard_tool_turn_bills_its_tool_step(result):
+    tool, plain = result.tool_bills["load"], result.bills["load"]
+    # the call and result messages and the second step's usage record are written...
+    assert tool.units["DynamoDB writes"] >= plain.units["DynamoDB writes"] + 3
+    # ...its tool frames and the second model message reach the client...
+    frames = result.tool_scenarios["load"].frame_types
+    for kind in ("tool_use_start", "tool_use_stop", "tool_call_message", "tool_result", "tool_completed"):
+        assert frames.get(kind, 0) > 0, kind
+    assert tool.units["WebSocket messages"] >= plain.units["WebSocket messages"] + 10
+    # ...and it costs more than the plain turn, less than three of them
+    assert plain.total < tool.total < 3 * plain.total
+    assert "### The standard tool turn" in cost_meter.render(result)
