@@ -254,14 +254,11 @@ class Result:
     tool_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
 
 
-def run(turns: int = 100, *, init_runs: int = 3) -> Result:
-    """Both scenarios, ``turns`` standard turns each (rounded up to whole rounds)."""
-    started = time.monotonic()
-    standard, d = StandardTurn(), read_template()
-    init_s = lambda_init_s(d, init_runs)
-    scenarios = {
+def _shapes(standard: StandardTurn, d: Deployment, turns: int, label: str = "") -> dict[str, Scenario]:
+    """The two traffic shapes (idle: one turn per worker invocation; load: the template's batch)."""
+    return {
         name: run_scenario(
-            name,
+            f"{label}{name}",
             batch,
             turns,
             standard=standard,
@@ -271,21 +268,18 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
         )
         for name, batch in (("idle", 1), ("load", d.batch_size))
     }
+
+
+def run(turns: int = 100, *, init_runs: int = 3) -> Result:
+    """Both shapes for the standard turn and the standard tool turn, ``turns`` turns each (rounded
+    up to whole rounds)."""
+    started = time.monotonic()
+    standard, d = StandardTurn(), read_template()
+    init_s = lambda_init_s(d, init_runs)
+    scenarios = _shapes(standard, d, turns)
     bills = {name: bill(s, d, init_s) for name, s in scenarios.items()}
     full_core = {name: bill(s, d, init_s, cpu_share=False) for name, s in scenarios.items()}
-    tool_turn = dataclasses.replace(standard, tool_call=True)
-    tool_scenarios = {
-        name: run_scenario(
-            f"tool {name}",
-            batch,
-            turns,
-            standard=tool_turn,
-            memory_mb=d.memory_mb,
-            schema=d.schema,
-            environment=d.powertools_env,
-        )
-        for name, batch in (("idle", 1), ("load", d.batch_size))
-    }
+    tool_scenarios = _shapes(dataclasses.replace(standard, tool_call=True), d, turns, "tool ")
     tool_bills = {name: bill(s, d, init_s) for name, s in tool_scenarios.items()}
     wall_s = time.monotonic() - started
     return Result(standard, d, init_s, scenarios, bills, full_core, wall_s, tool_scenarios, tool_bills)

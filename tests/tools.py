@@ -49,3 +49,15 @@ class FixedToolSources(ToolSources):
 
     async def toolbox(self, store, image) -> Toolbox:
         return Toolbox(self._tools, default_timeout_s=self._timeout, max_output_chars=self._max)
+
+
+def agent_types(events: list[dict[str, Any]]) -> list[str]:
+    """The types of a client's agent events, a run of ``text_delta`` (merged per flush window, so
+    their number varies) counted as one."""
+    out: list[str] = []
+    for f in events:
+        if f.get("source") != "agent":
+            continue
+        if not (f["type"] == "text_delta" and out and out[-1] == "text_delta"):
+            out.append(f["type"])
+    return out

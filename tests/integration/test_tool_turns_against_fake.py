@@ -16,7 +16,7 @@ from agentvm.adapters.llm.router import SettingsModelResolver
 from agentvm.config import Settings
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer
 from agentvm.ports import ToolOutput
-from tests.tools import FakeTool, FixedToolSources
+from tests.tools import FakeTool, FixedToolSources, agent_types
 
 KEY = "sk-test-SECRET-do-not-leak-0123456789"
 MODELS = {"anthropic": "anthropic/claude-haiku-4-5", "openai": "openai/gpt-4o-mini"}
@@ -68,11 +68,7 @@ async def _turn(harness, model, *tools: FakeTool, content="Weather?", max_steps=
 
 
 def _types(c) -> list[str]:
-    out: list[str] = []
-    for f in c.session_events():
-        if not (f["type"] == "text_delta" and out and out[-1] == "text_delta"):
-            out.append(f["type"])
-    return out
+    return agent_types(c.session_events())
 
 
 async def _stored(c, img) -> list[dict[str, Any]]:

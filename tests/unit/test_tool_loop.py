@@ -14,7 +14,7 @@ from agentvm.agent.tool_sources import ToolSources
 from agentvm.agent.turns import process_turn
 from agentvm.ports import ToolOutput
 from tests.harness import Harness
-from tests.tools import FakeTool, FixedToolSources, WorkerDied
+from tests.tools import FakeTool, FixedToolSources, WorkerDied, agent_types
 
 
 async def _setup(tmp_path, *tools: FakeTool, max_steps: int | None = None, **kw: Any):
@@ -30,12 +30,7 @@ async def _setup(tmp_path, *tools: FakeTool, max_steps: int | None = None, **kw:
 
 
 def _agent_types(c) -> list[str]:
-    """The event types, with runs of text_delta (merged per flush window) counted as one."""
-    out: list[str] = []
-    for f in c.session_events():
-        if not (f["type"] == "text_delta" and out and out[-1] == "text_delta"):
-            out.append(f["type"])
-    return out
+    return agent_types(c.session_events())
 
 
 async def _messages(c, img) -> list[dict[str, Any]]:
