@@ -15,8 +15,6 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 from agentvm.hosts.tools import tool_sources
 from agentvm.runtime import Runtime, turn_settings
-from agentvm.security.apikeys import ServerSecrets
-from agentvm.security.setup import SECRET_NAMES, LazyServerSecrets, Security, build_security, server_secrets
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterable
@@ -27,6 +25,8 @@ if TYPE_CHECKING:
     from agentvm.config import Settings
     from agentvm.ports import Clock, ModelClient
     from agentvm.records import TurnJob
+    from agentvm.security.apikeys import ServerSecrets
+    from agentvm.security.setup import LazyServerSecrets, Security
 
     Handler = Callable[[dict[str, Any], Any], Any]
 
@@ -184,6 +184,11 @@ def ssm_server_secrets(name: str, *, ssm_client: Any = None) -> ServerSecrets:
     ``AVM_AUTH_SECRET_PREVIOUS`` is optional (while rotating). Errors and logs name the
     parameter and the names it holds, never a value.
     """
+    # Imported here, not at module level: a handler module imports this one, and its cold start
+    # should not pay for pydantic and the security models before the runtime is built.
+    from agentvm.security.apikeys import ServerSecrets
+    from agentvm.security.setup import SECRET_NAMES
+
     values = read_ssm_json(name, ssm_client=ssm_client, holding='{"AVM_AUTH_SECRET": "<at least 32 bytes>"}')
     unknown = sorted(set(values) - set(SECRET_NAMES))
     if unknown:
@@ -213,6 +218,7 @@ def aws_security(settings: Settings, clock: Clock, *, ssm_client: Any = None) ->
     from agentvm.adapters.aws.dynamodb_budgets import DynamoDbBudgetStore
     from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
     from agentvm.adapters.aws.dynamodb_keys import DynamoDbKeyStore
+    from agentvm.security.setup import LazyServerSecrets, build_security, server_secrets
 
     if not settings.table_name:
         raise ValueError("AVM_TABLE_NAME is not set")
