@@ -13,8 +13,10 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from agentvm.agent.tool_sources import ToolSources
+    from agentvm.agent.tools import Toolbox
     from agentvm.config import Settings
-    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession
+    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Store
+    from agentvm.records import ImageRecord
 
 
 class LazyHttpToolClient:
@@ -56,9 +58,28 @@ class LazyMcpConnector:
         return self._connector.session(server, config)
 
 
+class LazyToolSources:
+    """``ToolSources``, built when a turn first needs a toolbox: the functions that never run a turn
+    (``$connect``, ``$disconnect``, the authorizer, the HTTP API) never import the tool machinery."""
+
+    def __init__(self, settings: Settings, *, allow_stdio: bool) -> None:
+        self._settings = settings
+        self.allow_stdio = allow_stdio
+        self._built: ToolSources | None = None
+
+    async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
+        if self._built is None:
+            self._built = _build(self._settings, allow_stdio=self.allow_stdio)
+        return await self._built.toolbox(store, image)
+
+
 def tool_sources(settings: Settings, *, allow_stdio: bool) -> ToolSources:
     """Where turns get their tools: built-ins, HTTP tools, MCP servers; header secrets by tenant
-    from ``AVM_TOOL_SECRETS``."""
+    from ``AVM_TOOL_SECRETS``. Built on first use (``LazyToolSources``)."""
+    return LazyToolSources(settings, allow_stdio=allow_stdio)  # type: ignore[return-value]
+
+
+def _build(settings: Settings, *, allow_stdio: bool) -> ToolSources:
     from agentvm.agent.tool_sources import ToolSources
 
     return ToolSources(
@@ -75,4 +96,4 @@ def tool_sources(settings: Settings, *, allow_stdio: bool) -> ToolSources:
     )
 
 
-__all__ = ["LazyHttpToolClient", "LazyMcpConnector", "tool_sources"]
+__all__ = ["LazyHttpToolClient", "LazyMcpConnector", "LazyToolSources", "tool_sources"]
