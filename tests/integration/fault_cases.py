@@ -21,8 +21,9 @@ PROVIDER_KEY = "sk-test-fault-key-0123456789"
 MODELS = {"anthropic": "anthropic/claude-haiku-4-5", "openai": "openai/gpt-4o-mini"}
 FAKE = {"ttft_ms": 5, "tokens_per_second": 2000, "reply_tokens": 12, "input_tokens": 42}
 MAX_ATTEMPTS = 3
-TIMEOUT_S = 0.3  # the SDK timeout: a provider that says nothing for this long has failed
-RETRY_BUDGET_S = 2.0  # provider_retry_max_total_s
+TIMEOUT_S = 1.0  # the SDK timeout: a provider that says nothing for this long has failed (not
+# shorter: on a loaded 2-core CI machine a healthy local reply can take a few hundred ms to start)
+RETRY_BUDGET_S = 5.0  # provider_retry_max_total_s: room for MAX_ATTEMPTS timeouts of TIMEOUT_S
 
 
 def fake_config() -> FakeLLMConfig:
