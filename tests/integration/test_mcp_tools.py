@@ -32,7 +32,7 @@ async def test_the_client_lists_and_calls_tools_concurrently(server):
     session = SdkMcpConnector().session("tools", config)
     try:
         specs = {s.name: s for s in await session.list_tools()}
-        assert set(specs) == {"add", "echo", "fail", "slow", "counted"}
+        assert set(specs) == {"add", "echo", "fail", "slow", "counted", "env"}
         assert specs["add"].input_schema["properties"].keys() == {"a", "b"}
         assert (await session.call_tool("add", {"a": 2, "b": 3})).text == "5"
         failed = await session.call_tool("fail", {"message": "boom"})
@@ -94,7 +94,14 @@ async def test_a_turn_discovers_the_servers_tools_once_and_calls_them(harness, s
     await c.request("message_send", imageId=img["imageId"], content="add them")
     await harness.run_turns()
 
-    assert {t.name for t in harness.model.requests[0].tools} == {"add", "echo", "fail", "slow", "counted"}
+    assert {t.name for t in harness.model.requests[0].tools} == {
+        "add",
+        "echo",
+        "fail",
+        "slow",
+        "counted",
+        "env",
+    }
     results = {r.name: r for r in harness.model.requests[1].messages[-1].tool_results}
     assert results["add"].content == "42" and not results["add"].is_error
     assert results["fail"].is_error
@@ -142,3 +149,15 @@ async def test_a_worker_dying_after_an_mcp_tool_ran_does_not_run_it_again(harnes
     assert counter.read_text().splitlines() == ["once"]  # the server saw one call
     history = (await c.request("image_messages", imageId=img["imageId"]))["messages"]
     assert [m["subtype"] for m in history] == ["user", "tool-call", "tool-result", "assistant"]
+
+
+async def test_a_stdio_server_gets_a_minimal_environment_not_the_servers_secrets(monkeypatch):
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-secret-of-the-host")
+    config = {**stdio_config(), "env": {"DECLARED": "yes"}}
+    session = SdkMcpConnector().session("tools", config)
+    try:
+        assert (await session.call_tool("env", {"name": "ANTHROPIC_API_KEY"})).text == ""
+        assert (await session.call_tool("env", {"name": "DECLARED"})).text == "yes"
+        assert (await session.call_tool("env", {"name": "PATH"})).text != ""
+    finally:
+        await session.aclose()

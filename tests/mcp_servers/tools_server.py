@@ -1,6 +1,7 @@
 """An MCP server for tests, on the official SDK: ``python tools_server.py stdio|http <port>``.
 
-Tools: ``add``, ``echo``, ``fail`` (raises: an error result), ``slow`` (sleeps), and ``counted``,
+Tools: ``add``, ``echo``, ``fail`` (raises: an error result), ``slow`` (sleeps), ``env`` (reads an
+environment variable of the server, to check what a stdio child is given), and ``counted``,
 which appends a line to the file named by ``MCP_COUNTER_FILE`` and returns how many lines it holds
 (a test counts how often a tool really ran).
 """
@@ -49,6 +50,12 @@ def counted(label: str) -> int:
     with path.open("a") as f:
         f.write(label + "\n")
     return len(path.read_text().splitlines())
+
+
+@server.tool()
+def env(name: str) -> str:
+    """The value of an environment variable of this server process ("" if unset)."""
+    return os.environ.get(name, "")
 
 
 if __name__ == "__main__":
