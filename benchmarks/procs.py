@@ -72,12 +72,14 @@ def fake_llm(*args: str) -> Iterator[Proc]:
 
 
 @contextlib.contextmanager
-def avm_serve(data_dir: Path, env: dict[str, str]) -> Iterator[Proc]:
+def avm_serve(data_dir: Path, env: dict[str, str], *, open_mode: bool = True) -> Iterator[Proc]:
+    """``avm serve`` on a free port: key-less (one tenant) unless ``open_mode`` is False, in which
+    case clients need keys made with ``create_key`` on the same data dir."""
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    full_env.update({"AVM_OPEN": "true", "AVM_LOG_LEVEL": "WARNING", **env})
+    full_env.update({"AVM_OPEN": "true" if open_mode else "false", "AVM_LOG_LEVEL": "WARNING", **env})
     cmd = [sys.executable, "-m", "agentvm.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
-    if "--open" in _serve_help():
+    if open_mode and "--open" in _serve_help():
         cmd.append("--open")
     proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
@@ -86,6 +88,16 @@ def avm_serve(data_dir: Path, env: dict[str, str]) -> Iterator[Proc]:
     finally:
         proc.terminate()
         proc.wait(10)
+
+
+def create_key(data_dir: Path, tenant: str, *, rate_limit: int | None = None) -> str:
+    """A client+admin key of ``tenant`` made with ``avm keys create``; returns its token."""
+    cmd = [sys.executable, "-m", "agentvm.cli", "keys", "create", "--data-dir", str(data_dir)]
+    cmd += ["--tenant", tenant, "--scope", "client", "--scope", "admin"]
+    if rate_limit is not None:
+        cmd += ["--rate-limit", str(rate_limit)]
+    out = subprocess.run(cmd, capture_output=True, text=True, check=True)
+    return out.stdout.split()[0]
 
 
 def _serve_help() -> str:

@@ -64,6 +64,11 @@ class Settings(BaseSettings):
     compaction_model: str | None = None  # "provider/model" that summarises; None = the image's model
     echo_delay_ms: int = 20  # pause between words of the echo model
     turn_deadline_s: float = Field(default=600.0, ge=0)  # a whole turn, all steps and tools; 0 = none
+    # Local turn slots (adapters/local/sqlite_queue.py): turns running at once, and at most this
+    # many of one tenant, so one tenant's flood leaves slots to the others (not in the open mode,
+    # which has one tenant). On AWS, Lambda concurrency plays this part (SECURITY.md).
+    turn_slots: int = Field(default=1000, ge=1)
+    turn_slots_per_tenant: int = Field(default=750, ge=1)
 
     # tools (agent/tool_config.py, agent/tool_sources.py)
     tool_timeout_s: float = Field(default=60.0, gt=0)  # per call, unless the declaration says otherwise

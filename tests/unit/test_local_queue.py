@@ -18,10 +18,10 @@ if TYPE_CHECKING:
 FAST = {"retry_delay_s": 0.01, "poll_interval_s": 0.05}
 
 
-def job(turn_id: str, session_id: str = "ses_1") -> TurnJob:
+def job(turn_id: str, session_id: str = "ses_1", tenant_id: str = "tenant-a") -> TurnJob:
     return TurnJob(
         turnId=turn_id,
-        tenantId="tenant-a",
+        tenantId=tenant_id,
         containerId="user-alice",
         imageId=f"img_{session_id}",
         sessionId=session_id,
@@ -116,6 +116,46 @@ async def test_max_concurrency_bounds_the_running_handlers(tmp_path: Path) -> No
 
     assert sorted(handler.done) == [f"turn_{i}" for i in range(6)]
     assert handler.max_active == 2
+    queue.close()
+
+
+async def test_one_tenant_never_holds_more_than_its_share_of_the_slots(tmp_path: Path) -> None:
+    queue = SqliteTurnQueue(tmp_path / "queue.db", max_concurrency=4, max_per_tenant=2, **FAST)
+    for i in range(6):
+        await queue.enqueue(job(f"turn_{i}", f"ses_{i}", tenant_id="flood"))
+    handler = Recorder(hold_s=0.02)
+
+    await drain(queue, handler)
+
+    assert sorted(handler.done) == [f"turn_{i}" for i in range(6)]
+    assert handler.max_active == 2
+
+
+async def test_a_newcomer_tenant_starts_at_the_next_free_slot_ahead_of_a_flood(tmp_path: Path) -> None:
+    queue = SqliteTurnQueue(tmp_path / "queue.db", max_concurrency=3, max_per_tenant=3, **FAST)
+    release = asyncio.Semaphore(0)  # each release lets one flood turn finish
+    started: list[str] = []
+
+    async def handler(j: TurnJob) -> None:
+        started.append(j.turnId)
+        if j.tenantId == "flood":
+            await release.acquire()
+
+    for i in range(10):  # the flood fills every slot and queues 7 more turns
+        await queue.enqueue(job(f"flood_{i}", f"ses_f{i}", tenant_id="flood"))
+    consumer = asyncio.create_task(queue.run(handler))
+    while len(started) < 3:
+        await asyncio.sleep(0.01)
+    await queue.enqueue(job("other_1", "ses_o1", tenant_id="other"))  # enqueued behind all 10
+
+    release.release()  # the first slot that frees goes to the tenant with no running turn
+    while len(started) < 4:
+        await asyncio.sleep(0.01)
+    for _ in range(7):
+        release.release()
+    await stop(consumer)
+
+    assert started[3] == "other_1"
     queue.close()
 
 

@@ -52,7 +52,12 @@ def local_runtime(settings: Settings) -> LocalHost:
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     store = SqliteStore(settings.data_dir / "agentvm.db")
-    queue = SqliteTurnQueue(settings.data_dir / "queue.db")
+    queue = SqliteTurnQueue(
+        settings.data_dir / "queue.db",
+        max_concurrency=settings.turn_slots,
+        # The open dev mode has one tenant, who may use every slot.
+        max_per_tenant=settings.turn_slots if settings.open else settings.turn_slots_per_tenant,
+    )
     push = LocalPush()
     runtime = Runtime(
         store=store,

@@ -5,6 +5,10 @@ a crash of the process. The consumer runs in the same process and event loop:
 
 - turns of one session run one at a time in enqueue order (the session's oldest live row is its
   head; nothing behind it starts until it is gone), turns of different sessions run concurrently;
+- slots are shared fairly between tenants: at most ``max_concurrency`` turns run, at most
+  ``max_per_tenant`` of them for one tenant, and a free slot goes to the waiting tenant with the
+  fewest running turns (oldest head first within a tenant). One tenant's thousand slow turns
+  leave slots for everybody else, and a newcomer's turn starts at the next free slot;
 - success deletes the row; a failure re-queues it after ``retry_delay_s`` without losing its place,
   and after ``max_attempts`` failures moves it to the ``dead`` state, out of the session's line;
 - rows left ``running`` by a crash (or a cancelled ``run``) are re-queued when a consumer starts,
@@ -17,8 +21,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import heapq
 import logging
 import time
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from agentvm.adapters.local.sqlite_store import connect
@@ -49,7 +55,7 @@ CREATE INDEX IF NOT EXISTS turn_jobs_by_state ON turn_jobs (state, seq);
 # Each live session's head (its oldest row not dead) when that head is waiting to run. A head
 # that is 'running' or waiting for a retry blocks the rest of its session.
 _HEADS = """
-SELECT seq, session_id, attempts, available_at, job FROM turn_jobs AS t
+SELECT seq, session_id, attempts, available_at, job, json_extract(job, '$.tenantId') FROM turn_jobs AS t
 WHERE state = 'queued'
   AND seq = (SELECT MIN(seq) FROM turn_jobs WHERE session_id = t.session_id AND state != 'dead')
 ORDER BY seq
@@ -66,6 +72,7 @@ class SqliteTurnQueue:
         max_attempts: int = 3,
         retry_delay_s: float = 1.0,
         max_concurrency: int = 1000,
+        max_per_tenant: int | None = None,
         poll_interval_s: float = 1.0,
     ) -> None:
         self._conn = connect(path)
@@ -73,10 +80,12 @@ class SqliteTurnQueue:
         self.max_attempts = max_attempts
         self.retry_delay_s = retry_delay_s
         self.max_concurrency = max_concurrency
+        self.max_per_tenant = max_concurrency if max_per_tenant is None else max_per_tenant
         # Only a safety net: enqueue and finished jobs wake the consumer through the event.
         self.poll_interval_s = poll_interval_s
         self._wake = asyncio.Event()
         self._inflight: dict[str, asyncio.Task[None]] = {}  # session id -> its running job
+        self._running: Counter[str] = Counter()  # tenant id -> its running jobs
         self._consuming = False
 
     def close(self) -> None:
@@ -150,6 +159,7 @@ class SqliteTurnQueue:
             await asyncio.gather(*tasks, return_exceptions=True)
             # A task cancelled before its first step never ran its own cleanup.
             self._inflight.clear()
+            self._running.clear()
             self._consuming = False
 
     def _has_live_jobs(self) -> bool:
@@ -157,23 +167,37 @@ class SqliteTurnQueue:
         return row is not None
 
     def _start_ready(self, handler: Handler) -> float | None:
-        """Start every session head that may run now; return the earliest pending retry time."""
+        """Start the session heads that may run now, fairly across tenants; return the earliest
+        pending retry time."""
         now = time.time()
         next_retry_at: float | None = None
-        for seq, session_id, attempts, available_at, job_json in self._conn.execute(_HEADS).fetchall():
+        waiting: dict[str, deque[tuple[int, int, str]]] = {}  # tenant -> its ready heads, oldest first
+        for seq, session_id, attempts, available_at, job_json, tenant in self._conn.execute(_HEADS):
             if session_id in self._inflight:
                 continue
             if available_at > now:
                 next_retry_at = available_at if next_retry_at is None else min(next_retry_at, available_at)
                 continue
-            if len(self._inflight) >= self.max_concurrency:
-                break  # a finishing job wakes the loop, which starts the rest
-            self._conn.execute("UPDATE turn_jobs SET state = 'running' WHERE seq = ?", (seq,))
-            job = TurnJob.model_validate_json(job_json)
-            self._inflight[session_id] = asyncio.create_task(
-                self._run_one(handler, seq, job, attempts), name=f"turn-{job.turnId}"
-            )
+            waiting.setdefault(tenant or "", deque()).append((seq, attempts, job_json))
+        # A free slot goes to the waiting tenant with the fewest running turns (ties: oldest head).
+        ready = [(self._running[t], heads[0][0], t) for t, heads in waiting.items()]
+        heapq.heapify(ready)
+        while ready and len(self._inflight) < self.max_concurrency:
+            running, _, tenant = heapq.heappop(ready)
+            if running >= self.max_per_tenant:
+                continue  # this tenant is at its share; the others still get slots
+            seq, attempts, job_json = waiting[tenant].popleft()
+            self._start(handler, seq, TurnJob.model_validate_json(job_json), attempts)
+            if waiting[tenant]:
+                heapq.heappush(ready, (running + 1, waiting[tenant][0][0], tenant))
         return next_retry_at
+
+    def _start(self, handler: Handler, seq: int, job: TurnJob, attempts: int) -> None:
+        self._conn.execute("UPDATE turn_jobs SET state = 'running' WHERE seq = ?", (seq,))
+        self._running[job.tenantId] += 1
+        self._inflight[job.sessionId] = asyncio.create_task(
+            self._run_one(handler, seq, job, attempts), name=f"turn-{job.turnId}"
+        )
 
     async def _run_one(self, handler: Handler, seq: int, job: TurnJob, attempts: int) -> None:
         try:
@@ -189,6 +213,9 @@ class SqliteTurnQueue:
             self._conn.execute("DELETE FROM turn_jobs WHERE seq = ?", (seq,))
         finally:
             self._inflight.pop(job.sessionId, None)
+            self._running[job.tenantId] -= 1
+            if self._running[job.tenantId] <= 0:
+                del self._running[job.tenantId]
             self._wake.set()
 
     def _record_failure(self, seq: int, job: TurnJob, attempts: int, error: str) -> None:
