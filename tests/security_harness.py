@@ -47,6 +47,7 @@ def security(
     *,
     secrets: ServerSecrets | None = None,
     rate_limit_per_minute: int = 600,
+    unauthenticated_per_minute: int = 30,
     cache_s: float = 30.0,
 ) -> Security:
     counters = SqliteCounters(":memory:", now=lambda: clock.now_ms() / 1000)
@@ -54,7 +55,12 @@ def security(
     return Security(
         auth=Authenticator(keys, clock, cache_s=cache_s),
         budgets=Budgets(SqliteBudgetStore(":memory:"), counters, clock),
-        rate_limiter=RateLimiter(counters, clock, per_minute=rate_limit_per_minute),
+        rate_limiter=RateLimiter(
+            counters,
+            clock,
+            per_minute=rate_limit_per_minute,
+            unauthenticated_per_minute=unauthenticated_per_minute,
+        ),
     )
 
 

@@ -97,6 +97,12 @@ class Settings(BaseSettings):
     key_cache_s: float = Field(default=30.0, ge=0, le=60)  # verified keys cached: the revocation bound
     # budgets and rate limits
     rate_limit_per_minute: int = Field(default=600, ge=0)  # requests per API key; 0 = unlimited
+    # frames (auth attempts included) a WebSocket may send before it has authenticated, per minute
+    unauthenticated_frames_per_minute: int = Field(default=30, ge=1)
+    # every frame of one local WebSocket, keyed or not: a token bucket of this rate, with a burst of
+    # 4 seconds' worth; frames past it are answered `rate_limited`, and a client that goes on
+    # sending past a whole burst of refusals is closed with 1008 (hosts/local_server.py)
+    ws_frames_per_second: float = Field(default=50.0, gt=0)
 
     # AWS host (set by template.yaml; unused locally)
     table_name: str | None = None  # the one DynamoDB table

@@ -4,6 +4,7 @@ at the deadline, and one client address holds at most a set number of WebSockets
 from __future__ import annotations
 
 import asyncio
+import json
 
 import pytest
 import websockets
@@ -36,3 +37,27 @@ async def test_one_address_holds_at_most_the_configured_number_of_sockets(tmp_pa
             assert refused.value.response.status_code == 429
         async with websockets.connect(url):  # the slots are free again once those closed
             pass
+
+
+async def test_frames_past_the_connections_rate_are_answered_rate_limited_then_it_is_closed(tmp_path):
+    env = base_env(AVM_WS_FRAMES_PER_SECOND="5")  # bursts of 20
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        url = f"{server.url}?token={server.admin_token()}"
+        async with websockets.connect(url) as ws:
+            for n in range(60):  # far faster than 5 per second
+                data = {"requestId": f"r{n}", "containerId": "nope"}
+                await ws.send(json.dumps({"type": "container_get_request", "data": data}))
+            replies = []
+            with pytest.raises(ConnectionClosed) as closed:
+                while True:
+                    replies.append(json.loads(await asyncio.wait_for(ws.recv(), 10)))
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+        answered = [r for r in replies if r["type"] == "container_get_response"]
+        codes = [r["data"].get("code") for r in answered]
+        assert codes[:20] == [None] * 20  # the burst is handled (the container simply does not exist)
+        assert set(codes[20:]) == {"rate_limited"}
+        assert [r["data"]["requestId"] for r in answered] == [f"r{n}" for n in range(len(answered))]
+        async with websockets.connect(url) as ws:  # a new connection starts with a full bucket
+            await ws.send(json.dumps({"type": "container_list_request", "data": {"requestId": "x"}}))
+            reply = json.loads(await asyncio.wait_for(ws.recv(), 10))
+            assert reply["type"] == "container_list_response" and "code" not in reply["data"]

@@ -124,6 +124,38 @@ async def test_the_server_default_rate_limit_applies_and_zero_means_unlimited(ha
         assert "code" not in await unlimited.request("container_list")
 
 
+async def test_subscribe_and_auth_frames_count_against_the_keys_rate_limit(harness, sec, clock):
+    token = await new_key(harness.rt, "acme", rate_limit_per_minute=4)
+    c = await keyed_client(harness, token)  # its auth frame was counted before it had a key
+    clock.ms = (clock.ms // 60_000) * 60_000
+    assert codes(await c.subscribe("sess_x")) == ["not_found"]
+    assert await c.send_raw(auth_frame(token)) == []
+    assert codes(await c.subscribe("sess_x")) == ["not_found"]
+    assert "code" not in await c.request("container_list")
+    assert codes(await c.subscribe("sess_x")) == ["rate_limited"]
+    assert codes(await c.send_raw(auth_frame(token))) == ["rate_limited"]
+
+
+async def test_a_connection_without_a_key_has_a_small_allowance_of_frames_auth_attempts_included(
+    harness, clock
+):
+    secure(harness, clock, unauthenticated_per_minute=3)
+    clock.ms = (clock.ms // 60_000) * 60_000
+    c = await anonymous_client(harness)
+    bad = auth_frame("avm_zzzzzzzzzzzz_" + "A" * 43)
+    assert codes(await c.send_raw(bad)) == ["unauthorized"]
+    assert codes(await c.subscribe("sess_x")) == ["unauthorized"]
+    assert (await c.request("container_list"))["code"] == "unauthorized"
+    # the fourth frame of the minute, even a valid auth frame, is refused without being checked
+    limited = await c.send_raw(auth_frame(await new_key(harness.rt, "acme")))
+    assert codes(limited) == ["rate_limited"]
+    assert limited[0]["data"]["details"]["limit"] == 3
+    other = await anonymous_client(harness)  # the allowance is per connection
+    assert codes(await other.send_raw(bad)) == ["unauthorized"]
+    clock.advance(60)
+    assert await c.send_raw(auth_frame(await new_key(harness.rt, "acme"))) == []
+
+
 async def test_without_an_authenticator_auth_frames_are_ignored(harness):
     c = await harness.client("local")
     assert await c.send_raw(auth_frame("anything")) == []

@@ -215,16 +215,26 @@ _TYPE = re.compile(rb'"type"\s*:\s*"([a-z_]{1,64}_request)"')
 _REQUEST_ID = re.compile(rb'"requestId"\s*:\s*"([^"\\]{1,128})"')
 
 
+def peek_request(raw: str | bytes) -> tuple[str | None, str | None]:
+    """The request type and id of a frame we will not parse (too large, over a rate limit), found
+    without parsing it, so the client still gets its ``*_response``."""
+    data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
+    type_match, id_match = _TYPE.search(data), _REQUEST_ID.search(data)
+    return (
+        type_match.group(1).decode() if type_match else None,
+        id_match.group(1).decode("utf-8", "replace") if id_match else None,
+    )
+
+
 def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
     """Parse one client frame. Raises ``FrameError`` (a ``BadRequest``) for anything invalid."""
     data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
     if len(data) > max_bytes:
-        # Not parsed, but its type and request id are looked for, so the client gets its response.
-        type_match, id_match = _TYPE.search(data), _REQUEST_ID.search(data)
+        request_type, request_id = peek_request(data)
         raise FrameError(
             FrameTooLarge(f"frame of {len(data)} bytes exceeds the limit of {max_bytes} bytes"),
-            request_type=type_match.group(1).decode() if type_match else None,
-            request_id=id_match.group(1).decode("utf-8", "replace") if id_match else None,
+            request_type=request_type,
+            request_id=request_id,
         )
     try:
         doc = json.loads(raw)
@@ -358,4 +368,5 @@ __all__ = [
     "RequestFrame",
     "SubscribeFrame",
     "parse_frame",
+    "peek_request",
 ]

@@ -10,8 +10,9 @@ caller missed itself, before subscribing it (``core.resume`` says why).
 Authentication (with ``rt.auth`` set): an ``auth`` frame carrying a valid ``Authorization:
 Bearer`` header authenticates its connection (the connection is re-registered with the key's
 tenant); a bad one answers ``unauthorized`` and leaves the connection as it was. Every later frame
-re-checks the connection's key (cached, so a revoked key stops within the revocation bound), and
-every request counts against the key's rate limit.
+re-checks the connection's key (cached, so a revoked key stops within the revocation bound).
+Every request, ``subscribe`` and ``auth`` frame counts against the key's rate limit, or, before
+the connection has a key, against the connection's small unauthenticated allowance.
 """
 
 from __future__ import annotations
@@ -28,8 +29,10 @@ from agentvm.gateway.agentx_v1 import (
     RequestFrame,
     SubscribeFrame,
     parse_frame,
+    peek_request,
 )
 from agentvm.gateway.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
+from agentvm.logs import client_source, log_refusal
 from agentvm.ports import ConnectionInfo
 from agentvm.streaming.resume import subscribe_after
 
@@ -45,25 +48,32 @@ async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> lis
     try:
         frame = parse_frame(raw, max_bytes=rt.turns.max_frame_bytes)
     except FrameError as exc:
-        return _error_frames(rt, exc, request_type=exc.request_type, request_id=exc.request_id, data={})
-    conn = await rt.connections.get(connection_id)
+        return _refused(rt, connection_id, exc, exc.request_type, exc.request_id)
     if isinstance(frame, IgnoredFrame):
-        return []
-    if isinstance(frame, AuthFrame):
-        return await _authenticate(rt, connection_id, conn, frame)
+        return []  # acks and echoed responses cost nothing; the local host bounds their rate
+    conn = await rt.connections.get(connection_id)
     request_type, request_id = (
         (frame.type, frame.request_id) if isinstance(frame, RequestFrame) else (None, None)
     )
+    authenticated = conn is not None and conn.tenant_id is not None
     try:
-        if conn is None or conn.tenant_id is None:
-            raise Unauthorized("connection is not authenticated")
-        await _admit(rt, conn, counts=isinstance(frame, RequestFrame))
+        if authenticated:
+            assert conn is not None
+            await _admit(rt, conn)
+        elif rt.rate_limiter is not None:
+            await rt.rate_limiter.hit_unauthenticated(connection_id)  # auth attempts included
     except AgentVMError as exc:
-        return _error_frames(rt, exc, request_type=request_type, request_id=request_id, data={})
+        return _refused(rt, connection_id, exc, request_type, request_id)
     except Exception:
         log.exception("admission failed", extra={"request_type": request_type, "request_id": request_id})
         err = AgentVMError("internal error")
         return _error_frames(rt, err, request_type=request_type, request_id=request_id, data={})
+    if isinstance(frame, AuthFrame):
+        return await _authenticate(rt, connection_id, conn, frame)
+    if not authenticated:
+        exc = Unauthorized("connection is not authenticated")
+        return _refused(rt, connection_id, exc, request_type, request_id)
+    assert conn is not None
     if isinstance(frame, SubscribeFrame):
         return await _subscribe(rt, conn, frame)
     return await _request(rt, conn, frame)
@@ -83,7 +93,7 @@ async def _authenticate(
         if conn is not None and conn.tenant_id not in (None, principal.tenant_id):
             raise Unauthorized("this connection is authenticated for another tenant; open a new one")
     except AgentVMError as exc:
-        return _error_frames(rt, exc, request_type=None, request_id=None, data={})
+        return _refused(rt, connection_id, exc, None, None)
     except Exception:
         log.exception("auth frame failed")
         return _error_frames(rt, AgentVMError("internal error"), request_type=None, request_id=None, data={})
@@ -98,14 +108,14 @@ async def _authenticate(
     return []  # AgentX clients expect no reply to `auth`
 
 
-async def _admit(rt: Runtime, conn: ConnectionInfo, *, counts: bool) -> None:
-    """The connection's key is still valid (revocation), and a request is within its rate limit."""
+async def _admit(rt: Runtime, conn: ConnectionInfo) -> None:
+    """The connection's key is still valid (revocation), and the frame is within its rate limit."""
     if rt.auth is None or conn.key_id is None:
         return
     principal = await rt.auth.principal(conn.key_id)
     if principal.tenant_id != conn.tenant_id:
         raise Unauthorized("connection is not authenticated")
-    if counts and rt.rate_limiter is not None:
+    if rt.rate_limiter is not None:
         await rt.rate_limiter.hit(principal)
 
 
@@ -164,6 +174,30 @@ async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> li
     return out
 
 
+def refuse_frame(rt: Runtime, raw: str | bytes, exc: AgentVMError) -> list[str]:
+    """The answer to a frame the host refuses before handling it (its frame-rate limit): the
+    error, with the frame's request type and id when they can be read without parsing it."""
+    request_type, request_id = peek_request(raw)
+    return _error_frames(rt, exc, request_type=request_type, request_id=request_id, data={})
+
+
+def _refused(
+    rt: Runtime, connection_id: str, exc: AgentVMError, request_type: str | None, request_id: str | None
+) -> list[str]:
+    """The answer to a frame refused before any command ran (malformed, unauthenticated, over a
+    limit), and one log line, rate-limited per client address (logs.log_refusal)."""
+    log_refusal(
+        log,
+        "frame refused",
+        source=client_source.get() or connection_id,
+        level=logging.WARNING if isinstance(exc, Unauthorized) else logging.INFO,
+        connection_id=connection_id,
+        code=exc.code,
+        reason=exc.message,
+    )
+    return _error_frames(rt, exc, request_type=request_type, request_id=request_id, data={})
+
+
 def _error_frames(
     rt: Runtime, exc: AgentVMError, *, request_type: str | None, request_id: str | None, data: Json
 ) -> list[str]:
@@ -181,4 +215,4 @@ def _error_frames(
     return out
 
 
-__all__ = ["handle_frame"]
+__all__ = ["handle_frame", "refuse_frame"]

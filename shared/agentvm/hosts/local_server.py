@@ -20,12 +20,13 @@ from typing import TYPE_CHECKING
 from fastapi import WebSocket, WebSocketDisconnect
 from fastapi.responses import JSONResponse
 
+from agentvm.adapters.local.frame_rate import FrameRate
 from agentvm.adapters.local.ws_writer import ConnectionWriter
 from agentvm.agent.turns import process_turn
 from agentvm.api.app import create_app, error_body
 from agentvm.config import ECHO_MODEL
 from agentvm.errors import AgentVMError, ConnectionGone, RateLimited, Unauthorized
-from agentvm.gateway.dispatch import handle_frame
+from agentvm.gateway.dispatch import handle_frame, refuse_frame
 from agentvm.ports import ConnectionInfo
 
 if TYPE_CHECKING:
@@ -43,6 +44,7 @@ log = logging.getLogger("agentvm.hosts.local_server")
 
 LOCAL_TENANT = "local"  # the tenant of key-less loopback connections (the open dev mode)
 AUTH_DEADLINE_CLOSE = 4401  # application close code: no authentication within AVM_WS_AUTH_DEADLINE_S
+POLICY_VIOLATION_CLOSE = 1008  # kept sending past a whole burst of refused frames
 
 
 def is_loopback(host: str) -> bool:
@@ -156,6 +158,8 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 key_id=principal.key_id if principal else None,
             )
         )
+        rate = FrameRate(settings.ws_frames_per_second, burst=settings.ws_frames_per_second * 4)
+        refused = 0  # frames refused since the last one handled
         try:
             while True:
                 message = await websocket.receive()
@@ -164,7 +168,21 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 raw = message.get("text")
                 if raw is None:
                     raw = message.get("bytes") or b""
-                for payload in await handle_frame(rt, conn_id, raw):
+                if rate.take():
+                    refused = 0
+                    replies = await handle_frame(rt, conn_id, raw)
+                else:
+                    refused += 1
+                    if refused > rate.burst:
+                        log.info(
+                            "closing a connection that ignores its frame rate limit",
+                            extra={"connection_id": conn_id},
+                        )
+                        reason = "frame rate limit exceeded"
+                        await writer.close_now(POLICY_VIOLATION_CLOSE, reason, flush=True)
+                        break
+                    replies = refuse_frame(rt, raw, _frame_rate_error(rt, rate))
+                for payload in replies:
                     await host.push.send(conn_id, payload)
         except (WebSocketDisconnect, ConnectionGone):
             pass
@@ -184,6 +202,15 @@ def create_local_app(host: LocalHost) -> FastAPI:
             await writer.close_now(AUTH_DEADLINE_CLOSE, "authenticate within the deadline (auth frame)")
 
     return app
+
+
+def _frame_rate_error(rt: Runtime, rate: FrameRate) -> RateLimited:
+    per_second = f"{rate.rate:g}"
+    return RateLimited(
+        f"more than {per_second} frames per second on this connection; slow down",
+        limit=int(rate.rate),
+        reset_at_ms=rt.clock.now_ms() + int(1000 / rate.rate) + 1,  # when the next token is due
+    )
 
 
 def serve(host: LocalHost) -> None:

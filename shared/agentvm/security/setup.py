@@ -104,7 +104,12 @@ def build_security(
     return Security(
         auth=auth,
         budgets=Budgets(budgets, counters, clock),
-        rate_limiter=RateLimiter(counters, clock, per_minute=settings.rate_limit_per_minute),
+        rate_limiter=RateLimiter(
+            counters,
+            clock,
+            per_minute=settings.rate_limit_per_minute,
+            unauthenticated_per_minute=settings.unauthenticated_frames_per_minute,
+        ),
     )
 
 

@@ -47,6 +47,8 @@ class ConnectionWriter:
         self._queue: deque[str] = deque()
         self._bytes = 0
         self._wake = asyncio.Event()
+        self._drained = asyncio.Event()  # set while nothing waits to be sent
+        self._drained.set()
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
         self._task = asyncio.create_task(self._run())
@@ -64,11 +66,13 @@ class ConnectionWriter:
             raise ConnectionGone(f"connection {self.connection_id} fell behind and was closed")
         self._queue.append(payload)
         self._bytes += len(payload)
+        self._drained.clear()
         self._wake.set()
 
     async def _run(self) -> None:
         while True:
             while not self._queue:
+                self._drained.set()
                 self._wake.clear()
                 await self._wake.wait()
             payload = self._queue[0]
@@ -100,10 +104,16 @@ class ConnectionWriter:
         with contextlib.suppress(Exception):
             await self._close(SLOW_CONSUMER_CLOSE, "fell behind: reconnect and resume")
 
-    async def close_now(self, code: int, reason: str) -> None:
-        """Close the connection from the server's side (e.g. it never authenticated)."""
+    async def close_now(self, code: int, reason: str, *, flush: bool = False) -> None:
+        """Close the connection from the server's side (e.g. it never authenticated). ``flush``:
+        first send what is queued (the answers that explain the close), for at most one send
+        timeout."""
         if self._closed:
             return
+        if flush:
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self._timeout):
+                    await self._drained.wait()
         self._closed = True
         self._queue.clear()
         self._bytes = 0
