@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import asyncio
-import itertools
 import secrets
 import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
     from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Store, TurnQueue
@@ -75,17 +76,33 @@ def _base36(n: int) -> str:
 class RandomIds:
     """Ids shaped like AgentX's (``img_<ms base36>_<suffix>``); clients treat them as opaque.
 
-    The suffix starts with a per-process counter, so ids made in the same millisecond still sort
-    in creation order ("newest first" listings break ties by id), then random characters.
+    The suffix is 10 random base36 characters, fresh every millisecond. Within one millisecond
+    the next id's suffix is the previous one plus a random step, so ids made in the same
+    millisecond still sort in creation order ("newest first" listings break ties by id). No
+    counter outlives a millisecond: an id tells nobody how many ids were made before it (a
+    process-wide counter let one tenant count another's activity).
     """
 
-    def __init__(self) -> None:
-        self._counter = itertools.count(secrets.randbelow(36**3))
+    _SPACE = 36**10
+
+    def __init__(
+        self,
+        *,
+        now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
+        randbelow: Callable[[int], int] = secrets.randbelow,
+    ) -> None:
+        self._now_ms = now_ms
+        self._randbelow = randbelow
+        self._last_ms = -1
+        self._last = 0
 
     def new(self, prefix: str) -> str:
-        seq = _base36(next(self._counter) % 36**4).rjust(4, "0")
-        rand = "".join(secrets.choice(_ALPHABET) for _ in range(6))
-        return f"{prefix}_{_base36(time.time_ns() // 1_000_000)}_{seq}{rand}"
+        ms = self._now_ms()
+        if ms == self._last_ms and self._last < self._SPACE - (1 << 21):
+            self._last += 1 + self._randbelow(1 << 20)
+        else:
+            self._last_ms, self._last = ms, self._randbelow(self._SPACE // 2)  # room to step up
+        return f"{prefix}_{_base36(ms)}_{_base36(self._last).rjust(10, '0')}"
 
 
 @dataclass
