@@ -126,3 +126,73 @@ async def test_other_errors_propagate_without_a_retry(stubbed: tuple[ApiGatewayP
         await push.send("conn-1", "{}")
 
     assert raised.value.response["Error"]["Code"] == "PayloadTooLargeException"
+
+
+class _StallingEndpoint:
+    """A loopback stand-in for the ``@connections`` API: posts to ``stalled`` never get an answer,
+    posts to any other connection get 200. A real boto3 client talks to it over HTTP."""
+
+    def __init__(self) -> None:
+        import http.server
+        import threading
+
+        self.release = threading.Event()
+        self.delivered: list[str] = []
+        self.stalled_attempts = 0
+        outer = self
+
+        class Handler(http.server.BaseHTTPRequestHandler):
+            def do_POST(self) -> None:  # noqa: N802
+                self.rfile.read(int(self.headers.get("content-length", 0)))
+                connection_id = self.path.rsplit("/", 1)[-1]
+                if connection_id == "stalled":
+                    outer.stalled_attempts += 1
+                    outer.release.wait(30)
+                    return
+                outer.delivered.append(connection_id)
+                self.send_response(200)
+                self.send_header("content-length", "0")
+                self.end_headers()
+
+            def log_message(self, *args: object) -> None:
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.url = f"http://127.0.0.1:{self.server.server_port}/prod"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self) -> None:
+        self.release.set()
+        self.server.shutdown()
+
+
+async def test_a_connection_whose_posts_hang_costs_one_timeout_then_is_skipped(monkeypatch) -> None:
+    from agentvm.adapters.aws.apigw_push import ConnectionStalled
+    from agentvm.adapters.local.memory_connections import InMemoryConnections
+    from agentvm.ports import ConnectionInfo
+    from agentvm.streaming.fanout import Fanout
+
+    monkeypatch.setenv("AWS_ACCESS_KEY_ID", "testing")
+    monkeypatch.setenv("AWS_SECRET_ACCESS_KEY", "testing")
+    monkeypatch.setenv("AWS_DEFAULT_REGION", REGION)
+    endpoint = _StallingEndpoint()
+    try:
+        push = ApiGatewayPush(endpoint.url, read_timeout_s=0.3, connect_timeout_s=0.3)
+        connections = InMemoryConnections()
+        for conn in ("stalled", "healthy"):
+            await connections.register(ConnectionInfo(conn, "acme", 0))
+            await connections.subscribe(conn, "sess_1")
+        fanout = Fanout(connections, push)
+
+        for n in range(11):  # a turn's frames
+            await fanout.publish("sess_1", [f"frame {n}"])
+
+        assert endpoint.delivered == ["healthy"] * 11  # the healthy subscriber got every frame
+        # The first frame's post timed out (with botocore's one retry); later frames skipped the
+        # stalled connection instead of waiting out the timeout again.
+        assert endpoint.stalled_attempts == 2
+        with pytest.raises(ConnectionStalled):
+            await push.send("stalled", "x")
+        assert await connections.subscribers("sess_1") == ["stalled", "healthy"]  # not pruned: it may resume
+    finally:
+        endpoint.close()
