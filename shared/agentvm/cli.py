@@ -154,7 +154,12 @@ def _serve(args: argparse.Namespace) -> int:
         )
         if s is not None
     ]
-    configure_logging(settings.log_level, secrets=secrets)
+    configure_logging(
+        settings.log_level,
+        secrets=secrets,
+        refusals_per_minute=settings.log_refusals_per_minute,
+        ws_frames=settings.log_ws_frames,
+    )
     from agentvm.errors import AgentVMError
 
     host = local_runtime(settings)

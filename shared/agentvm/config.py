@@ -30,6 +30,12 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     log_level: str = "INFO"
+    # lines about refused client input (bad frames, refused upgrades, 401, 413) per source (client
+    # address) per minute, then one line saying how many were suppressed; 0 = no limit (logs.py)
+    log_refusals_per_minute: int = Field(default=10, ge=0)
+    # the websockets frame and handshake log (DEBUG, under uvicorn.error): off even at DEBUG, since a
+    # frame cut short can keep the end of a token the masks cannot recognise
+    log_ws_frames: bool = False
 
     # models
     default_model: str | None = None  # "provider/model"; None = first configured provider, else echo
@@ -87,7 +93,12 @@ class Settings(BaseSettings):
     ws_send_queue_frames: int = Field(default=1024, ge=16)
     ws_send_timeout_s: float = Field(default=10.0, gt=0)
     ws_auth_deadline_s: float = Field(default=10.0, gt=0)  # a socket with no key must send `auth` by then
-    max_connections_per_address: int = Field(default=256, ge=1)  # live local WebSockets per client IP
+    # live local WebSockets per client IP, and (counted apart) HTTP connections not yet upgraded
+    max_connections_per_address: int = Field(default=256, ge=1)
+    max_connections_per_key: int = Field(default=2000, ge=0)  # live local WebSockets per API key; 0 = no cap
+    # a local HTTP connection must complete a request's headers within this, or it is closed
+    # (slowloris; hosts/http_guard.py); idle keep-alive connections close after 5 s (uvicorn)
+    http_header_timeout_s: float = Field(default=10.0, gt=0)
 
     # authentication (see SECURITY.md)
     open: bool = False  # key-less dev mode: every connection is tenant "local"; loopback only

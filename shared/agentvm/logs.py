@@ -4,7 +4,13 @@ Code never logs secrets on purpose; ``SecretMask`` additionally replaces any reg
 value (provider keys, the auth secret, ``AVM_ADMIN_KEY``) that slips into a message, an ``extra``
 field or a traceback, and anything shaped like an AgentVM API key (``avm_<keyId>_<secret>``: the
 key id stays, the secret goes), a ``token=`` URL parameter (uvicorn logs WebSocket paths with
-their query string) or the credentials of an ``Authorization`` header (uvicorn's DEBUG header dumps).
+their query string) or the credentials of an ``Authorization`` header (uvicorn's DEBUG header dumps),
+also when a log line cut the value short (the websockets frame log keeps ~75 characters of a frame).
+
+Lines about refused client input (bad frames, refused upgrades, 401, 413) go through
+``log_refusal``: one short line each, at most ``AVM_LOG_REFUSALS_PER_MINUTE`` per source (a client
+address) per minute, so a hostile client cannot flood the log; every line's message is cut at
+``MAX_MSG_CHARS``.
 """
 
 from __future__ import annotations
@@ -13,15 +19,32 @@ import json
 import logging
 import re
 import sys
-from typing import Any
+import threading
+import time
+from collections import OrderedDict
+from contextvars import ContextVar
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 # An API key anywhere in a line (keeps the key id, which is not secret, for debugging), and the
-# value of a `token` query parameter (a WebSocket URL in a server log line).
+# value of a `token` query parameter (a WebSocket URL in a server log line). Log lines may cut a
+# value short with "..." (the websockets frame log keeps a frame's first 48 and last 24
+# characters), so what follows a key id is masked across a cut, and so is what follows the cut of
+# a frame.
 _PATTERNS = (
-    (re.compile(r"(avm_[0-9a-z]{12}_)[A-Za-z0-9_-]+"), r"\1***"),
+    (re.compile(r"(avm_[0-9a-z]{12}_)(?:[A-Za-z0-9_-]|\.\.\.)+"), r"\1***"),
+    (re.compile(r"(avm_[0-9a-z]{0,12})\.\.\.[A-Za-z0-9_-]*"), r"\1***"),  # cut inside the key id
     (re.compile(r"([?&]token=)[^&\s\"']+"), r"\1***"),
-    (re.compile(r"((?i:authorization)[\"']?:\s*[\"']?[A-Za-z]+ )[^\s\"']+"), r"\1***"),  # header dumps
+    # header dumps, and frames cut after the header's name (the scheme may be cut too)
+    (re.compile(r"((?i:authorization)[\"']?:\s*[\"']?(?:[A-Za-z]+ )?)[^\s\"']+"), r"\1***"),
+    # a frame log line ("< TEXT '<head>...<tail>' [n bytes]"): the tail may start with the end of a
+    # token whose beginning was cut out with the middle
+    (re.compile(r"^([<>] (?:TEXT|BINARY|CONT) [^\n]{0,80}?\.\.\.)[A-Za-z0-9_-]+"), r"\1***"),
 )
+MAX_MSG_CHARS = 4000  # a log line's message (and each text field) is cut here, with a marker
+MAX_EXC_CHARS = 16_000  # a traceback keeps its end: the frame that raised and the error
 
 _STANDARD = set(logging.LogRecord("", 0, "", 0, "", None, None).__dict__) | {
     "message",
@@ -36,12 +59,26 @@ class JsonFormatter(logging.Formatter):
             "ts": round(record.created, 3),
             "level": record.levelname,
             "logger": record.name,
-            "msg": record.getMessage(),
+            "msg": _cut(record.getMessage(), MAX_MSG_CHARS),
         }
-        out.update({k: v for k, v in record.__dict__.items() if k not in _STANDARD})
+        out.update(
+            {
+                k: _cut(v, MAX_MSG_CHARS) if isinstance(v, str) else v
+                for k, v in record.__dict__.items()
+                if k not in _STANDARD
+            }
+        )
         if record.exc_info:
-            out["exc"] = record.exc_text or self.formatException(record.exc_info)
+            exc = record.exc_text or self.formatException(record.exc_info)
+            out["exc"] = (
+                exc if len(exc) <= MAX_EXC_CHARS else f"[cut: {len(exc)} chars] ...{exc[-MAX_EXC_CHARS:]}"
+            )
         return json.dumps(out, default=str)
+
+
+def _cut(text: str, limit: int) -> str:
+    """``text``, or its first ``limit`` characters and a marker: no single line is unbounded."""
+    return text if len(text) <= limit else f"{text[:limit]}... [cut: {len(text)} chars]"
 
 
 class SecretMask(logging.Filter):
@@ -69,7 +106,127 @@ class SecretMask(logging.Filter):
         return text
 
 
-def configure_logging(level: str = "INFO", *, secrets: list[str] | None = None) -> None:
+class RefusalLimit:
+    """At most ``per_minute`` lines per source in a window of ``window_s`` from its first line; a
+    window that ends with lines suppressed is reported by one line saying how many (logged with the
+    next refusal line of any source). Memory is bounded: at most ``max_sources`` windows are open,
+    sources beyond them share one; windows are kept in the order they opened, so the ended ones are
+    always at the front."""
+
+    OVERFLOW = "(other sources)"
+
+    def __init__(
+        self,
+        per_minute: int = 10,
+        *,
+        max_sources: int = 10_000,
+        window_s: float = 60.0,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.per_minute = per_minute  # 0 = no limit
+        self.max_sources = max_sources
+        self.window_s = window_s
+        self._clock = clock
+        self._windows: OrderedDict[str, list[float]] = OrderedDict()  # source -> [opened, lines, suppressed]
+        self._lock = threading.Lock()  # log calls may come from any thread
+
+    def admit(self, source: str) -> bool:
+        """Whether a line from ``source`` may be logged now."""
+        if self.per_minute <= 0:
+            return True
+        now = self._clock()
+        with self._lock:
+            ended = []
+            while self._windows:
+                first, (opened, _lines, suppressed) = next(iter(self._windows.items()))
+                if opened + self.window_s > now:
+                    break
+                del self._windows[first]
+                if suppressed:
+                    ended.append((first, int(suppressed)))
+            if source not in self._windows and len(self._windows) >= self.max_sources:
+                source = self.OVERFLOW
+            window = self._windows.setdefault(source, [now, 0, 0])
+            window[1] += 1
+            allowed = window[1] <= self.per_minute
+            if not allowed:
+                window[2] += 1
+        for ended_source, count in ended:  # logged outside the lock
+            _log.warning(
+                f"{count} refusal lines from this source suppressed (over {self.per_minute} a minute)",
+                extra={"source": ended_source, "suppressed": count},
+            )
+        return allowed
+
+
+_log = logging.getLogger("agentvm.logs")
+refusals = RefusalLimit()  # the process's limit; configure_logging sets its rate
+# The client address of the connection being handled, for refusal lines logged where only a
+# connection id is known (the gateway); the local host sets it for each WebSocket.
+client_source: ContextVar[str | None] = ContextVar("client_source", default=None)
+# Set by the local host when it refused a WebSocket upgrade itself (and logged it): uvicorn's own
+# lines about that denial are dropped (UvicornClientErrors).
+upgrade_refused: ContextVar[bool] = ContextVar("upgrade_refused", default=False)
+_FIELD_CHARS = 300  # a refusal line's text fields (a reason may quote what the client sent)
+
+
+def log_refusal(
+    logger: logging.Logger, msg: str, *, source: str, level: int = logging.INFO, **fields: Any
+) -> None:
+    """One line about refused client input, no traceback, unless ``source`` is over its limit."""
+    if refusals.admit(source):
+        extra = {k: _cut(v, _FIELD_CHARS) if isinstance(v, str) else v for k, v in fields.items()}
+        logger.log(level, msg, extra={"source": source, **extra})
+
+
+# uvicorn's lines about an upgrade the app denied (the last one a spurious ERROR of its
+# websockets-sansio protocol after any denial response: uvicorn PR #3138).
+_DENIAL_LINES = {
+    '%s - "WebSocket %s" %d',
+    "connection rejected (%d %s)",
+    "ASGI callable returned without completing handshake.",
+}
+# uvicorn's lines about client input that never reaches the app (invalid UTF-8 in a text frame is
+# logged at ERROR with a traceback).
+_CLIENT_MISTAKES = {
+    "Invalid HTTP request received.",
+    "connection rejected (%d %s)",  # a malformed upgrade request
+    "Invalid UTF-8 sequence received from client.",
+}
+
+
+class UvicornClientErrors(logging.Filter):
+    """On the ``uvicorn.error`` logger: client mistakes are one INFO line, never an ERROR or a
+    traceback, and rate-limited like refusals (one source per kind: they carry no address). An
+    upgrade the app refused is logged once, by the app; uvicorn's own lines about it are dropped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        msg = record.msg if isinstance(record.msg, str) else ""  # (a message may be any object)
+        if upgrade_refused.get() and msg in _DENIAL_LINES:
+            return False
+        if msg not in _CLIENT_MISTAKES:
+            return True
+        if not refusals.admit(f"uvicorn: {record.msg}"):
+            return False
+        record.levelno, record.levelname = logging.INFO, "INFO"
+        record.exc_info, record.exc_text = None, None
+        record.source = "uvicorn"
+        return True
+
+
+_UVICORN_FILTER = UvicornClientErrors()
+# The websockets protocol (in uvicorn, under "uvicorn.error") logs every frame and header at DEBUG;
+# a frame cut to ~75 characters can keep the end of a token. Kept out unless AVM_LOG_WS_FRAMES.
+_FRAME_LOGGERS = ("uvicorn.error", "websockets")
+
+
+def configure_logging(
+    level: str = "INFO",
+    *,
+    secrets: list[str] | None = None,
+    refusals_per_minute: int = 10,
+    ws_frames: bool = False,
+) -> None:
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
     handler.addFilter(SecretMask(secrets or []))
@@ -78,6 +235,21 @@ def configure_logging(level: str = "INFO", *, secrets: list[str] | None = None) 
     root.setLevel(level.upper())
     for noisy in ("uvicorn.access", "httpx", "httpcore", "botocore", "anthropic", "openai"):
         logging.getLogger(noisy).setLevel(logging.WARNING)
+    for name in _FRAME_LOGGERS:
+        logging.getLogger(name).setLevel(logging.NOTSET if ws_frames else max(root.level, logging.INFO))
+    logging.getLogger("uvicorn.error").addFilter(_UVICORN_FILTER)  # once: addFilter skips duplicates
+    refusals.per_minute = refusals_per_minute
 
 
-__all__ = ["JsonFormatter", "SecretMask", "configure_logging"]
+__all__ = [
+    "MAX_MSG_CHARS",
+    "JsonFormatter",
+    "RefusalLimit",
+    "SecretMask",
+    "UvicornClientErrors",
+    "client_source",
+    "configure_logging",
+    "log_refusal",
+    "refusals",
+    "upgrade_refused",
+]

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import socket
+import time
 
+import httpx
 import pytest
 import websockets
 from websockets.exceptions import ConnectionClosed, InvalidStatus
@@ -61,3 +64,72 @@ async def test_frames_past_the_connections_rate_are_answered_rate_limited_then_i
             await ws.send(json.dumps({"type": "container_list_request", "data": {"requestId": "x"}}))
             reply = json.loads(await asyncio.wait_for(ws.recv(), 10))
             assert reply["type"] == "container_list_response" and "code" not in reply["data"]
+
+
+def _raw(port: int) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port))
+    sock.settimeout(10)
+    return sock
+
+
+def _closed_by_server(sock: socket.socket) -> bool:
+    try:
+        return sock.recv(1024) == b""
+    except ConnectionResetError:
+        return True
+
+
+def test_sockets_that_never_complete_their_headers_are_closed_at_the_header_deadline(tmp_path):
+    env = base_env(AVM_HTTP_HEADER_TIMEOUT_S="1")
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        silent = _raw(server.port)  # connects and sends nothing
+        slowloris = _raw(server.port)
+        slowloris.sendall(b"GET /health HTTP/1.1\r\nHost: x\r\n")
+        started = time.monotonic()
+        trickled = 0
+        while time.monotonic() - started < 6:  # a header line every 0.2 s, never the blank line
+            try:
+                slowloris.sendall(b"X-Slow-%d: y\r\n" % trickled)
+            except (BrokenPipeError, ConnectionResetError):
+                break
+            trickled += 1
+            time.sleep(0.2)
+        assert _closed_by_server(silent)
+        assert _closed_by_server(slowloris)
+        assert trickled < 25  # cut after one or two deadlines, not after six seconds of trickling
+        assert httpx.get(f"{server.http}/health").status_code == 200  # a real request is served
+
+
+def test_one_address_holds_at_most_the_configured_number_of_http_connections(tmp_path):
+    env = base_env(AVM_MAX_CONNECTIONS_PER_ADDRESS="3", AVM_HTTP_HEADER_TIMEOUT_S="30")
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        held = [_raw(server.port) for _ in range(3)]
+        time.sleep(0.3)  # the server has accepted them
+        extra = _raw(server.port)
+        answer = extra.recv(4096)
+        assert answer.startswith(b"HTTP/1.1 429 ")
+        assert b'"rate_limited"' in answer
+        for sock in held:
+            sock.close()
+        time.sleep(0.3)
+        assert httpx.get(f"{server.http}/health").status_code == 200  # slots free once they close
+
+
+async def test_one_key_holds_at_most_the_configured_number_of_sockets(tmp_path):
+    env = base_env(AVM_MAX_CONNECTIONS_PER_KEY="2")
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        token = server.admin_token()
+        url = f"{server.url}?token={token}"
+        async with websockets.connect(url), websockets.connect(url):
+            with pytest.raises(InvalidStatus) as refused:  # a key on the upgrade: refused with 429
+                async with websockets.connect(url):
+                    pass
+            assert refused.value.response.status_code == 429
+            async with websockets.connect(server.url) as ws:  # the same key in an auth frame
+                headers = {"Authorization": f"Bearer {token}"}
+                await ws.send(json.dumps({"type": "auth", "headers": headers}))
+                error = json.loads(await asyncio.wait_for(ws.recv(), 10))
+                assert error["type"] == "system_error"
+                assert error["data"]["details"]["code"] == "rate_limited"
+        async with websockets.connect(url):  # the slots are free again once those closed
+            pass

@@ -102,5 +102,33 @@ async def test_no_secret_appears_in_logs_frames_responses_or_errors(tmp_path, fa
     everything = "\n".join([output, logged, *seen])
     for secret in (PROVIDER_KEY, AUTH_SECRET, API_KEY, API_KEY.split("_", 2)[2]):
         assert secret not in everything
+    assert not _pieces_of(API_KEY, everything)  # not even a cut-off end of it
+    assert "< TEXT" not in output  # at DEBUG too, frames are not logged unless AVM_LOG_WS_FRAMES
     client_secret = client_token.split("_", 2)[2]
     assert client_secret not in "\n".join([output, logged])  # shown once, in its create response only
+
+
+def _pieces_of(token: str, text: str, size: int = 8) -> list[str]:
+    """The pieces of ``token``'s secret (``size`` characters or more) that appear in ``text``."""
+    secret = token.split("_", 2)[2]
+    return [secret[i : i + size] for i in range(len(secret) - size + 1) if secret[i : i + size] in text]
+
+
+async def test_the_websocket_frame_log_when_opted_in_keeps_no_piece_of_a_token(tmp_path):
+    """The websockets frame log (DEBUG) cuts a frame to its first 48 and last 24 characters: the end
+    of a token in an `auth` frame survived, without the prefix the masks recognise (finding 9c)."""
+    env = base_env(AVM_ADMIN_KEY=API_KEY, AVM_LOG_LEVEL="DEBUG", AVM_LOG_WS_FRAMES="true")
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        for frame in [
+            {"type": "auth", "headers": {"Authorization": f"Bearer {API_KEY}"}},
+            {"type": "auth", "data": {"headers": {"Authorization": f"Bearer {API_KEY}"}}},
+            {"type": "auth", "headers": {"authorization": API_KEY}},
+        ]:
+            for separators in ((",", ":"), (", ", ": ")):  # JSON.stringify's, and Python's
+                async with websockets.connect(server.url) as ws:
+                    await ws.send(json.dumps(frame, separators=separators))
+                    await ws.send('{"type":"container_list_request","data":{"requestId":"r1"}}')
+                    await ws.recv()
+    output = server.output()
+    assert "< TEXT" in output  # the frames were logged
+    assert not _pieces_of(API_KEY, output), _pieces_of(API_KEY, output)

@@ -8,6 +8,9 @@ Every ``/v1/...`` route needs ``Authorization: Bearer <API key>`` (``/health``, 
 the key's rate limit. Errors always have one
 shape: ``{"error": {"code": "...", "message": "...", ...}}``, the status chosen by the error's type.
 Keys, budgets and usage are admin routes, and act on the caller's own tenant only.
+
+``/openapi.json`` tells what the server really answers: each route's error statuses with the
+error shape (``ErrorBody``), the bearer scheme on ``/v1``, and no 422 (validation errors are 400).
 """
 
 from __future__ import annotations
@@ -15,10 +18,12 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Request  # noqa: TC002 (FastAPI reads annotations)
+from fastapi import APIRouter, Depends, FastAPI, Request, Security  # noqa: TC002 (FastAPI reads annotations)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
+from fastapi.security import HTTPBearer
 from pydantic import BaseModel, ConfigDict, Field, StrictInt
+from pydantic.json_schema import SkipJsonSchema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentvm import __version__
@@ -32,6 +37,7 @@ from agentvm.errors import (
     QuotaExceeded,
     Unauthorized,
 )
+from agentvm.logs import log_refusal
 from agentvm.security.auth import Principal
 
 if TYPE_CHECKING:
@@ -61,6 +67,53 @@ _HTTP_CODES = {
 class Health(BaseModel):
     status: str
     version: str
+
+
+class ErrorDetail(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    code: str = Field(description="for programs: bad_request, unauthorized, forbidden, not_found, ...")
+    message: str = Field(description="for people; never secrets or internals")
+    # absent, never null, on other errors (SkipJsonSchema: the schema does not say "or null")
+    limit: int | SkipJsonSchema[None] = Field(default=None, description="429: the limit reached")
+    resetAt: int | SkipJsonSchema[None] = Field(default=None, description="429: when it resets (epoch ms)")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer of the HTTP API."""
+
+    error: ErrorDetail
+
+
+_HEADER = {"schema": {"type": "string"}}
+_ERRORS: dict[int, dict[str, Any]] = {
+    400: {"description": "Malformed request: invalid JSON, a field of the wrong type or value"},
+    401: {
+        "description": "No, bad or revoked API key (`unauthorized`)",
+        "headers": {"WWW-Authenticate": {**_HEADER, "description": "`Bearer`"}},
+    },
+    403: {"description": "A valid key that may not do this (`forbidden`): /v1 needs the admin scope"},
+    404: {"description": "No such object in the caller's tenant (`not_found`)"},
+    413: {"description": "Body over AVM_MAX_BODY_BYTES, refused before it is read (`payload_too_large`)"},
+    429: {
+        "description": "Over the key's requests per minute (`rate_limited`, with `limit` and `resetAt`)",
+        "headers": {"Retry-After": {**_HEADER, "description": "seconds until the limit resets"}},
+    },
+}
+
+
+def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
+    """The OpenAPI ``responses`` for these error statuses, each with the error shape."""
+    return {status: {"model": ErrorBody, **_ERRORS[status]} for status in statuses}
+
+
+# Documents the scheme in the OpenAPI; never refuses anything itself (``authenticate`` decides).
+bearer_scheme = HTTPBearer(
+    auto_error=False,
+    scheme_name="apiKey",
+    bearerFormat="avm_<keyId>_<secret>",
+    description="An AgentVM API key (SECURITY.md). The /v1 routes need one with the admin scope.",
+)
 
 
 class CreateKey(BaseModel):
@@ -125,7 +178,16 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         return runtime.clock.now_ms()
 
     @app.exception_handler(AgentVMError)
-    async def agentvm_error(_request: Request, exc: AgentVMError) -> JSONResponse:
+    async def agentvm_error(request: Request, exc: AgentVMError) -> JSONResponse:
+        if isinstance(exc, Unauthorized):  # a client mistake or a guess: one rate-limited line
+            log_refusal(
+                log,
+                "HTTP request refused",
+                source=request.client.host if request.client else "?",
+                level=logging.WARNING,
+                status=401,
+                path=request.url.path,
+            )
         return error_response(exc, now_ms=now_ms())
 
     @app.exception_handler(RequestValidationError)
@@ -158,7 +220,12 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             await runtime.rate_limiter.hit(principal)
         request.state.principal = principal
 
-    v1 = APIRouter(prefix="/v1", dependencies=[Depends(authenticate)])
+    # Every /v1 route may answer these; each route adds what else it may (400, 404).
+    v1 = APIRouter(
+        prefix="/v1",
+        dependencies=[Security(bearer_scheme), Depends(authenticate)],
+        responses=_errors(401, 403, 413, 429),
+    )
 
     def admin(request: Request) -> Principal:
         principal: Principal = request.state.principal
@@ -171,12 +238,12 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             raise BadRequest("budgets are not enabled on this server")
         return runtime.budgets
 
-    @app.get("/health", response_model=Health, tags=["ops"])
+    @app.get("/health", response_model=Health, tags=["ops"], responses=_errors(413))
     async def health() -> Health:
         return Health(status="ok", version=__version__)
 
     # -- API keys (admin; the caller's tenant only) ------------------------------------------------
-    @v1.post("/auth/keys", status_code=201, tags=["auth"])
+    @v1.post("/auth/keys", status_code=201, tags=["auth"], responses=_errors(400))
     async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
         """Create a key for the caller's tenant. The token is in this response only: store it now."""
         principal = admin(request)
@@ -200,7 +267,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             return {"keys": []}
         return {"keys": [k.to_public() for k in await runtime.auth.keys.list(principal.tenant_id)]}
 
-    @v1.delete("/auth/keys/{key_id}", tags=["auth"])
+    @v1.delete("/auth/keys/{key_id}", tags=["auth"], responses=_errors(404))
     async def revoke_key(request: Request, key_id: str) -> dict[str, Any]:
         """Revoke at once in this process; other processes stop accepting it within the cache bound."""
         principal = admin(request)
@@ -221,7 +288,8 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             "usage": await b.usage(tenant_id, container_id),
         }
 
-    @v1.put("/budgets/tenant", tags=["budgets"])
+    # 400 also when budgets are not enabled on this server
+    @v1.put("/budgets/tenant", tags=["budgets"], responses=_errors(400))
     async def put_tenant_budget(request: Request, body: BudgetLimits) -> dict[str, Any]:
         """Token limits (input + output) for the whole tenant; null = no limit."""
         principal = admin(request)
@@ -230,11 +298,11 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         )
         return await budget_view(principal.tenant_id, None)
 
-    @v1.get("/budgets/tenant", tags=["budgets"])
+    @v1.get("/budgets/tenant", tags=["budgets"], responses=_errors(400))
     async def get_tenant_budget(request: Request) -> dict[str, Any]:
         return await budget_view(admin(request).tenant_id, None)
 
-    @v1.put("/budgets/containers/{container_id}", tags=["budgets"])
+    @v1.put("/budgets/containers/{container_id}", tags=["budgets"], responses=_errors(400))
     async def put_container_budget(request: Request, container_id: str, body: BudgetLimits) -> dict[str, Any]:
         """Token limits for one container of the caller's tenant (it need not exist yet)."""
         principal = admin(request)
@@ -246,7 +314,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         )
         return await budget_view(principal.tenant_id, container_id)
 
-    @v1.get("/budgets/containers/{container_id}", tags=["budgets"])
+    @v1.get("/budgets/containers/{container_id}", tags=["budgets"], responses=_errors(400))
     async def get_container_budget(request: Request, container_id: str) -> dict[str, Any]:
         return await budget_view(admin(request).tenant_id, container_id)
 
@@ -269,7 +337,30 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         }
 
     app.include_router(v1)
+    default_openapi = app.openapi
+
+    def openapi() -> dict[str, Any]:
+        """FastAPI documents a 422 on every route with parameters; ours answer validation errors 400."""
+        if app.openapi_schema is None:
+            schema = default_openapi()  # cached on the app: edited in place, once
+            for operations in schema.get("paths", {}).values():
+                for operation in operations.values():
+                    operation.get("responses", {}).pop("422", None)
+            for name in ("HTTPValidationError", "ValidationError"):
+                schema.get("components", {}).get("schemas", {}).pop(name, None)
+        return app.openapi_schema  # type: ignore[return-value]
+
+    app.openapi = openapi  # type: ignore[method-assign]
     return app
 
 
-__all__ = ["STATUS", "create_app", "error_body", "error_response", "error_status", "principal_of"]
+__all__ = [
+    "STATUS",
+    "ErrorBody",
+    "bearer_scheme",
+    "create_app",
+    "error_body",
+    "error_response",
+    "error_status",
+    "principal_of",
+]

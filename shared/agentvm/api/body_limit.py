@@ -10,9 +10,11 @@ Lambda cap payloads too (10 MB and 6 MB); this limit is the tighter one.
 from __future__ import annotations
 
 import json
+import logging
 from typing import TYPE_CHECKING, Any
 
 from agentvm.errors import FrameTooLarge
+from agentvm.logs import log_refusal
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, MutableMapping
@@ -22,6 +24,8 @@ if TYPE_CHECKING:
     Receive = Callable[[], Awaitable[Message]]
     Send = Callable[[Message], Awaitable[None]]
     ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+log = logging.getLogger("agentvm.api")
 
 
 class BodyTooLarge(FrameTooLarge):
@@ -43,7 +47,7 @@ class BodyLimit:
             return
         declared = _content_length(scope)
         if declared is not None and declared > self.max_bytes:
-            await self._refuse(send)
+            await self._refuse(scope, send)
             return
         received = 0
         started = exceeded = False
@@ -63,7 +67,7 @@ class BodyLimit:
             if exceeded:  # whatever the app answers to a cut body (FastAPI: a 400), it is a 413
                 if message["type"] == "http.response.start" and not started:
                     started = True
-                    await self._refuse(send)
+                    await self._refuse(scope, send)
                 return
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -72,12 +76,15 @@ class BodyLimit:
             await self.app(scope, counting_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._refuse(send)
+                await self._refuse(scope, send)
 
     def _message(self) -> str:
         return f"request body exceeds the limit of {self.max_bytes} bytes"
 
-    async def _refuse(self, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send) -> None:
+        client = scope.get("client")
+        source = client[0] if client else "?"
+        log_refusal(log, "HTTP request body refused", source=source, status=413, path=scope.get("path", ""))
         body = json.dumps({"error": {"code": BodyTooLarge.code, "message": self._message()}}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 413, "headers": headers})

@@ -97,14 +97,16 @@ async def _authenticate(
     except Exception:
         log.exception("auth frame failed")
         return _error_frames(rt, AgentVMError("internal error"), request_type=None, request_id=None, data={})
-    await rt.connections.register(
-        ConnectionInfo(
-            connection_id=connection_id,
-            tenant_id=principal.tenant_id,
-            connected_at=conn.connected_at if conn is not None else rt.clock.now_ms(),
-            key_id=principal.key_id,
-        )
+    info = ConnectionInfo(
+        connection_id=connection_id,
+        tenant_id=principal.tenant_id,
+        connected_at=conn.connected_at if conn is not None else rt.clock.now_ms(),
+        key_id=principal.key_id,
     )
+    try:
+        await rt.connections.register(info)  # may refuse: too many connections for this key
+    except AgentVMError as exc:
+        return _refused(rt, connection_id, exc, None, None)
     return []  # AgentX clients expect no reply to `auth`
 
 

@@ -284,6 +284,9 @@ class LambdaEntry:
             # stdlib logger "agentvm", parent of the core's agentvm.* loggers: their lines come out
             # as the same JSON, with the same correlation keys, at this level.
             self._logger.setLevel(settings.log_level.upper())
+        from agentvm.logs import refusals
+
+        refusals.per_minute = settings.log_refusals_per_minute  # per execution environment
         self._handler = self._build(aws_runtime(settings, require=self._require))
         return self._handler
 

@@ -62,7 +62,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime = Runtime(
         store=store,
         queue=queue,
-        connections=InMemoryConnections(),
+        connections=InMemoryConnections(max_per_key=settings.max_connections_per_key),
         push=push,
         models=SettingsModelResolver(settings),
         # Subscribers are an in-memory lookup here: looked up on every send, so a client that

@@ -27,6 +27,8 @@ from agentvm.api.app import create_app, error_body
 from agentvm.config import ECHO_MODEL
 from agentvm.errors import AgentVMError, ConnectionGone, RateLimited, Unauthorized
 from agentvm.gateway.dispatch import handle_frame, refuse_frame
+from agentvm.hosts.http_guard import guarded_http_protocol
+from agentvm.logs import client_source, log_refusal, upgrade_refused
 from agentvm.ports import ConnectionInfo
 
 if TYPE_CHECKING:
@@ -101,6 +103,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
     @app.websocket("/ws")
     async def ws(websocket: WebSocket) -> None:
         address = websocket.client.host if websocket.client else "?"
+        client_source.set(address)  # this connection's refusal lines are counted per address
         if per_address.get(address, 0) >= settings.max_connections_per_address:
             limit = settings.max_connections_per_address
             limited = RateLimited(
@@ -108,26 +111,44 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 limit=limit,
                 reset_at_ms=rt.clock.now_ms(),  # a slot frees as soon as one of them closes
             )
-            await websocket.send_denial_response(JSONResponse(error_body(limited), status_code=429))
+            await _deny(websocket, limited, 429, address)
             return
         principal = None
         if open_tenant is None:
             try:
                 principal = await _upgrade_principal(rt, websocket)
             except AgentVMError as exc:
-                await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=401))
+                await _deny(websocket, exc, 401, address)
                 return
         per_address[address] = per_address.get(address, 0) + 1
         try:
-            await _serve_socket(websocket, principal)
+            await _serve_socket(websocket, principal, address)
         finally:
             per_address[address] -= 1
             if per_address[address] <= 0:
                 per_address.pop(address, None)
 
-    async def _serve_socket(websocket: WebSocket, principal: Principal | None) -> None:
-        await websocket.accept()
+    async def _serve_socket(websocket: WebSocket, principal: Principal | None, address: str) -> None:
         conn_id = rt.ids.new("conn")
+        try:
+            # Registered before the upgrade completes: a key past its connection cap is refused
+            # with an HTTP answer, like every other refused upgrade.
+            await rt.connections.register(
+                ConnectionInfo(
+                    connection_id=conn_id,
+                    tenant_id=open_tenant or (principal.tenant_id if principal else None),
+                    connected_at=rt.clock.now_ms(),
+                    key_id=principal.key_id if principal else None,
+                )
+            )
+        except AgentVMError as exc:
+            await _deny(websocket, exc, 429, address)
+            return
+        try:
+            await websocket.accept()
+        except BaseException:
+            await rt.connections.remove(conn_id)
+            raise
 
         async def close(code: int, reason: str) -> None:
             await websocket.close(code, reason)
@@ -150,14 +171,6 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 settings.ws_auth_deadline_s,
                 lambda: asyncio.ensure_future(_close_unauthenticated(conn_id, writer)),
             )
-        await rt.connections.register(
-            ConnectionInfo(
-                connection_id=conn_id,
-                tenant_id=open_tenant or (principal.tenant_id if principal else None),
-                connected_at=rt.clock.now_ms(),
-                key_id=principal.key_id if principal else None,
-            )
-        )
         rate = FrameRate(settings.ws_frames_per_second, burst=settings.ws_frames_per_second * 4)
         refused = 0  # frames refused since the last one handled
         try:
@@ -178,8 +191,9 @@ def create_local_app(host: LocalHost) -> FastAPI:
                             "closing a connection that ignores its frame rate limit",
                             extra={"connection_id": conn_id},
                         )
-                        reason = "frame rate limit exceeded"
-                        await writer.close_now(POLICY_VIOLATION_CLOSE, reason, flush=True)
+                        await writer.close_now(
+                            POLICY_VIOLATION_CLOSE, "frame rate limit exceeded", flush=True
+                        )
                         break
                     replies = refuse_frame(rt, raw, _frame_rate_error(rt, rate))
                 for payload in replies:
@@ -204,6 +218,15 @@ def create_local_app(host: LocalHost) -> FastAPI:
     return app
 
 
+async def _deny(websocket: WebSocket, exc: AgentVMError, status: int, address: str) -> None:
+    """Refuse the upgrade with an HTTP answer: one (rate-limited) line here, and none of uvicorn's."""
+    log_refusal(
+        log, "WebSocket upgrade refused", source=address, level=logging.WARNING, status=status, code=exc.code
+    )
+    upgrade_refused.set(True)  # this connection's task only
+    await websocket.send_denial_response(JSONResponse(error_body(exc), status_code=status))
+
+
 def _frame_rate_error(rt: Runtime, rate: FrameRate) -> RateLimited:
     per_second = f"{rate.rate:g}"
     return RateLimited(
@@ -211,6 +234,18 @@ def _frame_rate_error(rt: Runtime, rate: FrameRate) -> RateLimited:
         limit=int(rate.rate),
         reset_at_ms=rt.clock.now_ms() + int(1000 / rate.rate) + 1,  # when the next token is due
     )
+
+
+def _raise_descriptor_limit() -> None:
+    """Every connection is a file descriptor: use all the process may have (the soft limit is
+    often 1,024, the hard one far higher), and say how many that is."""
+    import resource
+
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    with contextlib.suppress(ValueError, OSError):
+        resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
+        soft = hard
+    log.info("file descriptor limit", extra={"nofile": soft})
 
 
 def serve(host: LocalHost) -> None:
@@ -242,10 +277,16 @@ def serve(host: LocalHost) -> None:
             "auth": "open (no keys)" if settings.open else "API keys",
         },
     )
+    _raise_descriptor_limit()
     uvicorn.run(
         create_local_app(host),
         host=settings.host,
         port=settings.port,
+        http=guarded_http_protocol(
+            header_timeout_s=settings.http_header_timeout_s,
+            max_per_address=settings.max_connections_per_address,
+        ),
+        timeout_keep_alive=5,
         log_config=None,  # keep our JSON logging
         ws_max_size=max(settings.max_frame_bytes * 4, 1 << 20),  # we answer oversize frames ourselves
         ws_ping_interval=30,

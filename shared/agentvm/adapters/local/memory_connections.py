@@ -1,8 +1,16 @@
-"""In-memory connection registry: the local host's live WebSocket connections and subscriptions."""
+"""In-memory connection registry: the local host's live WebSocket connections and subscriptions.
+
+One API key holds at most ``max_per_key`` live connections (0 = no cap): registering one more,
+at the upgrade or by an ``auth`` frame, raises ``RateLimited``. A leaked key spread over many
+addresses cannot take every socket the process has.
+"""
 
 from __future__ import annotations
 
+from collections import Counter
 from typing import TYPE_CHECKING
+
+from agentvm.errors import RateLimited
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -11,20 +19,41 @@ if TYPE_CHECKING:
 
 
 class InMemoryConnections:
-    def __init__(self) -> None:
+    def __init__(self, *, max_per_key: int = 0) -> None:
+        self.max_per_key = max_per_key
+        self._per_key: Counter[str] = Counter()
         self._infos: dict[str, ConnectionInfo] = {}
         # session -> connection -> the cursor it subscribed with (insertion-ordered)
         self._by_session: dict[str, dict[str, int | None]] = {}
         self._by_connection: dict[str, set[str]] = {}
 
     async def register(self, info: ConnectionInfo) -> None:
+        old = self._infos.get(info.connection_id)
+        old_key = old.key_id if old is not None else None
+        if info.key_id is not None and info.key_id != old_key:
+            if 0 < self.max_per_key <= self._per_key[info.key_id]:
+                raise RateLimited(
+                    f"too many connections for this API key (at most {self.max_per_key})",
+                    limit=self.max_per_key,
+                    reset_at_ms=info.connected_at,  # a slot frees as soon as one of them closes
+                )
+            self._per_key[info.key_id] += 1
+        if old_key is not None and old_key != info.key_id:
+            self._release(old_key)
         self._infos[info.connection_id] = info
+
+    def _release(self, key_id: str) -> None:
+        self._per_key[key_id] -= 1
+        if self._per_key[key_id] <= 0:
+            del self._per_key[key_id]
 
     async def get(self, connection_id: str) -> ConnectionInfo | None:
         return self._infos.get(connection_id)
 
     async def remove(self, connection_id: str) -> None:
-        self._infos.pop(connection_id, None)
+        info = self._infos.pop(connection_id, None)
+        if info is not None and info.key_id is not None:
+            self._release(info.key_id)
         for session_id in self._by_connection.pop(connection_id, ()):
             subs = self._by_session.get(session_id)
             if subs is not None:

@@ -1,0 +1,105 @@
+"""Limits on raw HTTP connections of ``avm serve``, below the ASGI app: a header deadline and a
+cap per client address.
+
+uvicorn arms no timer while a request's headers arrive: a client that connects and sends nothing,
+or trickles a header byte every few seconds (slowloris), holds its socket and file descriptor
+for ever, and one host can open them until the process runs out of descriptors (``/health``
+included). uvicorn has no setting for either, so ``avm serve`` runs its HTTP protocol (httptools,
+or h11 without it) subclassed with:
+
+- a **header deadline**: every ``header_timeout_s`` the connection is checked; if no request has
+  started since the last check (no headers completed, or the previous response is done and the
+  next request has not got past its headers), the socket is closed. A request in progress (a
+  body being read, a response being written) is never cut, and an upgraded WebSocket leaves this
+  protocol behind (its own limits are in ``hosts/local_server.py``);
+- a **cap per address**: at most ``max_per_address`` HTTP connections (not yet upgraded) from one
+  client address; one more is answered ``429`` and closed at once.
+
+Both work on the protocol's public life cycle (``connection_made``/``connection_lost``, the
+``cycle`` a request creates, ``handle_websocket_upgrade``), the same in both uvicorn protocols.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from typing import TYPE_CHECKING, Any
+
+from agentvm.logs import log_refusal
+
+if TYPE_CHECKING:
+    import asyncio
+
+log = logging.getLogger("agentvm.hosts.http_guard")
+
+_BODY = json.dumps(
+    {"error": {"code": "rate_limited", "message": "too many connections from this address"}}
+).encode()
+_TOO_MANY = (
+    b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s" % (len(_BODY), _BODY)
+)
+
+
+def guarded_http_protocol(*, header_timeout_s: float, max_per_address: int) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class with the header deadline and the per-address cap."""
+    from uvicorn.protocols.http.auto import AutoHTTPProtocol
+
+    per_address: dict[str, int] = {}  # open, not upgraded, connections by client address
+
+    class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
+        _guard_timer: asyncio.TimerHandle | None = None
+        _guard_address: str | None = None
+        _guard_seen: Any = None
+
+        def connection_made(self, transport: asyncio.BaseTransport) -> None:
+            super().connection_made(transport)  # type: ignore[arg-type]
+            address = self.client[0] if self.client else "?"
+            if per_address.get(address, 0) >= max_per_address:
+                log_refusal(log, "refused a connection: too many from one address", source=address)
+                transport.write(_TOO_MANY)  # type: ignore[attr-defined]
+                transport.close()
+                return
+            per_address[address] = per_address.get(address, 0) + 1
+            self._guard_address = address
+            self._guard_timer = self.loop.call_later(header_timeout_s, self._guard_check)
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._guard_release()
+            super().connection_lost(exc)
+
+        def handle_websocket_upgrade(self, *args: Any) -> None:
+            self._guard_release()  # the WebSocket has its own limits from here on
+            super().handle_websocket_upgrade(*args)
+
+        def _guard_check(self) -> None:
+            cycle = self.cycle
+            waiting = cycle is None or (cycle is self._guard_seen and cycle.response_complete)
+            if waiting:
+                if not self.transport.is_closing():
+                    log_refusal(
+                        log,
+                        "closed a connection that sent no complete request headers in time",
+                        source=self._guard_address or "?",
+                        header_timeout_s=header_timeout_s,
+                    )
+                    self.transport.close()
+                self._guard_release()
+                return
+            self._guard_seen = cycle
+            self._guard_timer = self.loop.call_later(header_timeout_s, self._guard_check)
+
+        def _guard_release(self) -> None:
+            if self._guard_timer is not None:
+                self._guard_timer.cancel()
+                self._guard_timer = None
+            address, self._guard_address = self._guard_address, None
+            if address is not None:
+                per_address[address] -= 1
+                if per_address[address] <= 0:
+                    del per_address[address]
+
+    return GuardedHTTPProtocol
+
+
+__all__ = ["guarded_http_protocol"]

@@ -1,0 +1,112 @@
+"""``/openapi.json`` tells the truth (security review, finding 9a): no 422 (validation errors are
+answered 400), every error a route can give documented with the error shape, and the bearer
+scheme on the ``/v1`` routes; real bad requests get only statuses the schema documents."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from agentvm.api.app import ErrorBody, create_app
+from tests.security_harness import ManualClock, new_key, secure
+
+EVERY_V1 = {401, 403, 413, 429}  # no, bad or non-admin key, body size, rate limit
+# What else each /v1 operation may answer: a new route must be added here, with its errors.
+ROUTE_ERRORS = {
+    ("post", "/v1/auth/keys"): {400},
+    ("get", "/v1/auth/keys"): set(),
+    ("delete", "/v1/auth/keys/{key_id}"): {404},
+    ("put", "/v1/budgets/tenant"): {400},
+    ("get", "/v1/budgets/tenant"): {400},  # budgets not enabled
+    ("put", "/v1/budgets/containers/{container_id}"): {400},
+    ("get", "/v1/budgets/containers/{container_id}"): {400},
+    ("get", "/v1/usage"): set(),
+}
+ERROR_REF = "#/components/schemas/ErrorBody"
+
+
+@pytest.fixture
+def clock():
+    return ManualClock()
+
+
+@pytest.fixture
+def schema(harness, clock):
+    secure(harness, clock)
+    return create_app(harness.rt).openapi()
+
+
+@pytest.fixture
+async def http(harness, schema):
+    transport = httpx.ASGITransport(app=create_app(harness.rt))
+    async with httpx.AsyncClient(transport=transport, base_url="http://avm") as client:
+        yield client
+
+
+def operations(schema):
+    for path, ops in schema["paths"].items():
+        for method, op in ops.items():
+            yield method, path, op
+
+
+def error_statuses(op) -> set[int]:
+    return {int(s) for s in op["responses"] if int(s) >= 400}
+
+
+def test_the_openapi_documents_no_422_anywhere(schema):
+    for method, path, op in operations(schema):
+        assert "422" not in op["responses"], (method, path)
+    assert not {"HTTPValidationError", "ValidationError"} & set(schema["components"]["schemas"])
+
+
+def test_every_v1_operation_documents_its_errors_in_the_error_shape_and_the_bearer_scheme(schema):
+    scheme = schema["components"]["securitySchemes"]["apiKey"]
+    assert (scheme["type"], scheme["scheme"]) == ("http", "bearer")
+    v1 = {(m, p): op for m, p, op in operations(schema) if p.startswith("/v1/")}
+    assert set(v1) == set(ROUTE_ERRORS)
+    for key, op in v1.items():
+        assert error_statuses(op) == EVERY_V1 | ROUTE_ERRORS[key], key
+        for status in error_statuses(op):
+            content = op["responses"][str(status)]["content"]["application/json"]
+            assert content["schema"] == {"$ref": ERROR_REF}, (key, status)
+        assert op["security"] == [{"apiKey": []}], key
+        assert "WWW-Authenticate" in op["responses"]["401"]["headers"]
+        assert "Retry-After" in op["responses"]["429"]["headers"]
+    health = schema["paths"]["/health"]["get"]
+    assert "security" not in health and error_statuses(health) == {413}  # open; bodies are capped
+
+
+async def test_real_refusals_answer_only_statuses_the_openapi_documents(http, harness, schema):
+    """Every /v1 operation, as the schema lists them, sent what a careless or hostile client sends."""
+    admin = {"Authorization": f"Bearer {await new_key(harness.rt, 'acme', 'admin')}"}
+    client = {"Authorization": f"Bearer {await new_key(harness.rt, 'acme')}"}
+    json_type = {"Content-Type": "application/json"}
+    attempts = [
+        ({}, b'{"scopes": ["client"]}'),  # no key
+        ({"Authorization": "Bearer avm_aaaaaaaaaaaa_" + "A" * 43}, None),  # a key that does not exist
+        (client, b'{"daily_tokens": 1}'),  # not admin
+        (admin, b"{"),  # malformed JSON
+        (admin, b'{"scopes": "root", "daily_tokens": "many"}'),  # wrong types
+        (admin, b"x" * (harness.rt.turns.max_body_bytes + 1)),  # too large
+    ]
+    seen: set[int] = set()
+    for method, path, op in operations(schema):
+        url = path.replace("{key_id}", "abcdefghijkl").replace("{container_id}", "c1")
+        for headers, body in attempts:
+            r = await http.request(method.upper(), url, content=body, headers={**headers, **json_type})
+            seen.add(r.status_code)
+            assert str(r.status_code) in op["responses"], (method, path, r.status_code, r.text)
+            if r.status_code >= 400:
+                assert ErrorBody.model_validate(r.json()).error.code, r.text
+
+    # rate limited, and budgets switched off: also documented
+    limited = {
+        "Authorization": f"Bearer {await new_key(harness.rt, 'acme', 'admin', rate_limit_per_minute=1)}"
+    }
+    assert (await http.get("/v1/usage", headers=limited)).status_code == 200
+    r = await http.get("/v1/usage", headers=limited)
+    assert r.status_code == 429 and "429" in schema["paths"]["/v1/usage"]["get"]["responses"]
+    harness.rt.budgets = None
+    r = await http.get("/v1/budgets/tenant", headers=admin)
+    assert r.status_code == 400 and "400" in schema["paths"]["/v1/budgets/tenant"]["get"]["responses"]
+    assert seen >= {200, 400, 401, 403, 404, 413}
