@@ -69,7 +69,14 @@ def main() -> None:
         "--quick", action="store_true", help="small loads only (a smoke run, not for the record)"
     )
     args = parser.parse_args()
-    from benchmarks import cold_start, history_scaling, local_load, peer_langgraph, tool_steps
+    from benchmarks import (
+        cold_start,
+        history_scaling,
+        local_load,
+        noisy_neighbour,
+        peer_langgraph,
+        tool_steps,
+    )
 
     sections: list[str] = []
     command = "./dev python -m benchmarks.run_all" + (" --quick" if args.quick else "")
@@ -94,6 +101,12 @@ def main() -> None:
     )
 
     sections.append(tool_steps.render(asyncio.run(tool_steps.run(5, 11 if args.quick else 31))))
+
+    if args.quick:
+        neighbours = asyncio.run(noisy_neighbour.run(flood=40, turns=3, slots=20))
+    else:
+        neighbours = asyncio.run(noisy_neighbour.run(flood=1100, turns=7))
+    sections.append(noisy_neighbour.render(neighbours))
 
     sections.append(cold_start.report(quick=args.quick))
 
