@@ -84,6 +84,9 @@ class Settings(BaseSettings):
     tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
     # Tools may reach loopback, private and link-local addresses (agent/egress.py); off by default.
     tool_allow_private_networks: bool = False
+    # Sandbox jobs without bubblewrap run as plain processes of the server's user: allowed on a
+    # loopback address, refused elsewhere unless this is set (adapters/local/sandbox.py).
+    sandbox_allow_unisolated: bool = False
 
     # protocol limits
     max_frame_bytes: int = 256 * 1024

@@ -240,6 +240,61 @@ class HttpToolClient(Protocol):
     ) -> HttpToolResponse: ...
 
 
+@dataclass(frozen=True, slots=True)
+class SandboxLimits:
+    """What one sandbox job may use. Past a limit the job is stopped and the result says which."""
+
+    wall_s: float = 30.0  # seconds of real time
+    cpu_s: int = 20  # seconds of CPU time
+    memory_mb: int = 512  # address space
+    output_bytes: int = 64 * 1024  # stdout and stderr together; the rest is cut
+    file_mb: int = 64  # the largest file a job may write
+
+
+@dataclass(frozen=True, slots=True)
+class SandboxRun:
+    """How a sandbox job ended: its exit code (None when it was stopped), its output (stdout and
+    stderr interleaved, cut at the limit), and which limit stopped it, if one did."""
+
+    exit_code: int | None
+    output: str
+    truncated: bool = False
+    stopped_by: str | None = None  # "wall_time" | "cpu_time" | "memory" | "output" | "file_size"
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceEntry:
+    path: str  # relative to the workspace root
+    kind: str  # "file" | "dir" | "link"
+    size: int
+
+
+class Sandbox(Protocol):
+    """A persistent workspace per (tenant, container), and jobs run in it under limits.
+
+    Paths are relative to the workspace root; one that leaves it (``..``, an absolute path, a
+    symlink pointing out) raises ``ValueError``. A job sees its own workspace only.
+    """
+
+    @property
+    def isolated(self) -> bool:
+        """Whether jobs run isolated (no other files, no network) or as plain processes."""
+        ...
+
+    async def run(
+        self,
+        tenant_id: str,
+        container_id: str,
+        argv: Sequence[str],
+        *,
+        stdin: str | None,
+        limits: SandboxLimits,
+    ) -> SandboxRun: ...
+    async def read(self, tenant_id: str, container_id: str, path: str, *, max_bytes: int) -> bytes: ...
+    async def write(self, tenant_id: str, container_id: str, path: str, data: bytes) -> None: ...
+    async def list(self, tenant_id: str, container_id: str, path: str) -> list[WorkspaceEntry]: ...
+
+
 class Clock(Protocol):
     def now_ms(self) -> int: ...
     def monotonic(self) -> float: ...
@@ -326,9 +381,13 @@ __all__ = [
     "ModelClient",
     "ModelResolver",
     "Push",
+    "Sandbox",
+    "SandboxLimits",
+    "SandboxRun",
     "SeqMessage",
     "Store",
     "Tool",
     "ToolOutput",
     "TurnQueue",
+    "WorkspaceEntry",
 ]

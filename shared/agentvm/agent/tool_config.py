@@ -5,7 +5,9 @@ Three sources, all in the image's ``config``:
 * ``mcpServers``: AgentX's ``McpServerConfig`` map (protocol §6.1): stdio ``{command, args, env}``
   (local host only), ``{"type": "http", url, headers}`` (Streamable HTTP) or ``{"type": "sse", ...}``.
 * ``tools``: a list of declarations: ``{"type": "http", name, description, inputSchema, method, url,
-  headers, timeoutS, idempotent}`` or ``{"type": "builtin", name}`` (``agent.builtin_tools``).
+  headers, timeoutS, idempotent}``, ``{"type": "builtin", name}`` (``agent.builtin_tools``) or
+  ``{"type": "sandbox", wallS, cpuS, memoryMb, outputBytes}`` (``agent.sandbox_tools``: the tools
+  ``sh``, ``python``, ``read``, ``write``, ``edit``, ``ls`` on the container's workspace).
 * ``maxSteps``: how many model calls one turn may make (default 20).
 
 A header value may be a plain string (stored with the image: not for secrets) or ``{"secret":
@@ -90,7 +92,17 @@ class BuiltinToolDecl(_Decl):
         return v
 
 
-ToolDecl = Annotated[HttpToolDecl | BuiltinToolDecl, Field(discriminator="type")]
+class SandboxToolDecl(_Decl):
+    """The sandbox tools (``agent.sandbox_tools``) on the container's workspace, with job limits."""
+
+    type: Literal["sandbox"]
+    wallS: float = Field(default=30.0, gt=0, le=600)
+    cpuS: int = Field(default=20, ge=1, le=600)
+    memoryMb: int = Field(default=512, ge=64, le=8192)
+    outputBytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
+
+
+ToolDecl = Annotated[HttpToolDecl | BuiltinToolDecl | SandboxToolDecl, Field(discriminator="type")]
 
 
 class McpStdioServer(_Decl):
@@ -167,6 +179,7 @@ __all__ = [
     "HttpToolDecl",
     "McpRemoteServer",
     "McpStdioServer",
+    "SandboxToolDecl",
     "SecretRef",
     "ToolDecl",
     "check_input_schema",

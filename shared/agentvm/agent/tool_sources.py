@@ -33,6 +33,7 @@ from agentvm.agent.tool_config import (
     HttpToolDecl,
     McpRemoteServer,
     McpStdioServer,
+    SandboxToolDecl,
     SecretRef,
     parse_mcp_servers,
 )
@@ -43,7 +44,7 @@ from agentvm.ports import ToolOutput
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from agentvm.ports import HttpToolClient, McpConnector, McpSession, Store, Tool
+    from agentvm.ports import HttpToolClient, McpConnector, McpSession, Sandbox, Store, Tool
     from agentvm.records import ImageRecord
 
 log = logging.getLogger("agentvm.tools")
@@ -182,6 +183,7 @@ class ToolSources:
 
     mcp: McpConnector | None = None
     http: HttpToolClient | None = None
+    sandbox: Sandbox | None = None  # None: this host runs no sandbox (its tools are left out, with a note)
     secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # by tenant; "*": all
     allow_stdio: bool = True
     allow_private_networks: bool = False
@@ -191,6 +193,7 @@ class ToolSources:
     async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
         secrets = tenant_secrets(self.secrets, image.tenantId)
         tools: list[Tool] = []
+        notes: list[str] = []
         for raw in image.tools or []:
             kind = raw.get("type")
             if kind == "builtin":
@@ -202,11 +205,19 @@ class ToolSources:
                 tools.append(
                     HttpTool(http, self.http, secrets, self.max_output_chars * 4, self.allow_private_networks)
                 )
+            elif kind == "sandbox":
+                if self.sandbox is None:
+                    notes.append("the sandbox is not available on this server; its tools are left out")
+                    continue
+                from agentvm.agent.sandbox_tools import sandbox_tools
+
+                decl_ = SandboxToolDecl.model_validate(raw)
+                tools.extend(sandbox_tools(decl_, self.sandbox, image.tenantId, image.containerId))
         closers = []
-        notes: list[str] = []
         if image.mcpServers and self.mcp is not None:
             servers = parse_mcp_servers(image.mcpServers, allow_stdio=self.allow_stdio)
-            catalog, notes = await self._catalog(store, image, servers, secrets)
+            catalog, listing_notes = await self._catalog(store, image, servers, secrets)
+            notes += listing_notes
             sessions = TurnMcpSessions(self.mcp, servers, secrets, self.allow_private_networks)
             taken = {t.spec.name for t in tools}
             for server in sorted(catalog):

@@ -108,7 +108,11 @@ class ImageConfig(BaseModel):
     @field_validator("tools", mode="after")
     @classmethod
     def _unique_names(cls, v: list[Any] | None) -> list[Any] | None:
-        names = [decl.name for decl in v or []]
+        from agentvm.agent.sandbox_tools import SPECS as SANDBOX_TOOLS
+
+        names: list[str] = []
+        for decl in v or []:  # a sandbox declaration brings its own six tools
+            names += list(SANDBOX_TOOLS) if decl.type == "sandbox" else [decl.name]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"tool names must be unique (repeated: {', '.join(duplicates)})")

@@ -49,6 +49,11 @@ async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> lis
         frame = parse_frame(raw, max_bytes=rt.turns.max_frame_bytes)
     except FrameError as exc:
         return _refused(rt, connection_id, exc, exc.request_type, exc.request_id)
+    except Exception:  # a bug in a validator: the client still gets an answer, the socket lives
+        log.exception("parsing a frame failed")
+        request_type, request_id = peek_request(raw)
+        err = AgentVMError("internal error")
+        return _error_frames(rt, err, request_type=request_type, request_id=request_id, data={})
     if isinstance(frame, IgnoredFrame):
         return []  # acks and echoed responses cost nothing; the local host bounds their rate
     conn = await rt.connections.get(connection_id)

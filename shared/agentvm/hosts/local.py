@@ -68,7 +68,7 @@ def local_runtime(settings: Settings) -> LocalHost:
         # Subscribers are an in-memory lookup here: looked up on every send, so a client that
         # resumes mid-turn is caught up at the next frame.
         turns=turn_settings(settings, subscriber_refresh_s=0.0),
-        tools=tool_sources(settings, allow_stdio=True),
+        tools=tool_sources(settings, allow_stdio=True, sandbox_root=settings.data_dir / "workspaces"),
     )
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 

@@ -236,6 +236,25 @@ def _frame_rate_error(rt: Runtime, rate: FrameRate) -> RateLimited:
     )
 
 
+def _say_sandbox_isolation(settings: Settings) -> None:
+    from agentvm.adapters.local.sandbox import bubblewrap
+
+    if bubblewrap() is not None:
+        log.info("sandbox jobs run isolated with bubblewrap")
+    elif settings.sandbox_allow_unisolated or is_loopback(settings.host):
+        log.warning(
+            "SANDBOX NOT ISOLATED: bubblewrap (bwrap) is missing or cannot run here, so sandbox jobs run "
+            "as plain processes of this user, with limits but no isolation. Install Debian's "
+            "'bubblewrap' (./dev does) before serving anyone but yourself."
+        )
+    else:
+        log.warning(
+            "SANDBOX DISABLED: bubblewrap (bwrap) is missing or cannot run here, and this server listens "
+            "on a non-loopback address; images' sandbox tools are left out. Install 'bubblewrap', or "
+            "set AVM_SANDBOX_ALLOW_UNISOLATED=true to accept unisolated jobs."
+        )
+
+
 def _raise_descriptor_limit() -> None:
     """Every connection is a file descriptor: use all the process may have (the soft limit is
     often 1,024, the hard one far higher), and say how many that is."""
@@ -267,6 +286,7 @@ def serve(host: LocalHost) -> None:
             "NO DEFAULT MODEL: images without a model use the built-in echo model; "
             "set AVM_DEFAULT_MODEL (e.g. bedrock/<model id>) to use a configured provider by default."
         )
+    _say_sandbox_isolation(settings)
     log.info(
         "AgentVM listening",
         extra={

@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
+    from pathlib import Path
 
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.agent.tools import Toolbox
     from agentvm.config import Settings
-    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Store
+    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Sandbox, Store
     from agentvm.records import ImageRecord
 
 
@@ -62,29 +63,47 @@ class LazyToolSources:
     """``ToolSources``, built when a turn first needs a toolbox: the functions that never run a turn
     (``$connect``, ``$disconnect``, the authorizer, the HTTP API) never import the tool machinery."""
 
-    def __init__(self, settings: Settings, *, allow_stdio: bool) -> None:
+    def __init__(self, settings: Settings, *, allow_stdio: bool, sandbox_root: Path | None = None) -> None:
         self._settings = settings
         self.allow_stdio = allow_stdio
+        self._sandbox_root = sandbox_root
         self._built: ToolSources | None = None
 
     async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
         if self._built is None:
-            self._built = _build(self._settings, allow_stdio=self.allow_stdio)
+            self._built = _build(
+                self._settings, allow_stdio=self.allow_stdio, sandbox_root=self._sandbox_root
+            )
         return await self._built.toolbox(store, image)
 
 
-def tool_sources(settings: Settings, *, allow_stdio: bool) -> ToolSources:
-    """Where turns get their tools: built-ins, HTTP tools, MCP servers; header secrets by tenant
-    from ``AVM_TOOL_SECRETS``. Built on first use (``LazyToolSources``)."""
-    return LazyToolSources(settings, allow_stdio=allow_stdio)  # type: ignore[return-value]
+def tool_sources(settings: Settings, *, allow_stdio: bool, sandbox_root: Path | None = None) -> ToolSources:
+    """Where turns get their tools: built-ins, HTTP tools, MCP servers, and (``sandbox_root``: the
+    local host) the sandbox; header secrets by tenant from ``AVM_TOOL_SECRETS``. Built on first
+    use (``LazyToolSources``)."""
+    return LazyToolSources(settings, allow_stdio=allow_stdio, sandbox_root=sandbox_root)  # type: ignore[return-value]
 
 
-def _build(settings: Settings, *, allow_stdio: bool) -> ToolSources:
+def local_sandbox(settings: Settings, root: Path) -> Sandbox | None:
+    """The workspaces under ``root``, isolated with bubblewrap when it works here. Without it, jobs
+    would run as plain processes of the server's user: allowed on a loopback address (the
+    developer's own machine) or with ``AVM_SANDBOX_ALLOW_UNISOLATED``, refused otherwise."""
+    from agentvm.adapters.local.sandbox import LocalSandbox
+    from agentvm.hosts.local_server import is_loopback
+
+    sandbox = LocalSandbox(root)
+    if sandbox.isolated or settings.sandbox_allow_unisolated or is_loopback(settings.host):
+        return sandbox
+    return None
+
+
+def _build(settings: Settings, *, allow_stdio: bool, sandbox_root: Path | None) -> ToolSources:
     from agentvm.agent.tool_sources import ToolSources
 
     return ToolSources(
         mcp=LazyMcpConnector(),
         http=LazyHttpToolClient(),
+        sandbox=None if sandbox_root is None else local_sandbox(settings, sandbox_root),
         secrets={
             tenant: {name: value.get_secret_value() for name, value in values.items()}
             for tenant, values in settings.tool_secrets.items()
@@ -96,4 +115,4 @@ def _build(settings: Settings, *, allow_stdio: bool) -> ToolSources:
     )
 
 
-__all__ = ["LazyHttpToolClient", "LazyMcpConnector", "LazyToolSources", "tool_sources"]
+__all__ = ["LazyHttpToolClient", "LazyMcpConnector", "LazyToolSources", "local_sandbox", "tool_sources"]

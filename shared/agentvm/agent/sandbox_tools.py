@@ -1,0 +1,156 @@
+"""The sandbox tools an image gets by declaring ``{"type": "sandbox"}``: ``sh``, ``python``,
+``read``, ``write``, ``edit`` and ``ls``, on the container's persistent workspace.
+
+The workspace belongs to the image's container (the end user): files written in one turn are
+there in the next, and no other container or tenant sees them. Jobs (``sh``, ``python``) run under
+the declaration's limits (``SandboxLimits``); a job stopped at a limit is an error result that
+says which limit, so the model can try something smaller.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentvm.llm import ToolSpec
+from agentvm.ports import SandboxLimits, ToolOutput
+
+if TYPE_CHECKING:
+    from agentvm.agent.tool_config import SandboxToolDecl
+    from agentvm.ports import Sandbox, SandboxRun
+
+MAX_READ_BYTES = 256 * 1024
+_STOPPED = {
+    "wall_time": "it ran longer than its wall-time limit of {wall_s:g} s",
+    "cpu_time": "it used more than its CPU-time limit of {cpu_s} s",
+    "memory": "it ran out of memory (limit {memory_mb} MB)",
+    "output": "it printed more than {output_bytes} bytes",
+    "file_size": "it wrote a file larger than {file_mb} MB",
+}
+
+
+def _object(properties: dict[str, Any], required: list[str]) -> dict[str, Any]:
+    return {"type": "object", "properties": properties, "required": required, "additionalProperties": False}
+
+
+_PATH = {"type": "string", "description": "a path in the workspace, relative or under /workspace"}
+SPECS = {
+    "sh": ToolSpec(
+        "sh",
+        "Run a shell command (/bin/sh -c) in your workspace, /workspace, which keeps its files between "
+        "turns. No network. Returns the combined stdout and stderr, and the exit code.",
+        _object({"command": {"type": "string", "minLength": 1}}, ["command"]),
+    ),
+    "python": ToolSpec(
+        "python",
+        "Run Python 3 code in your workspace (/workspace, the working directory). No network. "
+        "Returns what it prints and the exit code.",
+        _object({"code": {"type": "string", "minLength": 1}}, ["code"]),
+    ),
+    "read": ToolSpec(
+        "read",
+        f"Read a text file of the workspace (at most {MAX_READ_BYTES // 1024} KB).",
+        _object({"path": _PATH}, ["path"]),
+    ),
+    "write": ToolSpec(
+        "write",
+        "Write a text file in the workspace (parent directories are created; an existing file is replaced).",
+        _object({"path": _PATH, "content": {"type": "string"}}, ["path", "content"]),
+    ),
+    "edit": ToolSpec(
+        "edit",
+        "Replace one exact occurrence of `old` with `new` in a workspace file.",
+        _object(
+            {"path": _PATH, "old": {"type": "string", "minLength": 1}, "new": {"type": "string"}},
+            ["path", "old", "new"],
+        ),
+    ),
+    "ls": ToolSpec(
+        "ls",
+        "List a directory of the workspace (default: its root).",
+        _object({"path": _PATH}, []),
+    ),
+}
+
+
+@dataclass(frozen=True)
+class SandboxTool:
+    """One sandbox tool, bound to one container's workspace."""
+
+    spec: ToolSpec
+    sandbox: Sandbox
+    tenant_id: str
+    container_id: str
+    limits: SandboxLimits
+
+    @property
+    def timeout_s(self) -> float:
+        return self.limits.wall_s + 10  # the job's own wall-time limit answers first, and says so
+
+    @property
+    def idempotent(self) -> bool:
+        return self.spec.name in ("read", "write", "ls")
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        name, ids = self.spec.name, (self.tenant_id, self.container_id)
+        if name == "sh":
+            return self._job(await self._run(["/bin/sh", "-c", arguments["command"]], None))
+        if name == "python":
+            return self._job(await self._run(["python3", "-"], arguments["code"]))
+        if name == "read":
+            data = await self.sandbox.read(*ids, arguments["path"], max_bytes=MAX_READ_BYTES + 1)
+            text = data[:MAX_READ_BYTES].decode("utf-8", "replace")
+            if len(data) > MAX_READ_BYTES:
+                text += f"\n[file longer than {MAX_READ_BYTES} bytes: cut]"
+            return ToolOutput(text)
+        if name == "write":
+            data = arguments["content"].encode()
+            await self.sandbox.write(*ids, arguments["path"], data)
+            return ToolOutput(f"wrote {len(data)} bytes to {arguments['path']}")
+        if name == "edit":
+            return await self._edit(arguments["path"], arguments["old"], arguments["new"])
+        entries = await self.sandbox.list(*ids, arguments.get("path") or ".")
+        lines = [f"{e.path}/" if e.kind == "dir" else f"{e.path}  ({e.size} bytes)" for e in entries]
+        return ToolOutput("\n".join(lines) or "(empty)")
+
+    async def _run(self, argv: list[str], stdin: str | None) -> SandboxRun:
+        return await self.sandbox.run(
+            self.tenant_id, self.container_id, argv, stdin=stdin, limits=self.limits
+        )
+
+    def _job(self, run: SandboxRun) -> ToolOutput:
+        text = run.output
+        if run.truncated:
+            text += f"\n[output cut at {self.limits.output_bytes} bytes]"
+        if run.stopped_by is not None:
+            why = _STOPPED[run.stopped_by].format(
+                wall_s=self.limits.wall_s,
+                cpu_s=self.limits.cpu_s,
+                memory_mb=self.limits.memory_mb,
+                output_bytes=self.limits.output_bytes,
+                file_mb=self.limits.file_mb,
+            )
+            return ToolOutput(f"{text}\n[stopped: {why}]", is_error=True)
+        return ToolOutput(f"{text}\n[exit code {run.exit_code}]", is_error=run.exit_code != 0)
+
+    async def _edit(self, path: str, old: str, new: str) -> ToolOutput:
+        ids = (self.tenant_id, self.container_id)
+        text = (await self.sandbox.read(*ids, path, max_bytes=MAX_READ_BYTES * 16)).decode("utf-8")
+        count = text.count(old)
+        if count != 1:
+            where = "does not occur" if count == 0 else f"occurs {count} times"
+            return ToolOutput(f"Error: `old` {where} in {path}; it must occur exactly once", is_error=True)
+        await self.sandbox.write(*ids, path, text.replace(old, new, 1).encode())
+        return ToolOutput(f"edited {path}")
+
+
+def sandbox_tools(
+    decl: SandboxToolDecl, sandbox: Sandbox, tenant_id: str, container_id: str
+) -> list[SandboxTool]:
+    limits = SandboxLimits(
+        wall_s=decl.wallS, cpu_s=decl.cpuS, memory_mb=decl.memoryMb, output_bytes=decl.outputBytes
+    )
+    return [SandboxTool(spec, sandbox, tenant_id, container_id, limits) for spec in SPECS.values()]
+
+
+__all__ = ["MAX_READ_BYTES", "SPECS", "SandboxTool", "sandbox_tools"]
