@@ -162,6 +162,13 @@ class TurnDeadlineExceeded(TurnStopped):
     code = "turn_timeout"
 
 
+class StorageUnavailable(AgentVMError):
+    """Storage could not be written (the disk is full, or a write failed). Nothing half-written
+    was kept: retry the request once space returns."""
+
+    code = "storage_unavailable"
+
+
 class ConnectionGone(AgentVMError):
     """The WebSocket connection no longer exists."""
 

@@ -21,8 +21,8 @@ from agentvm.agent.compaction import compact_after_turn, prepare_context
 from agentvm.agent.history import open_step, result_of, turn_steps
 from agentvm.agent.loop import PendingStep, TurnOutcome, run_turn
 from agentvm.agent.tool_config import DEFAULT_MAX_STEPS
-from agentvm.errors import AgentVMError, ProviderError, ProviderRejected
-from agentvm.events import EventContext
+from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, StorageUnavailable
+from agentvm.events import EventContext, dumps, system_error
 from agentvm.llm import ToolCall
 from agentvm.messages import (
     AssistantMessage,
@@ -72,7 +72,28 @@ def context_for(job: TurnJob) -> EventContext:
 
 
 async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
-    """Run one turn job to completion. Returns None when there was nothing to do."""
+    """Run one turn job to completion. Returns None when there was nothing to do.
+
+    If storage cannot be written (a full disk), the session's subscribers are told at once with a
+    ``system_error`` (``storage_unavailable``, not stored: nothing can be), and the error goes to
+    the queue, which runs the turn again later: it resumes from what was stored."""
+    try:
+        return await _process_turn(rt, job)
+    except StorageUnavailable as exc:
+        log.warning("turn could not be stored; it will be retried", extra={"turn_id": job.turnId})
+        frame = system_error(
+            exc.message,
+            now_ms=rt.clock.now_ms(),
+            code=exc.code,
+            request_id=job.requestId,
+            details={"sessionId": job.sessionId, "turnId": job.turnId},
+        )
+        with contextlib.suppress(Exception):
+            await Fanout(rt.connections, rt.push).publish(job.sessionId, [dumps(frame)])
+        raise
+
+
+async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     store = rt.store
     turn = await store.get_turn(job.turnId)
     if turn is not None and turn.status in TERMINAL:

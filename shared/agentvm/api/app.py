@@ -35,6 +35,7 @@ from agentvm.errors import (
     Forbidden,
     NotFound,
     QuotaExceeded,
+    StorageUnavailable,
     Unauthorized,
 )
 from agentvm.logs import log_refusal
@@ -54,6 +55,7 @@ STATUS: dict[type[AgentVMError], int] = {
     NotFound: 404,
     Conflict: 409,
     QuotaExceeded: 429,
+    StorageUnavailable: 503,
 }
 _HTTP_CODES = {
     400: "bad_request",

@@ -12,7 +12,10 @@ a crash of the process. The consumer runs in the same process and event loop:
 - success deletes the row; a failure re-queues it after ``retry_delay_s`` without losing its place,
   and after ``max_attempts`` failures moves it to the ``dead`` state, out of the session's line;
 - rows left ``running`` by a crash (or a cancelled ``run``) are re-queued when a consumer starts,
-  so delivery is at least once and handlers must be idempotent by ``turnId``.
+  so delivery is at least once and handlers must be idempotent by ``turnId``;
+- a job's outcome that cannot be written (the disk is full) is kept in memory and written again on
+  every pass until it lands: the row never stays ``running`` for the life of the process, and the
+  session's next turn runs as soon as space returns, with no restart.
 
 One consumer per file: a second one would re-queue the first one's running jobs at start.
 """
@@ -28,6 +31,7 @@ from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from agentvm.adapters.local.sqlite_store import connect
+from agentvm.errors import StorageUnavailable
 from agentvm.records import TurnJob
 
 if TYPE_CHECKING:
@@ -86,6 +90,7 @@ class SqliteTurnQueue:
         self._wake = asyncio.Event()
         self._inflight: dict[str, asyncio.Task[None]] = {}  # session id -> its running job
         self._running: Counter[str] = Counter()  # tenant id -> its running jobs
+        self._unsettled: dict[int, Callable[[], object]] = {}  # seq -> the outcome write that failed
         self._consuming = False
 
     def close(self) -> None:
@@ -136,8 +141,9 @@ class SqliteTurnQueue:
             while True:
                 # Cleared before scanning: an enqueue or a finished job after the scan sets it again.
                 self._wake.clear()
+                self._settle_pending()
                 next_retry_at = self._start_ready(handler)
-                if until_idle and not self._inflight and not self._has_live_jobs():
+                if until_idle and not self._inflight and not self._unsettled and not self._has_live_jobs():
                     return
                 timeout = self.poll_interval_s
                 if next_retry_at is not None:
@@ -206,17 +212,35 @@ class SqliteTurnQueue:
             task = asyncio.current_task()
             if task is not None and task.cancelling():
                 raise  # we are being cancelled: leave the row 'running' (see _consume)
-            self._record_failure(seq, job, attempts + 1, "CancelledError")
+            self._settle(seq, lambda: self._record_failure(seq, job, attempts + 1, "CancelledError"))
         except Exception as exc:
-            self._record_failure(seq, job, attempts + 1, type(exc).__name__)
+            error = type(exc).__name__
+            self._settle(seq, lambda: self._record_failure(seq, job, attempts + 1, error))
         else:
-            self._conn.execute("DELETE FROM turn_jobs WHERE seq = ?", (seq,))
+            self._settle(seq, lambda: self._conn.execute("DELETE FROM turn_jobs WHERE seq = ?", (seq,)))
         finally:
             self._inflight.pop(job.sessionId, None)
             self._running[job.tenantId] -= 1
             if self._running[job.tenantId] <= 0:
                 del self._running[job.tenantId]
             self._wake.set()
+
+    def _settle(self, seq: int, write: Callable[[], object]) -> None:
+        """Write a job's outcome; if storage is unavailable, keep it and try again each pass (the
+        row stays ``running`` until then, holding its session's line, never the process's)."""
+        try:
+            write()
+        except StorageUnavailable:
+            log.warning("could not record a turn's outcome (storage unavailable); will retry")
+            self._unsettled[seq] = write
+
+    def _settle_pending(self) -> None:
+        for seq, write in list(self._unsettled.items()):
+            try:
+                write()
+            except StorageUnavailable:
+                return  # still no space: try again on the next pass
+            del self._unsettled[seq]
 
     def _record_failure(self, seq: int, job: TurnJob, attempts: int, error: str) -> None:
         # Logs carry ids and the exception type only: exception text may quote user content.

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentvm.errors import StorageUnavailable
 from agentvm.messages import message_from_wire, message_to_wire
 from agentvm.ports import AppendResult, SeqMessage
 from agentvm.records import (
@@ -90,6 +91,35 @@ CREATE TABLE IF NOT EXISTS summaries (
 """
 
 
+_UNWRITABLE = ("database or disk is full", "disk i/o error", "attempt to write a readonly database")
+
+
+def _translated(exc: sqlite3.OperationalError) -> Exception:
+    """A write that failed for lack of space (or a dying disk) as the error the core knows."""
+    if any(reason in str(exc).lower() for reason in _UNWRITABLE):
+        error = StorageUnavailable()
+        error.__cause__ = exc
+        return error
+    return exc
+
+
+class _Connection(sqlite3.Connection):
+    """Raises ``StorageUnavailable`` for a full or failing disk, wherever a statement runs, so the
+    gateway answers ``storage_unavailable`` and the turn fails cleanly instead of crashing."""
+
+    def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().execute(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            raise _translated(exc) from exc
+
+    def executescript(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
+        try:
+            return super().executescript(*args, **kwargs)
+        except sqlite3.OperationalError as exc:
+            raise _translated(exc) from exc
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open (creating parent directories) a WAL-mode connection in autocommit mode.
 
@@ -99,7 +129,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     # isolation_level=None: the sqlite3 module must not open transactions behind our back; the
     # methods that need one say BEGIN themselves.
-    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None)
+    conn = sqlite3.connect(path, check_same_thread=False, isolation_level=None, factory=_Connection)
     conn.execute("PRAGMA journal_mode=WAL")
     # NORMAL is durable across application crashes in WAL mode (only an OS crash can lose the
     # last commits), and avoids an fsync per commit.
