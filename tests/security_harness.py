@@ -14,6 +14,7 @@ from agentvm.security.auth import Authenticator
 from agentvm.security.budgets import Budgets
 from agentvm.security.ratelimit import RateLimiter
 from agentvm.security.setup import Security
+from agentvm.security.storage_quota import StorageQuota
 from tests.harness import ProtocolClient
 
 if TYPE_CHECKING:
@@ -49,6 +50,7 @@ def security(
     rate_limit_per_minute: int = 600,
     unauthenticated_per_minute: int = 30,
     cache_s: float = 30.0,
+    storage_bytes: int = 0,
 ) -> Security:
     counters = SqliteCounters(":memory:", now=lambda: clock.now_ms() / 1000)
     keys = ApiKeys(SqliteKeyStore(":memory:"), secrets or ServerSecrets(SERVER_SECRET), clock)
@@ -61,6 +63,7 @@ def security(
             per_minute=rate_limit_per_minute,
             unauthenticated_per_minute=unauthenticated_per_minute,
         ),
+        storage_quota=StorageQuota(counters, limit_bytes=storage_bytes) if storage_bytes else None,
     )
 
 

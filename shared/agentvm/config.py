@@ -111,6 +111,8 @@ class Settings(BaseSettings):
     key_cache_s: float = Field(default=30.0, ge=0, le=60)  # verified keys cached: the revocation bound
     # budgets and rate limits
     rate_limit_per_minute: int = Field(default=600, ge=0)  # requests per API key; 0 = unlimited
+    # bytes of messages one tenant may store (security/storage_quota.py); 0 = no quota
+    tenant_storage_bytes: int = Field(default=1 << 30, ge=0)
     # frames (auth attempts included) a WebSocket may send before it has authenticated, per minute
     unauthenticated_frames_per_minute: int = Field(default=30, ge=1)
     # every frame of one local WebSocket, keyed or not: a token bucket of this rate, with a burst of

@@ -169,6 +169,20 @@ class StorageUnavailable(AgentVMError):
     code = "storage_unavailable"
 
 
+class StorageQuotaExceeded(AgentVMError):
+    """The tenant's storage quota is used up."""
+
+    code = "storage_quota_exceeded"
+
+    def __init__(self, message: str = "", *, limit: int, used: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.used = used
+
+    def wire_fields(self) -> dict[str, object]:
+        return {"limit": self.limit, "used": self.used}
+
+
 class ConnectionGone(AgentVMError):
     """The WebSocket connection no longer exists."""
 

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Authenticator
     from agentvm.security.budgets import Budgets
     from agentvm.security.ratelimit import RateLimiter
+    from agentvm.security.storage_quota import StorageQuota
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,6 +140,7 @@ class Runtime:
     auth: Authenticator | None = None
     budgets: Budgets | None = None
     rate_limiter: RateLimiter | None = None
+    storage_quota: StorageQuota | None = None  # bytes a tenant may store (None: no quota)
     # Where a turn's tools come from (agent/tool_sources.py). None: images' tools are not run.
     tools: ToolSources | None = None
 

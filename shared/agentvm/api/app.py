@@ -35,6 +35,7 @@ from agentvm.errors import (
     Forbidden,
     NotFound,
     QuotaExceeded,
+    StorageQuotaExceeded,
     StorageUnavailable,
     Unauthorized,
 )
@@ -56,6 +57,7 @@ STATUS: dict[type[AgentVMError], int] = {
     Conflict: 409,
     QuotaExceeded: 429,
     StorageUnavailable: 503,
+    StorageQuotaExceeded: 507,
 }
 _HTTP_CODES = {
     400: "bad_request",

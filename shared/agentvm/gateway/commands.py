@@ -265,10 +265,16 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
         await _interrupt_running(ctx, image)  # the new turn runs right after it stops (FIFO)
 
     user = UserMessage(id=ctx.rt.ids.new("msg"), timestamp=ctx.now(), content=req.content)
+    quota = ctx.rt.storage_quota
+    size = len(user.model_dump_json()) if quota is not None else 0
+    if quota is not None:
+        await quota.check(ctx.tenant_id, size)  # refused before anything is stored
     # Keyed by requestId: a retried request never appends twice nor runs a second turn.
     appended = await ctx.rt.store.append_message(
         image.sessionId, user, idempotency_key=f"req:{req.requestId}"
     )
+    if quota is not None and appended.created:
+        await quota.add(ctx.tenant_id, size)
     user_id = appended.message.id
     turn_id = turn_id_for(user_id)
     # message_persisted is the first frame of the turn, sent by its worker: numbered in the

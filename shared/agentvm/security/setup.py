@@ -15,6 +15,7 @@ from agentvm.security.apikeys import ApiKeys, ServerSecrets
 from agentvm.security.auth import Authenticator
 from agentvm.security.budgets import Budgets
 from agentvm.security.ratelimit import RateLimiter
+from agentvm.security.storage_quota import StorageQuota
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -36,11 +37,13 @@ class Security:
     auth: Authenticator | None  # None in the open dev mode
     budgets: Budgets
     rate_limiter: RateLimiter
+    storage_quota: StorageQuota | None = None
 
     def attach(self, rt: Runtime) -> None:
         rt.auth = self.auth
         rt.budgets = self.budgets
         rt.rate_limiter = self.rate_limiter
+        rt.storage_quota = self.storage_quota
 
 
 def server_secrets(settings: Settings) -> ServerSecrets:
@@ -110,6 +113,7 @@ def build_security(
             per_minute=settings.rate_limit_per_minute,
             unauthenticated_per_minute=settings.unauthenticated_frames_per_minute,
         ),
+        storage_quota=StorageQuota(counters, limit_bytes=settings.tenant_storage_bytes),
     )
 
 
