@@ -96,8 +96,9 @@ class Settings(BaseSettings):
     ws_send_queue_frames: int = Field(default=1024, ge=16)
     ws_send_timeout_s: float = Field(default=10.0, gt=0)
     ws_auth_deadline_s: float = Field(default=10.0, gt=0)  # a socket with no key must send `auth` by then
-    # live local WebSockets per client IP, and (counted apart) HTTP connections not yet upgraded
-    max_connections_per_address: int = Field(default=256, ge=1)
+    max_connections_per_address: int = Field(default=256, ge=1)  # live local WebSockets per client IP
+    # local HTTP connections not yet upgraded per client IP (hosts/http_guard.py)
+    max_http_connections_per_address: int = Field(default=256, ge=1)
     max_connections_per_key: int = Field(default=2000, ge=0)  # live local WebSockets per API key; 0 = no cap
     # a local HTTP connection must complete a request's headers within this, or it is closed
     # (slowloris; hosts/http_guard.py); idle keep-alive connections close after 5 s (uvicorn)

@@ -13,7 +13,7 @@ if TYPE_CHECKING:
 
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
-    from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Store, TurnQueue
+    from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Sandbox, Store, TurnQueue
     from agentvm.security.auth import Authenticator
     from agentvm.security.budgets import Budgets
     from agentvm.security.ratelimit import RateLimiter
@@ -143,6 +143,8 @@ class Runtime:
     storage_quota: StorageQuota | None = None  # bytes a tenant may store (None: no quota)
     # Where a turn's tools come from (agent/tool_sources.py). None: images' tools are not run.
     tools: ToolSources | None = None
+    # Containers' workspaces (sandbox tools, the workspace routes). None: this host has no sandbox.
+    sandbox: Sandbox | None = None
 
 
 __all__ = [

@@ -101,7 +101,7 @@ def test_sockets_that_never_complete_their_headers_are_closed_at_the_header_dead
 
 
 def test_one_address_holds_at_most_the_configured_number_of_http_connections(tmp_path):
-    env = base_env(AVM_MAX_CONNECTIONS_PER_ADDRESS="3", AVM_HTTP_HEADER_TIMEOUT_S="30")
+    env = base_env(AVM_MAX_HTTP_CONNECTIONS_PER_ADDRESS="3", AVM_HTTP_HEADER_TIMEOUT_S="30")
     with avm_serve(tmp_path, free_port(), env=env) as server:
         held = [_raw(server.port) for _ in range(3)]
         time.sleep(0.3)  # the server has accepted them

@@ -21,6 +21,8 @@ ROUTE_ERRORS = {
     ("put", "/v1/budgets/containers/{container_id}"): {400},
     ("get", "/v1/budgets/containers/{container_id}"): {400},
     ("get", "/v1/usage"): set(),
+    ("get", "/v1/containers/{container_id}/workspace"): {400, 404},
+    ("get", "/v1/containers/{container_id}/workspace/file"): {400, 404},
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 

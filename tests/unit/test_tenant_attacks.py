@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
+from agentvm.adapters.local.sandbox import LocalSandbox
 from agentvm.api.app import create_app
 from tests.contract.moto_table import atomic_moto
 from tests.harness import Harness
@@ -177,6 +178,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
     async with world.http("tenant-a") as http:
         for path in ("/v1/auth/keys", "/v1/budgets/tenant", "/v1/budgets/containers/user-alice", "/v1/usage"):
             out[path] = (await http.get(path)).json()
+        notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
+        out["workspace"] = (notes.status_code, notes.json())
     return normalise(out, "\0")
 
 
@@ -274,8 +277,10 @@ async def test_tenant_b_learns_nothing_and_changes_nothing_with_tenant_a_ids(wor
     assert await snapshot(world, v) == before
 
 
-async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world):
+async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
     v = await victim(world)
+    world.rt.sandbox = LocalSandbox(tmp_path / "workspaces", isolate=False)
+    await world.rt.sandbox.write("tenant-a", v.container, "notes.txt", b"tenant A's private notes")
     before = await snapshot(world, v)
     async with world.http("tenant-b") as http:
         keys = (await http.get("/v1/auth/keys")).json()["keys"]
@@ -286,6 +291,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world):
             ("GET", "/v1/budgets/containers/{}", v.container, "user-missing", None),
             ("PUT", "/v1/budgets/containers/{}", v.container, "user-missing", {"daily_tokens": 1}),
             ("GET", "/v1/usage?containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/containers/{}/workspace", v.container, "user-missing", None),
+            ("GET", "/v1/containers/{}/workspace/file?path=notes.txt", v.container, "user-missing", None),
         ]
         for method, path, own, miss, body in pairs:
             foreign = await http.request(method, path.format(own), json=body)

@@ -264,7 +264,9 @@ class ToolSources:
                 notes.append(f"MCP server {name!r} is unavailable: {exc}")
                 continue
             try:
-                specs = await asyncio.wait_for(session.list_tools(), server.timeoutS or _LIST_TIMEOUT_S)
+                # The declared timeout is per tool call; starting a server and listing may take longer.
+                list_timeout = max(server.timeoutS or 0, _LIST_TIMEOUT_S)
+                specs = await asyncio.wait_for(session.list_tools(), list_timeout)
             except Exception as exc:  # down, hanging, misconfigured: leave it out of this turn
                 message = str(exc)[:300] or type(exc).__name__
                 log.warning("MCP server tools could not be listed", extra={"server": name, "error": message})

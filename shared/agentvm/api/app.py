@@ -43,6 +43,7 @@ from agentvm.logs import log_refusal
 from agentvm.security.auth import Principal
 
 if TYPE_CHECKING:
+    from agentvm.ports import Sandbox
     from agentvm.runtime import Runtime
     from agentvm.security.budgets import Budgets
 
@@ -338,6 +339,41 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
                 "outputTokens": output_tokens,
                 "totalTokens": input_tokens + output_tokens,
             },
+        }
+
+    # -- workspaces (admin; the caller's tenant only) ------------------------------------------------
+    async def workspace_of(principal: Principal, container_id: str) -> Sandbox:
+        if await runtime.store.get_container(principal.tenant_id, container_id) is None:
+            raise NotFound(f"Container not found: {container_id}")
+        if runtime.sandbox is None:
+            raise NotFound("this server runs no sandbox, so containers have no workspace")
+        return runtime.sandbox
+
+    @v1.get("/containers/{container_id}/workspace", tags=["workspaces"], responses=_errors(400, 404))
+    async def list_workspace(request: Request, container_id: str, path: str = ".") -> dict[str, Any]:
+        """The entries of a directory of the container's sandbox workspace (its root by default)."""
+        principal = admin(request)
+        sandbox = await workspace_of(principal, container_id)
+        try:
+            entries = await sandbox.list(principal.tenant_id, container_id, path)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        return {"path": path, "entries": [{"path": e.path, "kind": e.kind, "size": e.size} for e in entries]}
+
+    @v1.get("/containers/{container_id}/workspace/file", tags=["workspaces"], responses=_errors(400, 404))
+    async def read_workspace_file(request: Request, container_id: str, path: str) -> dict[str, Any]:
+        """A file of the container's workspace as text (UTF-8; at most 1 MiB, ``truncated`` says so)."""
+        principal = admin(request)
+        sandbox = await workspace_of(principal, container_id)
+        limit = 1 << 20
+        try:
+            data = await sandbox.read(principal.tenant_id, container_id, path, max_bytes=limit + 1)
+        except ValueError as exc:
+            raise BadRequest(str(exc)) from None
+        return {
+            "path": path,
+            "content": data[:limit].decode("utf-8", "replace"),
+            "truncated": len(data) > limit,
         }
 
     app.include_router(v1)

@@ -14,7 +14,7 @@ import stat
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from agentvm.hosts.tools import tool_sources
+from agentvm.hosts.tools import local_sandbox, tool_sources
 from agentvm.runtime import Runtime, turn_settings
 from agentvm.security.apikeys import ServerSecrets
 from agentvm.security.setup import Security, build_security, server_secrets
@@ -51,6 +51,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_store import SqliteStore
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
     store = SqliteStore(settings.data_dir / "agentvm.db")
     queue = SqliteTurnQueue(
         settings.data_dir / "queue.db",
@@ -68,7 +69,8 @@ def local_runtime(settings: Settings) -> LocalHost:
         # Subscribers are an in-memory lookup here: looked up on every send, so a client that
         # resumes mid-turn is caught up at the next frame.
         turns=turn_settings(settings, subscriber_refresh_s=0.0),
-        tools=tool_sources(settings, allow_stdio=True, sandbox_root=settings.data_dir / "workspaces"),
+        tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
+        sandbox=sandbox,
     )
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 

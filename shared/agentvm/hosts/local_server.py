@@ -304,7 +304,7 @@ def serve(host: LocalHost) -> None:
         port=settings.port,
         http=guarded_http_protocol(
             header_timeout_s=settings.http_header_timeout_s,
-            max_per_address=settings.max_connections_per_address,
+            max_per_address=settings.max_http_connections_per_address,
         ),
         timeout_keep_alive=5,
         log_config=None,  # keep our JSON logging

@@ -63,25 +63,23 @@ class LazyToolSources:
     """``ToolSources``, built when a turn first needs a toolbox: the functions that never run a turn
     (``$connect``, ``$disconnect``, the authorizer, the HTTP API) never import the tool machinery."""
 
-    def __init__(self, settings: Settings, *, allow_stdio: bool, sandbox_root: Path | None = None) -> None:
+    def __init__(self, settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None = None) -> None:
         self._settings = settings
         self.allow_stdio = allow_stdio
-        self._sandbox_root = sandbox_root
+        self._sandbox = sandbox
         self._built: ToolSources | None = None
 
     async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
         if self._built is None:
-            self._built = _build(
-                self._settings, allow_stdio=self.allow_stdio, sandbox_root=self._sandbox_root
-            )
+            self._built = _build(self._settings, allow_stdio=self.allow_stdio, sandbox=self._sandbox)
         return await self._built.toolbox(store, image)
 
 
-def tool_sources(settings: Settings, *, allow_stdio: bool, sandbox_root: Path | None = None) -> ToolSources:
-    """Where turns get their tools: built-ins, HTTP tools, MCP servers, and (``sandbox_root``: the
-    local host) the sandbox; header secrets by tenant from ``AVM_TOOL_SECRETS``. Built on first
+def tool_sources(settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None = None) -> ToolSources:
+    """Where turns get their tools: built-ins, HTTP tools, MCP servers, and the host's sandbox
+    (None: no sandbox tools); header secrets by tenant from ``AVM_TOOL_SECRETS``. Built on first
     use (``LazyToolSources``)."""
-    return LazyToolSources(settings, allow_stdio=allow_stdio, sandbox_root=sandbox_root)  # type: ignore[return-value]
+    return LazyToolSources(settings, allow_stdio=allow_stdio, sandbox=sandbox)  # type: ignore[return-value]
 
 
 def local_sandbox(settings: Settings, root: Path) -> Sandbox | None:
@@ -97,13 +95,13 @@ def local_sandbox(settings: Settings, root: Path) -> Sandbox | None:
     return None
 
 
-def _build(settings: Settings, *, allow_stdio: bool, sandbox_root: Path | None) -> ToolSources:
+def _build(settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None) -> ToolSources:
     from agentvm.agent.tool_sources import ToolSources
 
     return ToolSources(
         mcp=LazyMcpConnector(),
         http=LazyHttpToolClient(),
-        sandbox=None if sandbox_root is None else local_sandbox(settings, sandbox_root),
+        sandbox=sandbox,
         secrets={
             tenant: {name: value.get_secret_value() for name, value in values.items()}
             for tenant, values in settings.tool_secrets.items()
