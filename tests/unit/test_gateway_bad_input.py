@@ -192,3 +192,13 @@ async def test_an_oversized_request_still_gets_its_response(harness):
     assert [r["type"] for r in replies] == ["system_error", "message_send_response"]
     assert replies[1]["data"]["requestId"] == "r9" and replies[1]["data"]["code"] == "frame_too_large"
     await _still_serving(c)
+
+
+async def test_a_frame_too_deep_to_parse_still_gets_its_response(harness):
+    c = await harness.client()
+    deep = '{"a":' * 5000 + "1" + "}" * 5000  # past the JSON parser's recursion limit
+    raw = '{"type": "image_create_request", "data": {"requestId": "r7", "config": ' + deep + "}}"
+    replies = await c.send_raw(raw)
+    assert [r["type"] for r in replies] == ["system_error", "image_create_response"]
+    assert replies[1]["data"]["requestId"] == "r7" and replies[1]["data"]["code"] == "bad_request"
+    await _still_serving(c)

@@ -243,7 +243,9 @@ def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
     try:
         doc = json.loads(raw)
     except RecursionError:
-        raise FrameError(_too_deep(), request_type=None, request_id=None) from None
+        # Too deep to parse at all: its type and request id are looked for, as for an oversized one.
+        request_type, request_id = peek_request(data)
+        raise FrameError(_too_deep(), request_type=request_type, request_id=request_id) from None
     except (ValueError, UnicodeDecodeError):
         raise FrameError(BadRequest("frame is not valid JSON"), request_type=None, request_id=None) from None
     if not isinstance(doc, dict):
