@@ -146,6 +146,7 @@ def test_gateway_answers_every_fuzzed_frame(gateway, raw):
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # 10,000 examples through moto: minutes on a loaded 2-core machine
 @settings(
     max_examples=SLOW_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture]
 )
