@@ -11,6 +11,7 @@ from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
 from agentvm.agent.turns import process_turn
 from agentvm.events import request
 from agentvm.gateway.dispatch import handle_frame
@@ -83,6 +84,7 @@ class Harness:
             push=self.push,
             models=SingleModelResolver(self.model),
             turns=TurnSettings(flush_s=0.01, max_frame_bytes=64 * 1024, subscriber_refresh_s=0.0),
+            waits=SqliteToolWaits(":memory:"),
         )
         self._conns = itertools.count(1)
 

@@ -108,6 +108,7 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
                 "output_tokens": outcome.output_tokens,
                 "duration_ms": duration_ms,
                 "interrupted": outcome.interrupted,
+                "suspended": outcome.suspended,
                 "error_code": outcome.error.code if outcome.error else None,
             },
         )

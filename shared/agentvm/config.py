@@ -70,6 +70,9 @@ class Settings(BaseSettings):
     compaction_model: str | None = None  # "provider/model" that summarises; None = the image's model
     echo_delay_ms: int = 20  # pause between words of the echo model
     turn_deadline_s: float = Field(default=600.0, ge=0)  # a whole turn, all steps and tools; 0 = none
+    # How often the local server looks for suspended turns' waits past their deadline (agent/waits.py);
+    # on AWS the WaitSweeperFunction runs every minute.
+    wait_sweep_s: float = Field(default=5.0, gt=0)
     # Local turn slots (adapters/local/sqlite_queue.py): turns running at once, and at most this
     # many of one tenant, so one tenant's flood leaves slots to the others (not in the open mode,
     # which has one tenant). On AWS, Lambda concurrency plays this part (SECURITY.md).

@@ -89,6 +89,12 @@ class SessionBusy(Conflict):
     code = "session_busy"
 
 
+class AlreadyAnswered(Conflict):
+    """A tool call a turn waited on was approved, denied, answered, timed out or cancelled already."""
+
+    code = "already_answered"
+
+
 class QuotaExceeded(AgentVMError):
     """A token budget was reached."""
 
@@ -190,6 +196,7 @@ class ConnectionGone(AgentVMError):
 
 
 __all__ = [
+    "AlreadyAnswered",
     "AgentVMError",
     "BadRequest",
     "Conflict",

@@ -41,6 +41,10 @@ AGENT_EVENT_CATEGORY: dict[str, str] = {
     "turn_request": "turn",
     "turn_response": "turn",
     "interrupted": "lifecycle",
+    # additive (not in AgentX): suspended turns (docs/protocol.md)
+    "tool_approval_requested": "state",
+    "client_tool_requested": "state",
+    "turn_suspended": "state",
 }
 
 

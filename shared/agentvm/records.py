@@ -11,7 +11,9 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
-TurnStatus = Literal["queued", "running", "completed", "interrupted", "failed"]
+TurnStatus = Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
+WaitKind = Literal["approval", "client"]
+WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
 UsageKind = Literal["turn", "step", "compaction"]
 Scope = Literal["admin", "client"]
 
@@ -41,6 +43,8 @@ class ImageRecord(_Record):
     mcpServers: dict[str, Any] | None = None  # AgentX McpServerConfig map (agent/tool_config.py)
     tools: list[dict[str, Any]] | None = None  # HTTP and built-in tool declarations (agent/tool_config.py)
     maxSteps: int | None = None  # model calls per turn; None = DEFAULT_MAX_STEPS
+    # Which tools need a person's approval before they run: {"tools": [names] | "*", "timeoutS": n}
+    approval: dict[str, Any] | None = None
     # The MCP servers' tool lists, fetched once per build of mcpServers (agent/tool_sources.py):
     # {"key": <fingerprint of mcpServers>, "servers": {name: [{name, description, inputSchema}]}}
     toolCatalog: dict[str, Any] | None = None
@@ -92,6 +96,13 @@ class TurnJob(_Record):
     # the seq (``core.frames``), and its first frame, ``message_persisted``, carries the time.
     userSeq: int = 0
     userSavedAt: int = 0
+    # A continuation of a suspended turn: what resumed it ("<toolCallId>:<status>"), so each
+    # decision enqueues its own job (the queues deduplicate by ``jobKey``).
+    resume: str | None = None
+
+    @property
+    def jobKey(self) -> str:
+        return self.turnId if self.resume is None else f"{self.turnId}#{self.resume}"
 
 
 class FrameMap(_Record):
@@ -117,6 +128,59 @@ class TurnRecord(_Record):
     userSeq: int = 0  # the user message's seq (0: a record from before sequence numbers)
     attempt: int = 0  # which run of the turn wrote this (a retry after a worker died: one more)
     frames: FrameMap | None = None  # with the terminal status: what the attempt sent (resume)
+
+
+class ToolWait(_Record):
+    """A tool call a suspended turn waits on: a person's approval, or the client's result.
+
+    Created ``pending`` by the turn's worker; decided exactly once (a conditional write: approved,
+    denied, answered, timed_out or cancelled), and the decision enqueues ``job`` with ``resume`` set
+    (the continuation). ``consumed`` once a worker stored the call's result. ``checkAt`` is when
+    the sweeper looks at it next: the deadline while pending, then a backstop that enqueues the
+    continuation again if a decided wait was never consumed (a lost enqueue).
+    """
+
+    tenantId: str
+    containerId: str
+    imageId: str
+    sessionId: str
+    turnId: str
+    toolCallId: str
+    toolName: str
+    input: dict[str, Any] = Field(default_factory=dict)
+    kind: WaitKind
+    status: WaitStatus = "pending"
+    createdAt: int
+    deadlineAt: int
+    checkAt: int
+    decidedAt: int | None = None
+    decidedBy: str | None = None  # the API key id that decided it (None: the open mode, the sweeper)
+    reason: str | None = None  # a denial's or cancellation's reason
+    output: str | None = None  # a client tool's result, as the model reads it
+    isError: bool = False
+    consumed: bool = False
+    job: TurnJob
+
+    def to_wire(self) -> dict[str, Any]:
+        """What clients see: no tenant, no job."""
+        out = self.model_dump(
+            include={
+                "containerId",
+                "imageId",
+                "sessionId",
+                "turnId",
+                "toolCallId",
+                "toolName",
+                "input",
+                "kind",
+                "status",
+                "createdAt",
+                "deadlineAt",
+                "decidedAt",
+                "reason",
+            }
+        )
+        return {k: v for k, v in out.items() if v is not None}
 
 
 class UsageRecord(_Record):
@@ -214,6 +278,9 @@ __all__ = [
     "TurnJob",
     "TurnRecord",
     "TurnStatus",
+    "ToolWait",
+    "WaitKind",
+    "WaitStatus",
     "UsageKind",
     "UsageRecord",
 ]

@@ -13,7 +13,17 @@ if TYPE_CHECKING:
 
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
-    from agentvm.ports import Clock, Connections, Ids, ModelResolver, Push, Sandbox, Store, TurnQueue
+    from agentvm.ports import (
+        Clock,
+        Connections,
+        Ids,
+        ModelResolver,
+        Push,
+        Sandbox,
+        Store,
+        ToolWaits,
+        TurnQueue,
+    )
     from agentvm.security.auth import Authenticator
     from agentvm.security.budgets import Budgets
     from agentvm.security.ratelimit import RateLimiter
@@ -145,6 +155,9 @@ class Runtime:
     tools: ToolSources | None = None
     # Containers' workspaces (sandbox tools, the workspace routes). None: this host has no sandbox.
     sandbox: Sandbox | None = None
+    # The tool calls suspended turns wait on (agent/waits.py). None: tools never wait (a call that
+    # needs approval or the client is answered with an error instead).
+    waits: ToolWaits | None = None
 
 
 __all__ = [

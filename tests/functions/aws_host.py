@@ -21,6 +21,7 @@ import boto3
 from agentvm.adapters.aws.apigw_push import ApiGatewayPush
 from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
 from agentvm.adapters.aws.sqs_queue import SqsTurnQueue, lambda_sqs_event
 from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
@@ -96,6 +97,7 @@ class AwsHost:
             push=RecordingPush(ApiGatewayPush(ENDPOINT, client=self.gone_client), self.posts),
             models=self.models,
             turns=self.turns,
+            waits=DynamoDbToolWaits(TABLE),
         )
         for name, value in overrides.items():
             setattr(rt, name, value)

@@ -30,8 +30,9 @@ PREFIXES = {
     "apigw-ws-default": "ws_default",
     "apigw-http": "http_api",
     "sqs-turn-job": "turn_worker",
+    "scheduler-wait-sweep": "wait_sweeper",
 }
-NAME = re.compile(r"^(apigw-ws|apigw-http|sqs)-[a-z0-9]+(-[a-z0-9]+)*\.json$")
+NAME = re.compile(r"^(apigw-ws|apigw-http|sqs|scheduler)-[a-z0-9]+(-[a-z0-9]+)*\.json$")
 ALL_EVENTS = sorted(p.name for p in EVENTS.glob("*.json"))
 
 _ROUTES = {"$connect": "CONNECT", "$disconnect": "DISCONNECT", "$default": "MESSAGE"}
@@ -174,6 +175,11 @@ def test_sqs_event_parses_and_carries_turn_jobs(name):
             name: getattr(job, name) for name in ATTRIBUTES
         }
         assert record.md5OfBody == hashlib.md5(record.body.encode()).hexdigest()
+
+
+def test_the_sweep_event_is_the_input_the_schedule_sends(functions):
+    schedule = functions["wait_sweeper"]["Properties"]["Events"]["EveryMinute"]["Properties"]
+    assert json.loads(schedule["Input"]) == _load("scheduler-wait-sweep.json")
 
 
 def test_batch_event_holds_two_turns_of_one_session_in_order_and_another_session():

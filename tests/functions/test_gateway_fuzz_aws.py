@@ -125,6 +125,13 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "config": configs,
     "updates": configs,
     "options": st.fixed_dictionaries({"concurrency": st.sampled_from(["queue", "reject", "interrupt"])}),
+    # suspended turns' requests: ids of calls that wait nowhere, and every shape of answer
+    "turnId": awkward_ids | st.text(min_size=1, max_size=40),
+    "toolCallId": awkward_ids | st.text(min_size=1, max_size=40),
+    "approved": st.booleans(),
+    "reason": st.text(max_size=50),
+    "output": st.text(max_size=50) | st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
+    "isError": st.booleans(),
 }
 request_ids = st.text(min_size=1, max_size=12) | st.text(min_size=200, max_size=2000)
 

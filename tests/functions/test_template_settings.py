@@ -24,7 +24,15 @@ MODEL_USERS = {"ws_default", "turn_worker"}
 # Functions that verify API tokens, so read the server secret: the $connect authorizer, ws_default
 # (`auth` frames) and the HTTP API (bearer tokens). $connect, $disconnect and the worker never do.
 AUTH_USERS = {"ws_authorizer", "ws_default", "http_api"}
-FUNCTIONS = ["ws_authorizer", "ws_connect", "ws_disconnect", "ws_default", "http_api", "turn_worker"]
+FUNCTIONS = [
+    "ws_authorizer",
+    "ws_connect",
+    "ws_disconnect",
+    "ws_default",
+    "http_api",
+    "turn_worker",
+    "wait_sweeper",
+]
 
 
 def _environment(template: dict[str, Any], fn: dict[str, Any]) -> dict[str, Any]:
@@ -46,7 +54,7 @@ def _setting(variable: str) -> str | None:
     return field if variable.startswith("AVM_") and field in Settings.model_fields else None
 
 
-def test_template_declares_the_six_functions(functions):
+def test_template_declares_every_function(functions):
     assert set(functions) == set(FUNCTIONS)
     for name, fn in functions.items():
         assert (ROOT / fn["Properties"]["CodeUri"] / "app.py").is_file()
@@ -92,10 +100,12 @@ def test_only_functions_that_post_may_manage_connections(template, functions):
     }
 
 
-def test_only_the_function_that_enqueues_may_send_to_the_queue(template, functions):
+def test_only_the_functions_that_enqueue_may_send_to_the_queue(template, functions):
+    # ws_default enqueues turns and continuations (an approval); the sweeper continuations.
+    enqueuers = {"ws_default", "wait_sweeper"}
     for name, fn in functions.items():
         sends = "SQSSendMessagePolicy" in _policy_templates(fn)
-        assert sends == ("AVM_QUEUE_URL" in _environment(template, fn)) == (name == "ws_default"), name
+        assert sends == ("AVM_QUEUE_URL" in _environment(template, fn)) == (name in enqueuers), name
         # the authorizer reads API keys only (test_the_authorizer_reads_api_key_items_only)
         assert ("DynamoDBCrudPolicy" in _policy_templates(fn)) == (name != "ws_authorizer"), name
 

@@ -23,8 +23,10 @@ from tests.integration.avm_process import avm_serve, base_env, free_port
 
 def _raw_ws_send(port: int, frame_payload: bytes) -> bytes:
     """Open a WebSocket by hand and send one text frame of raw bytes (clients refuse invalid
-    UTF-8); returns what the server sent back."""
-    with socket.create_connection(("127.0.0.1", port), timeout=5) as s:
+    UTF-8); returns what the server sent back. It connects from 127.0.0.2: the connection before
+    it (one per address here) may still hold 127.0.0.1's slot while the server finishes closing
+    it, and what uvicorn says of invalid UTF-8 is counted apart from the per-address refusals."""
+    with socket.create_connection(("127.0.0.1", port), timeout=5, source_address=("127.0.0.2", 0)) as s:
         key = base64.b64encode(os.urandom(16))
         s.sendall(
             b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"

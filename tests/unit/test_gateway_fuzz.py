@@ -14,7 +14,20 @@ from agentvm.gateway.agentx_v1 import REQUEST_MODELS
 from agentvm.gateway.dispatch import handle_frame
 from tests.harness import Harness
 
-FIELDS = ["containerId", "imageId", "agentId", "content", "config", "updates", "options", "sessionId"]
+FIELDS = [
+    "containerId",
+    "imageId",
+    "agentId",
+    "content",
+    "config",
+    "updates",
+    "options",
+    "sessionId",
+    "turnId",
+    "toolCallId",
+    "approved",
+    "output",
+]
 
 # Texts include lone surrogates (JSON escapes such as \\ud800) and integers go past 2**53.
 any_text = st.text(st.characters(exclude_categories=()), max_size=20)

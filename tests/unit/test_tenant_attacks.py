@@ -150,20 +150,36 @@ class Victim:
     image: dict[str, Any]
     agent_id: str
     key_id: str
+    turn_id: str  # a suspended turn of A's, waiting for approval of ``call_id``
+    call_id: str
 
 
 async def victim(world: World) -> Victim:
+    from agentvm.adapters.llm.scripted import Calls
+    from agentvm.agent.tool_sources import ToolSources
+
+    if world.rt.tools is None:
+        world.rt.tools = ToolSources()
     a = await world.connect(world.tokens["tenant-a"])
     img = (await a.request("image_create", containerId="user-alice", config={"name": "A"}))["record"]
     run = await a.request("image_run", imageId=img["imageId"])
     world.model.add("a private reply")
     await a.request("message_send", imageId=img["imageId"], content="a private question")
     await world.run_turns()
+    # A turn of A's suspended on a call that needs approval: B must not see, approve or answer it.
+    guarded = {"name": "G", "tools": [{"type": "builtin", "name": "calculator"}], "approval": {"tools": "*"}}
+    held = (await a.request("image_create", containerId="user-alice", config=guarded))["record"]
+    world.model.add(Calls(("calculator", {"expression": "1+1"})))
+    await a.request("message_send", imageId=held["imageId"], content="add, once approved")
+    await world.run_turns()
+    [wait] = (await a.request("tool_waits", containerId="user-alice"))["waits"]
     async with world.http("tenant-a") as http:
         await http.put("/v1/budgets/tenant", json={"daily_tokens": 10_000, "monthly_tokens": None})
         await http.put("/v1/budgets/containers/user-alice", json={"daily_tokens": 5_000})
         key = (await http.post("/v1/auth/keys", json={"scopes": ["client"], "name": "a-app"})).json()
-    return Victim(a, "user-alice", img, run["agentId"], key["key"]["keyId"])
+    return Victim(
+        a, "user-alice", img, run["agentId"], key["key"]["keyId"], wait["turnId"], wait["toolCallId"]
+    )
 
 
 async def snapshot(world: World, v: Victim) -> dict[str, Any]:
@@ -174,6 +190,7 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
         "agents": await a.request("agent_list", containerId=v.container),
         "image": await a.request("image_get", imageId=v.image["imageId"]),
         "messages": await a.request("image_messages", imageId=v.image["imageId"]),
+        "waits": await a.request("tool_waits"),
     }
     async with world.http("tenant-a") as http:
         for path in ("/v1/auth/keys", "/v1/budgets/tenant", "/v1/budgets/containers/user-alice", "/v1/usage"):
@@ -191,6 +208,15 @@ EXTRA = {
 }
 
 
+def extra_for(cmd: str, v: Victim) -> dict[str, Any]:
+    """Fields besides the attacked id that name A's objects (the same in both requests)."""
+    if cmd == "tool_approval":
+        return {"toolCallId": v.call_id, "approved": True}
+    if cmd == "tool_result":
+        return {"toolCallId": v.call_id, "output": "forged"}
+    return {}
+
+
 def attacks(v: Victim) -> list[tuple[str, str, str, str]]:
     """(command, id field, A's id, a missing id of the same kind): every command taking an id.
 
@@ -205,6 +231,10 @@ def attacks(v: Victim) -> list[tuple[str, str, str, str]]:
         ("agent_get", "agentId", agent, missing_agent),
         ("image_get", "imageId", img, missing_img),
         ("image_messages", "imageId", img, missing_img),
+        ("tool_waits", "containerId", container, missing_c),
+        ("tool_waits", "imageId", img, missing_img),
+        ("tool_approval", "turnId", v.turn_id, "turn_missing_0000"),
+        ("tool_result", "turnId", v.turn_id, "turn_missing_0000"),
         ("message_send", "imageId", img, missing_img),
         ("message_send", "agentId", agent, missing_agent),
         ("agent_interrupt", "imageId", img, missing_img),
@@ -238,10 +268,14 @@ COMMANDS_COVERED = {
     "image_get",
     "image_delete",
     "image_messages",
+    # additive: suspended turns
+    "tool_approval",
+    "tool_result",
+    "tool_waits",
 }
 
 
-def test_the_suite_covers_all_17_commands():
+def test_the_suite_covers_every_command():
     from agentvm.gateway.commands import COMMANDS
 
     assert {t.removesuffix("_request") for t in COMMANDS} == COMMANDS_COVERED
@@ -259,7 +293,7 @@ async def test_tenant_b_learns_nothing_and_changes_nothing_with_tenant_a_ids(wor
 
     covered = {"container_list", "image_list"}
     for cmd, field, own, miss in attacks(v):
-        extra = EXTRA.get(cmd, {})
+        extra = {**EXTRA.get(cmd, {}), **extra_for(cmd, v)}
         foreign = await frames_of(b, b.request(cmd, **extra, **{field: own}))
         absent = await frames_of(b, b.request(cmd, **extra, **{field: miss}))
         assert normalise(foreign, own) == normalise(absent, miss), (cmd, field)

@@ -2,6 +2,11 @@
 their results go back, and the model continues, until it stops, ``max_steps`` model calls were
 made, or the turn is cancelled (interrupt, deadline).
 
+A call that must wait (a client-side tool, a tool that needs approval: ``Toolbox.wait_for``) is
+not run: ``StepHooks.tool_waits`` records it, the step's other calls run, and the turn *suspends*
+(``outcome.suspended``): nothing runs while it waits. Its continuation calls ``run_turn`` again
+with the open step (``PendingStep``) and how each waiting call was answered (``Resolution``).
+
 Pure orchestration: no storage, no transport. ``StepHooks`` (implemented by ``agent.turns``) sends
 each event and persists each step's outcome as it happens, so a redelivered turn resumes after the
 last completed step. Provider failures (and an ``AgentVMError`` from a wrapping client, such as a
@@ -15,7 +20,7 @@ import asyncio
 import contextlib
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Literal, Protocol
 
 from agentvm.agent.context import estimate_request_tokens
 from agentvm.errors import AgentVMError, ProviderUnavailable, StepLimitReached, TurnDeadlineExceeded
@@ -35,6 +40,7 @@ if TYPE_CHECKING:
     from agentvm.agent.tools import Toolbox, ToolRun
     from agentvm.llm import ModelRequest
     from agentvm.ports import Clock, ModelClient
+    from agentvm.records import WaitKind
 
 INTERRUPTED_RESULT = "Error: the tool was stopped before it finished (the turn was interrupted)"
 CUT_RESULT = "Error: not run: the model's message was cut off before it ended"
@@ -88,6 +94,8 @@ class TurnOutcome:
     tool_calls: int = 0
     tool_failures: int = 0
     last: StepOutcome | None = None
+    suspended: bool = False  # waiting on ``waiting`` (call ids): the turn goes on when they are answered
+    waiting: list[str] = field(default_factory=list)
 
     @property
     def usage_estimated(self) -> bool:
@@ -124,6 +132,22 @@ class StepHooks(StreamHooks, Protocol):
         """Store one call's result, then announce it."""
         ...
 
+    async def tool_waits(
+        self, step: StepOutcome, call: ToolCall, kind: WaitKind, timeout_s: float
+    ) -> ToolRun | None:
+        """Record that ``call`` waits (for the client, or approval), then announce it. None: it
+        waits; a ``ToolRun``: it cannot wait here, and this is its (error) result."""
+        ...
+
+
+@dataclass(frozen=True)
+class Resolution:
+    """How a waiting call was answered: ``run`` it now (approved), this ``result`` (denied, the
+    client's result, timed out, cancelled), or still ``wait``."""
+
+    action: Literal["run", "result", "wait"]
+    run: ToolRun | None = None
+
 
 @dataclass
 class PendingStep:
@@ -133,6 +157,7 @@ class PendingStep:
     calls: list[ToolCall]
     results: dict[str, ToolResult]
     rerun: frozenset[str]  # ids of calls to run again (idempotent tools); the rest are reported
+    resolutions: dict[str, Resolution] = field(default_factory=dict)  # calls the turn waited on
 
 
 async def run_turn(
@@ -155,10 +180,14 @@ async def run_turn(
         timer = asyncio.get_running_loop().call_later(deadline_s, _expire, timed_out, cancelled)
     try:
         if pending is not None and toolbox is not None:
-            results = await _finish_pending(pending, toolbox, hooks, cancelled, first_step - 1, request.model)
+            results, waiting = await _finish_pending(
+                pending, toolbox, hooks, cancelled, first_step - 1, request.model
+            )
+            if waiting:
+                outcome.suspended, outcome.waiting = True, waiting
             messages += _exchange(pending.text, pending.calls, results)
         step_index = first_step
-        while True:
+        while not outcome.suspended:
             if cancelled.is_set():
                 outcome.interrupted = True
                 break
@@ -189,11 +218,17 @@ async def run_turn(
                 break
             await hooks.tools_planned(step)
             assert toolbox is not None
-            runs = await _run_tools(step, toolbox, hooks, cancelled)
+            runs, waiting = await _run_tools(step, toolbox, hooks, cancelled)
             outcome.tool_calls += len(runs)
             outcome.tool_failures += sum(1 for run in runs if run.result.is_error)
             if cancelled.is_set():
+                for call in step.calls:  # waits recorded before the cancel are answered, not left open
+                    if call.id in waiting:
+                        await hooks.tool_finished(step, _refused(call, INTERRUPTED_RESULT))
                 outcome.interrupted = True
+                break
+            if waiting:
+                outcome.suspended, outcome.waiting = True, waiting
                 break
             calls = [ToolCall(c.id, c.name, c.input) for c in step.calls]
             messages += _exchange(step.text, calls, [run.result for run in runs])
@@ -244,25 +279,47 @@ def _refused(call: ToolCallEnd | ToolCall, note: str) -> ToolRun:
 
 async def _run_tools(
     step: StepOutcome, toolbox: Toolbox, hooks: StepHooks, cancelled: asyncio.Event
-) -> list[ToolRun]:
-    """Run the step's calls concurrently; each result is stored as soon as it is there.
+) -> tuple[list[ToolRun], list[str]]:
+    """Run the step's calls concurrently; each result is stored as soon as it is there. Calls that
+    must wait are recorded first and not run; their ids come back second.
 
     Cancel (interrupt, deadline) stops the calls still running; they are answered with an error
     result saying so, so the stored exchange stays whole (every call has its result).
     """
+    runnable: list[ToolCallEnd] = []
+    answered: list[ToolRun] = []
+    waiting: list[str] = []
+    for call in step.calls:
+        plain = ToolCall(call.id, call.name, call.input)
+        wait = toolbox.wait_for(plain, input_error=call.input_error)
+        if wait is None:
+            runnable.append(call)
+            continue
+        refused = await hooks.tool_waits(step, plain, *wait)
+        if refused is None:
+            waiting.append(call.id)
+        else:
+            await hooks.tool_finished(step, refused)
+            answered.append(refused)
 
     async def one(call: ToolCallEnd) -> ToolRun:
         run = await toolbox.run(ToolCall(call.id, call.name, call.input), input_error=call.input_error)
         await hooks.tool_finished(step, run)
         return run
 
-    tasks = [asyncio.create_task(one(call)) for call in step.calls]
+    tasks = [asyncio.create_task(one(call)) for call in runnable]
     waiter = asyncio.create_task(cancelled.wait())
-    return await _gather_until_cancel(step, tasks, waiter, hooks)
+    runs = await _gather_until_cancel(runnable, tasks, waiter, step, hooks)
+    by_id = {run.result.call_id: run for run in [*runs, *answered]}
+    return [by_id[c.id] for c in step.calls if c.id in by_id], waiting
 
 
 async def _gather_until_cancel(
-    step: StepOutcome, tasks: list[asyncio.Task[ToolRun]], waiter: asyncio.Task[bool], hooks: StepHooks
+    calls: list[ToolCallEnd],
+    tasks: list[asyncio.Task[ToolRun]],
+    waiter: asyncio.Task[bool],
+    step: StepOutcome,
+    hooks: StepHooks,
 ) -> list[ToolRun]:
     pending = set(tasks)
     while pending and not waiter.done():
@@ -270,7 +327,7 @@ async def _gather_until_cancel(
         pending.discard(waiter)
     waiter.cancel()
     runs: list[ToolRun] = []
-    for task, call in zip(tasks, step.calls, strict=True):
+    for task, call in zip(tasks, calls, strict=True):
         if not task.done():
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError):
@@ -294,22 +351,38 @@ async def _finish_pending(
     cancelled: asyncio.Event,
     index: int,
     model: str,
-) -> list[ToolResult]:
-    """Answer the calls a dead worker left without results: run idempotent ones again, report the
-    others as interrupted (they may have had effects: running them twice is worse than not)."""
+) -> tuple[list[ToolResult], list[str]]:
+    """Answer the open step's calls that have no result yet; returns the results (in call order)
+    and the ids of calls still waiting (then the turn suspends again).
+
+    A call the turn waited on is answered as its ``Resolution`` says (an approved one runs now);
+    with a cancel, nothing runs and every open call is answered as interrupted. A call a dead
+    worker left: an idempotent one runs again, the others are reported as interrupted (they may
+    have had effects: running them twice is worse than not)."""
     step = StepOutcome(index=index, model=model, text=pending.text)
     step.calls = [ToolCallEnd(c.id, c.name, c.input) for c in pending.calls if c.id not in pending.results]
     results = dict(pending.results)
+    waiting: list[str] = []
+    stop = cancelled.is_set()
     for call in step.calls:
-        if call.id in pending.rerun and not cancelled.is_set():
-            run = await toolbox.run(ToolCall(call.id, call.name, call.input))
+        resolution = pending.resolutions.get(call.id)
+        plain = ToolCall(call.id, call.name, call.input)
+        if resolution is not None and resolution.action == "result" and resolution.run is not None:
+            run = resolution.run
+        elif resolution is not None and stop:
+            run = _refused(call, INTERRUPTED_RESULT)
+        elif resolution is not None and resolution.action == "wait":
+            waiting.append(call.id)
+            continue
+        elif (resolution is not None or call.id in pending.rerun) and not stop:
+            run = await toolbox.run(plain)
         else:
             run = _refused(
                 call, "Error: the worker running this tool stopped before it finished; it was not run again"
             )
         await hooks.tool_finished(step, run)
         results[call.id] = run.result
-    return [results[c.id] for c in pending.calls]
+    return [results[c.id] for c in pending.calls if c.id in results], waiting
 
 
 class _Quiet:
@@ -416,6 +489,7 @@ async def _stream_step(
 __all__ = [
     "INTERRUPTED_RESULT",
     "PendingStep",
+    "Resolution",
     "StepHooks",
     "StreamHooks",
     "StepOutcome",

@@ -7,7 +7,11 @@ Three sources, all in the image's ``config``:
 * ``tools``: a list of declarations: ``{"type": "http", name, description, inputSchema, method, url,
   headers, timeoutS, idempotent}``, ``{"type": "builtin", name}`` (``agent.builtin_tools``) or
   ``{"type": "sandbox", wallS, cpuS, memoryMb, outputBytes}`` (``agent.sandbox_tools``: the tools
-  ``sh``, ``python``, ``read``, ``write``, ``edit``, ``ls`` on the container's workspace).
+  ``sh``, ``python``, ``read``, ``write``, ``edit``, ``ls`` on the container's workspace), or
+  ``{"type": "client", name, description, inputSchema, timeoutS}``: a tool the *client* runs (the
+  turn suspends until it sends the result, at most ``timeoutS``, default 600 s).
+* ``approval``: ``{"tools": ["name", ...] | "*", "timeoutS": 3600}``: which tools (by the name the
+  model sees) wait for a person's approval before they run; the turn suspends meanwhile.
 * ``maxSteps``: how many model calls one turn may make (default 20).
 
 A header value may be a plain string (stored with the image: not for secrets) or ``{"secret":
@@ -102,7 +106,34 @@ class SandboxToolDecl(_Decl):
     outputBytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
 
 
-ToolDecl = Annotated[HttpToolDecl | BuiltinToolDecl | SandboxToolDecl, Field(discriminator="type")]
+DEFAULT_CLIENT_TIMEOUT_S = 600.0
+DEFAULT_APPROVAL_TIMEOUT_S = 3600.0
+MAX_WAIT_S = 7 * 24 * 3600.0  # the longest a turn may stay suspended on one call
+
+
+class ClientToolDecl(_Decl):
+    """A tool the client executes: the call is sent to the client, which returns the result."""
+
+    type: Literal["client"]
+    name: StrictStr
+    description: StrictStr = Field(max_length=4000)
+    inputSchema: dict[str, Any] = Field(default_factory=lambda: {"type": "object", "properties": {}})
+    timeoutS: float = Field(default=DEFAULT_CLIENT_TIMEOUT_S, gt=0, le=MAX_WAIT_S)
+
+    _name = field_validator("name")(HttpToolDecl._name.__func__)  # type: ignore[attr-defined]
+    _schema = field_validator("inputSchema")(HttpToolDecl._schema.__func__)  # type: ignore[attr-defined]
+
+
+class ApprovalConfig(_Decl):
+    """Tools that need a person's approval: by the name the model sees, or ``"*"`` for all."""
+
+    tools: list[StrictStr] | Literal["*"] = Field(max_length=MAX_TOOLS)
+    timeoutS: float = Field(default=DEFAULT_APPROVAL_TIMEOUT_S, gt=0, le=MAX_WAIT_S)
+
+
+ToolDecl = Annotated[
+    HttpToolDecl | BuiltinToolDecl | SandboxToolDecl | ClientToolDecl, Field(discriminator="type")
+]
 
 
 class McpStdioServer(_Decl):
@@ -172,7 +203,12 @@ def parse_mcp_servers(
 
 
 __all__ = [
+    "DEFAULT_APPROVAL_TIMEOUT_S",
+    "DEFAULT_CLIENT_TIMEOUT_S",
     "DEFAULT_MAX_STEPS",
+    "MAX_WAIT_S",
+    "ApprovalConfig",
+    "ClientToolDecl",
     "MAX_TOOLS",
     "TOOL_NAME",
     "BuiltinToolDecl",

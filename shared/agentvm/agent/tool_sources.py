@@ -28,8 +28,11 @@ from urllib.parse import quote
 from agentvm.agent.builtin_tools import BUILTIN_TOOLS
 from agentvm.agent.egress import EgressRefused, check_public
 from agentvm.agent.tool_config import (
+    DEFAULT_APPROVAL_TIMEOUT_S,
     TOOL_NAME,
+    ApprovalConfig,
     BuiltinToolDecl,
+    ClientToolDecl,
     HttpToolDecl,
     McpRemoteServer,
     McpStdioServer,
@@ -37,7 +40,7 @@ from agentvm.agent.tool_config import (
     SecretRef,
     parse_mcp_servers,
 )
-from agentvm.agent.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, Toolbox
+from agentvm.agent.tools import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, ClientTool, Toolbox
 from agentvm.llm import ToolSpec
 from agentvm.ports import ToolOutput
 
@@ -213,6 +216,10 @@ class ToolSources:
 
                 decl_ = SandboxToolDecl.model_validate(raw)
                 tools.extend(sandbox_tools(decl_, self.sandbox, image.tenantId, image.containerId))
+            elif kind == "client":
+                client = ClientToolDecl.model_validate(raw)
+                spec_ = ToolSpec(client.name, client.description, client.inputSchema)
+                tools.append(ClientTool(spec_, client.timeoutS))
         closers = []
         if image.mcpServers and self.mcp is not None:
             servers = parse_mcp_servers(image.mcpServers, allow_stdio=self.allow_stdio)
@@ -228,12 +235,15 @@ class ToolSources:
                     timeout = servers[server].timeoutS
                     tools.append(McpTool(spec, entry["name"], server, sessions, timeout_s=timeout))
             closers.append(sessions.aclose)
+        approval = ApprovalConfig.model_validate(image.approval) if image.approval else None
         return Toolbox(
             tools,
             default_timeout_s=self.default_timeout_s,
             max_output_chars=self.max_output_chars,
             closers=closers,
             notes=notes,
+            approval=frozenset() if approval is None else _approval_names(approval.tools),
+            approval_timeout_s=DEFAULT_APPROVAL_TIMEOUT_S if approval is None else approval.timeoutS,
         )
 
     async def _catalog(
@@ -285,6 +295,10 @@ class ToolSources:
             except Exception as exc:  # a cache write that fails costs a listing next turn, nothing more
                 log.warning("could not cache the MCP tool catalog", extra={"error": type(exc).__name__})
         return listed, notes
+
+
+def _approval_names(tools: list[str] | str) -> frozenset[str] | str:
+    return "*" if tools == "*" else frozenset(tools)
 
 
 def _resolved(server: McpStdioServer | McpRemoteServer, secrets: Mapping[str, str]) -> dict[str, Any]:

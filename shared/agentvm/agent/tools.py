@@ -5,6 +5,10 @@ JSON or does not match the tool's schema, an exception, a timeout (per tool, def
 oversized output (capped, with a marker saying so) all become a ``ToolResult`` with ``is_error``,
 which goes back to the model. Only cancellation (an interrupt, the turn's deadline) propagates,
 so the caller can stop a running tool.
+
+Some calls are not run here at all: a client-side tool's and one that needs a person's approval
+(``Toolbox.wait_for``). The turn suspends on them (``agent.waits``) and goes on once they are
+answered.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ if TYPE_CHECKING:
 
     from agentvm.llm import ToolCall, ToolSpec
     from agentvm.ports import Tool
+    from agentvm.records import WaitKind
 
 log = logging.getLogger("agentvm.tools")
 
@@ -36,8 +41,24 @@ class ToolRun:
     """The outcome of one call: the result for the model, and how it went (for events and metrics)."""
 
     result: ToolResult
-    status: str  # "ok" | "error" | "timeout" | "invalid_input" | "unknown_tool"
+    status: str  # "ok" | "error" | "timeout" | "invalid_input" | "unknown_tool" | "denied"
     duration_s: float
+    reason: str | None = None  # a denial's reason, as the person gave it
+
+
+class ClientTool:
+    """A tool the client runs (``{"type": "client"}``): never called here; the turn waits for the
+    client's result (at most ``timeout_s``)."""
+
+    runs_on_client = True
+    idempotent = False
+
+    def __init__(self, spec: ToolSpec, timeout_s: float) -> None:
+        self.spec = spec
+        self.timeout_s = timeout_s
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        raise RuntimeError("a client-side tool runs on the client, not on the server")
 
 
 class Toolbox:
@@ -51,12 +72,16 @@ class Toolbox:
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
         closers: Sequence[Callable[[], Awaitable[None]]] = (),
         notes: Sequence[str] = (),
+        approval: frozenset[str] | str = frozenset(),
+        approval_timeout_s: float = 3600.0,
     ) -> None:
         self._tools = {tool.spec.name: tool for tool in tools}
         self.default_timeout_s = default_timeout_s
         self.max_output_chars = max_output_chars
         self._closers = list(closers)
         self.notes = list(notes)  # e.g. an MCP server whose tools could not be listed
+        self.approval = approval  # names of the tools that need approval, or "*": all of them
+        self.approval_timeout_s = approval_timeout_s
 
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
@@ -67,6 +92,21 @@ class Toolbox:
 
     def __len__(self) -> int:
         return len(self._tools)
+
+    def wait_for(self, call: ToolCall, *, input_error: str | None = None) -> tuple[WaitKind, float] | None:
+        """What the call must wait for before it has a result, and for how long at most (seconds):
+        the client (a client-side tool) or a person's approval. None: it runs now, and so does a
+        call that would fail anyway (unknown tool, bad input): nobody approves an error."""
+        tool = self._tools.get(call.name)
+        if tool is None or input_error is not None:
+            return None
+        if schema_problem(tool.spec.input_schema, call.input) is not None:
+            return None
+        if getattr(tool, "runs_on_client", False):
+            return "client", float(tool.timeout_s or self.default_timeout_s)
+        if self.approval == "*" or call.name in self.approval:
+            return "approval", self.approval_timeout_s
+        return None
 
     async def run(self, call: ToolCall, *, input_error: str | None = None) -> ToolRun:
         loop = asyncio.get_running_loop()
@@ -100,10 +140,7 @@ class Toolbox:
         return done(output.text, "error" if output.is_error else "ok")
 
     def _capped(self, text: str) -> str:
-        limit = self.max_output_chars
-        if len(text) <= limit:
-            return text
-        return text[:limit] + f"\n[output truncated: {limit} of {len(text)} characters shown]"
+        return capped(text, self.max_output_chars)
 
     async def aclose(self) -> None:
         """Close what the tools opened (MCP sessions). Never raises."""
@@ -112,6 +149,13 @@ class Toolbox:
                 await close()
             except Exception as exc:  # a close that fails must not fail a finished turn
                 log.warning("closing a tool source failed", extra={"error": type(exc).__name__})
+
+
+def capped(text: str, limit: int = DEFAULT_MAX_OUTPUT_CHARS) -> str:
+    """``text`` cut to ``limit`` characters, with a marker saying so."""
+    if len(text) <= limit:
+        return text
+    return text[:limit] + f"\n[output truncated: {limit} of {len(text)} characters shown]"
 
 
 def schema_problem(schema: dict[str, Any], value: dict[str, Any]) -> str | None:
@@ -139,10 +183,12 @@ def tool_output(value: Any, *, is_error: bool = False) -> ToolOutput:
 
 
 __all__ = [
+    "ClientTool",
     "DEFAULT_MAX_OUTPUT_CHARS",
     "DEFAULT_TIMEOUT_S",
     "ToolRun",
     "Toolbox",
+    "capped",
     "output_text",
     "schema_problem",
     "tool_output",

@@ -8,6 +8,10 @@ derived from the turn and step (``call:``/``tool:<turn>:<call id>``, ``step:<tur
 resumes after its last stored step: a tool whose result is stored is never run again, and one that
 was running when the worker died is reported to the model as interrupted (or run again when its
 definition says it is idempotent).
+
+A turn that waits on a tool call (approval, a client-side tool: ``agent.waits``) ends its attempt
+``suspended``; its continuation (the job with ``resume`` set) is a later attempt that numbers its
+frames right after the suspended attempt's and starts from the open step.
 """
 
 from __future__ import annotations
@@ -18,12 +22,14 @@ import logging
 from typing import TYPE_CHECKING
 
 from agentvm.agent.compaction import compact_after_turn, prepare_context
-from agentvm.agent.history import open_step, result_of, turn_steps
+from agentvm.agent.history import open_step, pending_user_ids, result_of, turn_steps
 from agentvm.agent.loop import PendingStep, TurnOutcome, run_turn
 from agentvm.agent.tool_config import DEFAULT_MAX_STEPS
-from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, StorageUnavailable
+from agentvm.agent.tools import ToolRun
+from agentvm.agent.waits import resolution_of, wait_event_data
+from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, SessionBusy, StorageUnavailable
 from agentvm.events import EventContext, dumps, system_error
-from agentvm.llm import ToolCall
+from agentvm.llm import ToolCall, ToolResult
 from agentvm.messages import (
     AssistantMessage,
     ErrorMessage,
@@ -36,20 +42,26 @@ from agentvm.messages import (
     ToolResultPart,
     message_to_wire,
 )
-from agentvm.records import TurnRecord, UsageRecord
+from agentvm.records import ToolWait, TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.fanout import Fanout
-from agentvm.streaming.frames import error_occurred_data, first_seq, message_frame_data, persisted_event
+from agentvm.streaming.frames import (
+    error_occurred_data,
+    first_seq,
+    last_seq,
+    message_frame_data,
+    persisted_event,
+)
 from agentvm.streaming.sink import CoalescingSink
 
 if TYPE_CHECKING:
     from agentvm.agent.context import TurnContext
-    from agentvm.agent.loop import StepOutcome
-    from agentvm.agent.tools import Toolbox, ToolRun
+    from agentvm.agent.loop import Resolution, StepOutcome
+    from agentvm.agent.tools import Toolbox
     from agentvm.events import Json
     from agentvm.messages import Message
     from agentvm.ports import ModelClient
-    from agentvm.records import FrameMap, ImageRecord, TurnJob, TurnStatus
+    from agentvm.records import FrameMap, ImageRecord, TurnJob, TurnStatus, WaitKind
     from agentvm.runtime import Runtime
 
 log = logging.getLogger("agentvm.turns")
@@ -99,6 +111,9 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     if turn is not None and turn.status in TERMINAL:
         log.info("turn already finished; skipping redelivery", extra={"turn_id": job.turnId})
         return None
+    resuming = turn is not None and turn.status == "suspended"
+    if job.resume is not None and turn is None:
+        return None  # a continuation of a turn that was never stored: nothing to continue
     attempt = _attempt_of(turn)
     image = await store.get_image(job.tenantId, job.imageId)
     if image is None:  # deleted while queued
@@ -115,9 +130,10 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         flush_s=rt.turns.flush_s,
         flush_max_s=rt.turns.flush_max_s,
         subscriber_refresh_s=rt.turns.subscriber_refresh_s,
-        first_seq=first_seq(job.userSeq, attempt),
+        first_seq=_first_seq(job, turn, attempt),
     )
-    sink.emit_frame(_persisted(rt, job))  # every attempt's first frame
+    if not resuming:
+        sink.emit_frame(_persisted(rt, job))  # every attempt's first frame (a continuation's: its results)
     stored = result_of(history, job.userMessageId)
     if stored is not None:
         # A previous attempt persisted the reply and died before finishing: finish from storage.
@@ -130,7 +146,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         return None
 
     await _set_status(rt, job, "running", attempt=attempt)
-    if attempt > 1:
+    if attempt > 1 and not resuming:
         # A client still subscribed may hold the half-streamed message of the attempt that died:
         # close it as interrupted, so this attempt starts a new message instead of splicing into it.
         sink.emit("message_stop", {"stopReason": "end_turn"})
@@ -142,6 +158,9 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     finally:
         if toolbox is not None:
             await toolbox.aclose()
+    if outcome.suspended:
+        await _suspend(rt, job, sink, hooks, outcome, attempt)
+        return outcome
     if outcome.interrupted:  # the turn saw the cancel: say so at once, before persisting and the end
         sink.emit("interrupted", {"agentId": job.agentId, "containerId": job.containerId})
     status: TurnStatus = "interrupted" if outcome.interrupted else "failed" if outcome.error else "completed"
@@ -182,6 +201,34 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     return outcome
 
 
+async def _suspend(
+    rt: Runtime, job: TurnJob, sink: CoalescingSink, hooks: _TurnHooks, outcome: TurnOutcome, attempt: int
+) -> None:
+    """The turn waits on ``outcome.waiting``: say what for, store the status, and let the worker go."""
+    sink.hold()
+    waiting = [hooks.waits[c] for c in outcome.waiting if c in hooks.waits]
+    sink.emit(
+        "turn_suspended",
+        {
+            "turnId": job.turnId,
+            "waitingFor": [
+                {
+                    "toolCallId": w.toolCallId,
+                    "toolName": w.toolName,
+                    "kind": w.kind,
+                    "deadlineAt": w.deadlineAt,
+                }
+                for w in waiting
+            ],
+        },
+    )
+    await _set_status(rt, job, "suspended", attempt=attempt, frames=sink.frame_map())
+    sink.release()
+    await sink.aclose()
+    rt.signals.forget(job.turnId)
+    log.info("turn suspended", extra={"turn_id": job.turnId, "waiting": len(outcome.waiting)})
+
+
 async def _toolbox(rt: Runtime, image: ImageRecord) -> Toolbox | None:
     """The image's tools for this turn (None: it declares none, or the host runs no tools)."""
     if rt.tools is None or not (image.tools or image.mcpServers):
@@ -201,6 +248,14 @@ async def _run(
     cancelled = rt.signals.event_for(job.turnId)
     if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
         cancelled.set()
+    blocked = await _suspended_before(rt, job, context.messages)
+    if blocked is not None:
+        hooks = _TurnHooks(rt, job, sink, None, image.model or "", started_ms)
+        busy = SessionBusy(
+            f"an earlier turn of this session ({blocked}) is suspended, waiting for a tool call to be "
+            "approved or answered: answer it or interrupt it, then send this message again"
+        )
+        return TurnOutcome(model=image.model or "", error=busy), hooks
     try:
         client, model_name, model_ref = rt.models.resolve(image.model)
     except AgentVMError as exc:
@@ -216,7 +271,7 @@ async def _run(
     )
     # A redelivered turn resumes after the steps a previous attempt stored.
     done_steps = turn_steps(context.messages, job.userMessageId)
-    pending = _pending(context.messages, job.userMessageId, toolbox)
+    pending = await _pending(rt, job, context.messages, toolbox, hooks)
     poller = asyncio.create_task(_poll_cancel(rt, job, cancelled)) if rt.turns.cancel_poll_s > 0 else None
     try:
         outcome = await run_turn(
@@ -238,8 +293,23 @@ async def _run(
     return outcome, hooks
 
 
-def _pending(history: list[Message], user_message_id: str, toolbox: Toolbox | None) -> PendingStep | None:
-    step = open_step(history, user_message_id)
+async def _suspended_before(rt: Runtime, job: TurnJob, history: list[Message]) -> str | None:
+    """An earlier turn of the session that is suspended (this one cannot run before it ends).
+    Reads nothing in the common case: only unanswered user messages before this one are looked up."""
+    unanswered = pending_user_ids(history)
+    mine = job.userMessageId
+    earlier = unanswered[: unanswered.index(mine)] if mine in unanswered else unanswered
+    for user_id in earlier:
+        turn = await rt.store.get_turn(turn_id_for(user_id))
+        if turn is not None and turn.status == "suspended":
+            return turn.turnId
+    return None
+
+
+async def _pending(
+    rt: Runtime, job: TurnJob, history: list[Message], toolbox: Toolbox | None, hooks: _TurnHooks
+) -> PendingStep | None:
+    step = open_step(history, job.userMessageId)
     if step is None or toolbox is None:
         return None
     from agentvm.agent.history import tool_result_of
@@ -254,7 +324,30 @@ def _pending(history: list[Message], user_message_id: str, toolbox: Toolbox | No
         calls=[ToolCall(c.toolCall.id, c.toolCall.name, dict(c.toolCall.input)) for c in step.calls],
         results={cid: tool_result_of(m) for cid, m in step.results.items()},
         rerun=rerun,
+        resolutions=await _resolutions(rt, job, {c.toolCall.id for c in step.missing}, hooks),
     )
+
+
+async def _resolutions(
+    rt: Runtime, job: TurnJob, missing: set[str], hooks: _TurnHooks
+) -> dict[str, Resolution]:
+    """How each open call the turn waited on was answered (one read: the turn's waits). A pending
+    wait past its deadline is timed out here (the sweeper only wakes the turn up)."""
+    if rt.waits is None or not missing:
+        return {}
+    out: dict[str, Resolution] = {}
+    now = rt.clock.now_ms()
+    for wait in await rt.waits.turn_waits(job.turnId):
+        if wait.toolCallId not in missing:
+            continue
+        if wait.status == "pending" and wait.deadlineAt <= now:
+            timed_out = await rt.waits.decide(
+                wait.turnId, wait.toolCallId, {"status": "timed_out", "decidedAt": now}
+            )
+            wait = timed_out or await rt.waits.get_wait(wait.turnId, wait.toolCallId) or wait
+        hooks.waits[wait.toolCallId] = wait
+        out[wait.toolCallId] = resolution_of(wait)
+    return out
 
 
 class _TurnHooks:
@@ -278,6 +371,7 @@ class _TurnHooks:
         self.started_ms = started_ms
         self.stop_sent = False  # the last step's message_stop is out (a tool step sends its own)
         self._step_started = rt.clock.monotonic()
+        self.waits: dict[str, ToolWait] = {}  # the calls this turn waited or waits on, by call id
 
     # frames during the stream
     def on_start(self, message_id: str, model: str) -> None:
@@ -351,21 +445,53 @@ class _TurnHooks:
             stored = await self._append(message, f"step:{self.job.turnId}:{step.index}")
             self._emit("assistant_message", stored)
 
+    async def tool_waits(
+        self, step: StepOutcome, call: ToolCall, kind: WaitKind, timeout_s: float
+    ) -> ToolRun | None:
+        rt, job = self.rt, self.job
+        if rt.waits is None:
+            who = "approval" if kind == "approval" else "the client's result"
+            note = f"Error: {call.name} needs {who}, and this server cannot suspend a turn to wait for it"
+            return ToolRun(ToolResult(call.id, call.name, note, is_error=True), "error", 0.0)
+        now = rt.clock.now_ms()
+        deadline = now + int(timeout_s * 1000)
+        wait = ToolWait(
+            tenantId=job.tenantId,
+            containerId=job.containerId,
+            imageId=job.imageId,
+            sessionId=job.sessionId,
+            turnId=job.turnId,
+            toolCallId=call.id,
+            toolName=call.name,
+            input=call.input,
+            kind=kind,
+            createdAt=now,
+            deadlineAt=deadline,
+            checkAt=deadline,
+            job=job.model_copy(update={"resume": None}),
+        )
+        if not await rt.waits.put_wait(wait):  # a redelivered attempt: the first one recorded it
+            wait = await rt.waits.get_wait(job.turnId, call.id) or wait
+        self.waits[call.id] = wait
+        event = "tool_approval_requested" if kind == "approval" else "client_tool_requested"
+        self.sink.emit(event, wait_event_data(wait))
+        return None
+
     async def tool_finished(self, step: StepOutcome, run: ToolRun) -> None:
         result = run.result
+        if run.status == "denied":
+            output = ToolResultOutput(type="execution-denied", value=result.content, reason=run.reason)
+        else:
+            output = ToolResultOutput(type="error-text" if result.is_error else "text", value=result.content)
         message = ToolResultMessage(
             id=self.rt.ids.new("msg"),
             timestamp=self.rt.clock.now_ms(),
             toolCallId=result.call_id,
-            toolResult=ToolResultPart(
-                id=result.call_id,
-                name=result.name,
-                output=ToolResultOutput(
-                    type="error-text" if result.is_error else "text", value=result.content
-                ),
-            ),
+            toolResult=ToolResultPart(id=result.call_id, name=result.name, output=output),
         )
         stored = await self._append(message, f"tool:{self.job.turnId}:{result.call_id}")
+        if self.rt.waits is not None and result.call_id in self.waits:
+            await self.rt.waits.consume(self.job.turnId, result.call_id)
         for kind in (
             "tool_result",
             "tool_result_message",
@@ -462,10 +588,19 @@ def _as_provider_error(exc: AgentVMError) -> ProviderError:
 
 
 def _attempt_of(turn: TurnRecord | None) -> int:
-    """1, or one more than the attempt of a worker that died mid-turn (it left the turn running)."""
-    if turn is None or turn.status != "running":
+    """1, or one more than the attempt before: a worker that died mid-turn (it left the turn
+    running), or a continuation of a suspended turn."""
+    if turn is None or turn.status not in ("running", "suspended"):
         return 1
     return max(turn.attempt, 1) + 1
+
+
+def _first_seq(job: TurnJob, turn: TurnRecord | None, attempt: int) -> int:
+    """A continuation numbers its frames right after the suspended attempt's; any other attempt
+    from its own band (``streaming.frames``)."""
+    if turn is not None and turn.status == "suspended" and turn.frames is not None:
+        return last_seq(turn.frames) + 1
+    return first_seq(job.userSeq, attempt)
 
 
 def _persisted(rt: Runtime, job: TurnJob) -> Json:

@@ -15,7 +15,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-from agentvm.agent.tool_config import MAX_TOOLS, ToolDecl, parse_mcp_servers
+from agentvm.agent.tool_config import MAX_TOOLS, ApprovalConfig, ToolDecl, parse_mcp_servers
 from agentvm.errors import BadRequest, FrameTooLarge, UnknownRequest
 from agentvm.messages import UserContentPart
 from agentvm.records import ConcurrencyPolicy
@@ -97,6 +97,7 @@ class ImageConfig(BaseModel):
     tools: list[ToolDecl] | None = Field(default=None, max_length=MAX_TOOLS)
     maxSteps: int | None = Field(default=None, ge=1, le=100)
     concurrency: ConcurrencyPolicy | None = None
+    approval: ApprovalConfig | None = None
 
     @field_validator("mcpServers", mode="after")
     @classmethod
@@ -153,6 +154,31 @@ class ImageMessages(_Req):
     imageId: Id = _id_field()
 
 
+class ToolApproval(_Req):
+    """Additive (not in AgentX): approve or deny a tool call a suspended turn waits on."""
+
+    turnId: Id = _id_field()
+    toolCallId: Id = Field(min_length=1, max_length=256)
+    approved: bool
+    reason: StrictStr | None = Field(default=None, max_length=2000)
+
+
+class ToolResultSubmit(_Req):
+    """Additive: the result of a client-side tool call. ``output``: text, or any JSON value."""
+
+    turnId: Id = _id_field()
+    toolCallId: Id = Field(min_length=1, max_length=256)
+    output: StrictStr | dict[str, Any] | list[Any] | int | float | bool | None
+    isError: bool = False
+
+
+class ToolWaitList(_Req):
+    """Additive: the tool calls the caller's suspended turns wait on (of one container or image)."""
+
+    containerId: Id | None = Field(default=None, min_length=1, max_length=128)
+    imageId: Id | None = Field(default=None, min_length=1, max_length=128)
+
+
 REQUEST_MODELS: dict[str, type[_Req]] = {
     "container_create_request": ContainerCreate,
     "container_get_request": ContainerGet,
@@ -171,6 +197,10 @@ REQUEST_MODELS: dict[str, type[_Req]] = {
     "image_get_request": ImageGet,
     "image_delete_request": ImageDelete,
     "image_messages_request": ImageMessages,
+    # additive requests (docs/protocol.md, "Suspended turns")
+    "tool_approval_request": ToolApproval,
+    "tool_result_request": ToolResultSubmit,
+    "tool_waits_request": ToolWaitList,
 }
 
 

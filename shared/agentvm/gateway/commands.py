@@ -14,8 +14,10 @@ from typing import TYPE_CHECKING, Any
 from agentvm.agent.history import pending_user_ids
 from agentvm.agent.tool_config import McpStdioServer, parse_mcp_servers
 from agentvm.agent.turns import TERMINAL, turn_id_for
+from agentvm.agent.waits import cancel_turn_waits
 from agentvm.errors import BadRequest, Forbidden, NotFound, SessionBusy
 from agentvm.events import EventContext, dumps, event
+from agentvm.gateway import wait_commands
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
 from agentvm.streaming.fanout import Fanout
@@ -57,6 +59,7 @@ class CommandContext:
     # The caller may do what needs the admin scope (an admin key, or the open dev mode). Declaring
     # stdio MCP servers does: they run commands on the server.
     admin: bool = False
+    key_id: str | None = None  # the caller's API key (None: the open dev mode)
     # frames for the caller only, sent before the response (e.g. agent_registered)
     before_response: list[Json] = field(default_factory=list)
 
@@ -152,8 +155,8 @@ async def _stop_agent(ctx: CommandContext, image: ImageRecord) -> bool:
     return True
 
 
-async def _active_turn(ctx: CommandContext, image: ImageRecord) -> str | None:
-    """The oldest turn of the session that is queued or running, if any.
+async def _active_turn(ctx: CommandContext, image: ImageRecord) -> TurnRecord | None:
+    """The oldest turn of the session that is queued, running or suspended, if any.
 
     Unanswered user messages in the recent window are the candidates; their turn records say
     which are still live (an interrupted turn with no text leaves its message unanswered).
@@ -162,18 +165,20 @@ async def _active_turn(ctx: CommandContext, image: ImageRecord) -> str | None:
     for user_id in pending_user_ids(window):
         turn = await ctx.rt.store.get_turn(turn_id_for(user_id))
         if turn is not None and turn.status not in TERMINAL:
-            return turn.turnId
+            return turn
     return None
 
 
 async def _interrupt_running(ctx: CommandContext, image: ImageRecord) -> bool:
     """Mark the active turn cancelled (store + in-process signal). The turn's worker tells the
     subscribers (``interrupted``, numbered in the turn's stream) when it sees the mark."""
-    turn_id = await _active_turn(ctx, image)
-    if turn_id is None:
+    turn = await _active_turn(ctx, image)
+    if turn is None:
         return False
-    await ctx.rt.store.request_cancel(image.sessionId, turn_id)
-    ctx.rt.signals.fire(turn_id)
+    await ctx.rt.store.request_cancel(image.sessionId, turn.turnId)
+    ctx.rt.signals.fire(turn.turnId)
+    if turn.status == "suspended":  # nothing runs to see the mark: wake the turn up to end it
+        await cancel_turn_waits(ctx.rt, turn.turnId, "the turn was interrupted")
     return True
 
 
@@ -338,6 +343,7 @@ async def image_create(ctx: CommandContext, req: ImageCreate) -> Json:
         mcpServers=cfg.mcpServers,
         tools=_tool_decls(cfg.tools),
         maxSteps=cfg.maxSteps,
+        approval=cfg.approval.model_dump() if cfg.approval is not None else None,
         concurrency=cfg.concurrency or "queue",
         createdAt=now,
         updatedAt=now,
@@ -447,6 +453,9 @@ COMMANDS: dict[str, Callable[[CommandContext, Any], Awaitable[Json]]] = {
     "image_get_request": image_get,
     "image_delete_request": image_delete,
     "image_messages_request": image_messages,
+    "tool_approval_request": wait_commands.tool_approval,
+    "tool_result_request": wait_commands.tool_result,
+    "tool_waits_request": wait_commands.tool_waits,
 }
 
 # Fields a failed response still carries, so typed clients find every documented field (§2.1).

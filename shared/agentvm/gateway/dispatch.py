@@ -163,6 +163,7 @@ async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> li
         connection_id=conn.connection_id,
         request_id=frame.request_id,
         admin=await _is_admin(rt, conn),
+        key_id=conn.key_id,
     )
     payload = frame.payload.model_dump(exclude_none=True)
     try:

@@ -60,6 +60,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.apigw_push import ApiGatewayPush
     from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
     from agentvm.adapters.aws.dynamodb_store import DynamoStore
+    from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
 
     missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
@@ -76,6 +77,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         turns=turn_settings(settings, cancel_poll_s=settings.cancel_poll_ms / 1000),
         # No stdio MCP servers on Lambda: a child process per turn, outside any isolation we control.
         tools=tool_sources(settings, allow_stdio=False),
+        waits=DynamoDbToolWaits(settings.table_name),
     )
     aws_security(settings, runtime.clock).attach(runtime)
     return runtime

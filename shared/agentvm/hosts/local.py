@@ -49,6 +49,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.push import LocalPush
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite_store import SqliteStore
+    from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
@@ -71,6 +72,7 @@ def local_runtime(settings: Settings) -> LocalHost:
         turns=turn_settings(settings, subscriber_refresh_s=0.0),
         tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
         sandbox=sandbox,
+        waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
     )
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 

@@ -68,6 +68,20 @@ def open_mode_error(settings: Settings) -> str | None:
     return None
 
 
+async def _sweep_waits(rt: Runtime, every_s: float) -> None:
+    """Suspended turns' waits past their deadline time out; lost continuations are enqueued again.
+    The first sweep runs at start: waits that expired while the server was down go on at once."""
+    from agentvm.agent.waits import sweep
+
+    while True:
+        try:
+            while await sweep(rt) > 0:
+                pass
+        except Exception as exc:  # the store is busy or full: the next sweep tries again
+            log.warning("sweeping suspended turns failed", extra={"error": type(exc).__name__})
+        await asyncio.sleep(every_s)
+
+
 async def _upgrade_principal(rt: Runtime, websocket: WebSocket) -> Principal | None:
     """The key of the upgrade request (header, else ``?token=``); None if it carries none."""
     if rt.auth is None:
@@ -89,13 +103,15 @@ def create_local_app(host: LocalHost) -> FastAPI:
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
         consumer = asyncio.create_task(host.queue.run(run_job))
+        sweeper = asyncio.create_task(_sweep_waits(rt, settings.wait_sweep_s))
         log.info("turn queue consumer started")
         try:
             yield
         finally:
-            consumer.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await consumer
+            for task in (consumer, sweeper):
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await task
 
     app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
     per_address: dict[str, int] = {}  # live WebSocket connections by client address

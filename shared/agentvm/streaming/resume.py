@@ -25,6 +25,10 @@ from agentvm.errors import ConnectionGone
 from agentvm.messages import UserMessage
 from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
 
+# A suspended turn's frames up to ``turn_suspended`` are stored like a finished turn's: a client
+# that reconnects while the turn waits gets the approval or client-tool request again.
+REPLAYABLE = TERMINAL | {"suspended"}
+
 if TYPE_CHECKING:
     from agentvm.records import SessionRecord
     from agentvm.runtime import Runtime
@@ -63,7 +67,7 @@ async def _replay_finished(
         turn = await store.get_turn(turn_id_for(user.id))
         # Not finished: the worker sends it live. (Only a turn left behind by a dead job can be
         # unfinished before a finished one: turns of a session run in order.)
-        if turn is None or turn.status not in TERMINAL or turn.frames is None:
+        if turn is None or turn.status not in REPLAYABLE or turn.frames is None:
             continue
         if last_seq(turn.frames) <= cursor:
             continue

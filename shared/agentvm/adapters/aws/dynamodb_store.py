@@ -184,7 +184,7 @@ class DynamoStore:
     @staticmethod
     async def _put(item: TableItem, condition: Condition | None = None) -> bool:
         """PutItem (or another write); False when ``condition`` failed, so nothing was written."""
-        return await _conditional(lambda: item.save(condition=condition))
+        return await conditional_write(lambda: item.save(condition=condition))
 
     async def _batch_delete(self, items: list[TableItem]) -> None:
         def delete_all() -> None:
@@ -347,7 +347,7 @@ class DynamoStore:
         idem = self._m.idem
         claim = idem(pk, idem_sk(key))
         actions = [idem.seq.set(seq), idem.claimedAt.set(_now_ms())]
-        return await _conditional(lambda: claim.update(actions=actions, condition=idem.owner == owner))
+        return await conditional_write(lambda: claim.update(actions=actions, condition=idem.owner == owner))
 
     async def _settle_claim(self, pk: str, key: str, owner: str) -> AppendResult | int:
         """Wait for the holder of ``key`` to finish. Returns its result, or the seq we must now write
@@ -377,7 +377,7 @@ class DynamoStore:
         idem = self._m.idem
         actions = [idem.seq.set(seq), idem.owner.set(owner), idem.claimedAt.set(_now_ms())]
         unchanged = (idem.owner == claim.owner) & (idem.claimedAt == claim.claimedAt)
-        return await _conditional(lambda: claim.update(actions=actions, condition=unchanged))
+        return await conditional_write(lambda: claim.update(actions=actions, condition=unchanged))
 
     async def list_messages(self, session_id: str) -> list[Message]:
         items = await self._query(
@@ -472,7 +472,7 @@ class DynamoStore:
         return item is not None and item.turnId == turn_id
 
 
-async def _conditional(write: Callable[[], object]) -> bool:
+async def conditional_write(write: Callable[[], object]) -> bool:
     """Run a write in a thread; False if DynamoDB rejected its condition (nothing was written).
 
     A failed condition still consumes the write units of the item it was evaluated against.
@@ -490,4 +490,4 @@ def _dumps(data: dict[str, Any]) -> str:
     return json.dumps(data, separators=(",", ":"), ensure_ascii=False)
 
 
-__all__ = ["CLAIM_LEASE_MS", "DynamoStore"]
+__all__ = ["CLAIM_LEASE_MS", "DynamoStore", "conditional_write"]

@@ -2,7 +2,8 @@
 
 ``MessageGroupId = sessionId``: FIFO delivers one message of a group at a time, in order, so the
 turns of one session never overlap while different sessions run in parallel (worker concurrency is
-bounded by the number of active groups). ``MessageDeduplicationId = turnId``: SQS drops a second
+bounded by the number of active groups). ``MessageDeduplicationId = jobKey`` (the turnId; for a
+continuation of a suspended turn, turnId#what resumed it): SQS drops a second
 send of the same turn within its 5-minute deduplication window, so a retried request or a gateway
 retry enqueues the turn once (the worker is idempotent by turn id beyond that window).
 
@@ -48,9 +49,19 @@ class SqsTurnQueue:
             QueueUrl=self.queue_url,
             MessageBody=job.model_dump_json(),
             MessageGroupId=job.sessionId,
-            MessageDeduplicationId=job.turnId,
+            MessageDeduplicationId=dedup_id(job),
             MessageAttributes=attributes,
         )
+
+
+def dedup_id(job: TurnJob) -> str:
+    """``jobKey`` (the turn, or a continuation of it); a digest when over SQS's 128 characters."""
+    key = job.jobKey
+    if len(key) <= 128 and key.isascii():
+        return key
+    import hashlib
+
+    return hashlib.sha256(key.encode()).hexdigest()
 
 
 def job_from_body(body: str) -> TurnJob:

@@ -45,7 +45,7 @@ log = logging.getLogger("agentvm.queue")
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS turn_jobs (
     seq          INTEGER PRIMARY KEY,   -- enqueue order
-    turn_id      TEXT NOT NULL UNIQUE,
+    turn_id      TEXT NOT NULL UNIQUE,  -- the job's key: its turnId, or turnId#resume for a continuation
     session_id   TEXT NOT NULL,
     state        TEXT NOT NULL CHECK (state IN ('queued', 'running', 'dead')),
     attempts     INTEGER NOT NULL DEFAULT 0,
@@ -103,7 +103,7 @@ class SqliteTurnQueue:
         self._conn.execute(
             "INSERT INTO turn_jobs (turn_id, session_id, state, available_at, job)"
             " VALUES (?, ?, 'queued', ?, ?) ON CONFLICT (turn_id) DO NOTHING",
-            (job.turnId, job.sessionId, time.time(), job.model_dump_json()),
+            (job.jobKey, job.sessionId, time.time(), job.model_dump_json()),
         )
         self._wake.set()
 
