@@ -90,6 +90,10 @@ class Settings(BaseSettings):
     # Sandbox jobs without bubblewrap run as plain processes of the server's user: allowed on a
     # loopback address, refused elsewhere unless this is set (adapters/local/sandbox.py).
     sandbox_allow_unisolated: bool = False
+    # AWS: the sandbox jobs' queue (the turn worker sends, functions/sandbox_worker consumes) and the
+    # bucket of the containers' workspaces (adapters/aws/s3_workspaces.py). Unset: no sandbox on AWS.
+    sandbox_queue_url: str | None = None
+    workspace_bucket: str | None = None
 
     # protocol limits
     max_frame_bytes: int = 256 * 1024

@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         BudgetRecord,
         ContainerRecord,
         ImageRecord,
+        SandboxJob,
         SessionRecord,
         SessionSummary,
         ToolWait,
@@ -332,6 +333,13 @@ class Sandbox(Protocol):
     async def list(self, tenant_id: str, container_id: str, path: str) -> list[WorkspaceEntry]: ...
 
 
+class SandboxJobs(Protocol):
+    """Where sandbox jobs go when this host does not run them in the turn (AWS: their own queue
+    and worker). Idempotent by ``(turnId, waitId)``."""
+
+    async def submit(self, job: SandboxJob) -> None: ...
+
+
 class Clock(Protocol):
     def now_ms(self) -> int: ...
     def monotonic(self) -> float: ...
@@ -419,6 +427,7 @@ __all__ = [
     "ModelResolver",
     "Push",
     "Sandbox",
+    "SandboxJobs",
     "SandboxLimits",
     "SandboxRun",
     "SeqMessage",

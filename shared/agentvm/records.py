@@ -12,7 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
-WaitKind = Literal["approval", "client"]
+WaitKind = Literal["approval", "client", "sandbox"]
 WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
 UsageKind = Literal["turn", "step", "compaction"]
 Scope = Literal["admin", "client"]
@@ -161,6 +161,12 @@ class ToolWait(_Record):
     consumed: bool = False
     job: TurnJob
 
+    @property
+    def callId(self) -> str:
+        """The tool call's id (a sandbox job's wait is keyed ``<call id>#job``: the same call may
+        have waited for approval first)."""
+        return self.toolCallId.removesuffix(JOB_SUFFIX)
+
     def to_wire(self) -> dict[str, Any]:
         """What clients see: no tenant, no job."""
         out = self.model_dump(
@@ -181,6 +187,23 @@ class ToolWait(_Record):
             }
         )
         return {k: v for k, v in out.items() if v is not None}
+
+
+JOB_SUFFIX = "#job"
+
+
+class SandboxJob(_Record):
+    """One sandbox tool call for the sandbox worker (AWS: the sandbox queue). Its result answers
+    the wait ``(turnId, waitId)``; a job whose wait is no longer pending is dropped."""
+
+    turnId: str
+    waitId: str  # the wait's toolCallId: "<call id>#job"
+    tenantId: str
+    containerId: str
+    tool: str  # sh | python | read | write | edit | ls
+    input: dict[str, Any] = Field(default_factory=dict)
+    limits: dict[str, Any] = Field(default_factory=dict)  # SandboxLimits fields
+    enqueuedAt: int = 0
 
 
 class UsageRecord(_Record):
@@ -278,6 +301,8 @@ __all__ = [
     "TurnJob",
     "TurnRecord",
     "TurnStatus",
+    "JOB_SUFFIX",
+    "SandboxJob",
     "ToolWait",
     "WaitKind",
     "WaitStatus",

@@ -20,6 +20,7 @@ if TYPE_CHECKING:
         ModelResolver,
         Push,
         Sandbox,
+        SandboxJobs,
         Store,
         ToolWaits,
         TurnQueue,
@@ -158,6 +159,8 @@ class Runtime:
     # The tool calls suspended turns wait on (agent/waits.py). None: tools never wait (a call that
     # needs approval or the client is answered with an error instead).
     waits: ToolWaits | None = None
+    # Where sandbox jobs go when they do not run in the turn (AWS). None: they run in the turn.
+    sandbox_jobs: SandboxJobs | None = None
 
 
 __all__ = [

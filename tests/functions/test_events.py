@@ -30,6 +30,7 @@ PREFIXES = {
     "apigw-ws-default": "ws_default",
     "apigw-http": "http_api",
     "sqs-turn-job": "turn_worker",
+    "sqs-sandbox-job": "sandbox_worker",
     "scheduler-wait-sweep": "wait_sweeper",
 }
 NAME = re.compile(r"^(apigw-ws|apigw-http|sqs|scheduler)-[a-z0-9]+(-[a-z0-9]+)*\.json$")
@@ -161,7 +162,20 @@ def test_http_event_parses_as_payload_format_2(name):
     assert event.rawPath == event.requestContext.http.path
 
 
-@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("sqs-")])
+def test_the_sandbox_job_event_carries_a_job_grouped_by_workspace_and_deduplicated_by_wait():
+    from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
+    from agentvm.adapters.local.sandbox import workspace_digest
+
+    [record] = SqsModel.model_validate(_load("sqs-sandbox-job.json")).Records
+    job = sandbox_job_from_body(record.body)
+    assert record.eventSourceARN.endswith(".fifo")
+    assert record.attributes.MessageGroupId == workspace_digest(job.tenantId, job.containerId)
+    digest = hashlib.sha256(f"{job.turnId}\0{job.waitId}".encode()).hexdigest()
+    assert record.attributes.MessageDeduplicationId == digest
+    assert record.md5OfBody == hashlib.md5(record.body.encode()).hexdigest()
+
+
+@pytest.mark.parametrize("name", [n for n in ALL_EVENTS if n.startswith("sqs-turn-job")])
 def test_sqs_event_parses_and_carries_turn_jobs(name):
     event = SqsModel.model_validate(_load(name))
     assert event.Records

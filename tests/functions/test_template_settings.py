@@ -32,6 +32,7 @@ FUNCTIONS = [
     "http_api",
     "turn_worker",
     "wait_sweeper",
+    "sandbox_worker",
 ]
 
 
@@ -100,12 +101,23 @@ def test_only_functions_that_post_may_manage_connections(template, functions):
     }
 
 
-def test_only_the_functions_that_enqueue_may_send_to_the_queue(template, functions):
-    # ws_default enqueues turns and continuations (an approval); the sweeper continuations.
-    enqueuers = {"ws_default", "wait_sweeper"}
+def test_only_the_functions_that_enqueue_may_send_to_a_queue(template, functions):
+    # The turn queue: ws_default (turns, and continuations after an answer), the sweeper and the
+    # sandbox worker (continuations). The sandbox queue: the turn worker (jobs).
+    senders = {
+        "TurnQueue": {"ws_default", "wait_sweeper", "sandbox_worker"},
+        "SandboxQueue": {"turn_worker"},
+    }
+    variables = {"TurnQueue": "AVM_QUEUE_URL", "SandboxQueue": "AVM_SANDBOX_QUEUE_URL"}
     for name, fn in functions.items():
-        sends = "SQSSendMessagePolicy" in _policy_templates(fn)
-        assert sends == ("AVM_QUEUE_URL" in _environment(template, fn)) == (name in enqueuers), name
+        sends = {
+            p["SQSSendMessagePolicy"]["QueueName"]["Fn::GetAtt"][0]
+            for p in fn["Properties"].get("Policies", [])
+            if "SQSSendMessagePolicy" in p
+        }
+        environment = _environment(template, fn)
+        for queue, allowed in senders.items():
+            assert (queue in sends) == (variables[queue] in environment) == (name in allowed), (name, queue)
         # the authorizer reads API keys only (test_the_authorizer_reads_api_key_items_only)
         assert ("DynamoDBCrudPolicy" in _policy_templates(fn)) == (name != "ws_authorizer"), name
 

@@ -374,6 +374,12 @@ async def _finish_pending(
         elif resolution is not None and resolution.action == "wait":
             waiting.append(call.id)
             continue
+        elif resolution is not None and not stop and (job := toolbox.job_wait(plain)) is not None:
+            refused = await hooks.tool_waits(step, plain, *job)  # approved: its job goes out now
+            if refused is None:
+                waiting.append(call.id)
+                continue
+            run = refused
         elif (resolution is not None or call.id in pending.rerun) and not stop:
             run = await toolbox.run(plain)
         else:

@@ -144,13 +144,48 @@ class SandboxTool:
         return ToolOutput(f"edited {path}")
 
 
+@dataclass(frozen=True)
+class RemoteSandboxTool:
+    """A sandbox tool whose jobs run elsewhere (AWS: the sandbox worker): never called in the
+    turn; the turn suspends on the job (``agent.waits``, kind ``sandbox``)."""
+
+    spec: ToolSpec
+    limits: SandboxLimits
+    runs_remotely = True
+    idempotent = False
+
+    @property
+    def timeout_s(self) -> float:
+        """How long the turn waits for the job: its wall time, plus the queue and the sync."""
+        return self.limits.wall_s + 120
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        raise RuntimeError("this sandbox tool runs on the sandbox worker, not in the turn")
+
+
+def limits_of(decl: SandboxToolDecl) -> SandboxLimits:
+    return SandboxLimits(
+        wall_s=decl.wallS, cpu_s=decl.cpuS, memory_mb=decl.memoryMb, output_bytes=decl.outputBytes
+    )
+
+
 def sandbox_tools(
     decl: SandboxToolDecl, sandbox: Sandbox, tenant_id: str, container_id: str
 ) -> list[SandboxTool]:
-    limits = SandboxLimits(
-        wall_s=decl.wallS, cpu_s=decl.cpuS, memory_mb=decl.memoryMb, output_bytes=decl.outputBytes
-    )
+    limits = limits_of(decl)
     return [SandboxTool(spec, sandbox, tenant_id, container_id, limits) for spec in SPECS.values()]
 
 
-__all__ = ["MAX_READ_BYTES", "SPECS", "SandboxTool", "sandbox_tools"]
+def remote_sandbox_tools(decl: SandboxToolDecl) -> list[RemoteSandboxTool]:
+    return [RemoteSandboxTool(spec, limits_of(decl)) for spec in SPECS.values()]
+
+
+__all__ = [
+    "MAX_READ_BYTES",
+    "SPECS",
+    "RemoteSandboxTool",
+    "SandboxTool",
+    "limits_of",
+    "remote_sandbox_tools",
+    "sandbox_tools",
+]

@@ -187,6 +187,7 @@ class ToolSources:
     mcp: McpConnector | None = None
     http: HttpToolClient | None = None
     sandbox: Sandbox | None = None  # None: this host runs no sandbox (its tools are left out, with a note)
+    remote_sandbox: bool = False  # sandbox jobs run on a sandbox worker (AWS): the turn suspends on each
     secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # by tenant; "*": all
     allow_stdio: bool = True
     allow_private_networks: bool = False
@@ -208,6 +209,10 @@ class ToolSources:
                 tools.append(
                     HttpTool(http, self.http, secrets, self.max_output_chars * 4, self.allow_private_networks)
                 )
+            elif kind == "sandbox" and self.remote_sandbox:
+                from agentvm.agent.sandbox_tools import remote_sandbox_tools
+
+                tools.extend(remote_sandbox_tools(SandboxToolDecl.model_validate(raw)))
             elif kind == "sandbox":
                 if self.sandbox is None:
                     notes.append("the sandbox is not available on this server; its tools are left out")

@@ -106,6 +106,13 @@ class Toolbox:
             return "client", float(tool.timeout_s or self.default_timeout_s)
         if self.approval == "*" or call.name in self.approval:
             return "approval", self.approval_timeout_s
+        return self.job_wait(call)
+
+    def job_wait(self, call: ToolCall) -> tuple[WaitKind, float] | None:
+        """A call whose job runs elsewhere (a sandbox worker): the turn waits for its result."""
+        tool = self._tools.get(call.name)
+        if tool is not None and getattr(tool, "runs_remotely", False):
+            return "sandbox", float(tool.timeout_s or self.default_timeout_s)
         return None
 
     async def run(self, call: ToolCall, *, input_error: str | None = None) -> ToolRun:

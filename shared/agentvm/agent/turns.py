@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -42,7 +43,7 @@ from agentvm.messages import (
     ToolResultPart,
     message_to_wire,
 )
-from agentvm.records import ToolWait, TurnRecord, UsageRecord
+from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.frames import (
@@ -60,7 +61,7 @@ if TYPE_CHECKING:
     from agentvm.agent.tools import Toolbox
     from agentvm.events import Json
     from agentvm.messages import Message
-    from agentvm.ports import ModelClient
+    from agentvm.ports import ModelClient, SandboxLimits
     from agentvm.records import FrameMap, ImageRecord, TurnJob, TurnStatus, WaitKind
     from agentvm.runtime import Runtime
 
@@ -262,6 +263,7 @@ async def _run(
         hooks = _TurnHooks(rt, job, sink, None, image.model or "", started_ms)
         return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), hooks
     hooks = _TurnHooks(rt, job, sink, client, model_ref, started_ms)
+    hooks.toolbox = toolbox
     request = context.request(
         model=model_name,
         image_prompt=image.systemPrompt,
@@ -337,16 +339,16 @@ async def _resolutions(
         return {}
     out: dict[str, Resolution] = {}
     now = rt.clock.now_ms()
-    for wait in await rt.waits.turn_waits(job.turnId):
-        if wait.toolCallId not in missing:
+    for wait in await rt.waits.turn_waits(job.turnId):  # oldest first: a job's wait after its approval's
+        if wait.callId not in missing or wait.consumed:
             continue
         if wait.status == "pending" and wait.deadlineAt <= now:
             timed_out = await rt.waits.decide(
                 wait.turnId, wait.toolCallId, {"status": "timed_out", "decidedAt": now}
             )
             wait = timed_out or await rt.waits.get_wait(wait.turnId, wait.toolCallId) or wait
-        hooks.waits[wait.toolCallId] = wait
-        out[wait.toolCallId] = resolution_of(wait)
+        hooks.remember(wait)
+        out[wait.callId] = resolution_of(wait)
     return out
 
 
@@ -371,7 +373,9 @@ class _TurnHooks:
         self.started_ms = started_ms
         self.stop_sent = False  # the last step's message_stop is out (a tool step sends its own)
         self._step_started = rt.clock.monotonic()
-        self.waits: dict[str, ToolWait] = {}  # the calls this turn waited or waits on, by call id
+        self.waits: dict[str, ToolWait] = {}  # the calls this turn waits on: the latest wait, by call id
+        self._wait_keys: dict[str, set[str]] = {}  # every wait of a call (approval, then its job)
+        self.toolbox: Toolbox | None = None
 
     # frames during the stream
     def on_start(self, message_id: str, model: str) -> None:
@@ -449,8 +453,10 @@ class _TurnHooks:
         self, step: StepOutcome, call: ToolCall, kind: WaitKind, timeout_s: float
     ) -> ToolRun | None:
         rt, job = self.rt, self.job
-        if rt.waits is None:
-            who = "approval" if kind == "approval" else "the client's result"
+        if rt.waits is None or (kind == "sandbox" and rt.sandbox_jobs is None):
+            who = {"approval": "approval", "client": "the client's result", "sandbox": "a sandbox worker"}[
+                kind
+            ]
             note = f"Error: {call.name} needs {who}, and this server cannot suspend a turn to wait for it"
             return ToolRun(ToolResult(call.id, call.name, note, is_error=True), "error", 0.0)
         now = rt.clock.now_ms()
@@ -461,7 +467,7 @@ class _TurnHooks:
             imageId=job.imageId,
             sessionId=job.sessionId,
             turnId=job.turnId,
-            toolCallId=call.id,
+            toolCallId=call.id + JOB_SUFFIX if kind == "sandbox" else call.id,
             toolName=call.name,
             input=call.input,
             kind=kind,
@@ -471,11 +477,25 @@ class _TurnHooks:
             job=job.model_copy(update={"resume": None}),
         )
         if not await rt.waits.put_wait(wait):  # a redelivered attempt: the first one recorded it
-            wait = await rt.waits.get_wait(job.turnId, call.id) or wait
-        self.waits[call.id] = wait
+            wait = await rt.waits.get_wait(job.turnId, wait.toolCallId) or wait
+        if kind == "sandbox":
+            for key in self._wait_keys.get(call.id, set()) - {wait.toolCallId}:
+                await rt.waits.consume(job.turnId, key)  # its approval is used: the job answers now
+        self.remember(wait)
+        if kind == "sandbox":
+            assert rt.sandbox_jobs is not None
+            if wait.status == "pending":  # (again, if a redelivery finds it pending: idempotent)
+                tool = self.toolbox.get(call.name) if self.toolbox is not None else None
+                limits = getattr(tool, "limits", None)
+                await rt.sandbox_jobs.submit(_sandbox_job(rt, wait, limits))
+            return None
         event = "tool_approval_requested" if kind == "approval" else "client_tool_requested"
         self.sink.emit(event, wait_event_data(wait))
         return None
+
+    def remember(self, wait: ToolWait) -> None:
+        self.waits[wait.callId] = wait
+        self._wait_keys.setdefault(wait.callId, set()).add(wait.toolCallId)
 
     async def tool_finished(self, step: StepOutcome, run: ToolRun) -> None:
         result = run.result
@@ -490,8 +510,9 @@ class _TurnHooks:
             toolResult=ToolResultPart(id=result.call_id, name=result.name, output=output),
         )
         stored = await self._append(message, f"tool:{self.job.turnId}:{result.call_id}")
-        if self.rt.waits is not None and result.call_id in self.waits:
-            await self.rt.waits.consume(self.job.turnId, result.call_id)
+        if self.rt.waits is not None:
+            for key in self._wait_keys.get(result.call_id, ()):
+                await self.rt.waits.consume(self.job.turnId, key)
         for kind in (
             "tool_result",
             "tool_result_message",
@@ -516,6 +537,19 @@ class _TurnHooks:
         data = message_frame_data(kind, message)
         if data is not None:
             self.sink.emit(kind, data, ref=message.id)
+
+
+def _sandbox_job(rt: Runtime, wait: ToolWait, limits: SandboxLimits | None) -> SandboxJob:
+    return SandboxJob(
+        turnId=wait.turnId,
+        waitId=wait.toolCallId,
+        tenantId=wait.tenantId,
+        containerId=wait.containerId,
+        tool=wait.toolName,
+        input=wait.input,
+        limits=dataclasses.asdict(limits) if limits is not None else {},
+        enqueuedAt=rt.clock.now_ms(),
+    )
 
 
 def _usage(input_tokens: int, output_tokens: int) -> TokenUsage:

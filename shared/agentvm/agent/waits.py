@@ -41,7 +41,7 @@ MAX_OUTPUT_CHARS = 128 * 1024
 
 def resolution_of(wait: ToolWait) -> Resolution:
     """What the continuation does with a waited-on call, by the wait's status."""
-    call_id, name = wait.toolCallId, wait.toolName
+    call_id, name = wait.callId, wait.toolName
     if wait.status == "pending":
         return Resolution("wait")
     if wait.status == "approved":
@@ -55,8 +55,11 @@ def resolution_of(wait: ToolWait) -> Resolution:
         return Resolution("result", ToolRun(result, "error" if wait.isError else "ok", 0.0))
     if wait.status == "timed_out":
         waited = (wait.deadlineAt - wait.createdAt) / 1000
-        who = "the client's result" if wait.kind == "client" else "approval"
-        text = f"Error: no {who} within {waited:g} s; the call was not run"
+        text = {
+            "client": f"Error: no result from the client within {waited:g} s",
+            "approval": f"Error: no approval within {waited:g} s; the call was not run",
+            "sandbox": f"Error: the sandbox job did not finish within {waited:g} s",
+        }[wait.kind]
         return Resolution("result", ToolRun(ToolResult(call_id, name, text, is_error=True), "timeout", 0.0))
     note = INTERRUPTED_RESULT if not wait.reason else f"Error: cancelled: {wait.reason}"
     return Resolution("result", ToolRun(ToolResult(call_id, name, note, is_error=True), "error", 0.0))

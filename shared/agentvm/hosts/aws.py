@@ -62,6 +62,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.dynamodb_store import DynamoStore
     from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
+    from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
 
     missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
     if missing:
@@ -76,8 +77,10 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         models=SsmKeysModelResolver(settings),
         turns=turn_settings(settings, cancel_poll_s=settings.cancel_poll_ms / 1000),
         # No stdio MCP servers on Lambda: a child process per turn, outside any isolation we control.
-        tools=tool_sources(settings, allow_stdio=False),
+        # Sandbox jobs go to the sandbox worker over their own queue (the turn suspends on each).
+        tools=tool_sources(settings, allow_stdio=False, remote_sandbox=bool(settings.sandbox_queue_url)),
         waits=DynamoDbToolWaits(settings.table_name),
+        sandbox_jobs=SqsSandboxJobs(settings.sandbox_queue_url) if settings.sandbox_queue_url else None,
     )
     aws_security(settings, runtime.clock).attach(runtime)
     return runtime

@@ -63,23 +63,40 @@ class LazyToolSources:
     """``ToolSources``, built when a turn first needs a toolbox: the functions that never run a turn
     (``$connect``, ``$disconnect``, the authorizer, the HTTP API) never import the tool machinery."""
 
-    def __init__(self, settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None = None) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        allow_stdio: bool,
+        sandbox: Sandbox | None = None,
+        remote_sandbox: bool = False,
+    ) -> None:
         self._settings = settings
         self.allow_stdio = allow_stdio
         self._sandbox = sandbox
+        self._remote_sandbox = remote_sandbox
         self._built: ToolSources | None = None
 
     async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
         if self._built is None:
-            self._built = _build(self._settings, allow_stdio=self.allow_stdio, sandbox=self._sandbox)
+            self._built = _build(
+                self._settings,
+                allow_stdio=self.allow_stdio,
+                sandbox=self._sandbox,
+                remote_sandbox=self._remote_sandbox,
+            )
         return await self._built.toolbox(store, image)
 
 
-def tool_sources(settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None = None) -> ToolSources:
+def tool_sources(
+    settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None = None, remote_sandbox: bool = False
+) -> ToolSources:
     """Where turns get their tools: built-ins, HTTP tools, MCP servers, and the host's sandbox
-    (None: no sandbox tools); header secrets by tenant from ``AVM_TOOL_SECRETS``. Built on first
-    use (``LazyToolSources``)."""
-    return LazyToolSources(settings, allow_stdio=allow_stdio, sandbox=sandbox)  # type: ignore[return-value]
+    (None: no sandbox tools in the turn; ``remote_sandbox``: its jobs go to a sandbox worker);
+    header secrets by tenant from ``AVM_TOOL_SECRETS``. Built on first use (``LazyToolSources``)."""
+    return LazyToolSources(  # type: ignore[return-value]
+        settings, allow_stdio=allow_stdio, sandbox=sandbox, remote_sandbox=remote_sandbox
+    )
 
 
 def local_sandbox(settings: Settings, root: Path) -> Sandbox | None:
@@ -95,13 +112,16 @@ def local_sandbox(settings: Settings, root: Path) -> Sandbox | None:
     return None
 
 
-def _build(settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None) -> ToolSources:
+def _build(
+    settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None, remote_sandbox: bool = False
+) -> ToolSources:
     from agentvm.agent.tool_sources import ToolSources
 
     return ToolSources(
         mcp=LazyMcpConnector(),
         http=LazyHttpToolClient(),
         sandbox=sandbox,
+        remote_sandbox=remote_sandbox,
         secrets={
             tenant: {name: value.get_secret_value() for name, value in values.items()}
             for tenant, values in settings.tool_secrets.items()

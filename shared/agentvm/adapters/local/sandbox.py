@@ -44,6 +44,12 @@ _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-
 _MAX_LISTED = 1000
 
 
+def workspace_digest(tenant_id: str, container_id: str) -> str:
+    """The name of a container's workspace (a directory here, an S3 prefix on AWS): a hash of the
+    ids, so client-chosen names never become path components and tenants never share one."""
+    return hashlib.sha256(f"{tenant_id}\0{container_id}".encode()).hexdigest()[:40]
+
+
 @functools.cache
 def bubblewrap() -> str | None:
     """The ``bwrap`` binary if it can create a sandbox on this machine (it needs user namespaces)."""
@@ -73,8 +79,7 @@ class LocalSandbox:
     def workspace(self, tenant_id: str, container_id: str) -> Path:
         """The container's workspace directory (created on first use). Named by a hash of the
         ids: client-chosen names never become path components."""
-        digest = hashlib.sha256(f"{tenant_id}\0{container_id}".encode()).hexdigest()[:40]
-        path = self.root / digest
+        path = self.root / workspace_digest(tenant_id, container_id)
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
         return path.resolve()
 
@@ -226,4 +231,4 @@ def _out_of_memory(text: str) -> bool:
     return "MemoryError" in text or "Cannot allocate memory" in text or "out of memory" in text
 
 
-__all__ = ["WORKDIR", "LocalSandbox", "bubblewrap"]
+__all__ = ["WORKDIR", "LocalSandbox", "bubblewrap", "workspace_digest"]

@@ -1,0 +1,104 @@
+"""Containers' workspaces in S3, for the sandbox worker: pulled into a local directory before a
+job, pushed back after it.
+
+One prefix per workspace, ``workspaces/<hash of tenant and container>/`` (the directory name the
+local sandbox uses), one object per file. A push uploads the files that are new or changed (by
+MD5, which S3 keeps as the ETag of a single-part upload) and deletes the objects of files the job
+removed. Only regular files inside the directory are pushed: a symlink (say, to
+``/proc/self/environ``) is skipped, so a job cannot smuggle a file of the worker into storage.
+A workspace past ``max_bytes`` is refused at the pull, before anything is downloaded.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import os
+from pathlib import Path
+from typing import Any
+
+from agentvm.adapters.local.sandbox import workspace_digest
+
+PREFIX = "workspaces/"
+DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+
+
+class WorkspaceTooLarge(Exception):
+    pass
+
+
+class S3Workspaces:
+    def __init__(self, bucket: str, *, client: Any | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3")
+        self._s3 = client
+        self.bucket = bucket
+        self.max_bytes = max_bytes
+
+    @staticmethod
+    def prefix(tenant_id: str, container_id: str) -> str:
+        return f"{PREFIX}{workspace_digest(tenant_id, container_id)}/"
+
+    async def pull(self, tenant_id: str, container_id: str, dest: Path) -> dict[str, str]:
+        """Download the workspace into ``dest``; returns ``{relative path: etag}`` of what it held."""
+        return await asyncio.to_thread(self._pull, self.prefix(tenant_id, container_id), dest)
+
+    async def push(self, tenant_id: str, container_id: str, src: Path, before: dict[str, str]) -> int:
+        """Store ``src`` as the workspace (changed files up, removed ones deleted); returns the
+        number of objects written or deleted."""
+        return await asyncio.to_thread(self._push, self.prefix(tenant_id, container_id), src, before)
+
+    def _objects(self, prefix: str) -> list[dict[str, Any]]:
+        pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix)
+        return [obj for page in pages for obj in page.get("Contents", [])]
+
+    def _pull(self, prefix: str, dest: Path) -> dict[str, str]:
+        objects = self._objects(prefix)
+        total = sum(obj["Size"] for obj in objects)
+        if total > self.max_bytes:
+            raise WorkspaceTooLarge(f"the workspace holds {total} bytes (at most {self.max_bytes})")
+        dest.mkdir(parents=True, exist_ok=True)
+        root = dest.resolve()
+        held: dict[str, str] = {}
+        for obj in objects:
+            rel = obj["Key"][len(prefix) :]
+            target = (root / rel).resolve()
+            if not rel or root not in target.parents:
+                continue  # not a file of this workspace (we never write such keys)
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self._s3.download_file(self.bucket, obj["Key"], str(target))
+            held[rel] = obj["ETag"].strip('"')
+        return held
+
+    def _push(self, prefix: str, src: Path, before: dict[str, str]) -> int:
+        root = src.resolve()
+        now: dict[str, str] = {}
+        writes = 0
+        for dirpath, _dirs, filenames in os.walk(root, followlinks=False):
+            for name in filenames:
+                path = Path(dirpath) / name
+                if path.is_symlink() or not path.is_file():
+                    continue
+                rel = path.relative_to(root).as_posix()
+                digest = _md5(path)
+                now[rel] = digest
+                if before.get(rel) != digest:
+                    self._s3.upload_file(str(path), self.bucket, prefix + rel)
+                    writes += 1
+        for rel in set(before) - set(now):
+            self._s3.delete_object(Bucket=self.bucket, Key=prefix + rel)
+            writes += 1
+        return writes
+
+
+def _md5(path: Path) -> str:
+    digest = hashlib.md5(usedforsecurity=False)
+    with path.open("rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+__all__ = ["S3Workspaces", "WorkspaceTooLarge"]

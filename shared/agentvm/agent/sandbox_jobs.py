@@ -1,0 +1,77 @@
+"""Running one sandbox job for a suspended turn (the AWS sandbox worker): the tool call runs on
+the container's workspace, its output answers the turn's wait, and that queues the turn's
+continuation (``agent.waits.decide``).
+
+A job whose wait is no longer pending (timed out, cancelled, or a duplicate delivery after it was
+answered) is dropped without running: a job runs at most once per answer that can still count.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from agentvm.agent.sandbox_tools import SPECS, SandboxTool
+from agentvm.agent.waits import decide
+from agentvm.ports import SandboxLimits, ToolOutput
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
+
+    from agentvm.ports import Sandbox
+    from agentvm.records import SandboxJob
+    from agentvm.runtime import Runtime
+
+log = logging.getLogger("agentvm.sandbox_jobs")
+
+
+async def run_sandbox_job(
+    rt: Runtime,
+    job: SandboxJob,
+    sandbox: Sandbox,
+    *,
+    after_run: Callable[[], Awaitable[object]] | None = None,
+) -> bool:
+    """Run ``job`` and answer its wait. False: its wait was answered already, nothing ran.
+
+    ``after_run`` (the worker's push of the workspace to storage) runs before the answer, so the
+    turn never goes on while the job's files are not stored yet."""
+    assert rt.waits is not None
+    wait = await rt.waits.get_wait(job.turnId, job.waitId)
+    if wait is None or wait.status != "pending" or wait.tenantId != job.tenantId:
+        log.info("sandbox job dropped: its wait is not pending", extra={"turn_id": job.turnId})
+        return False
+    spec = SPECS.get(job.tool)
+    if spec is None:
+        output = ToolOutput(f"Error: there is no sandbox tool named {job.tool!r}", is_error=True)
+    else:
+        limits = SandboxLimits(**job.limits) if job.limits else SandboxLimits()
+        tool = SandboxTool(spec, sandbox, job.tenantId, job.containerId, limits)
+        output = await _call(tool, job)
+    if after_run is not None:
+        await after_run()
+    await decide(rt, wait, "answered", output=output.text, is_error=output.is_error)
+    return True
+
+
+async def _call(tool: SandboxTool, job: SandboxJob) -> ToolOutput:
+    try:
+        return await asyncio.wait_for(tool.call(job.input), tool.timeout_s)
+    except TimeoutError:
+        return ToolOutput(f"Error: {job.tool} timed out after {tool.timeout_s:g} s", is_error=True)
+    except ValueError as exc:  # a path outside the workspace, a file that is not text
+        return ToolOutput(f"Error: {exc}", is_error=True)
+    except OSError as exc:  # a missing file, a directory read as a file
+        return ToolOutput(f"Error: {job.tool} failed: {exc.strerror or type(exc).__name__}", is_error=True)
+
+
+async def answer_job(rt: Runtime, job: SandboxJob, text: str) -> None:
+    """Answer a job that cannot run (its workspace is too large to sync) with an error result."""
+    assert rt.waits is not None
+    wait = await rt.waits.get_wait(job.turnId, job.waitId)
+    if wait is not None and wait.status == "pending":
+        await decide(rt, wait, "answered", output=text, is_error=True)
+
+
+__all__ = ["answer_job", "run_sandbox_job"]
