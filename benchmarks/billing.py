@@ -46,14 +46,29 @@ WRITE_UNIT_BYTES = 1024  # DynamoDB write request unit
 READ_UNIT_BYTES = 4 * 1024  # DynamoDB read request unit (strongly consistent)
 
 # Price kinds a Call is billed under (benchmarks/prices.py has the dollars).
-WS_MESSAGE, SQS_REQUEST, DDB_WRITE, DDB_READ, FREE, UNPRICED = (
+WS_MESSAGE, SQS_REQUEST, DDB_WRITE, DDB_READ, S3_WRITE, S3_READ, FREE, UNPRICED = (
     "ws_message",
     "sqs_request",
     "ddb_write",
     "ddb_read",
+    "s3_write",
+    "s3_read",
     "free",
     "unpriced",
 )
+# S3 request classes (aws.amazon.com/s3/pricing): DELETE is free; bucket set-up is not metered.
+S3_WRITES = frozenset(
+    {
+        "PutObject",
+        "CopyObject",
+        "ListObjectsV2",
+        "ListObjects",
+        "CreateMultipartUpload",
+        "UploadPart",
+        "CompleteMultipartUpload",
+    }
+)
+S3_READS = frozenset({"GetObject", "HeadObject"})
 DDB_CONTROL_PLANE = frozenset(
     {"CreateTable", "DescribeTable", "DescribeTimeToLive", "UpdateTimeToLive", "ListTables", "DeleteTable"}
 )
@@ -154,6 +169,12 @@ class AwsMeter:
             return SQS_REQUEST, _units(_sqs_payload(operation, params, parsed), SQS_UNIT_BYTES)
         if service == "dynamodb":
             return self._dynamodb(operation, params, parsed, old, region)
+        if service == "s3":
+            if operation in S3_WRITES:
+                return S3_WRITE, 1.0
+            if operation in S3_READS:
+                return S3_READ, 1.0
+            return (FREE, 0.0) if operation in ("DeleteObject", "DeleteObjects") else (UNPRICED, 0.0)
         return UNPRICED, 0.0
 
     def _dynamodb(

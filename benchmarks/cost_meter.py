@@ -28,7 +28,16 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from benchmarks import prices
-from benchmarks.billing import DDB_READ, DDB_WRITE, SQS_REQUEST, UNPRICED, WS_MESSAGE, TableSchema
+from benchmarks.billing import (
+    DDB_READ,
+    DDB_WRITE,
+    S3_READ,
+    S3_WRITE,
+    SQS_REQUEST,
+    UNPRICED,
+    WS_MESSAGE,
+    TableSchema,
+)
 from benchmarks.moto_turns import (
     FUNCTIONS,
     TURNS_PER_SESSION,
@@ -69,6 +78,7 @@ WS, CONN, REQUESTS, INIT = (
     "Lambda INIT",
 )
 SQS, WRITES, READS, LOGS = "SQS FIFO requests", "DynamoDB writes", "DynamoDB reads", "CloudWatch Logs"
+S3W, S3R = "S3 PUT/LIST requests", "S3 GET/HEAD requests"
 GBS = "Lambda GB-s {}"  # one line per function
 UNIT_PRICES = {  # component -> (unit, $ per unit)
     WS: ("messages", prices.WS_MESSAGE.usd),
@@ -80,8 +90,10 @@ UNIT_PRICES = {  # component -> (unit, $ per unit)
     WRITES: ("WRU", prices.DDB_WRITE_UNIT.usd),
     READS: ("RRU", prices.DDB_READ_UNIT.usd),
     LOGS: ("bytes", prices.LOGS_INGEST_GB.usd / 2**30),  # AWS's billing GB is 2^30 bytes
+    S3W: ("requests", prices.S3_WRITE_REQUEST.usd),
+    S3R: ("requests", prices.S3_READ_REQUEST.usd),
 }
-_BY_KIND = {WS_MESSAGE: WS, SQS_REQUEST: SQS, DDB_WRITE: WRITES, DDB_READ: READS}
+_BY_KIND = {WS_MESSAGE: WS, SQS_REQUEST: SQS, DDB_WRITE: WRITES, DDB_READ: READS, S3_WRITE: S3W, S3_READ: S3R}
 LEVERS = {  # COST_MODEL.md, "Levers"
     WS: "coalesce deltas (first delta at once, then AVM_FLUSH_MS windows: a longer window sends fewer "
     "frames); do not send one frame per state event when a single frame carries the same information",
@@ -129,7 +141,7 @@ def read_template(path: Path = ROOT / "template.yaml") -> Deployment:
             variables = scope.get("Environment", {}).get("Variables", {})
             env |= {k: v for k, v in variables.items() if k.startswith("POWERTOOLS_") and isinstance(v, str)}
         for event in props.get("Events", {}).values():
-            if event["Type"] == "SQS":
+            if event["Type"] == "SQS" and Path(props["CodeUri"]).name == "turn_worker":
                 batch_size = int(event["Properties"].get("BatchSize", 10))
 
     def keys(schema: list[dict[str, str]]) -> tuple[str, ...]:
@@ -252,6 +264,9 @@ class Result:
     # The standard tool turn (StandardTurn.tool_call), same two traffic shapes; empty if not run.
     tool_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
     tool_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
+    # The standard sandbox turn (StandardTurn.sandbox): the turn suspends on a sandbox-worker job.
+    sandbox_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
+    sandbox_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
 
 
 def _shapes(standard: StandardTurn, d: Deployment, turns: int, label: str = "") -> dict[str, Scenario]:
@@ -281,8 +296,22 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
     full_core = {name: bill(s, d, init_s, cpu_share=False) for name, s in scenarios.items()}
     tool_scenarios = _shapes(dataclasses.replace(standard, tool_call=True), d, turns, "tool ")
     tool_bills = {name: bill(s, d, init_s) for name, s in tool_scenarios.items()}
+    sandbox_scenarios = _shapes(dataclasses.replace(standard, sandbox=True), d, turns, "sandbox ")
+    sandbox_bills = {name: bill(s, d, init_s) for name, s in sandbox_scenarios.items()}
     wall_s = time.monotonic() - started
-    return Result(standard, d, init_s, scenarios, bills, full_core, wall_s, tool_scenarios, tool_bills)
+    return Result(
+        standard,
+        d,
+        init_s,
+        scenarios,
+        bills,
+        full_core,
+        wall_s,
+        tool_scenarios,
+        tool_bills,
+        sandbox_scenarios,
+        sandbox_bills,
+    )
 
 
 # -- the report ----------------------------------------------------------------------------------
@@ -320,6 +349,7 @@ def render(r: Result) -> str:
         "",
         *_where_the_money_goes(r),
         *_tool_turn(r),
+        *_sandbox_turn(r),
         *_by_operation(r),
         *_observations(r),
         *_assumptions(r),
@@ -363,6 +393,49 @@ def _tool_turn(r: Result) -> list[str]:
         + ", ".join(f"{k} (+{_usd(v)}/M)" for k, v in extra if v > 0)
         + " (the worker waits on the tool and a second model call; two more messages and a step usage "
         "record are written; about ten more frames are sent).\n"
+    )
+    return out
+
+
+def _sandbox_turn(r: Result) -> list[str]:
+    """The standard sandbox turn beside the standard turn: $ per million, by component."""
+    if not r.sandbox_bills:
+        return []
+    t_idle, t_load = r.sandbox_bills["idle"], r.sandbox_bills["load"]
+    idle, load = r.bills["idle"], r.bills["load"]
+    used = [k for k in UNIT_PRICES if t_idle.units[k] or t_load.units[k]]
+    rows = sorted(used, key=lambda k: -t_load.dollars[k])
+    s = r.standard
+    out = [
+        "### The standard sandbox turn\n",
+        f"One `sh` job between two model calls, as the AWS host runs it: the first call streams "
+        f"{s.lead_tokens} tokens and the call; the turn **suspends** (its worker invocation ends); the "
+        "job goes over the sandbox queue to `SandboxWorkerFunction` (1,024 MB), which pulls the "
+        f"container's workspace ({s.workspace_files} files of {s.workspace_file_bytes} B) from S3, runs "
+        f"the job ({s.sandbox_job_s:g} s on the simulated clock; the only stubbed part), pushes the "
+        "changed file back and answers the wait, which queues the continuation; a second turn-worker "
+        f"invocation makes the second model call ({s.second_input_tokens} input tokens) and streams the "
+        f"standard {s.output_tokens}-token answer. No invocation waits on the job. Not per turn: "
+        "`WaitSweeperFunction` runs every minute whatever the traffic (about 44,000 short invocations "
+        "a month, cents), and workspace storage is S3's $0.023 per GB-month.\n",
+        "| component | idle: units/turn | idle: $/M turns | load: units/turn | load: $/M turns |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for k in rows:
+        out.append(
+            f"| {k} | {_num(t_idle.units[k])} | {_usd(t_idle.dollars[k])} "
+            f"| {_num(t_load.units[k])} | {_usd(t_load.dollars[k])} |"
+        )
+    out += [
+        f"| **total** | | **{_usd(t_idle.total)}** | | **{_usd(t_load.total)}** |",
+        f"| vs the standard turn | | {t_idle.total / idle.total:.2f}x | | {t_load.total / load.total:.2f}x |",
+        "",
+    ]
+    extra = sorted(((k, t_load.dollars[k] - load.dollars[k]) for k in UNIT_PRICES), key=lambda kv: -kv[1])[:3]
+    out.append(
+        "Under load the sandbox turn costs more mostly in: "
+        + ", ".join(f"{k} (+{_usd(v)}/M)" for k, v in extra if v > 0)
+        + ".\n"
     )
     return out
 

@@ -58,7 +58,7 @@ ROOT = Path(__file__).resolve().parents[1]
 EVENTS = ROOT / "events"
 # The functions of the WebSocket path, in the order a session meets them (the authorizer runs on
 # every upgrade). The HTTP API is not on it.
-FUNCTIONS = ("ws_authorizer", "ws_connect", "ws_default", "turn_worker", "ws_disconnect")
+FUNCTIONS = ("ws_authorizer", "ws_connect", "ws_default", "turn_worker", "ws_disconnect", "sandbox_worker")
 TABLE = "agentvm-cost-meter"
 ENDPOINT = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod"
 ACCOUNT = "123456789012"  # moto's default account
@@ -86,6 +86,14 @@ class StandardTurn:
     tool_latency_s: float = 0.3
     tool_result_bytes: int = 500
     second_input_tokens: int = 600
+    # The standard *sandbox* turn (sandbox=True): the same two model calls around one ``sh`` job on
+    # the container's workspace (``workspace_files`` files of ``workspace_file_bytes``, synced from
+    # S3), which runs ``sandbox_job_s`` and changes one file. On AWS the turn suspends on the job:
+    # two turn-worker invocations and one sandbox-worker invocation per turn.
+    sandbox: bool = False
+    sandbox_job_s: float = 1.0
+    workspace_files: int = 5
+    workspace_file_bytes: int = 4096
 
     @property
     def model_wall_s(self) -> float:
@@ -239,9 +247,10 @@ class StandardTurnModel:
         async def until(t: float) -> None:
             await asyncio.sleep(max(0.0, start + t - loop.time()))
 
-        asks_tool = turn.tool_call and not (request.messages and request.messages[-1].tool_results)
+        uses_tools = turn.tool_call or turn.sandbox
+        asks_tool = uses_tools and not (request.messages and request.messages[-1].tool_results)
         tokens = turn.lead_tokens if asks_tool else turn.output_tokens
-        input_tokens = turn.input_tokens if asks_tool or not turn.tool_call else turn.second_input_tokens
+        input_tokens = turn.input_tokens if asks_tool or not uses_tools else turn.second_input_tokens
         tag.streaming = True
         try:
             yield ModelStart(message_id=f"msg_std_{uuid.uuid4().hex[:12]}", model=request.model)
@@ -253,9 +262,14 @@ class StandardTurnModel:
                 from agentvm.llm import ToolCallDelta, ToolCallEnd, ToolCallStart
 
                 call_id = f"toolu_std_{uuid.uuid4().hex[:12]}"
-                yield ToolCallStart(call_id, "get_weather")
-                yield ToolCallDelta(call_id, '{"city": "Paris"}')
-                yield ToolCallEnd(call_id, "get_weather", {"city": "Paris"})
+                name, args = (
+                    ("sh", {"command": "python3 main.py"})
+                    if turn.sandbox
+                    else ("get_weather", {"city": "Paris"})
+                )
+                yield ToolCallStart(call_id, name)
+                yield ToolCallDelta(call_id, json.dumps(args))
+                yield ToolCallEnd(call_id, name, args)
                 yield ModelStop("tool_use", input_tokens=input_tokens, output_tokens=tokens + 15)
             else:
                 yield ModelStop("end_turn", input_tokens=input_tokens, output_tokens=tokens)
@@ -407,6 +421,8 @@ class Host:
         self.invocations: list[Invocation] = []
         self.runtimes: dict[str, Any] = {}
         self.sqs = boto3.client("sqs")  # Lambda's poller
+        self.s3 = boto3.client("s3")
+        sandbox: dict[str, str] = {}
         with scope(SETUP):
             self.queue_url = self.sqs.create_queue(
                 QueueName="agentvm-turns.fifo",
@@ -415,6 +431,17 @@ class Host:
             attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])
             self.queue_arn = attributes["Attributes"]["QueueArn"]
             DynamoStore(TABLE).create_table(wait=True)
+            if standard.sandbox:
+                self.sandbox_url = self.sqs.create_queue(
+                    QueueName="agentvm-sandbox.fifo",
+                    Attributes={"FifoQueue": "true", "ContentBasedDeduplication": "false"},
+                )["QueueUrl"]
+                attributes = self.sqs.get_queue_attributes(
+                    QueueUrl=self.sandbox_url, AttributeNames=["QueueArn"]
+                )
+                self.sandbox_arn = attributes["Attributes"]["QueueArn"]
+                self.s3.create_bucket(Bucket=WORKSPACE_BUCKET)
+                sandbox = {"sandbox_queue_url": self.sandbox_url, "workspace_bucket": WORKSPACE_BUCKET}
 
         settings = Settings(
             table_name=TABLE,
@@ -425,6 +452,7 @@ class Host:
             auth_secret_parameter="/agentvm/auth-secret",
             auth_secret=secrets.token_urlsafe(48),
             **template_flush_settings(),
+            **sandbox,
         )
         # The billed functions, and a second set to prepare sessions with: their in-process caches
         # (verified API keys) stay cold until a session's own frames warm them.
@@ -444,13 +472,25 @@ class Host:
         for name in FUNCTIONS:
             if name not in self.memory_mb:
                 continue  # not deployed by this template
+            if name == "sandbox_worker" and not self.standard.sandbox:
+                continue  # no sandbox job in this turn
             app = importlib.import_module(f"functions.{name}.app")
             rt = aws_runtime(settings, require=app.REQUIRED_SETTINGS)
             push = _SpyPush(rt.push, self.inbox)
             rt = dataclasses.replace(rt, models=self.model, push=push, clock=VirtualClock(self.loop))
             if self.standard.tool_call:
                 rt = dataclasses.replace(rt, tools=_stub_tool_sources(self.standard))
-            handlers[name] = app.build_handler(rt)
+            if name == "sandbox_worker":
+                from agentvm.adapters.aws.s3_workspaces import S3Workspaces
+
+                job_s = self.standard.sandbox_job_s
+                handlers[name] = app.build_handler(
+                    rt,
+                    workspaces=S3Workspaces(WORKSPACE_BUCKET),
+                    sandbox_factory=lambda root, job_s=job_s: _TimedSandbox(root, job_s),
+                )
+            else:
+                handlers[name] = app.build_handler(rt)
             self.runtimes.setdefault(name, rt)
         return handlers
 
@@ -517,6 +557,25 @@ class Host:
             self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
         self.invocations.append(poller)
 
+    def run_sandbox_jobs(self, expected: int) -> None:
+        """The sandbox worker's event source mapping: one job per invocation (``BatchSize: 1``)."""
+        from agentvm.adapters.aws.sqs_queue import lambda_sqs_event
+
+        for _ in range(expected):
+            poller = Invocation("sqs_poller", "turn")
+            with scope(poller):
+                received = self.sqs.receive_message(
+                    QueueUrl=self.sandbox_url,
+                    MaxNumberOfMessages=1,
+                    AttributeNames=["All"],
+                    MessageAttributeNames=["All"],
+                )["Messages"]
+            inv = self.invoke("sandbox_worker", lambda_sqs_event(received, self.sandbox_arn), "turn", turns=1)
+            assert inv.result == {"batchItemFailures": []}, inv.result
+            with scope(poller):
+                self.sqs.delete_message(QueueUrl=self.sandbox_url, ReceiptHandle=received[0]["ReceiptHandle"])
+            self.invocations.append(poller)
+
     @contextlib.contextmanager
     def _logs(self) -> Iterator[_ByteCount]:
         """Count what a handler logs: Powertools' lines, the core's ``agentvm.*`` lines (in Lambda
@@ -553,7 +612,8 @@ class Session:
         self.container_id = f"user-{n}"
         self.connection_id = base64.b64encode(secrets.token_bytes(11)).decode()  # API Gateway's shape
         self.image: dict[str, Any] = {}
-        self.token = host.api_key(f"tenant-{n}")  # a server-side client: its key in the upgrade header
+        self.tenant = f"tenant-{n}"
+        self.token = host.api_key(self.tenant)  # a server-side client: its key in the upgrade header
 
     def _event(self, name: str) -> dict[str, Any]:
         event = copy.deepcopy(_event_template(name))
@@ -584,7 +644,13 @@ class Session:
 
         self._open(billed=False)
         self.send(_request("container_create", containerId=self.container_id), None)
-        config = {"tools": [WEATHER_TOOL]} if self.standard.tool_call else {}
+        config = (
+            {"tools": [WEATHER_TOOL]}
+            if self.standard.tool_call
+            else {"tools": [SANDBOX_TOOL]}
+            if self.standard.sandbox
+            else {}
+        )
         created = self.send(_request("image_create", containerId=self.container_id, config=config), None)
         assert created is not None and "record" in created, created
         self.image = created["record"]
@@ -600,6 +666,14 @@ class Session:
             parent = msg_id
             with scope(SETUP):
                 run_sync(store.append_message(self.image["sessionId"], message))
+        if self.standard.sandbox:  # the container's workspace, as earlier turns left it
+            from agentvm.adapters.aws.s3_workspaces import S3Workspaces
+
+            prefix = S3Workspaces.prefix(self.tenant, self.container_id)
+            with scope(SETUP):
+                for i in range(self.standard.workspace_files):
+                    body = _text(self.standard.workspace_file_bytes).encode()
+                    self.host.s3.put_object(Bucket=WORKSPACE_BUCKET, Key=f"{prefix}file{i}.txt", Body=body)
         self.host.setup("ws_disconnect", self._event("apigw-ws-disconnect.json"))
         self.host.inbox.pop(self.connection_id, None)
 
@@ -672,6 +746,36 @@ def _stub_tool_sources(standard: StandardTurn) -> Any:
     return ToolSources(http=_StubWeatherApi(standard), allow_private_networks=True)
 
 
+# The standard sandbox turn's tools; the job itself is timed (_TimedSandbox), the rest is real.
+SANDBOX_TOOL = {"type": "sandbox"}
+WORKSPACE_BUCKET = "agentvm-cost-meter-workspaces"
+
+
+def _timed_sandbox_class() -> type:
+    from agentvm.adapters.local.sandbox import LocalSandbox
+
+    class TimedSandbox(LocalSandbox):
+        """The real workspace directory; a job that takes ``job_s`` on the simulated clock, prints
+        a line and changes one file (so the push writes one object)."""
+
+        def __init__(self, root: Any, job_s: float) -> None:
+            super().__init__(root, isolate=False)
+            self.job_s = job_s
+
+        async def run(self, tenant_id: str, container_id: str, argv: Any, *, stdin: Any, limits: Any) -> Any:
+            from agentvm.ports import SandboxRun
+
+            await asyncio.sleep(self.job_s)
+            (self.workspace(tenant_id, container_id) / "out.txt").write_text("42\n")
+            return SandboxRun(0, "42\n")
+
+    return TimedSandbox
+
+
+def _TimedSandbox(root: Any, job_s: float) -> Any:  # noqa: N802 (a class, made on first use)
+    return _timed_sandbox_class()(root, job_s)
+
+
 _EVENTS: dict[str, dict[str, Any]] = {}
 
 
@@ -731,9 +835,9 @@ def run_scenario(
     Sessions run in cohorts of ``batch``: a cohort connects, then each round every session sends one
     message and one worker invocation runs the round's jobs; at most 5 rounds, then it disconnects.
     """
-    for name in FUNCTIONS:  # before the environment below: Powertools reads the service name at import
-        if name in memory_mb:
-            importlib.import_module(f"functions.{name}.app")
+    for function in FUNCTIONS:  # before the environment below: Powertools reads the service name at import
+        if function in memory_mb:
+            importlib.import_module(f"functions.{function}.app")
     batch = min(batch, turns)
     rounds = min(TURNS_PER_SESSION, math.ceil(turns / batch))
     cohorts = math.ceil(turns / (batch * rounds))
@@ -752,6 +856,9 @@ def run_scenario(
                     for s in sessions:
                         s.message()
                     host.run_worker(len(sessions))
+                    if standard.sandbox:  # the turns suspended on their jobs: run them, then go on
+                        host.run_sandbox_jobs(len(sessions))
+                        host.run_worker(len(sessions))
                 for s in sessions:
                     s.disconnect()
         finally:

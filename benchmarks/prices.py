@@ -31,6 +31,8 @@ DDB_READ_UNIT = Price(
     "read request unit (4 KB; eventually consistent = half)",
     "aws.amazon.com/dynamodb/pricing/on-demand",
 )
+S3_WRITE_REQUEST = Price(0.005 / 1000, "S3 PUT, COPY, POST or LIST request", "aws.amazon.com/s3/pricing")
+S3_READ_REQUEST = Price(0.0004 / 1000, "S3 GET or HEAD request", "aws.amazon.com/s3/pricing")
 LOGS_INGEST_GB = Price(0.50, "GB of CloudWatch Logs ingested", "aws.amazon.com/cloudwatch/pricing")
 
 # Token prices, for comparison only (COST_MODEL.md): Claude Haiku 4.5, per token.

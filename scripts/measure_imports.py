@@ -56,6 +56,8 @@ DUMMY = {
     "AVM_FLUSH_MS": "250",  # template.yaml's FlushMs / FlushMaxMs defaults
     "AVM_FLUSH_MAX_MS": "1000",
     "AVM_TURN_DEADLINE_S": "840",  # the worker's, as template.yaml sets it
+    "AVM_SANDBOX_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/agentvm-sandbox.fifo",
+    "AVM_WORKSPACE_BUCKET": "agentvm-measure-workspaces",
 }
 NO_AWS = {
     "AWS_DEFAULT_REGION": "us-east-1",

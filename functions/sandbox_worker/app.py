@@ -29,7 +29,7 @@ from aws_lambda_powertools.utilities.batch import (
 
 from agentvm.adapters.aws.s3_workspaces import S3Workspaces, WorkspaceTooLarge
 from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
-from agentvm.adapters.local.sandbox import LocalSandbox
+from agentvm.adapters.local.sandbox import LocalSandbox, workspace_digest
 from agentvm.agent.sandbox_jobs import answer_job, run_sandbox_job
 from agentvm.hosts.aws import LambdaEntry, run_sync
 
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+    from agentvm.ports import Sandbox
     from agentvm.runtime import Runtime
 
 REQUIRED_SETTINGS = ("table_name", "queue_url", "workspace_bucket")
@@ -54,7 +55,11 @@ class _Processor(AsyncBatchProcessor):
 
 
 def build_handler(
-    rt: Runtime, *, workspaces: S3Workspaces | None = None, scratch: Path | None = None
+    rt: Runtime,
+    *,
+    workspaces: S3Workspaces | None = None,
+    scratch: Path | None = None,
+    sandbox_factory: Callable[[Path], Sandbox] = LocalSandbox,
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     from agentvm.config import Settings
 
@@ -70,8 +75,8 @@ def build_handler(
         logger.append_keys(turn_id=job.turnId, tenant_id=job.tenantId, tool=job.tool)
         root = Path(tempfile.mkdtemp(prefix="avm-sandbox-", dir=scratch))
         try:
-            sandbox = LocalSandbox(root)
-            workspace = sandbox.workspace(job.tenantId, job.containerId)
+            sandbox = sandbox_factory(root)
+            workspace = root / workspace_digest(job.tenantId, job.containerId)
             try:
                 before = await store.pull(job.tenantId, job.containerId, workspace)
             except WorkspaceTooLarge as exc:

@@ -74,3 +74,19 @@ def test_the_standard_tool_turn_bills_its_tool_step(result):
     # ...and it costs more than the plain turn, less than three of them
     assert plain.total < tool.total < 3 * plain.total
     assert "### The standard tool turn" in cost_meter.render(result)
+
+
+def test_the_sandbox_turn_suspends_on_its_job_instead_of_waiting(result):
+    job_s, stream_s = result.standard.sandbox_job_s, result.standard.model_wall_s
+    for s in result.sandbox_scenarios.values():
+        assert s.unattributed_calls == 0
+        assert all(c.kind != "unpriced" for inv in s.invocations for c in inv.calls)
+        workers = [i for i in s.invocations if i.function == "turn_worker"]
+        jobs = [i for i in s.invocations if i.function == "sandbox_worker"]
+        assert len(jobs) == s.turns and sum(i.turns for i in workers) == 2 * s.turns
+        assert all(i.simulated_s >= job_s - 1e-9 for i in jobs)
+        # Each worker invocation is one model stream at most: none of them waited on the job.
+        assert all(i.simulated_s < stream_s + job_s / 2 for i in workers)
+    for b in result.sandbox_bills.values():
+        assert b.units[cost_meter.S3R] > 0 and b.units[cost_meter.S3W] > 0
+        assert b.units[cost_meter.GBS.format("sandbox_worker")] > 0

@@ -2,9 +2,11 @@
 job, pushed back after it.
 
 One prefix per workspace, ``workspaces/<hash of tenant and container>/`` (the directory name the
-local sandbox uses), one object per file. A push uploads the files that are new or changed (by
-MD5, which S3 keeps as the ETag of a single-part upload) and deletes the objects of files the job
-removed. Only regular files inside the directory are pushed: a symlink (say, to
+local sandbox uses), one object per file. A pull is one LIST and one GET per file; a push uploads
+the files that are new or changed (by MD5, which S3 keeps as the ETag of a single-part PUT) and
+deletes the objects of files the job removed (DELETE is free). Plain GetObject/PutObject, not
+boto3's transfer manager: one request per file (no HEAD first), and no threads of its own (a job's
+files are at most 64 MB, one PUT each). Only regular files inside the directory are pushed: a symlink (say, to
 ``/proc/self/environ``) is skipped, so a job cannot smuggle a file of the worker into storage.
 A workspace past ``max_bytes`` is refused at the pull, before anything is downloaded.
 """
@@ -14,6 +16,7 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import shutil
 from pathlib import Path
 from typing import Any
 
@@ -68,7 +71,9 @@ class S3Workspaces:
             if not rel or root not in target.parents:
                 continue  # not a file of this workspace (we never write such keys)
             target.parent.mkdir(parents=True, exist_ok=True)
-            self._s3.download_file(self.bucket, obj["Key"], str(target))
+            body = self._s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"]
+            with target.open("wb") as f:
+                shutil.copyfileobj(body, f, 1 << 20)
             held[rel] = obj["ETag"].strip('"')
         return held
 
@@ -85,7 +90,8 @@ class S3Workspaces:
                 digest = _md5(path)
                 now[rel] = digest
                 if before.get(rel) != digest:
-                    self._s3.upload_file(str(path), self.bucket, prefix + rel)
+                    with path.open("rb") as f:
+                        self._s3.put_object(Bucket=self.bucket, Key=prefix + rel, Body=f)
                     writes += 1
         for rel in set(before) - set(now):
             self._s3.delete_object(Bucket=self.bucket, Key=prefix + rel)
