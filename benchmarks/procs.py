@@ -77,7 +77,17 @@ def avm_serve(data_dir: Path, env: dict[str, str], *, open_mode: bool = True) ->
     case clients need keys made with ``create_key`` on the same data dir."""
     port = free_port()
     full_env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
-    full_env.update({"AVM_OPEN": "true" if open_mode else "false", "AVM_LOG_LEVEL": "WARNING", **env})
+    full_env.update(
+        {
+            "AVM_OPEN": "true" if open_mode else "false",
+            "AVM_LOG_LEVEL": "WARNING",
+            # Every benchmark client connects from 127.0.0.1: the per-address caps (a defence
+            # against one hostile address, SECURITY.md) would refuse the 257th. Raised here.
+            "AVM_MAX_CONNECTIONS_PER_ADDRESS": "65536",
+            "AVM_MAX_HTTP_CONNECTIONS_PER_ADDRESS": "65536",
+            **env,
+        }
+    )
     cmd = [sys.executable, "-m", "agentvm.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
     if open_mode and "--open" in _serve_help():
         cmd.append("--open")

@@ -211,11 +211,22 @@ class ModelResolver(Protocol):
 
 
 @dataclass(frozen=True, slots=True)
+class FileChange:
+    """A workspace file a sandbox tool created, modified or deleted (sent as ``file_changed``)."""
+
+    path: str  # relative to the workspace root
+    change: str  # "created" | "modified" | "deleted"
+    size: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class ToolOutput:
-    """What a tool returned: text for the model (JSON is serialised), and whether it is an error."""
+    """What a tool returned: text for the model (JSON is serialised), and whether it is an error;
+    a sandbox tool also says which workspace files it changed."""
 
     text: str
     is_error: bool = False
+    files: tuple[FileChange, ...] = ()
 
 
 class Tool(Protocol):
@@ -331,6 +342,10 @@ class Sandbox(Protocol):
     async def read(self, tenant_id: str, container_id: str, path: str, *, max_bytes: int) -> bytes: ...
     async def write(self, tenant_id: str, container_id: str, path: str, data: bytes) -> None: ...
     async def list(self, tenant_id: str, container_id: str, path: str) -> list[WorkspaceEntry]: ...
+    async def snapshot(self, tenant_id: str, container_id: str) -> dict[str, tuple[int, int]] | None:
+        """Every regular file of the workspace: ``{path: (size, mtime_ns)}``; None when it holds
+        too many files to compare cheaply."""
+        ...
 
 
 class SandboxJobs(Protocol):
@@ -414,6 +429,7 @@ __all__ = [
     "BudgetStore",
     "Clock",
     "ConnectionInfo",
+    "FileChange",
     "HttpToolClient",
     "HttpToolResponse",
     "Connections",

@@ -156,8 +156,9 @@ class ToolWait(_Record):
     decidedAt: int | None = None
     decidedBy: str | None = None  # the API key id that decided it (None: the open mode, the sweeper)
     reason: str | None = None  # a denial's or cancellation's reason
-    output: str | None = None  # a client tool's result, as the model reads it
+    output: str | None = None  # a client tool's or a sandbox job's result, as the model reads it
     isError: bool = False
+    files: list[dict[str, Any]] = Field(default_factory=list)  # a sandbox job's changed files
     consumed: bool = False
     job: TurnJob
 

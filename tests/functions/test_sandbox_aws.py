@@ -136,6 +136,10 @@ def test_the_model_writes_runs_and_reads_a_file_and_it_persists_to_the_next_turn
     assert kinds == ["sandbox"] * 3
     keys = sorted(o["Key"].rsplit("/", 1)[1] for o in world.s3.list_objects_v2(Bucket=BUCKET)["Contents"])
     assert keys == ["hi.py", "out.txt"]
+    changed = [
+        (f["data"]["path"], f["data"]["change"]) for f in host.frames("conn-a") if f["type"] == "file_changed"
+    ]
+    assert changed == [("hi.py", "created"), ("out.txt", "created")]  # the worker's changes, sent by the turn
 
     # The next turn, in new invocations with new scratch directories, finds the file in S3.
     model.add(Calls(("sh", {"command": "python3 hi.py && ls"})), "Still there.")

@@ -61,6 +61,20 @@ def _events(host, type_: str) -> list[dict]:
     return [f["data"] for f in host.session_events(CONN) if f["type"] == type_]
 
 
+def test_a_denial_in_another_invocation_is_the_result_the_model_reads(host, model):
+    img = _image(host, {"tools": [CALC], "approval": {"tools": ["calculator"]}})
+    model.add(Calls(("calculator", {"expression": "6*7"})), "Understood.")
+    host.send(CONN, frame("message_send", "req_1", imageId=img["imageId"], content="6 times 7?"))
+    _invoke_worker(host)
+    [requested] = _events(host, "tool_approval_requested")
+    ids = {"turnId": requested["turnId"], "toolCallId": requested["toolCallId"]}
+    assert host.request(CONN, "tool_approval", approved=False, reason="no", **ids)["status"] == "denied"
+    _invoke_worker(host)
+    assert model.requests[-1].messages[-1].tool_results[0].content == "Execution denied: no"
+    assert [e["reason"] for e in _events(host, "conversation_end")] == ["completed"]
+    _nothing_runs_or_waits(host)
+
+
 def test_an_approval_turn_suspends_between_invocations_and_continues_once(host, model):
     img = _image(host, {"tools": [CALC], "approval": {"tools": ["calculator"]}})
     model.add(Calls(("calculator", {"expression": "6*7"})), "It is 42.")

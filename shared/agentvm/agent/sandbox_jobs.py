@@ -9,6 +9,7 @@ answered) is dropped without running: a job runs at most once per answer that ca
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 from typing import TYPE_CHECKING
 
@@ -51,7 +52,8 @@ async def run_sandbox_job(
         output = await _call(tool, job)
     if after_run is not None:
         await after_run()
-    await decide(rt, wait, "answered", output=output.text, is_error=output.is_error)
+    files = [dataclasses.asdict(f) for f in output.files]
+    await decide(rt, wait, "answered", output=output.text, is_error=output.is_error, files=files)
     return True
 
 

@@ -9,11 +9,12 @@ says which limit, so the model can try something smaller.
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentvm.llm import ToolSpec
-from agentvm.ports import SandboxLimits, ToolOutput
+from agentvm.ports import FileChange, SandboxLimits, ToolOutput
 
 if TYPE_CHECKING:
     from agentvm.agent.tool_config import SandboxToolDecl
@@ -92,6 +93,18 @@ class SandboxTool:
         return self.spec.name in ("read", "write", "ls")
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        """The tool's output, with the workspace files it changed (``ls`` and ``read`` change none)."""
+        if self.spec.name in ("ls", "read"):
+            return await self._call(arguments)
+        ids = (self.tenant_id, self.container_id)
+        before = await self.sandbox.snapshot(*ids)
+        output = await self._call(arguments)
+        after = await self.sandbox.snapshot(*ids)
+        if before is None or after is None:
+            return output
+        return dataclasses.replace(output, files=changes(before, after))
+
+    async def _call(self, arguments: dict[str, Any]) -> ToolOutput:
         name, ids = self.spec.name, (self.tenant_id, self.container_id)
         if name == "sh":
             return self._job(await self._run(["/bin/sh", "-c", arguments["command"]], None))
@@ -142,6 +155,20 @@ class SandboxTool:
             return ToolOutput(f"Error: `old` {where} in {path}; it must occur exactly once", is_error=True)
         await self.sandbox.write(*ids, path, text.replace(old, new, 1).encode())
         return ToolOutput(f"edited {path}")
+
+
+MAX_CHANGES = 100  # file_changed events per tool call; the rest are left out
+
+
+def changes(before: dict[str, tuple[int, int]], after: dict[str, tuple[int, int]]) -> tuple[FileChange, ...]:
+    """What changed between two snapshots, sorted by path (at most ``MAX_CHANGES``)."""
+    out = [
+        FileChange(path, "created" if path not in before else "modified", after[path][0])
+        for path in after
+        if before.get(path) != after[path]
+    ]
+    out += [FileChange(path, "deleted") for path in before if path not in after]
+    return tuple(sorted(out, key=lambda c: c.path)[:MAX_CHANGES])
 
 
 @dataclass(frozen=True)

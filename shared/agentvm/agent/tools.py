@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from agentvm.llm import ToolResult
-from agentvm.ports import ToolOutput
+from agentvm.ports import FileChange, ToolOutput
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -44,6 +44,7 @@ class ToolRun:
     status: str  # "ok" | "error" | "timeout" | "invalid_input" | "unknown_tool" | "denied"
     duration_s: float
     reason: str | None = None  # a denial's reason, as the person gave it
+    files: tuple[FileChange, ...] = ()  # workspace files a sandbox tool changed
 
 
 class ClientTool:
@@ -119,10 +120,10 @@ class Toolbox:
         loop = asyncio.get_running_loop()
         started = loop.time()
 
-        def done(text: str, status: str) -> ToolRun:
+        def done(text: str, status: str, files: tuple[FileChange, ...] = ()) -> ToolRun:
             is_error = status != "ok"
             result = ToolResult(call.id, call.name, self._capped(text), is_error=is_error)
-            return ToolRun(result, status, loop.time() - started)
+            return ToolRun(result, status, loop.time() - started, files=files)
 
         tool = self._tools.get(call.name)
         if tool is None:
@@ -144,7 +145,7 @@ class Toolbox:
             log.info("tool failed", extra={"tool": call.name, "error": type(exc).__name__})
             message = str(exc)[:_MAX_ERROR_CHARS] or type(exc).__name__
             return done(f"Error: {call.name} failed: {message}", "error")
-        return done(output.text, "error" if output.is_error else "ok")
+        return done(output.text, "error" if output.is_error else "ok", output.files)
 
     def _capped(self, text: str) -> str:
         return capped(text, self.max_output_chars)

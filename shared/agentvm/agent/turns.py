@@ -29,7 +29,7 @@ from agentvm.agent.tool_config import DEFAULT_MAX_STEPS
 from agentvm.agent.tools import ToolRun
 from agentvm.agent.waits import resolution_of, wait_event_data
 from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, SessionBusy, StorageUnavailable
-from agentvm.events import EventContext, dumps, system_error
+from agentvm.events import EventContext, dumps, event, system_error
 from agentvm.llm import ToolCall, ToolResult
 from agentvm.messages import (
     AssistantMessage,
@@ -519,6 +519,17 @@ class _TurnHooks:
             "tool_failed" if result.is_error else "tool_completed",
         ):
             self._emit(kind, stored)
+        for change in run.files:  # a sandbox tool's workspace changes (additive: source "sandbox")
+            self.sink.emit_frame(
+                event(
+                    "file_changed",
+                    {"path": change.path, "change": change.change, "size": change.size},
+                    now_ms=self.rt.clock.now_ms(),
+                    source="sandbox",
+                    category="workdir",
+                    context=context_for(self.job).to_wire(),
+                )
+            )
         log.info(
             "tool call",
             extra={

@@ -24,6 +24,7 @@ from agentvm.agent.loop import INTERRUPTED_RESULT, Resolution
 from agentvm.agent.tools import ToolRun, capped
 from agentvm.errors import AlreadyAnswered, BadRequest, NotFound
 from agentvm.llm import ToolResult
+from agentvm.ports import FileChange
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -52,7 +53,8 @@ def resolution_of(wait: ToolWait) -> Resolution:
         return Resolution("result", ToolRun(result, "denied", 0.0, reason=reason))
     if wait.status == "answered":
         result = ToolResult(call_id, name, capped(wait.output or ""), is_error=wait.isError)
-        return Resolution("result", ToolRun(result, "error" if wait.isError else "ok", 0.0))
+        files = tuple(FileChange(**f) for f in wait.files)
+        return Resolution("result", ToolRun(result, "error" if wait.isError else "ok", 0.0, files=files))
     if wait.status == "timed_out":
         waited = (wait.deadlineAt - wait.createdAt) / 1000
         text = {
@@ -85,6 +87,7 @@ async def decide(
     reason: str | None = None,
     output: str | None = None,
     is_error: bool = False,
+    files: list[dict[str, Any]] | None = None,
 ) -> ToolWait | None:
     """Answer a pending wait and enqueue the turn's continuation. None: it was answered already."""
     assert rt.waits is not None
@@ -96,6 +99,7 @@ async def decide(
         "reason": reason,
         "output": output,
         "isError": is_error,
+        "files": files or [],
         "checkAt": now + RETRY_MS,
     }
     decided = await rt.waits.decide(wait.turnId, wait.toolCallId, changes)

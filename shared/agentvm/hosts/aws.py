@@ -61,6 +61,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
     from agentvm.adapters.aws.dynamodb_store import DynamoStore
     from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
+    from agentvm.adapters.aws.s3_workspaces import S3WorkspaceView
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
 
@@ -81,6 +82,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         tools=tool_sources(settings, allow_stdio=False, remote_sandbox=bool(settings.sandbox_queue_url)),
         waits=DynamoDbToolWaits(settings.table_name),
         sandbox_jobs=SqsSandboxJobs(settings.sandbox_queue_url) if settings.sandbox_queue_url else None,
+        # The HTTP API lists and reads workspaces from the bucket (the sandbox worker writes them).
+        sandbox=S3WorkspaceView(settings.workspace_bucket) if settings.workspace_bucket else None,
     )
     aws_security(settings, runtime.clock).attach(runtime)
     return runtime

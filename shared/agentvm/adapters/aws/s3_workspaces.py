@@ -16,11 +16,13 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import os
+import posixpath
 import shutil
 from pathlib import Path
 from typing import Any
 
-from agentvm.adapters.local.sandbox import workspace_digest
+from agentvm.adapters.local.sandbox import WORKDIR, workspace_digest
+from agentvm.ports import WorkspaceEntry
 
 PREFIX = "workspaces/"
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
@@ -99,6 +101,81 @@ class S3Workspaces:
         return writes
 
 
+class S3WorkspaceView:
+    """The ``Sandbox`` port's read side on the workspace bucket, for the HTTP API on AWS (list and
+    read a container's workspace). Runs no jobs and writes nothing: jobs run on the sandbox worker.
+
+    Paths follow the local sandbox's rules: relative or under ``/workspace``, never absolute or
+    leaving the workspace (``..``), so one workspace's routes never reach another's prefix.
+    """
+
+    isolated = False
+
+    def __init__(self, bucket: str, *, client: Any | None = None) -> None:
+        if client is None:
+            import boto3
+
+            client = boto3.client("s3")
+        self._s3 = client
+        self.bucket = bucket
+
+    def _key(self, tenant_id: str, container_id: str, path: str) -> tuple[str, str]:
+        """(the workspace prefix, the path below it: "" for the root)."""
+        rel = path.strip()
+        if rel == WORKDIR or rel.startswith(WORKDIR + "/"):
+            rel = rel[len(WORKDIR) :].lstrip("/")
+        if rel.startswith("/") or "\0" in rel:
+            raise ValueError(f"{path!r}: use a path inside the workspace ({WORKDIR}/... or relative)")
+        rel = posixpath.normpath(rel or ".")
+        if rel == ".." or rel.startswith("../"):
+            raise ValueError(f"{path!r} is outside the workspace")
+        return S3Workspaces.prefix(tenant_id, container_id), "" if rel == "." else rel
+
+    async def read(self, tenant_id: str, container_id: str, path: str, *, max_bytes: int) -> bytes:
+        prefix, rel = self._key(tenant_id, container_id, path)
+        if not rel:
+            raise ValueError(f"{path!r} is not a file in the workspace")
+
+        def get() -> bytes:
+            try:
+                got = self._s3.get_object(
+                    Bucket=self.bucket, Key=prefix + rel, Range=f"bytes=0-{max_bytes - 1}"
+                )
+            except self._s3.exceptions.NoSuchKey:
+                raise ValueError(f"{path!r} is not a file in the workspace") from None
+            return got["Body"].read(max_bytes)
+
+        return await asyncio.to_thread(get)
+
+    async def list(self, tenant_id: str, container_id: str, path: str) -> list[WorkspaceEntry]:
+        prefix, rel = self._key(tenant_id, container_id, path)
+        below = prefix + (rel + "/" if rel else "")
+
+        def listing() -> list[WorkspaceEntry]:
+            page = self._s3.list_objects_v2(Bucket=self.bucket, Prefix=below, Delimiter="/", MaxKeys=1000)
+            dirs = [
+                WorkspaceEntry(p["Prefix"][len(prefix) :].rstrip("/"), "dir", 0)
+                for p in page.get("CommonPrefixes", [])
+            ]
+            files = [
+                WorkspaceEntry(o["Key"][len(prefix) :], "file", o["Size"]) for o in page.get("Contents", [])
+            ]
+            if rel and not dirs and not files:
+                raise ValueError(f"{path!r} is not a directory in the workspace")
+            return sorted([*dirs, *files], key=lambda e: e.path)
+
+        return await asyncio.to_thread(listing)
+
+    async def write(self, tenant_id: str, container_id: str, path: str, data: bytes) -> None:
+        raise RuntimeError("the HTTP API's view of a workspace is read-only; jobs run on the sandbox worker")
+
+    async def run(self, *args: Any, **kwargs: Any) -> Any:
+        raise RuntimeError("sandbox jobs run on the sandbox worker, not here")
+
+    async def snapshot(self, tenant_id: str, container_id: str) -> dict[str, tuple[int, int]] | None:
+        return None
+
+
 def _md5(path: Path) -> str:
     digest = hashlib.md5(usedforsecurity=False)
     with path.open("rb") as f:
@@ -107,4 +184,4 @@ def _md5(path: Path) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["S3Workspaces", "WorkspaceTooLarge"]
+__all__ = ["S3WorkspaceView", "S3Workspaces", "WorkspaceTooLarge"]

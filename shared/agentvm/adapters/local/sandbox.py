@@ -28,6 +28,7 @@ import os
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
 WORKDIR = "/workspace"  # where a job sees its workspace (isolated), and the paths tools accept
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
 _MAX_LISTED = 1000
+_MAX_SNAPSHOT = 5000  # files compared before and after a job; past this, no file_changed events
 
 
 def workspace_digest(tenant_id: str, container_id: str) -> str:
@@ -121,6 +123,20 @@ class LocalSandbox:
             kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
             size = entry.lstat().st_size if kind == "file" else 0
             out.append(WorkspaceEntry(str(entry.relative_to(root)), kind, size))
+        return out
+
+    async def snapshot(self, tenant_id: str, container_id: str) -> dict[str, tuple[int, int]] | None:
+        root = self.workspace(tenant_id, container_id)
+        out: dict[str, tuple[int, int]] = {}
+        for dirpath, _dirs, files in os.walk(root, followlinks=False):
+            for name in files:
+                path = Path(dirpath) / name
+                with contextlib.suppress(OSError):
+                    st = path.lstat()
+                    if stat.S_ISREG(st.st_mode):
+                        out[path.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns)
+                if len(out) > _MAX_SNAPSHOT:
+                    return None
         return out
 
     # jobs
