@@ -10,12 +10,14 @@ from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolv
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
 from agentvm.agent.turns import process_turn
 from agentvm.events import request
 from agentvm.gateway.dispatch import handle_frame
 from agentvm.ports import ConnectionInfo
+from agentvm.resources.centre import ResourceCentre
 from agentvm.runtime import Runtime, TurnSettings
 
 _request_ids = itertools.count(1)
@@ -85,6 +87,9 @@ class Harness:
             models=SingleModelResolver(self.model),
             turns=TurnSettings(flush_s=0.01, max_frame_bytes=64 * 1024, subscriber_refresh_s=0.0),
             waits=SqliteToolWaits(":memory:"),
+        )
+        self.rt.resources = ResourceCentre(
+            SqliteResourceStore(":memory:"), self.rt.clock, platform_tenant="platform"
         )
         self._conns = itertools.count(1)
 

@@ -93,6 +93,8 @@ class Settings(BaseSettings):
     # AWS: the sandbox jobs' queue (the turn worker sends, functions/sandbox_worker consumes) and the
     # bucket of the containers' workspaces (adapters/aws/s3_workspaces.py). Unset: no sandbox on AWS.
     sandbox_queue_url: str | None = None
+    # The tenant whose resources every tenant may read (the resource centre's platform resources).
+    platform_tenant: str = Field(default="platform", min_length=1, max_length=128)
     workspace_bucket: str | None = None
 
     # protocol limits

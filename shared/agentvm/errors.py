@@ -95,6 +95,49 @@ class AlreadyAnswered(Conflict):
     code = "already_answered"
 
 
+class InvalidResource(BadRequest):
+    """A resource, its name, version, tag, kind or spec is not valid."""
+
+    code = "invalid_resource"
+
+
+class InvalidUri(InvalidResource):
+    """Not a resource URI (resource://<kind>s/<name>[@<version>|@latest|@<tag>])."""
+
+    code = "invalid_uri"
+
+
+class MissingDependency(BadRequest):
+    """A resource refers to one that does not exist."""
+
+    code = "missing_dependency"
+
+
+class DependencyCycle(BadRequest):
+    """A resource would depend on itself."""
+
+    code = "dependency_cycle"
+
+
+class VersionExists(Conflict):
+    """Versions are immutable: this one is published already."""
+
+    code = "version_exists"
+
+
+class ResourceInUse(Conflict):
+    """Other resources depend on this version (or a tag points at it)."""
+
+    code = "resource_in_use"
+
+    def __init__(self, message: str, *, dependents: list[str]) -> None:
+        super().__init__(message)
+        self.dependents = dependents
+
+    def wire_fields(self) -> dict[str, object]:
+        return {"dependents": self.dependents}
+
+
 class QuotaExceeded(AgentVMError):
     """A token budget was reached."""
 
@@ -196,6 +239,12 @@ class ConnectionGone(AgentVMError):
 
 
 __all__ = [
+    "DependencyCycle",
+    "InvalidResource",
+    "InvalidUri",
+    "MissingDependency",
+    "ResourceInUse",
+    "VersionExists",
     "AlreadyAnswered",
     "AgentVMError",
     "BadRequest",

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
         BudgetRecord,
         ContainerRecord,
         ImageRecord,
+        ResourceHead,
+        ResourceVersion,
         SandboxJob,
         SessionRecord,
         SessionSummary,
@@ -153,6 +155,46 @@ class ToolWaits(Protocol):
 
     async def due_waits(self, now_ms: int, limit: int) -> list[ToolWait]:
         """Unconsumed waits whose ``checkAt`` has passed, across tenants (for the sweeper)."""
+        ...
+
+
+class ResourceStore(Protocol):
+    """The resource centre's versions, heads (by name) and dependency edges, per tenant.
+
+    An edge says "``dependent`` refers to ``(tenant, kind, name)`` with ``selector``" (a version,
+    ``latest`` or a tag); ``dependent`` is ``"<tenant>|<uri>"`` of the referring version.
+    """
+
+    async def create_version(self, version: ResourceVersion) -> bool:
+        """Create if absent (versions are immutable). True if this call created it."""
+        ...
+
+    async def get_version(
+        self, tenant_id: str, kind: str, name: str, version: str
+    ) -> ResourceVersion | None: ...
+    async def list_versions(self, tenant_id: str, kind: str, name: str) -> list[ResourceVersion]:
+        """Oldest first (by ``seq``)."""
+        ...
+
+    async def delete_version(self, tenant_id: str, kind: str, name: str, version: str) -> None: ...
+    async def put_head(self, head: ResourceHead, *, force: bool = False) -> bool:
+        """Store unless a head with a higher ``seq`` is stored (a later publish won); ``force``:
+        always (after a delete). True if stored."""
+        ...
+
+    async def get_head(self, tenant_id: str, kind: str, name: str) -> ResourceHead | None: ...
+    async def delete_head(self, tenant_id: str, kind: str, name: str) -> None: ...
+    async def list_heads(self, tenant_id: str, kind: str | None = None) -> list[ResourceHead]:
+        """By kind, then name."""
+        ...
+
+    async def add_edges(self, dependent: str, targets: Sequence[tuple[str, str, str, str]]) -> None:
+        """``targets``: (tenant, kind, name, selector) the dependent refers to."""
+        ...
+
+    async def remove_edges(self, dependent: str, targets: Sequence[tuple[str, str, str, str]]) -> None: ...
+    async def dependents(self, tenant_id: str, kind: str, name: str) -> list[tuple[str, str]]:
+        """(dependent, selector) of every edge to the named resource."""
         ...
 
 
@@ -443,6 +485,7 @@ __all__ = [
     "ModelResolver",
     "Push",
     "Sandbox",
+    "ResourceStore",
     "SandboxJobs",
     "SandboxLimits",
     "SandboxRun",

@@ -207,6 +207,53 @@ class SandboxJob(_Record):
     enqueuedAt: int = 0
 
 
+# The path segment of each kind in resource URIs (resource://<plural>/<name>).
+RESOURCE_PLURALS = {
+    "prompt": "prompts",
+    "tool": "tools",
+    "sandbox": "sandboxes",
+    "agent": "agents",
+    "knowledge": "knowledge",
+}
+
+
+class ResourceVersion(_Record):
+    """One immutable version of a resource of the resource centre (``agentvm.resources``)."""
+
+    tenantId: str
+    kind: str
+    name: str
+    version: str
+    seq: int  # publish order among the name's versions: 1, 2, ...
+    spec: dict[str, Any]
+    description: str | None = None
+    dependencies: list[str] = Field(default_factory=list)  # URIs as written (version, latest or tag)
+    # Where each dependency was found at publish: [tenant, kind, name, selector] (the edges to remove
+    # when this version is deleted; a platform resource lives in the platform tenant).
+    targets: list[list[str]] = Field(default_factory=list)
+    digest: str  # sha256 of the canonical spec
+    createdAt: int
+    createdBy: str | None = None  # the API key that published it
+
+    @property
+    def uri(self) -> str:
+        return f"resource://{RESOURCE_PLURALS[self.kind]}/{self.name}@{self.version}"
+
+
+class ResourceHead(_Record):
+    """A resource by name: its latest version (the one published last), its tags, how many versions."""
+
+    tenantId: str
+    kind: str
+    name: str
+    latest: str
+    seq: int  # the latest version's seq
+    versions: int
+    tags: dict[str, str] = Field(default_factory=dict)  # tag -> version
+    description: str | None = None
+    updatedAt: int
+
+
 class UsageRecord(_Record):
     """Provider-reported tokens of one turn: the unit of metering and billing."""
 
@@ -303,6 +350,9 @@ __all__ = [
     "TurnRecord",
     "TurnStatus",
     "JOB_SUFFIX",
+    "RESOURCE_PLURALS",
+    "ResourceHead",
+    "ResourceVersion",
     "SandboxJob",
     "ToolWait",
     "WaitKind",

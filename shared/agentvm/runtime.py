@@ -25,6 +25,7 @@ if TYPE_CHECKING:
         ToolWaits,
         TurnQueue,
     )
+    from agentvm.resources.centre import ResourceCentre
     from agentvm.security.auth import Authenticator
     from agentvm.security.budgets import Budgets
     from agentvm.security.ratelimit import RateLimiter
@@ -161,6 +162,8 @@ class Runtime:
     waits: ToolWaits | None = None
     # Where sandbox jobs go when they do not run in the turn (AWS). None: they run in the turn.
     sandbox_jobs: SandboxJobs | None = None
+    # The resource centre (agentvm/resources). None: this host serves no /v1/resources.
+    resources: ResourceCentre | None = None
 
 
 __all__ = [

@@ -23,6 +23,14 @@ ROUTE_ERRORS = {
     ("get", "/v1/usage"): set(),
     ("get", "/v1/containers/{container_id}/workspace"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace/file"): {400, 404},
+    ("post", "/v1/resources"): {400, 404, 409},
+    ("get", "/v1/resources"): {400},
+    ("get", "/v1/resources/resolve"): {400, 404},
+    ("post", "/v1/resources/render"): {400, 404},
+    ("post", "/v1/resources/tags"): {400, 404},
+    ("get", "/v1/resources/{plural}/{name}"): {400, 404},
+    ("put", "/v1/resources/{plural}/{name}"): {400, 404, 409},
+    ("delete", "/v1/resources/{plural}/{name}"): {400, 404, 409},
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 
@@ -94,6 +102,7 @@ async def test_real_refusals_answer_only_statuses_the_openapi_documents(http, ha
     seen: set[int] = set()
     for method, path, op in operations(schema):
         url = path.replace("{key_id}", "abcdefghijkl").replace("{container_id}", "c1")
+        url = url.replace("{plural}", "prompts").replace("{name}", "support/greeting")
         for headers, body in attempts:
             r = await http.request(method.upper(), url, content=body, headers={**headers, **json_type})
             seen.add(r.status_code)

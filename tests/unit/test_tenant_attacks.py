@@ -177,6 +177,11 @@ async def victim(world: World) -> Victim:
         await http.put("/v1/budgets/tenant", json={"daily_tokens": 10_000, "monthly_tokens": None})
         await http.put("/v1/budgets/containers/user-alice", json={"daily_tokens": 5_000})
         key = (await http.post("/v1/auth/keys", json={"scopes": ["client"], "name": "a-app"})).json()
+        # A's resources: a private prompt, and an agent built on it
+        prompt = {"template": "A's plan: {{goal}}", "variables": {"goal": {"type": "string"}}}
+        await http.post("/v1/resources", json={"kind": "prompt", "name": "private/plan", "spec": prompt})
+        spec = {"prompt": {"uri": "resource://prompts/private/plan@1", "arguments": {"goal": "win"}}}
+        await http.post("/v1/resources", json={"kind": "agent", "name": "planner", "spec": spec})
     return Victim(
         a, "user-alice", img, run["agentId"], key["key"]["keyId"], wait["turnId"], wait["toolCallId"]
     )
@@ -193,7 +198,15 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
         "waits": await a.request("tool_waits"),
     }
     async with world.http("tenant-a") as http:
-        for path in ("/v1/auth/keys", "/v1/budgets/tenant", "/v1/budgets/containers/user-alice", "/v1/usage"):
+        for path in (
+            "/v1/auth/keys",
+            "/v1/budgets/tenant",
+            "/v1/budgets/containers/user-alice",
+            "/v1/usage",
+            "/v1/resources",
+            "/v1/resources/prompts/private/plan",
+            "/v1/resources/resolve?uri=resource://agents/planner",
+        ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
         out["workspace"] = (notes.status_code, notes.json())
@@ -327,10 +340,26 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("GET", "/v1/usage?containerId={}", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace/file?path=notes.txt", v.container, "user-missing", None),
+            ("GET", "/v1/resources/prompts/{}", "private/plan", "private/none", None),
+            ("GET", "/v1/resources/prompts/{}@1", "private/plan", "private/none", None),
+            ("GET", "/v1/resources/resolve?uri=resource://agents/{}", "planner", "nobody", None),
+            ("POST", "/v1/resources/render", "private/plan", "private/none", None),
+            ("POST", "/v1/resources/tags", "private/plan", "private/none", None),
+            ("DELETE", "/v1/resources/prompts/{}@1", "private/plan", "private/none", None),
+            ("DELETE", "/v1/resources/agents/{}", "planner", "nobody", None),
         ]
+        bodies = {  # the routes that name the resource in their body
+            "/v1/resources/render": lambda name: {
+                "uri": f"resource://prompts/{name}",
+                "arguments": {"goal": "x"},
+            },
+            "/v1/resources/tags": lambda name: {"uri": f"resource://prompts/{name}@1", "tag": "pwned"},
+        }
+        assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         for method, path, own, miss, body in pairs:
-            foreign = await http.request(method, path.format(own), json=body)
-            absent = await http.request(method, path.format(miss), json=body)
+            make = bodies.get(path)
+            foreign = await http.request(method, path.format(own), json=make(own) if make else body)
+            absent = await http.request(method, path.format(miss), json=make(miss) if make else body)
             assert foreign.status_code == absent.status_code, path
             assert normalise(foreign.json(), own) == normalise(absent.json(), miss), path
         assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0

@@ -99,6 +99,10 @@ _ERRORS: dict[int, dict[str, Any]] = {
     },
     403: {"description": "A valid key that may not do this (`forbidden`): /v1 needs the admin scope"},
     404: {"description": "No such object in the caller's tenant (`not_found`)"},
+    409: {
+        "description": "Conflicts with what is stored: a published version (`version_exists`), a version "
+        "others depend on (`resource_in_use`, with `dependents`)"
+    },
     413: {"description": "Body over AVM_MAX_BODY_BYTES, refused before it is read (`payload_too_large`)"},
     429: {
         "description": "Over the key's requests per minute (`rate_limited`, with `limit` and `resetAt`)",
@@ -376,6 +380,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             "truncated": len(data) > limit,
         }
 
+    from agentvm.api.resources import resource_routes
+
+    v1.include_router(resource_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

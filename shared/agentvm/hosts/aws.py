@@ -59,11 +59,13 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     """
     from agentvm.adapters.aws.apigw_push import ApiGatewayPush
     from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.aws.dynamodb_resources import DynamoDbResourceStore
     from agentvm.adapters.aws.dynamodb_store import DynamoStore
     from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
     from agentvm.adapters.aws.s3_workspaces import S3WorkspaceView
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
+    from agentvm.resources.centre import ResourceCentre
 
     missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
     if missing:
@@ -86,6 +88,9 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         sandbox=S3WorkspaceView(settings.workspace_bucket) if settings.workspace_bucket else None,
     )
     aws_security(settings, runtime.clock).attach(runtime)
+    runtime.resources = ResourceCentre(
+        DynamoDbResourceStore(settings.table_name), runtime.clock, platform_tenant=settings.platform_tenant
+    )
     return runtime
 
 

@@ -48,8 +48,10 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.memory_connections import InMemoryConnections
     from agentvm.adapters.local.push import LocalPush
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+    from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
     from agentvm.adapters.local.sqlite_store import SqliteStore
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
+    from agentvm.resources.centre import ResourceCentre
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
@@ -73,6 +75,11 @@ def local_runtime(settings: Settings) -> LocalHost:
         tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
+    )
+    runtime.resources = ResourceCentre(
+        SqliteResourceStore(settings.data_dir / "agentvm.db"),
+        runtime.clock,
+        platform_tenant=settings.platform_tenant,
     )
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 

@@ -1,0 +1,214 @@
+"""The resource centre over HTTP: ``/v1/resources`` (``agentvm.resources``).
+
+Reading (discover, get, resolve, render) needs any key of the tenant; publishing, tagging and
+deleting need the admin scope. A name may hold ``/``; ``@<version>`` (or a tag, or ``latest``)
+after it selects a version, as in the resource's URI: ``GET /v1/resources/prompts/greeting@2``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field, StrictStr
+
+from agentvm.errors import BadRequest, Forbidden, NotFound
+from agentvm.resources.centre import MAX_PAGE, head_wire, version_wire
+from agentvm.resources.uri import KIND_OF, LATEST, ResourceRef, parse
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from agentvm.resources.centre import ResourceCentre
+    from agentvm.runtime import Runtime
+    from agentvm.security.auth import Principal
+
+_PROMPT_EXAMPLE = {
+    "kind": "prompt",
+    "name": "support/greeting",
+    "description": "How the support agent greets",
+    "spec": {
+        "template": "You help {{product}} users. Be brief.",
+        "variables": {"product": {"type": "string"}},
+    },
+    "tags": ["stable"],
+}
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+
+class NewVersion(_Body):
+    version: StrictStr | None = Field(
+        default=None, description="an integer or semver; default: the next integer"
+    )
+    description: StrictStr | None = Field(default=None, max_length=2000)
+    spec: dict[str, Any] = Field(description="what the kind holds (docs/resources.md)")
+    tags: list[StrictStr] = Field(
+        default_factory=list, max_length=16, description="tags moved to this version"
+    )
+
+
+class Publish(NewVersion):
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [_PROMPT_EXAMPLE]})
+
+    kind: StrictStr = Field(description="prompt, tool, sandbox, agent or knowledge")
+    name: StrictStr
+
+
+class Render(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [
+                {"uri": "resource://prompts/support/greeting@stable", "arguments": {"product": "Acme"}}
+            ]
+        },
+    )
+
+    uri: StrictStr
+    arguments: dict[str, Any] = Field(default_factory=dict)
+
+
+class Tag(_Body):
+    uri: StrictStr = Field(description="a version: resource://prompts/greeting@2")
+    tag: StrictStr
+
+
+def resource_routes(
+    runtime: Runtime,
+    errors: Callable[..., dict[int | str, dict[str, Any]]],
+    admin: Callable[[Request], Principal],
+) -> APIRouter:
+    router = APIRouter(prefix="/resources", tags=["resources"])
+
+    def centre() -> ResourceCentre:
+        if runtime.resources is None:
+            raise NotFound("this server has no resource centre")
+        return runtime.resources
+
+    def caller(request: Request) -> Principal:
+        principal: Principal = request.state.principal
+        return principal
+
+    def _kind(plural: str) -> str:
+        kind = KIND_OF.get(plural)
+        if kind is None:
+            raise NotFound(f"unknown kind {plural!r} (one of {', '.join(KIND_OF)})")
+        return kind
+
+    @router.post("", status_code=201, responses=errors(400, 404, 409))
+    async def publish(request: Request, body: Publish) -> dict[str, Any]:
+        """Publish a resource's first or next version (versions are immutable)."""
+        principal = admin(request)
+        published = await centre().publish(
+            principal.tenant_id,
+            body.kind,
+            body.name,
+            spec=body.spec,
+            version=body.version,
+            description=body.description,
+            tags=body.tags,
+            by=principal.key_id,
+        )
+        return {"resource": version_wire(published)}
+
+    @router.get("", responses=errors(400))
+    async def discover(
+        request: Request,
+        kind: str | None = None,
+        prefix: str | None = Query(default=None, max_length=200),
+        tag: str | None = Query(default=None, max_length=64),
+        q: str | None = Query(default=None, max_length=200, description="free text: name and description"),
+        limit: int = Query(default=20, ge=1, le=MAX_PAGE),
+        cursor: int = Query(default=0, ge=0),
+    ) -> dict[str, Any]:
+        """The tenant's resources (and the platform's), filtered; ``next`` pages on."""
+        page, more = await centre().discover(
+            caller(request).tenant_id, kind=kind, prefix=prefix, tag=tag, text=q, limit=limit, cursor=cursor
+        )
+        return {"resources": page, "next": more}
+
+    @router.get("/resolve", responses=errors(400, 404))
+    async def resolve(request: Request, uri: str = Query(max_length=300)) -> dict[str, Any]:
+        """The resource and its dependency closure, each pinned to the exact version it resolves to now."""
+        resolved = await centre().resolve(caller(request).tenant_id, parse(uri))
+        return resolved.to_wire()
+
+    @router.post("/render", responses=errors(400, 404))
+    async def render_prompt(request: Request, body: Render) -> dict[str, Any]:
+        """A prompt's template filled with checked arguments."""
+        from agentvm.resources.kinds import render
+
+        found = await centre().get_version(caller(request).tenant_id, parse(body.uri, kind="prompt"))
+        return {"uri": found.uri, "text": render(found.spec, body.arguments)}
+
+    @router.post("/tags", responses=errors(400, 404))
+    async def move_tag(request: Request, body: Tag) -> dict[str, Any]:
+        """Point a tag at a version (tags are movable; versions are not)."""
+        principal = admin(request)
+        ref = parse(body.uri)
+        if not ref.pinned:
+            raise BadRequest(f"{body.uri}: name the version the tag points at (…@<version>)")
+        head = await centre().tag(principal.tenant_id, ref.kind, ref.name, ref.selector, body.tag)
+        return {"resource": head_wire(head)}
+
+    @router.get("/{plural}/{name:path}", responses=errors(400, 404))
+    async def get(request: Request, plural: str, name: str) -> dict[str, Any]:
+        """A resource by name (its versions and tags), or one version with ``@<version|tag|latest>``."""
+        kind, tenant = _kind(plural), caller(request).tenant_id
+        base, at, selector = name.partition("@")
+        if at:
+            found = await centre().get_version(tenant, parse(f"resource://{plural}/{name}"))
+            return {"resource": version_wire(found)}
+        head, versions = await centre().get_head(tenant, kind, base)
+        return {
+            "resource": head_wire(head, platform=head.tenantId != tenant),
+            "versions": [
+                {
+                    "version": v.version,
+                    "description": v.description,
+                    "digest": v.digest,
+                    "createdAt": v.createdAt,
+                }
+                for v in versions
+            ],
+        }
+
+    @router.put("/{plural}/{name:path}", status_code=201, responses=errors(400, 404, 409))
+    async def publish_next(request: Request, plural: str, name: str, body: NewVersion) -> dict[str, Any]:
+        """Publish the next version of a resource (a new immutable version; the old ones stay)."""
+        principal = admin(request)
+        if "@" in name:
+            raise BadRequest("publish to the resource's name; give the version in the body")
+        published = await centre().publish(
+            principal.tenant_id,
+            _kind(plural),
+            name,
+            spec=body.spec,
+            version=body.version,
+            description=body.description,
+            tags=body.tags,
+            by=principal.key_id,
+        )
+        return {"resource": version_wire(published)}
+
+    @router.delete("/{plural}/{name:path}", responses=errors(400, 404, 409))
+    async def delete(request: Request, plural: str, name: str) -> dict[str, Any]:
+        """Delete one version (``@<version>``) or every version; refused while others depend on it."""
+        principal = admin(request)
+        kind = _kind(plural)
+        base, at, selector = name.partition("@")
+        if at and (selector == LATEST or not ResourceRef(kind, base, selector).pinned):
+            raise BadRequest("delete names a version (…@<version>), not a tag or latest")
+        parse(f"resource://{plural}/{base}")  # a valid name, or a clear error
+        deleted = await centre().delete(principal.tenant_id, kind, base, selector if at else None)
+        return {"deleted": deleted}
+
+    _ = Forbidden  # (admin() raises it)
+    return router
+
+
+__all__ = ["resource_routes"]

@@ -1,0 +1,331 @@
+"""The resource centre: publish immutable versions, discover, resolve with the dependency closure
+pinned, move tags, delete what nothing depends on.
+
+Resources belong to a tenant. The platform tenant's resources (``AVM_PLATFORM_TENANT``, published
+by its admin keys) are readable by every tenant: a reference is looked up in the caller's tenant
+first, then in the platform's. Dependencies are checked at publish (each must resolve now; a
+resource that would reach itself is a cycle) and recorded as edges, so deleting a version that
+another resource needs (pinned to it, through a tag pointing at it, or ``latest`` when it is the
+last version) is refused with the dependents listed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from agentvm.errors import (
+    Conflict,
+    DependencyCycle,
+    MissingDependency,
+    NotFound,
+    ResourceInUse,
+    VersionExists,
+)
+from agentvm.records import RESOURCE_PLURALS, ResourceHead, ResourceVersion
+from agentvm.resources.uri import (
+    INTEGER,
+    LATEST,
+    ResourceRef,
+    check_kind,
+    check_name,
+    check_tag,
+    check_version,
+    is_version,
+    parse,
+)
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agentvm.ports import Clock, ResourceStore
+
+MAX_PAGE = 100
+_PUBLISH_ATTEMPTS = 5
+
+
+@dataclass(frozen=True)
+class Resolved:
+    """A resource version and the pinned versions of everything it refers to, transitively."""
+
+    resource: ResourceVersion
+    closure: dict[str, ResourceVersion]  # the URI as written -> the version it resolved to
+
+    def to_wire(self) -> dict[str, Any]:
+        return {
+            "resource": version_wire(self.resource),
+            "dependencies": {uri: version_wire(v) for uri, v in self.closure.items()},
+        }
+
+
+def version_wire(v: ResourceVersion) -> dict[str, Any]:
+    return {
+        "uri": v.uri,
+        "kind": v.kind,
+        "name": v.name,
+        "version": v.version,
+        "description": v.description,
+        "spec": v.spec,
+        "dependencies": v.dependencies,
+        "digest": v.digest,
+        "createdAt": v.createdAt,
+    }
+
+
+def head_wire(h: ResourceHead, *, platform: bool = False) -> dict[str, Any]:
+    return {
+        "uri": f"resource://{RESOURCE_PLURALS[h.kind]}/{h.name}",
+        "kind": h.kind,
+        "name": h.name,
+        "latest": h.latest,
+        "versions": h.versions,
+        "tags": h.tags,
+        "description": h.description,
+        "updatedAt": h.updatedAt,
+        "platform": platform,
+    }
+
+
+class ResourceCentre:
+    def __init__(self, store: ResourceStore, clock: Clock, *, platform_tenant: str | None = None) -> None:
+        self.store = store
+        self.clock = clock
+        self.platform_tenant = platform_tenant
+
+    def _tenants(self, tenant_id: str) -> list[str]:
+        if self.platform_tenant and self.platform_tenant != tenant_id:
+            return [tenant_id, self.platform_tenant]
+        return [tenant_id]
+
+    # -- publish ---------------------------------------------------------------------------------
+    async def publish(
+        self,
+        tenant_id: str,
+        kind: str,
+        name: str,
+        *,
+        spec: Any,
+        version: str | None = None,
+        description: str | None = None,
+        tags: Sequence[str] = (),
+        by: str | None = None,
+    ) -> ResourceVersion:
+        from agentvm.resources.kinds import dependencies, validate_spec  # pydantic models: on first use
+
+        check_kind(kind)
+        check_name(name)
+        if version is not None:
+            check_version(version)
+        for tag in tags:
+            check_tag(tag)
+        stored_spec = validate_spec(kind, spec)
+        refs = dependencies(kind, stored_spec)
+        targets = [await self._target(tenant_id, kind, name, ref) for ref in refs]
+        digest = hashlib.sha256(json.dumps(stored_spec, sort_keys=True).encode()).hexdigest()
+        record = None
+        for _ in range(_PUBLISH_ATTEMPTS):
+            existing = await self.store.list_versions(tenant_id, kind, name)
+            if version is not None and any(v.version == version for v in existing):
+                raise VersionExists(
+                    f"{ResourceRef(kind, name, version)} is published already (versions are immutable)"
+                )
+            record = ResourceVersion(
+                tenantId=tenant_id,
+                kind=kind,
+                name=name,
+                version=version or _next_integer(existing),
+                seq=max((v.seq for v in existing), default=0) + 1,
+                spec=stored_spec,
+                description=description,
+                dependencies=[str(r) for r in refs],
+                targets=[list(t) for t in targets],
+                digest=digest,
+                createdAt=self.clock.now_ms(),
+                createdBy=by,
+            )
+            if await self.store.create_version(record):
+                break
+            if version is not None:
+                raise VersionExists(
+                    f"resource://{RESOURCE_PLURALS[kind]}/{name}@{version} is published already"
+                )
+        else:
+            raise Conflict("the resource is being published by someone else; try again")
+        assert record is not None
+        await self.store.add_edges(f"{tenant_id}|{record.uri}", targets)
+        head = await self.store.get_head(tenant_id, kind, name)
+        moved = {**(head.tags if head else {}), **dict.fromkeys(tags, record.version)}
+        await self.store.put_head(
+            ResourceHead(
+                tenantId=tenant_id,
+                kind=kind,
+                name=name,
+                latest=record.version,
+                seq=record.seq,
+                versions=(head.versions if head else 0) + 1,
+                tags=moved,
+                description=description if description is not None else (head.description if head else None),
+                updatedAt=record.createdAt,
+            )
+        )
+        return record
+
+    async def _target(
+        self, tenant_id: str, kind: str, name: str, ref: ResourceRef
+    ) -> tuple[str, str, str, str]:
+        """Where a dependency resolves now (it must), refusing one that reaches the resource itself."""
+        if (ref.kind, ref.name) == (kind, name):
+            raise DependencyCycle(
+                f"resource://{RESOURCE_PLURALS[kind]}/{name} cannot depend on itself ({ref})"
+            )
+        try:
+            found = await self.get_version(tenant_id, ref)
+        except NotFound:
+            raise MissingDependency(f"{ref} does not exist (publish it first)") from None
+        closure = await self._closure(tenant_id, found, set())
+        if any((v.kind, v.name) == (kind, name) for v in closure.values()):
+            raise DependencyCycle(
+                f"resource://{RESOURCE_PLURALS[kind]}/{name} would depend on itself through {ref}"
+            )
+        return (found.tenantId, ref.kind, ref.name, ref.selector)
+
+    # -- read ------------------------------------------------------------------------------------
+    async def get_version(self, tenant_id: str, ref: ResourceRef) -> ResourceVersion:
+        for tenant in self._tenants(tenant_id):
+            head = await self.store.get_head(tenant, ref.kind, ref.name)
+            if head is None:
+                continue
+            selector = head.latest if ref.selector == LATEST else head.tags.get(ref.selector, ref.selector)
+            if not is_version(selector):
+                break  # an unknown tag of this resource
+            found = await self.store.get_version(tenant, ref.kind, ref.name, selector)
+            if found is not None:
+                return found
+            break
+        raise NotFound(f"{ref} not found")
+
+    async def get_head(
+        self, tenant_id: str, kind: str, name: str
+    ) -> tuple[ResourceHead, list[ResourceVersion]]:
+        for tenant in self._tenants(tenant_id):
+            head = await self.store.get_head(tenant, kind, name)
+            if head is not None:
+                return head, await self.store.list_versions(tenant, kind, name)
+        raise NotFound(f"resource://{RESOURCE_PLURALS[kind]}/{name} not found")
+
+    async def resolve(self, tenant_id: str, ref: ResourceRef) -> Resolved:
+        root = await self.get_version(tenant_id, ref)
+        return Resolved(root, await self._closure(tenant_id, root, set()))
+
+    async def _closure(
+        self, tenant_id: str, version: ResourceVersion, seen: set[str]
+    ) -> dict[str, ResourceVersion]:
+        out: dict[str, ResourceVersion] = {}
+        seen = seen | {version.uri}
+        for uri in version.dependencies:
+            dep = await self.get_version(tenant_id, parse(uri))
+            if dep.uri in seen:
+                raise DependencyCycle(f"{version.uri} reaches itself through {uri}")
+            out[uri] = dep
+            out.update(await self._closure(tenant_id, dep, seen))
+        return out
+
+    async def discover(
+        self,
+        tenant_id: str,
+        *,
+        kind: str | None = None,
+        prefix: str | None = None,
+        tag: str | None = None,
+        text: str | None = None,
+        limit: int = 20,
+        cursor: int = 0,
+    ) -> tuple[list[dict[str, Any]], int | None]:
+        """Heads of the caller's tenant, then the platform's, filtered; a page and the next cursor."""
+        if kind is not None:
+            check_kind(kind)
+        found: list[dict[str, Any]] = []
+        for tenant in self._tenants(tenant_id):
+            for head in await self.store.list_heads(tenant, kind):
+                if prefix and not head.name.startswith(prefix):
+                    continue
+                if tag and tag not in head.tags:
+                    continue
+                if text and text.lower() not in f"{head.name} {head.description or ''}".lower():
+                    continue
+                found.append(head_wire(head, platform=tenant != tenant_id))
+        page = found[cursor : cursor + limit]
+        more = cursor + limit < len(found)
+        return page, (cursor + limit if more else None)
+
+    # -- change ----------------------------------------------------------------------------------
+    async def tag(self, tenant_id: str, kind: str, name: str, version: str, tag: str) -> ResourceHead:
+        check_tag(tag)
+        head = await self.store.get_head(tenant_id, kind, name)
+        if head is None or await self.store.get_version(tenant_id, kind, name, version) is None:
+            raise NotFound(f"resource://{RESOURCE_PLURALS[kind]}/{name}@{version} not found")
+        head = head.model_copy(update={"tags": {**head.tags, tag: version}, "updatedAt": self.clock.now_ms()})
+        await self.store.put_head(head, force=True)
+        return head
+
+    async def delete(self, tenant_id: str, kind: str, name: str, version: str | None = None) -> list[str]:
+        """Delete one version (or every version); returns the URIs deleted."""
+        check_kind(kind)
+        head = await self.store.get_head(tenant_id, kind, name)
+        versions = await self.store.list_versions(tenant_id, kind, name)
+        if head is None or not versions:
+            raise NotFound(f"resource://{RESOURCE_PLURALS[kind]}/{name} not found")
+        doomed = versions if version is None else [v for v in versions if v.version == version]
+        if not doomed:
+            raise NotFound(f"resource://{RESOURCE_PLURALS[kind]}/{name}@{version} not found")
+        gone = {v.version for v in doomed}
+        remaining = [v for v in versions if v.version not in gone]
+        blockers = [
+            _shown(dependent, tenant_id)
+            for dependent, selector in await self.store.dependents(tenant_id, kind, name)
+            if selector in gone or (selector == LATEST and not remaining) or (head.tags.get(selector) in gone)
+        ]
+        if version is not None:
+            blockers += [f"tag {t}" for t, v in sorted(head.tags.items()) if v in gone]
+        if blockers:
+            raise ResourceInUse(
+                f"resource://{RESOURCE_PLURALS[kind]}/{name}: {len(blockers)} dependent(s) still need it; "
+                "delete or re-publish them (or move the tags) first",
+                dependents=sorted(set(blockers)),
+            )
+        for v in doomed:
+            await self.store.delete_version(tenant_id, kind, name, v.version)
+            await self.store.remove_edges(f"{tenant_id}|{v.uri}", [tuple(t) for t in v.targets])  # type: ignore[misc]
+        if not remaining:
+            await self.store.delete_head(tenant_id, kind, name)
+        else:
+            last = remaining[-1]
+            await self.store.put_head(
+                head.model_copy(
+                    update={
+                        "latest": last.version,
+                        "seq": last.seq,
+                        "versions": len(remaining),
+                        "tags": {t: v for t, v in head.tags.items() if v not in gone},
+                        "updatedAt": self.clock.now_ms(),
+                    }
+                ),
+                force=True,
+            )
+        return [v.uri for v in doomed]
+
+
+def _shown(dependent: str, tenant_id: str) -> str:
+    """A dependent's URI; another tenant's (depending on a platform resource) without its name."""
+    owner, uri = dependent.split("|", 1)
+    return uri if owner == tenant_id else "a resource of another tenant"
+
+
+def _next_integer(existing: Sequence[ResourceVersion]) -> str:
+    numbers = [int(v.version) for v in existing if INTEGER.match(v.version)]
+    return str(max(numbers, default=0) + 1)
+
+
+__all__ = ["ResourceCentre", "Resolved", "head_wire", "version_wire"]
