@@ -49,6 +49,9 @@ class ImageRecord(_Record):
     # {"key": <fingerprint of mcpServers>, "servers": {name: [{name, description, inputSchema}]}}
     toolCatalog: dict[str, Any] | None = None
     concurrency: ConcurrencyPolicy = "queue"
+    # Built from an agent resource (``agentvm.resources.build``): the definition as written, the
+    # exact versions it is pinned to, the dependency edges it holds, and the earlier builds.
+    build: dict[str, Any] | None = None
     agentId: str | None = None  # set while the image is "running" (online)
     createdAt: int
     updatedAt: int
@@ -68,6 +71,8 @@ class ImageRecord(_Record):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value
+        if self.build is not None:  # additive: what a built image is pinned to
+            out["build"] = {k: v for k, v in self.build.items() if k != "targets"}
         return out
 
 
@@ -234,6 +239,8 @@ class ResourceVersion(_Record):
     digest: str  # sha256 of the canonical spec
     createdAt: int
     createdBy: str | None = None  # the API key that published it
+    # knowledge: the search index built at publish (``agentvm.resources.search``: chunk boundaries)
+    index: dict[str, Any] | None = None
 
     @property
     def uri(self) -> str:

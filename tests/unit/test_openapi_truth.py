@@ -28,6 +28,8 @@ ROUTE_ERRORS = {
     ("get", "/v1/resources/resolve"): {400, 404},
     ("post", "/v1/resources/render"): {400, 404},
     ("post", "/v1/resources/tags"): {400, 404},
+    ("post", "/v1/resources/search"): {400, 404},
+    ("post", "/v1/images/{image_id}/rebuild"): {400, 404},
     ("get", "/v1/resources/{plural}/{name}"): {400, 404},
     ("put", "/v1/resources/{plural}/{name}"): {400, 404, 409},
     ("delete", "/v1/resources/{plural}/{name}"): {400, 404, 409},

@@ -152,6 +152,7 @@ class Victim:
     key_id: str
     turn_id: str  # a suspended turn of A's, waiting for approval of ``call_id``
     call_id: str
+    built: str  # an image of A's built from A's agent resource
 
 
 async def victim(world: World) -> Victim:
@@ -182,8 +183,20 @@ async def victim(world: World) -> Victim:
         await http.post("/v1/resources", json={"kind": "prompt", "name": "private/plan", "spec": prompt})
         spec = {"prompt": {"uri": "resource://prompts/private/plan@1", "arguments": {"goal": "win"}}}
         await http.post("/v1/resources", json={"kind": "agent", "name": "planner", "spec": spec})
+        kb = {"documents": [{"title": "Plan", "text": "A's secret plan is to win."}]}
+        await http.post("/v1/resources", json={"kind": "knowledge", "name": "private/kb", "spec": kb})
+    built = await a.request(
+        "image_create", containerId="user-alice", config={"agent": "resource://agents/planner"}
+    )
     return Victim(
-        a, "user-alice", img, run["agentId"], key["key"]["keyId"], wait["turnId"], wait["toolCallId"]
+        a,
+        "user-alice",
+        img,
+        run["agentId"],
+        key["key"]["keyId"],
+        wait["turnId"],
+        wait["toolCallId"],
+        built["record"]["imageId"],
     )
 
 
@@ -196,6 +209,7 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
         "image": await a.request("image_get", imageId=v.image["imageId"]),
         "messages": await a.request("image_messages", imageId=v.image["imageId"]),
         "waits": await a.request("tool_waits"),
+        "built": await a.request("image_get", imageId=v.built),
     }
     async with world.http("tenant-a") as http:
         for path in (
@@ -206,6 +220,7 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/resources",
             "/v1/resources/prompts/private/plan",
             "/v1/resources/resolve?uri=resource://agents/planner",
+            "/v1/resources/knowledge/private/kb",
         ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
@@ -313,6 +328,15 @@ async def test_tenant_b_learns_nothing_and_changes_nothing_with_tenant_a_ids(wor
         covered.add(cmd)
     assert covered == COMMANDS_COVERED
 
+    # building from A's agent reads like building from one that does not exist
+    built = [
+        normalise(
+            await b.request("image_create", containerId="b", config={"agent": f"resource://agents/{n}"}), n
+        )
+        for n in ("planner", "nobody")
+    ]
+    assert built[0] == built[1] and built[0]["code"] == "not_found"
+
     # subscribe to A's session reads like subscribing to a session that does not exist
     foreign = await frames_of(b, b.subscribe(v.image["sessionId"]))
     absent = await frames_of(b, b.subscribe("sess_missing_0000"))
@@ -347,6 +371,15 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("POST", "/v1/resources/tags", "private/plan", "private/none", None),
             ("DELETE", "/v1/resources/prompts/{}@1", "private/plan", "private/none", None),
             ("DELETE", "/v1/resources/agents/{}", "planner", "nobody", None),
+            ("POST", "/v1/resources/search", "private/kb", "private/none", None),
+            ("POST", "/v1/images/{}/rebuild", v.built, "img_missing", {}),
+            (
+                "POST",
+                "/v1/images/{}/rebuild",
+                v.image["imageId"],
+                "img_missing",
+                {"agent": "resource://agents/planner"},
+            ),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -354,6 +387,7 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
                 "arguments": {"goal": "x"},
             },
             "/v1/resources/tags": lambda name: {"uri": f"resource://prompts/{name}@1", "tag": "pwned"},
+            "/v1/resources/search": lambda name: {"uri": f"resource://knowledge/{name}", "query": "plan"},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         for method, path, own, miss, body in pairs:

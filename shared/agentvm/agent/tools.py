@@ -84,6 +84,11 @@ class Toolbox:
         self.approval = approval  # names of the tools that need approval, or "*": all of them
         self.approval_timeout_s = approval_timeout_s
 
+    def add(self, tools: Sequence[Tool]) -> None:
+        """More tools (a name already taken keeps its first tool)."""
+        for tool in tools:
+            self._tools.setdefault(tool.spec.name, tool)
+
     @property
     def specs(self) -> tuple[ToolSpec, ...]:
         return tuple(tool.spec for tool in self._tools.values())

@@ -231,10 +231,22 @@ async def _suspend(
 
 
 async def _toolbox(rt: Runtime, image: ImageRecord) -> Toolbox | None:
-    """The image's tools for this turn (None: it declares none, or the host runs no tools)."""
-    if rt.tools is None or not (image.tools or image.mcpServers):
-        return None
-    return await rt.tools.toolbox(rt.store, image)
+    """The image's tools for this turn (None: it declares none, or the host runs no tools), plus
+    the search tools of the knowledge resources it was built with (``agent.knowledge_tools``)."""
+    box = None
+    if rt.tools is not None and (image.tools or image.mcpServers):
+        box = await rt.tools.toolbox(rt.store, image)
+    knowledge = [t for t in image.tools or [] if t.get("type") == "knowledge"]
+    if knowledge and rt.resources is not None:
+        from agentvm.agent.knowledge_tools import knowledge_tools
+        from agentvm.agent.tools import Toolbox
+
+        found = knowledge_tools(knowledge, rt.resources.store)
+        if box is None:
+            box = Toolbox(found)
+        else:
+            box.add(found)
+    return box
 
 
 async def _run(

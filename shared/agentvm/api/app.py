@@ -380,9 +380,11 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             "truncated": len(data) > limit,
         }
 
+    from agentvm.api.images import image_routes
     from agentvm.api.resources import resource_routes
 
     v1.include_router(resource_routes(runtime, _errors, admin))
+    v1.include_router(image_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

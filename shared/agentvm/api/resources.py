@@ -72,6 +72,20 @@ class Render(_Body):
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
+class Search(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra={
+            "examples": [{"uri": "resource://knowledge/handbook@1", "query": "refund policy", "limit": 3}]
+        },
+    )
+
+    uri: StrictStr = Field(description="a knowledge resource")
+    query: StrictStr = Field(min_length=1, max_length=1000)
+    limit: int = Field(default=5, ge=1, le=10)
+
+
 class Tag(_Body):
     uri: StrictStr = Field(description="a version: resource://prompts/greeting@2")
     tag: StrictStr
@@ -144,6 +158,15 @@ def resource_routes(
 
         found = await centre().get_version(caller(request).tenant_id, parse(body.uri, kind="prompt"))
         return {"uri": found.uri, "text": render(found.spec, body.arguments)}
+
+    @router.post("/search", responses=errors(400, 404))
+    async def search(request: Request, body: Search) -> dict[str, Any]:
+        """The best passages of a knowledge resource for a query (BM25 over the chunks indexed at
+        publish): what an agent's ``search_<name>`` tool answers."""
+        version, hits = await centre().search(
+            caller(request).tenant_id, parse(body.uri, kind="knowledge"), body.query, body.limit
+        )
+        return {"uri": version.uri, "hits": [h.to_wire() for h in hits]}
 
     @router.post("/tags", responses=errors(400, 404))
     async def move_tag(request: Request, body: Tag) -> dict[str, Any]:

@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator
 
 from agentvm.agent.tool_config import MAX_TOOLS, ApprovalConfig, ToolDecl, parse_mcp_servers
 from agentvm.errors import BadRequest, FrameTooLarge, UnknownRequest
@@ -98,6 +98,10 @@ class ImageConfig(BaseModel):
     maxSteps: int | None = Field(default=None, ge=1, le=100)
     concurrency: ConcurrencyPolicy | None = None
     approval: ApprovalConfig | None = None
+    # Additive: build the image from an agent resource (``agentvm.resources.build``), and, in
+    # image_update, resolve that definition again (``rebuild``).
+    agent: StrictStr | None = Field(default=None, max_length=1000)
+    rebuild: StrictBool | None = None
 
     @field_validator("mcpServers", mode="after")
     @classmethod

@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         ImageUpdate,
         MessageSend,
     )
+    from agentvm.resources.centre import ResourceCentre
     from agentvm.runtime import Runtime
 
 DEFAULT_IMAGE_NAME = "New Conversation"
@@ -72,7 +73,7 @@ class CommandContext:
 
 
 # -- lookups ------------------------------------------------------------------------------------
-async def _image(ctx: CommandContext, image_id: str) -> ImageRecord:
+async def image_of(ctx: CommandContext, image_id: str) -> ImageRecord:
     image = await ctx.rt.store.get_image(ctx.tenant_id, image_id)
     if image is None:
         raise NotFound(f"Image not found: {image_id}")
@@ -243,7 +244,7 @@ async def agent_destroy_all(ctx: CommandContext, req: AgentDestroyAll) -> Json:
 
 async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
     if req.imageId:
-        image = await _image(ctx, req.imageId)
+        image = await image_of(ctx, req.imageId)
     elif req.agentId:
         found = await _image_by_agent(ctx, req.agentId)
         if found is None:
@@ -313,7 +314,7 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
 
 async def agent_interrupt(ctx: CommandContext, req: AgentInterrupt) -> Json:
     if req.imageId:
-        image: ImageRecord | None = await _image(ctx, req.imageId)
+        image: ImageRecord | None = await image_of(ctx, req.imageId)
     elif req.agentId:
         image = await _image_by_agent(ctx, req.agentId)
         if image is None:
@@ -329,8 +330,13 @@ async def agent_interrupt(ctx: CommandContext, req: AgentInterrupt) -> Json:
 
 # -- images -------------------------------------------------------------------------------------
 async def image_create(ctx: CommandContext, req: ImageCreate) -> Json:
+    cfg = req.config
+    if cfg.rebuild is not None:
+        raise BadRequest("config.rebuild: only image_update rebuilds an image")
+    if cfg.agent is not None:
+        return await _image_create_built(ctx, req)
     await _ensure_container(ctx, req.containerId)
-    now, cfg = ctx.now(), req.config
+    now = ctx.now()
     image = ImageRecord(
         tenantId=ctx.tenant_id,
         imageId=ctx.rt.ids.new("img"),
@@ -363,6 +369,81 @@ async def image_create(ctx: CommandContext, req: ImageCreate) -> Json:
     return {"record": image.to_wire(), "__subscriptions": [image.sessionId]}
 
 
+async def _image_create_built(ctx: CommandContext, req: ImageCreate) -> Json:
+    """An image built from an agent resource: its fields are the definition's, resolved now."""
+    from agentvm.resources.build import BUILT_FIELDS, build_into, move_edges
+
+    cfg = req.config
+    inline = [k for k in BUILT_FIELDS if getattr(cfg, k) is not None]
+    if inline:
+        raise BadRequest(
+            f"config.{inline[0]}: an image built from config.agent takes it from the definition "
+            "(publish a new version of the agent instead)"
+        )
+    centre = _centre(ctx)
+    now = ctx.now()
+    image = ImageRecord(
+        tenantId=ctx.tenant_id,
+        imageId=ctx.rt.ids.new("img"),
+        containerId=req.containerId,
+        sessionId=ctx.rt.ids.new("sess"),
+        name=cfg.name or DEFAULT_IMAGE_NAME,
+        description=cfg.description,
+        concurrency=cfg.concurrency or "queue",
+        createdAt=now,
+        updatedAt=now,
+    )
+    assert cfg.agent is not None
+    image, build = await build_into(centre, image, cfg.agent, now_ms=now, by=ctx.key_id)
+    if cfg.name is None:
+        image.name = build.agent.name
+    if cfg.description is None:
+        image.description = build.agent.description
+    _check_built(ctx, image)
+    await _ensure_container(ctx, req.containerId)
+    session = SessionRecord(
+        tenantId=ctx.tenant_id,
+        sessionId=image.sessionId,
+        imageId=image.imageId,
+        containerId=image.containerId,
+        createdAt=now,
+        updatedAt=now,
+    )
+    await ctx.rt.store.create_image(image, session)
+    await move_edges(centre, image, None)
+    return {"record": image.to_wire(), "__subscriptions": [image.sessionId]}
+
+
+def _centre(ctx: CommandContext) -> ResourceCentre:
+    if ctx.rt.resources is None:
+        raise BadRequest("config.agent: this server has no resource centre")
+    return ctx.rt.resources
+
+
+def _check_built(ctx: CommandContext, image: ImageRecord) -> None:
+    """A build passes the checks inline configs pass (the model's provider, who may run MCP stdio)."""
+    if image.model:
+        ctx.rt.models.resolve(image.model)
+    _check_tool_sources(ctx, image.mcpServers)
+
+
+async def rebuild_image(ctx: CommandContext, image: ImageRecord, agent: str | None = None) -> ImageRecord:
+    """Resolve the image's definition again (or ``agent``, a new one) and move it there (recorded)."""
+    from agentvm.resources.build import build_into, move_edges
+
+    written = agent or (image.build or {}).get("agent")
+    if written is None:
+        raise BadRequest(
+            "updates.rebuild: this image was not built from an agent resource (give updates.agent)"
+        )
+    before = image.build
+    image, _ = await build_into(_centre(ctx), image, written, now_ms=ctx.now(), by=ctx.key_id)
+    _check_built(ctx, image)
+    await ctx.rt.store.put_image(image)
+    await move_edges(_centre(ctx), image, before)
+    return image
+
+
 def _tool_decls(tools: list[Any] | None) -> list[dict[str, Any]] | None:
     """Declarations as stored: validated, without unset fields (secret headers stay references)."""
     return None if tools is None else [decl.model_dump(exclude_none=True) for decl in tools]
@@ -387,19 +468,34 @@ def _check_tool_sources(ctx: CommandContext, mcp_servers: dict[str, Any] | None)
 
 
 async def image_run(ctx: CommandContext, req: ImageRun) -> Json:
-    image, reused = await _start_agent(ctx, await _image(ctx, req.imageId))
+    image, reused = await _start_agent(ctx, await image_of(ctx, req.imageId))
     await _subscribe(ctx, image.sessionId)
     return {"imageId": image.imageId, "agentId": image.agentId, "reused": reused}
 
 
 async def image_stop(ctx: CommandContext, req: ImageStop) -> Json:
-    await _stop_agent(ctx, await _image(ctx, req.imageId))
+    await _stop_agent(ctx, await image_of(ctx, req.imageId))
     return {"imageId": req.imageId}
 
 
 async def image_update(ctx: CommandContext, req: ImageUpdate) -> Json:
-    image = await _image(ctx, req.imageId)
+    from agentvm.resources.build import BUILT_FIELDS
+
+    image = await image_of(ctx, req.imageId)
     changes: dict[str, Any] = req.updates.model_dump(exclude_unset=True, exclude_none=True)
+    rebuild, agent = changes.pop("rebuild", False), changes.pop("agent", None)
+    built = [k for k in BUILT_FIELDS if k in changes]
+    if built and (rebuild or agent or image.build):
+        raise BadRequest(
+            f"updates.{built[0]}: this image is built from an agent resource; publish a new version "
+            "of the agent and rebuild (updates.rebuild), or give updates.agent"
+        )
+    if rebuild or agent:
+        image = await rebuild_image(ctx, image, agent)
+        if changes:  # name, description, concurrency
+            image = image.model_copy(update={**changes, "updatedAt": ctx.now()})
+            await ctx.rt.store.put_image(image)
+        return {"record": image.to_wire()}
     if "model" in changes:
         ctx.rt.models.resolve(changes["model"])
     if "tools" in changes:
@@ -423,14 +519,18 @@ async def image_get(ctx: CommandContext, req: ImageGet) -> Json:
 
 
 async def image_delete(ctx: CommandContext, req: ImageDelete) -> Json:
-    image = await _image(ctx, req.imageId)
+    image = await image_of(ctx, req.imageId)
     await _stop_agent(ctx, image)
     await ctx.rt.store.delete_image(ctx.tenant_id, image.imageId)
+    if image.build is not None and ctx.rt.resources is not None:  # its pins no longer hold versions
+        from agentvm.resources.build import move_edges
+
+        await move_edges(ctx.rt.resources, image.model_copy(update={"build": None}), image.build)
     return {"imageId": req.imageId}
 
 
 async def image_messages(ctx: CommandContext, req: ImageMessages) -> Json:
-    image = await _image(ctx, req.imageId)
+    image = await image_of(ctx, req.imageId)
     messages = await ctx.rt.store.list_messages(image.sessionId)
     return {"imageId": image.imageId, "messages": [message_to_wire(m) for m in messages]}
 

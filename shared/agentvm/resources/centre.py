@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 from agentvm.errors import (
     Conflict,
     DependencyCycle,
+    InvalidResource,
     MissingDependency,
     NotFound,
     ResourceInUse,
@@ -61,7 +62,7 @@ class Resolved:
 
 
 def version_wire(v: ResourceVersion) -> dict[str, Any]:
-    return {
+    out = {
         "uri": v.uri,
         "kind": v.kind,
         "name": v.name,
@@ -72,6 +73,9 @@ def version_wire(v: ResourceVersion) -> dict[str, Any]:
         "digest": v.digest,
         "createdAt": v.createdAt,
     }
+    if v.index is not None:
+        out["chunks"] = len(v.index.get("chunks", []))
+    return out
 
 
 def head_wire(h: ResourceHead, *, platform: bool = False) -> dict[str, Any]:
@@ -124,6 +128,11 @@ class ResourceCentre:
         refs = dependencies(kind, stored_spec)
         targets = [await self._target(tenant_id, kind, name, ref) for ref in refs]
         digest = hashlib.sha256(json.dumps(stored_spec, sort_keys=True).encode()).hexdigest()
+        index = None
+        if kind == "knowledge":  # the search index is built now, once per version
+            from agentvm.resources.search import chunk_documents
+
+            index = chunk_documents(stored_spec["documents"])
         record = None
         for _ in range(_PUBLISH_ATTEMPTS):
             existing = await self.store.list_versions(tenant_id, kind, name)
@@ -144,6 +153,7 @@ class ResourceCentre:
                 digest=digest,
                 createdAt=self.clock.now_ms(),
                 createdBy=by,
+                index=index,
             )
             if await self.store.create_version(record):
                 break
@@ -232,6 +242,15 @@ class ResourceCentre:
             out.update(await self._closure(tenant_id, dep, seen))
         return out
 
+    async def search(
+        self, tenant_id: str, ref: ResourceRef, query: str, limit: int = 5
+    ) -> tuple[ResourceVersion, list[Any]]:
+        """The best chunks of a knowledge resource for ``query`` (``agentvm.resources.search``)."""
+        if ref.kind != "knowledge":
+            raise InvalidResource(f"{ref}: only knowledge resources can be searched")
+        version = await self.get_version(tenant_id, ref)
+        return version, search_version(version, query, limit)
+
     async def discover(
         self,
         tenant_id: str,
@@ -317,6 +336,18 @@ class ResourceCentre:
         return [v.uri for v in doomed]
 
 
+def search_version(version: ResourceVersion, query: str, limit: int = 5) -> list[Any]:
+    """Search one knowledge version (its index, built at publish; term statistics kept per process)."""
+    from agentvm.resources.search import cached_index
+
+    if not query.strip():
+        raise InvalidResource("query: must not be empty")
+    if version.index is None:
+        raise InvalidResource(f"{version.uri} has no search index")
+    key = f"{version.tenantId}|{version.uri}|{version.digest}"
+    return cached_index(key, version.spec["documents"], version.index).search(query, limit)
+
+
 def _shown(dependent: str, tenant_id: str) -> str:
     """A dependent's URI; another tenant's (depending on a platform resource) without its name."""
     owner, uri = dependent.split("|", 1)
@@ -328,4 +359,4 @@ def _next_integer(existing: Sequence[ResourceVersion]) -> str:
     return str(max(numbers, default=0) + 1)
 
 
-__all__ = ["ResourceCentre", "Resolved", "head_wire", "version_wire"]
+__all__ = ["ResourceCentre", "Resolved", "head_wire", "search_version", "version_wire"]
