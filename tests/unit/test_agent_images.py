@@ -151,9 +151,7 @@ async def test_an_agent_answers_from_the_best_chunk_of_its_knowledge(h):
     image = (
         await client.request("image_create", containerId="a", config={"agent": "resource://agents/support"})
     )["record"]
-    h.model.add(
-        Calls(("search_handbook", {"query": "refunds to my card", "limit": 2})), "Within 5 days."
-    )
+    h.model.add(Calls(("search_handbook", {"query": "refunds to my card", "limit": 2})), "Within 5 days.")
     await client.request("message_send", imageId=image["imageId"], content="How long do refunds take?")
     await h.run_turns()
 
