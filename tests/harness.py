@@ -9,11 +9,14 @@ from typing import Any
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
+from agentvm.adapters.local.sqlite_config import SqliteConfigStore
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
 from agentvm.agent.turns import process_turn
+from agentvm.config import Settings
+from agentvm.configcentre.centre import ConfigCentre
 from agentvm.events import request
 from agentvm.gateway.dispatch import handle_frame
 from agentvm.ports import ConnectionInfo
@@ -90,6 +93,12 @@ class Harness:
         )
         self.rt.resources = ResourceCentre(
             SqliteResourceStore(":memory:"), self.rt.clock, platform_tenant="platform"
+        )
+        self.rt.config = ConfigCentre(
+            SqliteConfigStore(":memory:"),
+            Settings(data_dir=tmp_path),
+            self.rt.clock,
+            cache_s=0.0,
         )
         self._conns = itertools.count(1)
 

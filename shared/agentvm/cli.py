@@ -86,6 +86,9 @@ def _parser() -> argparse.ArgumentParser:
         p.add_argument("--container", help="a container of the tenant (default: the whole tenant)")
     set_.add_argument("--daily", type=_limit, help="tokens per UTC day, or 'none'")
     set_.add_argument("--monthly", type=_limit, help="tokens per UTC month, or 'none'")
+    from agentvm.cli_remote import add_remote_commands
+
+    add_remote_commands(sub)  # resources, config: over HTTP to a running server
     return parser
 
 
@@ -111,6 +114,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.fakellm import run
 
         return run(args)
+    if args.command in ("resources", "config"):
+        from agentvm.cli_remote import run_remote
+
+        return run_remote(args)
     if args.command in ("keys", "budgets"):
         from agentvm.errors import AgentVMError
 

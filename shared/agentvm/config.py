@@ -94,6 +94,9 @@ class Settings(BaseSettings):
     # bucket of the containers' workspaces (adapters/aws/s3_workspaces.py). Unset: no sandbox on AWS.
     sandbox_queue_url: str | None = None
     # The tenant whose resources every tenant may read (the resource centre's platform resources).
+    # How long a process keeps the config centre's API values before reading them again: the
+    # delay within which a change made through /v1/config reaches every process (configcentre).
+    config_cache_s: float = Field(default=5.0, ge=0, le=300)
     platform_tenant: str = Field(default="platform", min_length=1, max_length=128)
     workspace_bucket: str | None = None
 

@@ -138,6 +138,19 @@ class ResourceInUse(Conflict):
         return {"dependents": self.dependents}
 
 
+class InvalidConfig(BadRequest):
+    """A setting of the config centre is unknown, or its value is not valid (``key`` names it)."""
+
+    code = "invalid_config"
+
+    def __init__(self, message: str, *, key: str) -> None:
+        super().__init__(message)
+        self.key = key
+
+    def wire_fields(self) -> dict[str, object]:
+        return {"key": self.key}
+
+
 class QuotaExceeded(AgentVMError):
     """A token budget was reached."""
 
@@ -240,6 +253,7 @@ class ConnectionGone(AgentVMError):
 
 __all__ = [
     "DependencyCycle",
+    "InvalidConfig",
     "InvalidResource",
     "InvalidUri",
     "MissingDependency",

@@ -17,6 +17,8 @@ if TYPE_CHECKING:
     from agentvm.records import (
         ApiKeyRecord,
         BudgetRecord,
+        ConfigChange,
+        ConfigValues,
         ContainerRecord,
         ImageRecord,
         ResourceHead,
@@ -155,6 +157,20 @@ class ToolWaits(Protocol):
 
     async def due_waits(self, now_ms: int, limit: int) -> list[ToolWait]:
         """Unconsumed waits whose ``checkAt`` has passed, across tenants (for the sweeper)."""
+        ...
+
+
+class ConfigStore(Protocol):
+    """The config centre's values set through the API, one record per scope, and its audit log."""
+
+    async def get_values(self, scope: str) -> ConfigValues | None: ...
+    async def put_values(self, values: ConfigValues, changes: Sequence[ConfigChange]) -> bool:
+        """Store ``values`` (whose ``version`` is one more than the stored one's, or 1 for a new
+        scope) and append ``changes`` to the audit log; False if another write came first."""
+        ...
+
+    async def list_changes(self, scope: str, limit: int = 100) -> list[ConfigChange]:
+        """The scope's audit log, newest first."""
         ...
 
 

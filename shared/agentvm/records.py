@@ -261,6 +261,29 @@ class ResourceHead(_Record):
     updatedAt: int
 
 
+class ConfigValues(_Record):
+    """The values set through the config centre's API for one scope (``server`` or ``tenant:<id>``).
+
+    One record per scope, written whole with a version check, so a PUT of several keys is all or
+    nothing. Secret values are stored here (locally in the data dir's database) and never leave it."""
+
+    scope: str
+    values: dict[str, Any] = Field(default_factory=dict)
+    version: int = 0  # bumped by every write (optimistic concurrency)
+    updatedAt: int = 0
+
+
+class ConfigChange(_Record):
+    """One audited change of the config centre: who, when, old -> new (secrets elided)."""
+
+    scope: str
+    key: str
+    old: Any = None
+    new: Any = None
+    by: str | None = None  # the API key id (None: the open dev mode)
+    at: int
+
+
 class UsageRecord(_Record):
     """Provider-reported tokens of one turn: the unit of metering and billing."""
 

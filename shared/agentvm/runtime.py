@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
+    from agentvm.configcentre.centre import ConfigCentre
     from agentvm.ports import (
         Clock,
         Connections,
@@ -164,6 +165,9 @@ class Runtime:
     sandbox_jobs: SandboxJobs | None = None
     # The resource centre (agentvm/resources). None: this host serves no /v1/resources.
     resources: ResourceCentre | None = None
+    # The config centre (agentvm/configcentre): layered settings applied per turn. None: only what
+    # was read at start applies.
+    config: ConfigCentre | None = None
 
 
 __all__ = [

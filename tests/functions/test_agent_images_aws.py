@@ -135,3 +135,47 @@ def test_another_tenant_cannot_build_rebuild_or_search_what_is_not_theirs(stack,
     assert status == 404 and "secret" not in str(body)
     status, body = stack.http("GET", "/v1/resources/agents/helper", other)
     assert status == 404
+
+
+def test_every_resource_route_answers_through_the_lambda_handler(stack, admin):
+    publish(stack, admin, persona("One."))
+    status, second = stack.http(
+        "PUT", "/v1/resources/prompts/persona", admin, {"spec": persona("Two.")["spec"], "tags": ["stable"]}
+    )
+    assert status == 201 and second["resource"]["version"] == "2"
+    status, listed = stack.http("GET", "/v1/resources?kind=prompt&limit=1", admin)
+    assert (
+        status == 200 and [r["name"] for r in listed["resources"]] == ["persona"] and listed["next"] is None
+    )
+    status, head = stack.http("GET", "/v1/resources/prompts/persona", admin)
+    assert [v["version"] for v in head["versions"]] == ["1", "2"] and head["resource"]["tags"] == {
+        "stable": "2"
+    }
+    status, tagged = stack.http(
+        "POST", "/v1/resources/tags", admin, {"uri": "resource://prompts/persona@1", "tag": "stable"}
+    )
+    assert status == 200 and tagged["resource"]["tags"] == {"stable": "1"}
+    status, one = stack.http("GET", "/v1/resources/prompts/persona@stable", admin)
+    assert one["resource"]["uri"] == "resource://prompts/persona@1"
+    status, rendered = stack.http(
+        "POST",
+        "/v1/resources/render",
+        admin,
+        {"uri": "resource://prompts/persona", "arguments": {"who": "Bo"}},
+    )
+    assert rendered["text"] == "You are Bo. Two."
+    publish(
+        stack,
+        admin,
+        {
+            "kind": "agent",
+            "name": "a",
+            "spec": {"prompt": {"uri": "resource://prompts/persona@stable", "arguments": {"who": "x"}}},
+        },
+    )
+    status, resolved = stack.http("GET", "/v1/resources/resolve?uri=resource://agents/a", admin)
+    assert status == 200 and resolved["dependencies"]["resource://prompts/persona@stable"]["version"] == "1"
+    status, bad = stack.http("GET", "/v1/resources/resolve?uri=resource://widgets/a", admin)
+    assert status == 400 and bad["error"]["code"] == "invalid_uri"
+    status, cyc = stack.http("DELETE", "/v1/resources/prompts/persona@1", admin)
+    assert status == 409 and "resource://agents/a@1" in cyc["error"]["dependents"]

@@ -18,6 +18,7 @@ from tests.integration.avm_process import avm_serve, base_env, free_port
 
 PROVIDER_KEY = "sk-ant-PROVIDER-SECRET-do-not-leak-0123456789"
 AUTH_SECRET = "server-hmac-SECRET-do-not-leak-abcdefghijklmnopqrstuvwxyz"
+CONFIG_SECRET = "sk-openai-CONFIG-CENTRE-SECRET-do-not-leak-987654321"  # set through /v1/config
 _, API_KEY = new_token()
 
 
@@ -38,6 +39,7 @@ async def test_no_secret_appears_in_logs_frames_responses_or_errors(tmp_path, fa
         AVM_LOG_LEVEL="DEBUG",
         AVM_PROVIDER_RETRY_BASE_MS="5",
         AVM_PROVIDER_MAX_ATTEMPTS="2",
+        AVM_PLATFORM_TENANT="default",  # the admin key's tenant: it may set server settings
     )
     seen: list[str] = []  # everything a client or an operator could read
     key_id = API_KEY.split("_")[1]
@@ -84,6 +86,18 @@ async def test_no_secret_appears_in_logs_frames_responses_or_errors(tmp_path, fa
         client_token = created.json()["token"]
         http("GET", "/v1/auth/keys", API_KEY)
         http("GET", "/v1/usage", API_KEY)
+        # a provider key set through the config centre: write-only from then on
+        put = http(
+            "PUT",
+            "/v1/config",
+            API_KEY,
+            json={"scope": "server", "values": {"llm.openai.apiKey": CONFIG_SECRET}},
+        )
+        assert put.status_code == 200 and put.json()["settings"]["llm.openai.apiKey"]["value"] == "********"
+        http("GET", "/v1/config", API_KEY)
+        http("GET", "/v1/config/llm.openai.apiKey", API_KEY)
+        assert http("GET", "/v1/config/audit?scope=server", API_KEY).json()["changes"][0]["new"] == "********"
+        http("PUT", "/v1/config/llm.openai.apiKey", API_KEY, json={"scope": "server", "value": 42})  # refused
         http("PUT", "/v1/budgets/tenant", API_KEY, json={"daily_tokens": 5})
         async with AgentVMClient.connect(server.url, token=client_token) as client:
             refused = await client.request("message_send", imageId=img["imageId"], content="over budget")
@@ -100,7 +114,7 @@ async def test_no_secret_appears_in_logs_frames_responses_or_errors(tmp_path, fa
     logged = "\n".join(caplog.handler.format(r) for r in caplog.records if not r.name.startswith(callers))
     assert any(r.name.startswith("agentvm.fakellm") or r.name.startswith("uvicorn") for r in caplog.records)
     everything = "\n".join([output, logged, *seen])
-    for secret in (PROVIDER_KEY, AUTH_SECRET, API_KEY, API_KEY.split("_", 2)[2]):
+    for secret in (PROVIDER_KEY, AUTH_SECRET, CONFIG_SECRET, API_KEY, API_KEY.split("_", 2)[2]):
         assert secret not in everything
     assert not _pieces_of(API_KEY, everything)  # not even a cut-off end of it
     assert "< TEXT" not in output  # at DEBUG too, frames are not logged unless AVM_LOG_WS_FRAMES

@@ -183,6 +183,9 @@ async def victim(world: World) -> Victim:
         await http.post("/v1/resources", json={"kind": "prompt", "name": "private/plan", "spec": prompt})
         spec = {"prompt": {"uri": "resource://prompts/private/plan@1", "arguments": {"goal": "win"}}}
         await http.post("/v1/resources", json={"kind": "agent", "name": "planner", "spec": spec})
+        await http.put(
+            "/v1/config", json={"values": {"llm.maxOutputTokens": 321, "compaction.model": "scripted/a"}}
+        )
         kb = {"documents": [{"title": "Plan", "text": "A's secret plan is to win."}]}
         await http.post("/v1/resources", json={"kind": "knowledge", "name": "private/kb", "spec": kb})
     built = await a.request(
@@ -221,6 +224,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/resources/prompts/private/plan",
             "/v1/resources/resolve?uri=resource://agents/planner",
             "/v1/resources/knowledge/private/kb",
+            "/v1/config",
+            "/v1/config/audit",
         ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
@@ -397,6 +402,15 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             assert foreign.status_code == absent.status_code, path
             assert normalise(foreign.json(), own) == normalise(absent.json(), miss), path
         assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0
+        # A's configuration: B sees only its own (defaults), its audit log is empty, and writing
+        # the server's settings needs a platform admin
+        config = (await http.get("/v1/config")).json()["settings"]
+        assert config["llm.maxOutputTokens"]["source"] != "tenant" and "321" not in json.dumps(config)
+        assert (await http.get("/v1/config?scope=tenant")).json() == {"settings": {}}
+        assert (await http.get("/v1/config/audit")).json() == {"changes": []}
+        server = await http.put("/v1/config", json={"scope": "server", "values": {"llm.maxOutputTokens": 1}})
+        assert server.status_code == 403
+        await http.put("/v1/config/llm.maxOutputTokens", json={"value": 5})  # B's own: A's stays
         tenant_budget = (await http.get("/v1/budgets/tenant")).json()  # A set one; B has none
         assert (tenant_budget["daily_tokens"], tenant_budget["usage"]["month"]) == (None, 0)
         await http.put("/v1/budgets/tenant", json={"daily_tokens": 1, "monthly_tokens": 1})

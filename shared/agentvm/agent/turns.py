@@ -90,6 +90,8 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     If storage cannot be written (a full disk), the session's subscribers are told at once with a
     ``system_error`` (``storage_unavailable``, not stored: nothing can be), and the error goes to
     the queue, which runs the turn again later: it resumes from what was stored."""
+    if rt.config is not None:  # the config centre's layers for this tenant (configcentre/centre.py)
+        rt = await rt.config.runtime_for(rt, job.tenantId)
     try:
         return await _process_turn(rt, job)
     except StorageUnavailable as exc:

@@ -385,6 +385,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
 
     v1.include_router(resource_routes(runtime, _errors, admin))
     v1.include_router(image_routes(runtime, _errors, admin))
+    from agentvm.api.configcentre import config_routes
+
+    v1.include_router(config_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

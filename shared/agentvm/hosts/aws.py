@@ -58,6 +58,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     so no function ever runs unauthenticated.
     """
     from agentvm.adapters.aws.apigw_push import ApiGatewayPush
+    from agentvm.adapters.aws.dynamodb_config import DynamoDbConfigStore
     from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
     from agentvm.adapters.aws.dynamodb_resources import DynamoDbResourceStore
     from agentvm.adapters.aws.dynamodb_store import DynamoStore
@@ -65,6 +66,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.s3_workspaces import S3WorkspaceView
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
+    from agentvm.configcentre.centre import ConfigCentre
     from agentvm.resources.centre import ResourceCentre
 
     missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
@@ -90,6 +92,14 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     aws_security(settings, runtime.clock).attach(runtime)
     runtime.resources = ResourceCentre(
         DynamoDbResourceStore(settings.table_name), runtime.clock, platform_tenant=settings.platform_tenant
+    )
+    # Provider keys stay in SSM on AWS: the config centre refuses secrets here.
+    runtime.config = ConfigCentre(
+        DynamoDbConfigStore(settings.table_name),
+        settings,
+        runtime.clock,
+        cache_s=settings.config_cache_s,
+        allow_secrets=False,
     )
     return runtime
 
@@ -129,6 +139,11 @@ class SsmKeysModelResolver:
 
     def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
         return self._loaded().resolve(ref)
+
+    def reconfigure(self, settings: Settings) -> None:
+        """Provider URLs or timeout changed in the config centre: the keys are read again with them."""
+        self._settings = settings
+        self._resolver = None
 
     def _loaded(self) -> SettingsModelResolver:
         if self._resolver is None:

@@ -47,10 +47,12 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.adapters.local.memory_connections import InMemoryConnections
     from agentvm.adapters.local.push import LocalPush
+    from agentvm.adapters.local.sqlite_config import SqliteConfigStore
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
     from agentvm.adapters.local.sqlite_store import SqliteStore
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
+    from agentvm.configcentre.centre import ConfigCentre, read_config_file
     from agentvm.resources.centre import ResourceCentre
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
@@ -80,6 +82,13 @@ def local_runtime(settings: Settings) -> LocalHost:
         SqliteResourceStore(settings.data_dir / "agentvm.db"),
         runtime.clock,
         platform_tenant=settings.platform_tenant,
+    )
+    runtime.config = ConfigCentre(
+        SqliteConfigStore(settings.data_dir / "agentvm.db"),
+        settings,
+        runtime.clock,
+        file_values=read_config_file(settings.data_dir),
+        cache_s=settings.config_cache_s,
     )
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
 

@@ -30,6 +30,11 @@ class SettingsModelResolver:
         self._settings = settings
         self._clients: dict[str, ModelClient] = {}
 
+    def reconfigure(self, settings: Settings) -> None:
+        """New provider settings (the config centre's): clients are made again on next use."""
+        self._settings = settings
+        self._clients.clear()
+
     def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
         parsed = ModelRef.parse(ref or self._settings.resolved_default_model())
         return self.client_for(parsed.provider), parsed.name, str(parsed)

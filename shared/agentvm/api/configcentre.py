@@ -1,0 +1,124 @@
+"""The config centre over HTTP: ``/v1/config`` (``agentvm.configcentre``).
+
+Admin keys only. ``GET`` shows every setting's value for the caller's tenant and where it came from
+(``default``, ``file``, ``env``, ``server``, ``tenant``); secrets are masked. ``PUT`` with
+``"scope": "tenant"`` (the default) sets values for the caller's tenant (keys marked
+``tenantSettable``); ``"scope": "server"`` sets them for the whole server and needs a platform admin
+(an admin key of the platform tenant, ``AVM_PLATFORM_TENANT``). ``null`` removes a value set
+through the API. A PUT is checked whole before anything is written: one bad key or value and
+nothing changes, and the error names the key (``invalid_config``, with ``key``).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentvm.configcentre.centre import SERVER, tenant_scope
+from agentvm.configcentre.keys import key as setting
+from agentvm.errors import Forbidden, NotFound
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from agentvm.configcentre.centre import ConfigCentre
+    from agentvm.runtime import Runtime
+    from agentvm.security.auth import Principal
+
+Scope = Literal["tenant", "server"]
+
+
+class PutValues(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra={
+            "examples": [
+                {"scope": "tenant", "values": {"llm.defaultModel": "anthropic/claude-haiku-4-5"}},
+                {"scope": "server", "values": {"llm.openai.apiKey": "sk-...", "turns.deadlineS": 300}},
+            ]
+        },
+    )
+
+    scope: Scope = "tenant"
+    values: dict[str, Any] = Field(description="setting -> value; null removes the value set through the API")
+
+
+class PutValue(BaseModel):
+    model_config = ConfigDict(
+        extra="forbid", json_schema_extra={"examples": [{"value": 2048}, {"value": None, "scope": "server"}]}
+    )
+
+    scope: Scope = "tenant"
+    value: Any = Field(description="the value; null removes the value set through the API")
+
+
+def config_routes(
+    runtime: Runtime,
+    errors: Callable[..., dict[int | str, dict[str, Any]]],
+    admin: Callable[[Request], Principal],
+) -> APIRouter:
+    router = APIRouter(prefix="/config", tags=["config"])
+
+    def centre() -> ConfigCentre:
+        if runtime.config is None:
+            raise NotFound("this server has no config centre")
+        return runtime.config
+
+    def platform_admin(principal: Principal) -> bool:
+        """An admin key of the platform tenant, or the open dev mode (no keys: the developer)."""
+        return runtime.auth is None or principal.tenant_id == centre().settings.platform_tenant
+
+    async def write(request: Request, scope: Scope, values: dict[str, Any]) -> dict[str, Any]:
+        principal = admin(request)
+        if scope == SERVER and not platform_admin(principal):
+            raise Forbidden("server settings need a platform admin key (an admin key of the platform tenant)")
+        return await centre().set(
+            values,
+            tenant_id=None if scope == SERVER else principal.tenant_id,
+            by=principal.key_id,
+            platform_admin=platform_admin(principal),
+            check_model=runtime.models.resolve,
+        )
+
+    @router.get("", responses=errors(400))
+    async def get_all(request: Request, scope: Scope | None = None) -> dict[str, Any]:
+        """Every setting's effective value for the caller's tenant and its source; with ``scope``,
+        only the values set through the API for the tenant or the server."""
+        principal = admin(request)
+        return {"settings": await centre().view(principal.tenant_id, scope)}
+
+    @router.put("", responses=errors(400))
+    async def put_all(request: Request, body: PutValues) -> dict[str, Any]:
+        """Set several values at once (all or nothing); the answer is the new effective view."""
+        return {"settings": await write(request, body.scope, body.values)}
+
+    @router.get("/audit", responses=errors(400))
+    async def audit(
+        request: Request, scope: Scope = "tenant", limit: int = Query(default=100, ge=1, le=1000)
+    ) -> dict[str, Any]:
+        """Changes made through the API, newest first: who (API key id), when, old -> new (secrets
+        shown as ``********``). The server's log needs a platform admin."""
+        principal = admin(request)
+        if scope == SERVER and not platform_admin(principal):
+            raise Forbidden("the server's audit log needs a platform admin key")
+        name = SERVER if scope == SERVER else tenant_scope(principal.tenant_id)
+        return {"changes": [c.model_dump() for c in await centre().changes(name, limit)]}
+
+    @router.get("/{key}", responses=errors(400))
+    async def get_one(request: Request, key: str) -> dict[str, Any]:
+        """One setting: its effective value for the caller's tenant, and its source."""
+        principal = admin(request)
+        setting(key)  # unknown: invalid_config naming it
+        return (await centre().view(principal.tenant_id))[key]
+
+    @router.put("/{key}", responses=errors(400))
+    async def put_one(request: Request, key: str, body: PutValue) -> dict[str, Any]:
+        """Set (or with ``null`` remove) one value; the answer is its new effective entry."""
+        return (await write(request, body.scope, {key: body.value}))[key]
+
+    return router
+
+
+__all__ = ["config_routes"]

@@ -1,0 +1,143 @@
+"""The settings tree of the config centre: every key, its type, its default, who may set it.
+
+A key is dotted (``llm.defaultModel``) and maps onto a field of ``agentvm.config.Settings``, which
+gives its built-in default and its environment variable. Every key here applies without a restart
+(``ConfigCentre``); settings read only at start (ports, table names, slot counts...) stay in the
+environment and are not part of the tree.
+
+* ``tenant``: a tenant's admin may set it for the tenant (it beats the server's value for that
+  tenant's turns); otherwise only a platform admin may set it, for the whole server.
+* ``secret``: write-only: shown as ``"********"`` when set, never returned, logged or audited.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import TypeAdapter, ValidationError
+
+from agentvm.errors import InvalidConfig
+
+MASK = "********"
+
+
+@dataclass(frozen=True)
+class Key:
+    name: str
+    field: str  # the Settings field (its default, its environment variable)
+    type: Any  # a type pydantic validates values against (strict)
+    description: str
+    tenant: bool = False
+    secret: bool = False
+    env: str | None = None  # the environment variable, when not AVM_<FIELD>
+
+    @property
+    def env_name(self) -> str:
+        return self.env or f"AVM_{self.field.upper()}"
+
+    def validate(self, value: Any) -> Any:
+        if value is None:
+            return None
+        try:
+            return TypeAdapter(self.type).validate_python(value, strict=True)
+        except ValidationError as exc:
+            err = exc.errors()[0]
+            raise InvalidConfig(f"{self.name}: {err['msg']}", key=self.name) from None
+
+
+KEYS: dict[str, Key] = {
+    k.name: k
+    for k in (
+        Key(
+            "llm.defaultModel",
+            "default_model",
+            str,  # the centre checks that its provider exists
+            "the model of images that name none: provider/model",
+            tenant=True,
+        ),
+        Key("llm.maxOutputTokens", "max_output_tokens", int, "output tokens per model call", tenant=True),
+        Key("llm.timeoutS", "provider_timeout_s", float, "seconds a provider call may take"),
+        Key(
+            "llm.anthropic.apiKey",
+            "anthropic_api_key",
+            str,
+            "Anthropic API key",
+            secret=True,
+            env="ANTHROPIC_API_KEY",
+        ),
+        Key(
+            "llm.anthropic.baseUrl",
+            "anthropic_base_url",
+            str,
+            "Anthropic API base URL",
+            env="ANTHROPIC_BASE_URL",
+        ),
+        Key("llm.openai.apiKey", "openai_api_key", str, "OpenAI API key", secret=True, env="OPENAI_API_KEY"),
+        Key("llm.openai.baseUrl", "openai_base_url", str, "OpenAI API base URL", env="OPENAI_BASE_URL"),
+        Key(
+            "turns.deadlineS",
+            "turn_deadline_s",
+            float,
+            "seconds a whole turn may take (0 = none)",
+            tenant=True,
+        ),
+        Key("turns.historyWindow", "history_window", int, "messages a turn reads"),
+        Key(
+            "compaction.thresholdTokens",
+            "compaction_threshold_tokens",
+            int,
+            "estimated context tokens past which older history is summarised (0 = never)",
+            tenant=True,
+        ),
+        Key(
+            "compaction.model",
+            "compaction_model",
+            str,
+            "the model that summarises (provider/model; unset = the image's model)",
+            tenant=True,
+        ),
+    )
+}
+
+# Bounds beyond the type (checked after it), so an error names the key and the rule.
+BOUNDS: dict[str, tuple[float, float]] = {
+    "llm.maxOutputTokens": (1, 200_000),
+    "llm.timeoutS": (1, 900),
+    "turns.deadlineS": (0, 86_400),
+    "turns.historyWindow": (2, 10_000),
+    "compaction.thresholdTokens": (0, 10_000_000),
+}
+
+
+def key(name: str) -> Key:
+    found = KEYS.get(name)
+    if found is None:
+        raise InvalidConfig(f"{name}: unknown setting (known: {', '.join(KEYS)})", key=name)
+    return found
+
+
+def check(name: str, value: Any) -> Any:
+    """``value`` as stored for ``name``; ``InvalidConfig`` naming the key when it is not valid."""
+    k = key(name)
+    if isinstance(value, bool) and k.type is not bool:
+        raise InvalidConfig(f"{name}: must be a {k.type.__name__}, not a boolean", key=name)
+    if k.type is float and isinstance(value, int):
+        value = float(value)
+    checked = k.validate(value)
+    if checked is None:
+        return None
+    bounds = BOUNDS.get(name)
+    if bounds is not None and not bounds[0] <= checked <= bounds[1]:
+        raise InvalidConfig(f"{name}: must be between {bounds[0]:g} and {bounds[1]:g}", key=name)
+    if isinstance(checked, str):
+        if not checked.strip() or len(checked) > 2000:
+            raise InvalidConfig(f"{name}: must be 1-2000 characters", key=name)
+        if name.endswith("baseUrl") and not checked.startswith(("http://", "https://")):
+            raise InvalidConfig(f"{name}: must be an http:// or https:// URL", key=name)
+        if name in ("llm.defaultModel", "compaction.model") and "/" not in checked:
+            raise InvalidConfig(f"{name}: must be provider/model, e.g. anthropic/claude-haiku-4-5", key=name)
+    return checked
+
+
+__all__ = ["KEYS", "MASK", "Key", "check", "key"]

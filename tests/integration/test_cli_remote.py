@@ -1,0 +1,83 @@
+"""``avm resources`` and ``avm config`` against a real ``avm serve`` (a subprocess on loopback): the
+commands speak the HTTP routes with an API key, print the answers as JSON, and report errors with
+their code and exit status 1. The server reads ``<data dir>/config.json`` at start."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from agentvm.cli import main
+from agentvm.security.apikeys import new_token
+from tests.integration.avm_process import avm_serve, base_env, free_port
+
+_, ADMIN = new_token()
+
+
+@pytest.fixture
+def server(tmp_path):
+    data = tmp_path / "data"
+    data.mkdir()
+    (data / "config.json").write_text(json.dumps({"turns": {"deadlineS": 120}}))
+    env = base_env(AVM_ADMIN_KEY=ADMIN, AVM_PLATFORM_TENANT="default")
+    with avm_serve(data, free_port(), env=env) as s:
+        yield s
+
+
+def run(capsys, server, *argv: str) -> tuple[int, object]:
+    code = main([*argv, "--url", server.http, "--key", ADMIN])
+    out, err = capsys.readouterr()
+    return code, json.loads(out) if code == 0 else err
+
+
+def test_resources_are_published_listed_rendered_and_deleted_from_the_command_line(server, capsys, tmp_path):
+    spec = tmp_path / "spec.json"
+    spec.write_text(json.dumps({"template": "Hello {{who}}", "variables": {"who": {"type": "string"}}}))
+    code, published = run(
+        capsys,
+        server,
+        "resources",
+        "publish",
+        "--kind",
+        "prompt",
+        "--name",
+        "hi",
+        "--spec",
+        str(spec),
+        "--tag",
+        "stable",
+    )
+    assert code == 0 and published["resource"]["uri"] == "resource://prompts/hi@1"
+    code, listed = run(capsys, server, "resources", "list", "--kind", "prompt")
+    assert [r["name"] for r in listed["resources"]] == ["hi"] and listed["resources"][0]["tags"] == {
+        "stable": "1"
+    }
+    code, rendered = run(
+        capsys, server, "resources", "render", "resource://prompts/hi@stable", "--arg", "who=Ada"
+    )
+    assert rendered == {"uri": "resource://prompts/hi@1", "text": "Hello Ada"}
+    code, error = run(capsys, server, "resources", "render", "resource://prompts/hi", "--arg", "who=3")
+    assert code == 1 and "invalid_resource" in error and "arguments.who" in error
+    code, error = run(capsys, server, "resources", "get", "prompts/hi")
+    assert code == 2 and "not a resource URI" in error
+    code, deleted = run(capsys, server, "resources", "delete", "resource://prompts/hi")
+    assert deleted == {"deleted": ["resource://prompts/hi@1"]}
+
+
+def test_settings_are_shown_with_their_source_set_audited_and_refused_by_key(server, capsys):
+    code, entry = run(capsys, server, "config", "get", "turns.deadlineS")
+    assert code == 0 and (entry["value"], entry["source"]) == (120.0, "file")
+    code, entry = run(capsys, server, "config", "set", "llm.maxOutputTokens", "333")
+    assert (entry["value"], entry["source"]) == (333, "tenant")
+    code, entry = run(
+        capsys, server, "config", "set", "llm.openai.apiKey", "sk-cli-secret-42", "--scope", "server"
+    )
+    assert entry["value"] == "********"
+    code, audit = run(capsys, server, "config", "audit", "--scope", "server")
+    assert [c["new"] for c in audit["changes"]] == ["********"]
+    code, error = run(capsys, server, "config", "set", "llm.nope", "1")
+    assert code == 1 and "invalid_config" in error and "llm.nope" in error
+    code, shown = run(capsys, server, "config", "show")
+    assert "sk-cli-secret-42" not in json.dumps(shown)
+    assert "sk-cli-secret-42" not in server.output()
