@@ -13,6 +13,7 @@ from agentvm.adapters.local.sqlite_config import SqliteConfigStore
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
 from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
 from agentvm.agent.turns import process_turn
 from agentvm.config import Settings
@@ -94,6 +95,7 @@ class Harness:
         self.rt.resources = ResourceCentre(
             SqliteResourceStore(":memory:"), self.rt.clock, platform_tenant="platform"
         )
+        self.rt.tenants = SqliteTenantStore(":memory:")
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

@@ -88,7 +88,7 @@ def _parser() -> argparse.ArgumentParser:
     set_.add_argument("--monthly", type=_limit, help="tokens per UTC month, or 'none'")
     from agentvm.cli_remote import add_remote_commands
 
-    add_remote_commands(sub)  # resources, config: over HTTP to a running server
+    add_remote_commands(sub)  # resources, config, tenants: over HTTP to a running server
     return parser
 
 
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.fakellm import run
 
         return run(args)
-    if args.command in ("resources", "config"):
+    if args.command in ("resources", "config", "tenants"):
         from agentvm.cli_remote import run_remote
 
         return run_remote(args)

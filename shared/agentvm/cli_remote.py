@@ -1,4 +1,4 @@
-"""``avm resources`` and ``avm config``: the management routes of a running server, over HTTP.
+"""``avm resources``, ``avm config``, ``avm tenants``: a running server's management routes, over HTTP.
 
 Unlike ``avm keys`` and ``avm budgets`` (which act on the data dir or a stack's table directly),
 these talk to a server, local or deployed, with an API key: ``--url`` (env ``AVM_URL``, default
@@ -76,10 +76,32 @@ def add_remote_commands(sub: Any) -> None:
     audit.add_argument("--scope", choices=["tenant", "server"], default="tenant")
     audit.add_argument("--limit", type=int, default=100)
 
+    ten = sub.add_parser(
+        "tenants", help="the tenant registry of a running server (platform admins; /v1/tenants)"
+    )
+    ten_sub = ten.add_subparsers(dest="tenants_command", required=True)
+    ten_sub.add_parser("list", parents=[server], help="every tenant")
+    create = ten_sub.add_parser("create", parents=[server], help="register a tenant")
+    create.add_argument("--name", required=True)
+    create.add_argument("--description")
+    create.add_argument("--tenant-id", help="register an existing tenant id (default: a new tenant_… id)")
+    for name, text in (
+        ("get", "one tenant"),
+        ("delete", "revoke its keys, delete its budget, resources, settings"),
+    ):
+        p = ten_sub.add_parser(name, parents=[server], help=text)
+        p.add_argument("tenant_id")
+    upd = ten_sub.add_parser("update", parents=[server], help="change the name or description")
+    upd.add_argument("tenant_id")
+    upd.add_argument("--name")
+    upd.add_argument("--description")
+
 
 def run_remote(args: argparse.Namespace) -> int:
     try:
-        method, path, body = (_resources if args.command == "resources" else _config)(args)
+        method, path, body = {"resources": _resources, "config": _config, "tenants": _tenants}[args.command](
+            args
+        )
     except ValueError as exc:
         print(f"avm: {exc}", file=sys.stderr)
         return 2
@@ -174,6 +196,24 @@ def _config(args: argparse.Namespace) -> tuple[str, str, Any]:
     if command == "unset":
         return "PUT", f"/v1/config/{_quote(args.setting)}", {"scope": args.scope, "value": None}
     return "GET", f"/v1/config/audit?scope={args.scope}&limit={args.limit}", None
+
+
+def _tenants(args: argparse.Namespace) -> tuple[str, str, Any]:
+    command = args.tenants_command
+    if command == "list":
+        return "GET", "/v1/tenants/list", None
+    if command == "create":
+        body = {"name": args.name, "description": args.description, "tenantId": args.tenant_id}
+        return "POST", "/v1/tenants", {k: v for k, v in body.items() if v is not None}
+    path = f"/v1/tenants/{_quote(args.tenant_id)}"
+    if command == "get":
+        return "GET", path, None
+    if command == "delete":
+        return "DELETE", path, None
+    changes = {k: v for k, v in {"name": args.name, "description": args.description}.items() if v is not None}
+    if not changes:
+        raise ValueError("update: give --name or --description")
+    return "PATCH", path, changes
 
 
 def _quote(text: str) -> str:

@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         SandboxJob,
         SessionRecord,
         SessionSummary,
+        TenantRecord,
         ToolWait,
         TurnJob,
         TurnRecord,
@@ -157,6 +158,24 @@ class ToolWaits(Protocol):
 
     async def due_waits(self, now_ms: int, limit: int) -> list[ToolWait]:
         """Unconsumed waits whose ``checkAt`` has passed, across tenants (for the sweeper)."""
+        ...
+
+
+class TenantStore(Protocol):
+    """The tenant registry."""
+
+    async def create_tenant(self, tenant: TenantRecord) -> bool:
+        """Create if the id is free. True if this call created it."""
+        ...
+
+    async def get_tenant(self, tenant_id: str) -> TenantRecord | None: ...
+    async def put_tenant(self, tenant: TenantRecord) -> None: ...
+    async def list_tenants(self) -> list[TenantRecord]:
+        """Oldest first."""
+        ...
+
+    async def delete_tenant(self, tenant_id: str) -> bool:
+        """True if it existed."""
         ...
 
 

@@ -261,6 +261,20 @@ class ResourceHead(_Record):
     updatedAt: int
 
 
+class TenantRecord(_Record):
+    """A tenant of the registry (``/v1/tenants``): keys, budgets, resources and data hang off its id."""
+
+    tenantId: str
+    name: str
+    description: str | None = None
+    createdAt: int
+    updatedAt: int
+
+    def to_wire(self) -> dict[str, Any]:
+        """Deepractice's ``Tenant`` shape (``description`` absent when unset)."""
+        return self.model_dump(exclude_none=True)
+
+
 class ConfigValues(_Record):
     """The values set through the config centre's API for one scope (``server`` or ``tenant:<id>``).
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         Sandbox,
         SandboxJobs,
         Store,
+        TenantStore,
         ToolWaits,
         TurnQueue,
     )
@@ -168,6 +169,10 @@ class Runtime:
     # The config centre (agentvm/configcentre): layered settings applied per turn. None: only what
     # was read at start applies.
     config: ConfigCentre | None = None
+    # The tenant registry (api/tenants.py). None: this host serves no /v1/tenants.
+    tenants: TenantStore | None = None
+    # Admin keys of this tenant are platform admins (tenants, server settings, platform resources).
+    platform_tenant: str = "platform"
 
 
 __all__ = [

@@ -81,3 +81,16 @@ def test_settings_are_shown_with_their_source_set_audited_and_refused_by_key(ser
     code, shown = run(capsys, server, "config", "show")
     assert "sk-cli-secret-42" not in json.dumps(shown)
     assert "sk-cli-secret-42" not in server.output()
+
+
+def test_tenants_are_managed_from_the_command_line_by_a_platform_admin(server, capsys):
+    code, made = run(capsys, server, "tenants", "create", "--name", "Acme", "--tenant-id", "acme")
+    assert code == 0 and made["tenantId"] == "acme"
+    code, changed = run(capsys, server, "tenants", "update", "acme", "--description", "first")
+    assert changed["description"] == "first"
+    code, listed = run(capsys, server, "tenants", "list")
+    assert [t["tenantId"] for t in listed] == ["acme"]
+    code, gone = run(capsys, server, "tenants", "delete", "acme")
+    assert gone["deleted"] is True
+    code, error = run(capsys, server, "tenants", "get", "acme")
+    assert code == 1 and "not_found" in error

@@ -187,6 +187,13 @@ async def victim(world: World) -> Victim:
             "/v1/config", json={"values": {"llm.maxOutputTokens": 321, "compaction.model": "scripted/a"}}
         )
         kb = {"documents": [{"title": "Plan", "text": "A's secret plan is to win."}]}
+    if world.rt.tenants is not None:  # A is registered (by the platform)
+        from agentvm.records import TenantRecord
+
+        await world.rt.tenants.create_tenant(
+            TenantRecord(tenantId="tenant-a", name="A", createdAt=1, updatedAt=1)
+        )
+    async with world.http("tenant-a") as http:
         await http.post("/v1/resources", json={"kind": "knowledge", "name": "private/kb", "spec": kb})
     built = await a.request(
         "image_create", containerId="user-alice", config={"agent": "resource://agents/planner"}
@@ -205,7 +212,9 @@ async def victim(world: World) -> Victim:
 
 async def snapshot(world: World, v: Victim) -> dict[str, Any]:
     a = v.client
+    tenant_a = await world.rt.tenants.get_tenant("tenant-a") if world.rt.tenants is not None else None
     out: dict[str, Any] = {
+        "tenant": None if tenant_a is None else tenant_a.model_dump(),
         "containers": await a.request("container_list"),
         "images": await a.request("image_list"),
         "agents": await a.request("agent_list", containerId=v.container),
@@ -377,6 +386,12 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("DELETE", "/v1/resources/prompts/{}@1", "private/plan", "private/none", None),
             ("DELETE", "/v1/resources/agents/{}", "planner", "nobody", None),
             ("POST", "/v1/resources/search", "private/kb", "private/none", None),
+            ("GET", "/v1/tenants/{}", "tenant-a", "tenant-nobody", None),
+            ("PATCH", "/v1/tenants/{}", "tenant-a", "tenant-nobody", {"name": "pwned"}),
+            ("DELETE", "/v1/tenants/{}", "tenant-a", "tenant-nobody", None),
+            ("POST", "/v1/tenants/get", "tenant-a", "tenant-nobody", None),
+            ("POST", "/v1/tenants/update", "tenant-a", "tenant-nobody", None),
+            ("POST", "/v1/tenants/delete", "tenant-a", "tenant-nobody", None),
             ("POST", "/v1/images/{}/rebuild", v.built, "img_missing", {}),
             (
                 "POST",
@@ -393,6 +408,9 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             },
             "/v1/resources/tags": lambda name: {"uri": f"resource://prompts/{name}@1", "tag": "pwned"},
             "/v1/resources/search": lambda name: {"uri": f"resource://knowledge/{name}", "query": "plan"},
+            "/v1/tenants/get": lambda name: {"tenantId": name},
+            "/v1/tenants/update": lambda name: {"tenantId": name, "name": "pwned"},
+            "/v1/tenants/delete": lambda name: {"tenantId": name},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         for method, path, own, miss, body in pairs:

@@ -388,6 +388,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.configcentre import config_routes
 
     v1.include_router(config_routes(runtime, _errors, admin))
+    from agentvm.api.tenants import tenant_routes
+
+    v1.include_router(tenant_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

@@ -68,7 +68,7 @@ def config_routes(
 
     def platform_admin(principal: Principal) -> bool:
         """An admin key of the platform tenant, or the open dev mode (no keys: the developer)."""
-        return runtime.auth is None or principal.tenant_id == centre().settings.platform_tenant
+        return runtime.auth is None or principal.tenant_id == runtime.platform_tenant
 
     async def write(request: Request, scope: Scope, values: dict[str, Any]) -> dict[str, Any]:
         principal = admin(request)

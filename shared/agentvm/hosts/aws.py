@@ -62,6 +62,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
     from agentvm.adapters.aws.dynamodb_resources import DynamoDbResourceStore
     from agentvm.adapters.aws.dynamodb_store import DynamoStore
+    from agentvm.adapters.aws.dynamodb_tenants import DynamoDbTenantStore
     from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
     from agentvm.adapters.aws.s3_workspaces import S3WorkspaceView
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
@@ -93,6 +94,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     runtime.resources = ResourceCentre(
         DynamoDbResourceStore(settings.table_name), runtime.clock, platform_tenant=settings.platform_tenant
     )
+    runtime.platform_tenant = settings.platform_tenant
+    runtime.tenants = DynamoDbTenantStore(settings.table_name)
     # Provider keys stay in SSM on AWS: the config centre refuses secrets here.
     runtime.config = ConfigCentre(
         DynamoDbConfigStore(settings.table_name),

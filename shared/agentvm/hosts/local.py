@@ -51,6 +51,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
     from agentvm.adapters.local.sqlite_store import SqliteStore
+    from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
     from agentvm.resources.centre import ResourceCentre
@@ -83,6 +84,8 @@ def local_runtime(settings: Settings) -> LocalHost:
         runtime.clock,
         platform_tenant=settings.platform_tenant,
     )
+    runtime.platform_tenant = settings.platform_tenant
+    runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,
