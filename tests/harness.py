@@ -15,6 +15,7 @@ from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
 from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
+from agentvm.adapters.local.tenant_purge import LocalTenantPurge
 from agentvm.agent.turns import process_turn
 from agentvm.config import Settings
 from agentvm.configcentre.centre import ConfigCentre
@@ -96,6 +97,7 @@ class Harness:
             SqliteResourceStore(":memory:"), self.rt.clock, platform_tenant="platform"
         )
         self.rt.tenants = SqliteTenantStore(":memory:")
+        self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces")
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

@@ -15,6 +15,7 @@ from agentvm import __version__
 
 if TYPE_CHECKING:
     from agentvm.config import Settings
+    from agentvm.ports import TenantStore
     from agentvm.security.setup import Security
 
 
@@ -229,11 +230,26 @@ def _security(args: argparse.Namespace) -> Security:
     return local_security(settings, SystemClock())
 
 
+def _tenant_store(args: argparse.Namespace) -> TenantStore:
+    """The tenant registry next to the key store ``_security`` uses (after it: the region is set)."""
+    if args.table:
+        from agentvm.adapters.aws.dynamodb_tenants import DynamoDbTenantStore
+
+        return DynamoDbTenantStore(args.table)
+    from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
+
+    return SqliteTenantStore(_settings(args).data_dir / "agentvm.db")
+
+
 async def _keys(args: argparse.Namespace) -> int:
     security = _security(args)
     auth = security.auth
     assert auth is not None  # not open: the CLI always manages keys
     if args.keys_command == "create":
+        registered = await _tenant_store(args).get_tenant(args.tenant)
+        if registered is not None and registered.status != "active":
+            print(f"avm: tenant {args.tenant!r} was deleted; its id is not reused", file=sys.stderr)
+            return 2
         record, token = await auth.keys.create(
             args.tenant, args.scope or ["client"], name=args.name, rate_limit_per_minute=args.rate_limit
         )

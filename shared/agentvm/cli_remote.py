@@ -14,6 +14,7 @@ import os
 import sys
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlencode
 
 DEFAULT_URL = "http://127.0.0.1:8080"
 
@@ -80,21 +81,30 @@ def add_remote_commands(sub: Any) -> None:
         "tenants", help="the tenant registry of a running server (platform admins; /v1/tenants)"
     )
     ten_sub = ten.add_subparsers(dest="tenants_command", required=True)
-    ten_sub.add_parser("list", parents=[server], help="every tenant")
+    ls = ten_sub.add_parser("list", parents=[server], help="the tenants, a page at a time, by id")
+    ls.add_argument(
+        "--status",
+        choices=["active", "deleting", "deleted", "all"],
+        help="default: active and deleting; deleted: the tombstones (conversations kept: no purgedAt)",
+    )
+    ls.add_argument("--limit", type=int, default=50)
+    ls.add_argument("--cursor", help="the `next` of the previous page")
     create = ten_sub.add_parser("create", parents=[server], help="register a tenant")
     create.add_argument("--name", required=True)
     create.add_argument("--description")
-    create.add_argument("--tenant-id", help="register an existing tenant id (default: a new tenant_… id)")
+    create.add_argument("--tenant-id", help="register an id in use already (default: a new tenant_… id)")
     for name, text in (
         ("get", "one tenant"),
-        ("delete", "revoke its keys, delete its budget, resources, settings"),
+        ("delete", "revoke its keys; delete its budgets, resources, settings (and conversations locally)"),
     ):
         p = ten_sub.add_parser(name, parents=[server], help=text)
         p.add_argument("tenant_id")
     upd = ten_sub.add_parser("update", parents=[server], help="change the name or description")
     upd.add_argument("tenant_id")
     upd.add_argument("--name")
-    upd.add_argument("--description")
+    described = upd.add_mutually_exclusive_group()
+    described.add_argument("--description")
+    described.add_argument("--remove-description", action="store_true")
 
 
 def run_remote(args: argparse.Namespace) -> int:
@@ -201,7 +211,8 @@ def _config(args: argparse.Namespace) -> tuple[str, str, Any]:
 def _tenants(args: argparse.Namespace) -> tuple[str, str, Any]:
     command = args.tenants_command
     if command == "list":
-        return "GET", "/v1/tenants/list", None
+        query = {"status": args.status, "limit": args.limit, "cursor": args.cursor}
+        return "GET", "/v1/tenants?" + urlencode({k: v for k, v in query.items() if v is not None}), None
     if command == "create":
         body = {"name": args.name, "description": args.description, "tenantId": args.tenant_id}
         return "POST", "/v1/tenants", {k: v for k, v in body.items() if v is not None}
@@ -211,8 +222,10 @@ def _tenants(args: argparse.Namespace) -> tuple[str, str, Any]:
     if command == "delete":
         return "DELETE", path, None
     changes = {k: v for k, v in {"name": args.name, "description": args.description}.items() if v is not None}
+    if args.remove_description:
+        changes["description"] = None
     if not changes:
-        raise ValueError("update: give --name or --description")
+        raise ValueError("update: give --name, --description or --remove-description")
     return "PATCH", path, changes
 
 

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Mapping, Sequence
+    from collections.abc import AsyncIterator, Collection, Mapping, Sequence
 
     from agentvm.llm import ModelEvent, ModelRequest, ToolSpec
     from agentvm.messages import Message
@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         SessionRecord,
         SessionSummary,
         TenantRecord,
+        TenantStatus,
         ToolWait,
         TurnJob,
         TurnRecord,
@@ -162,20 +163,38 @@ class ToolWaits(Protocol):
 
 
 class TenantStore(Protocol):
-    """The tenant registry."""
+    """The tenant registry. Records are never removed: a deleted tenant stays as a tombstone."""
 
     async def create_tenant(self, tenant: TenantRecord) -> bool:
-        """Create if the id is free. True if this call created it."""
+        """Create if the id is free (tombstones included). True if this call created it."""
         ...
 
-    async def get_tenant(self, tenant_id: str) -> TenantRecord | None: ...
-    async def put_tenant(self, tenant: TenantRecord) -> None: ...
-    async def list_tenants(self) -> list[TenantRecord]:
-        """Oldest first."""
+    async def get_tenant(self, tenant_id: str) -> TenantRecord | None:
+        """The tenant in any status; None if the id was never registered."""
         ...
 
-    async def delete_tenant(self, tenant_id: str) -> bool:
-        """True if it existed."""
+    async def replace_tenant(self, tenant: TenantRecord, *, status: TenantStatus) -> bool:
+        """Overwrite the tenant only if its stored status is still ``status`` (atomically), so an
+        update never revives a tenant being deleted. True if written."""
+        ...
+
+    async def list_tenants(
+        self, *, statuses: Collection[TenantStatus] | None = None, limit: int = 100, after: str | None = None
+    ) -> tuple[list[TenantRecord], str | None]:
+        """Up to ``limit`` tenants (in one of ``statuses``; None: any) by id, after the id ``after``;
+        and the cursor of the next page (None on the last)."""
+        ...
+
+
+class TenantPurge(Protocol):
+    """Deletes a deleted tenant's conversations at once, where the host can do that cheaply.
+
+    Containers, images, sessions, messages, turns and workspaces go; usage records stay (they are
+    what the tenant is billed for). Hosts without one keep the conversations (docs/tenants.md).
+    """
+
+    async def purge_tenant(self, tenant_id: str) -> int:
+        """Delete them; returns how many images (conversations) there were."""
         ...
 
 
@@ -498,6 +517,10 @@ class BudgetStore(Protocol):
         """The tenant-wide budget (``container_id=None``) or that of one container of the tenant."""
         ...
 
+    async def delete_budgets(self, tenant_id: str) -> int:
+        """Delete the tenant's budgets (its own and its containers'); returns how many there were."""
+        ...
+
 
 Json = dict[str, Any]
 
@@ -526,6 +549,8 @@ __all__ = [
     "SandboxRun",
     "SeqMessage",
     "Store",
+    "TenantPurge",
+    "TenantStore",
     "Tool",
     "ToolOutput",
     "ToolWaits",

@@ -16,6 +16,7 @@ WaitKind = Literal["approval", "client", "sandbox"]
 WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
 UsageKind = Literal["turn", "step", "compaction"]
 Scope = Literal["admin", "client"]
+TenantStatus = Literal["active", "deleting", "deleted"]
 
 
 class _Record(BaseModel):
@@ -262,16 +263,24 @@ class ResourceHead(_Record):
 
 
 class TenantRecord(_Record):
-    """A tenant of the registry (``/v1/tenants``): keys, budgets, resources and data hang off its id."""
+    """A tenant of the registry (``/v1/tenants``): keys, budgets, resources and data hang off its id.
+
+    Deleting marks it ``deleting`` (before anything is removed: an interrupted deletion is resumed
+    by deleting again), then ``deleted``: the record stays as a tombstone, so the id is never reused
+    and what still has to be purged is known (``purgedAt`` unset: its conversations are kept).
+    """
 
     tenantId: str
     name: str
     description: str | None = None
     createdAt: int
     updatedAt: int
+    status: TenantStatus = "active"
+    deletedAt: int | None = None  # when its deletion started
+    purgedAt: int | None = None  # when its conversations were deleted (None: kept, to be purged)
 
     def to_wire(self) -> dict[str, Any]:
-        """Deepractice's ``Tenant`` shape (``description`` absent when unset)."""
+        """Deepractice's ``Tenant`` shape plus ``status`` (unset fields are absent)."""
         return self.model_dump(exclude_none=True)
 
 
@@ -398,6 +407,8 @@ __all__ = [
     "ResourceHead",
     "ResourceVersion",
     "SandboxJob",
+    "TenantRecord",
+    "TenantStatus",
     "ToolWait",
     "WaitKind",
     "WaitStatus",

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         Sandbox,
         SandboxJobs,
         Store,
+        TenantPurge,
         TenantStore,
         ToolWaits,
         TurnQueue,
@@ -169,8 +170,10 @@ class Runtime:
     # The config centre (agentvm/configcentre): layered settings applied per turn. None: only what
     # was read at start applies.
     config: ConfigCentre | None = None
-    # The tenant registry (api/tenants.py). None: this host serves no /v1/tenants.
+    # The tenant registry (security/tenants.py). None: this host serves no /v1/tenants.
     tenants: TenantStore | None = None
+    # Deletes a deleted tenant's conversations at once (the local host). None: they are kept.
+    tenant_purge: TenantPurge | None = None
     # Admin keys of this tenant are platform admins (tenants, server settings, platform resources).
     platform_tenant: str = "platform"
 

@@ -46,3 +46,14 @@ async def test_container_ids_with_separators_do_not_collide(budgets):
     await budgets.put_budget(b)
     assert await budgets.get_budget("acme", "a#b") == a
     assert await budgets.get_budget("acme", "a") == b
+
+
+async def test_a_tenants_budgets_are_deleted_together_and_no_other_tenants(budgets):
+    await budgets.put_budget(BudgetRecord(tenantId="acme", dailyTokens=5))
+    await budgets.put_budget(BudgetRecord(tenantId="acme", containerId="user-alice", dailyTokens=1))
+    await budgets.put_budget(BudgetRecord(tenantId="acme-2", dailyTokens=7))
+    assert await budgets.delete_budgets("acme") == 2
+    assert await budgets.get_budget("acme") is None
+    assert await budgets.get_budget("acme", "user-alice") is None
+    assert (await budgets.get_budget("acme-2")).dailyTokens == 7
+    assert await budgets.delete_budgets("acme") == 0

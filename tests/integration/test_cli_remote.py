@@ -1,6 +1,7 @@
-"""``avm resources`` and ``avm config`` against a real ``avm serve`` (a subprocess on loopback): the
-commands speak the HTTP routes with an API key, print the answers as JSON, and report errors with
-their code and exit status 1. The server reads ``<data dir>/config.json`` at start."""
+"""``avm resources``, ``avm config`` and ``avm tenants`` against a real ``avm serve`` (a subprocess
+on loopback): the commands speak the HTTP routes with an API key, print the answers as JSON, and
+report errors with their code and exit status 1. The server reads ``<data dir>/config.json`` at
+start."""
 
 from __future__ import annotations
 
@@ -85,12 +86,24 @@ def test_settings_are_shown_with_their_source_set_audited_and_refused_by_key(ser
 
 def test_tenants_are_managed_from_the_command_line_by_a_platform_admin(server, capsys):
     code, made = run(capsys, server, "tenants", "create", "--name", "Acme", "--tenant-id", "acme")
-    assert code == 0 and made["tenantId"] == "acme"
+    assert code == 0 and made["tenantId"] == "acme" and made["status"] == "active"
+    code, other = run(capsys, server, "tenants", "create", "--name", "Globex", "--description", "d")
+    assert other["tenantId"].startswith("tenant_") and other["description"] == "d"
     code, changed = run(capsys, server, "tenants", "update", "acme", "--description", "first")
     assert changed["description"] == "first"
-    code, listed = run(capsys, server, "tenants", "list")
-    assert [t["tenantId"] for t in listed] == ["acme"]
+    code, cleared = run(capsys, server, "tenants", "update", other["tenantId"], "--remove-description")
+    assert "description" not in cleared
+    code, error = run(capsys, server, "tenants", "update", "acme")
+    assert code == 2 and "--name" in error
+    code, page = run(capsys, server, "tenants", "list", "--limit", "1")
+    assert [t["tenantId"] for t in page["tenants"]] == ["acme"] and page["next"] == "acme"
+    code, rest = run(capsys, server, "tenants", "list", "--limit", "1", "--cursor", page["next"])
+    assert rest == {"tenants": [cleared], "next": None}
     code, gone = run(capsys, server, "tenants", "delete", "acme")
-    assert gone["deleted"] is True
+    assert gone["deleted"] is True and gone["conversations"] == "purged"
     code, error = run(capsys, server, "tenants", "get", "acme")
     assert code == 1 and "not_found" in error
+    code, tombstones = run(capsys, server, "tenants", "list", "--status", "deleted")
+    assert [t["tenantId"] for t in tombstones["tenants"]] == ["acme"]
+    code, error = run(capsys, server, "tenants", "delete", "default")  # the platform tenant here
+    assert code == 1 and "conflict" in error

@@ -38,12 +38,12 @@ ROUTE_ERRORS = {
     ("post", "/v1/tenants/create"): {400, 409},
     ("post", "/v1/tenants/get"): {400, 404},
     ("get", "/v1/tenants/list"): set(),
-    ("post", "/v1/tenants/update"): {400, 404},
+    ("post", "/v1/tenants/update"): {400, 404, 409},  # 409: being deleted
     ("post", "/v1/tenants/delete"): {400, 404, 409},
     ("post", "/v1/tenants"): {400, 409},
-    ("get", "/v1/tenants"): set(),
+    ("get", "/v1/tenants"): {400},  # a bad status, limit
     ("get", "/v1/tenants/{tenant_id}"): {404},
-    ("patch", "/v1/tenants/{tenant_id}"): {400, 404},
+    ("patch", "/v1/tenants/{tenant_id}"): {400, 404, 409},
     ("delete", "/v1/tenants/{tenant_id}"): {404, 409},
     ("get", "/v1/resources/{plural}/{name}"): {400, 404},
     ("put", "/v1/resources/{plural}/{name}"): {400, 404, 409},

@@ -392,6 +392,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("POST", "/v1/tenants/get", "tenant-a", "tenant-nobody", None),
             ("POST", "/v1/tenants/update", "tenant-a", "tenant-nobody", None),
             ("POST", "/v1/tenants/delete", "tenant-a", "tenant-nobody", None),
+            ("POST", "/v1/tenants", "tenant-a", "tenant-nobody", None),  # re-registering A's id
+            ("POST", "/v1/tenants/create", "tenant-a", "tenant-nobody", None),
             ("POST", "/v1/images/{}/rebuild", v.built, "img_missing", {}),
             (
                 "POST",
@@ -411,6 +413,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             "/v1/tenants/get": lambda name: {"tenantId": name},
             "/v1/tenants/update": lambda name: {"tenantId": name, "name": "pwned"},
             "/v1/tenants/delete": lambda name: {"tenantId": name},
+            "/v1/tenants": lambda name: {"name": "pwned", "tenantId": name},
+            "/v1/tenants/create": lambda name: {"name": "pwned", "tenantId": name},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         for method, path, own, miss, body in pairs:
@@ -419,6 +423,10 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             absent = await http.request(method, path.format(miss), json=make(miss) if make else body)
             assert foreign.status_code == absent.status_code, path
             assert normalise(foreign.json(), own) == normalise(absent.json(), miss), path
+        # the tenant registry is the platform's: B (an admin of its own tenant) lists nothing of it
+        for path in ("/v1/tenants", "/v1/tenants/list", "/v1/tenants?status=all", "/v1/tenants/tenant-a"):
+            refused = await http.get(path)
+            assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden"), path
         assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0
         # A's configuration: B sees only its own (defaults), its audit log is empty, and writing
         # the server's settings needs a platform admin

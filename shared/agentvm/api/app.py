@@ -264,6 +264,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
                 f"rate_limit_per_minute above the server's limit ({ceiling}) can only be set by the "
                 "operator (avm keys create --rate-limit)"
             )
+        from agentvm.security.tenants import refuse_deleted
+
+        await refuse_deleted(runtime, principal.tenant_id)  # a key still cached while it is deleted
         record, token = await runtime.auth.keys.create(
             principal.tenant_id, body.scopes, name=body.name, rate_limit_per_minute=body.rate_limit_per_minute
         )

@@ -1,5 +1,6 @@
 """The tenant registry over HTTP: ``/v1/tenants`` (platform admins only), and Deepractice AgentVM's
-RPC shapes as aliases (``/v1/tenants/create|get|update|delete|list``). See docs/tenants.md.
+RPC shapes as aliases (``/v1/tenants/create|get|update|delete|list``). See docs/tenants.md; what
+the routes do is in ``agentvm.security.tenants``.
 
 A platform admin is an admin key of the platform tenant (``AVM_PLATFORM_TENANT``), or anyone in the
 open dev mode. Every other caller gets ``403 forbidden``, whatever the tenant id it names.
@@ -7,23 +8,41 @@ open dev mode. Every other caller gets ``403 forbidden``, whatever the tenant id
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from agentvm.errors import BadRequest, Conflict, Forbidden, NotFound
-from agentvm.records import TenantRecord
+from agentvm.errors import BadRequest, Forbidden
+from agentvm.security import tenants
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agentvm.ports import TenantStore
+    from agentvm.records import TenantStatus
     from agentvm.runtime import Runtime
     from agentvm.security.auth import Principal
 
 MAX_PAGE = 100
 _ACME = {"name": "Acme Corp", "description": "Resells agents to its own customers"}
+_TENANT = {
+    "tenantId": "tenant_mjw1x2y3_0k4m5n6p7q",
+    **_ACME,
+    "createdAt": 1767225600000,
+    "updatedAt": 1767225600000,
+    "status": "active",
+}
+_DELETED = {
+    "deleted": True,
+    "tenantId": "acme",
+    "revokedKeys": 2,
+    "deletedBudgets": 1,
+    "deletedResourceVersions": 3,
+    "removedSettings": 1,
+    "cancelledToolCalls": 0,
+    "deletedConversations": 12,
+    "conversations": "purged",
+}
 
 
 class _Body(BaseModel):
@@ -38,15 +57,18 @@ class NewTenant(_Body):
     name: StrictStr = Field(min_length=1, max_length=200)
     description: StrictStr | None = Field(default=None, max_length=2000)
     tenantId: StrictStr | None = Field(
-        default=None, description="register an existing tenant id (keys made with avm keys); default: new"
+        default=None,
+        description="register a tenant id in use already (keys made with avm keys); default: a new id",
     )
 
 
 class TenantChanges(_Body):
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [{"name": "Acme"}]})
+    model_config = ConfigDict(
+        extra="forbid", strict=True, json_schema_extra={"examples": [{"name": "Acme"}, {"description": None}]}
+    )
 
     name: StrictStr | None = Field(default=None, min_length=1, max_length=200)
-    description: StrictStr | None = Field(default=None, max_length=2000)
+    description: StrictStr | None = Field(default=None, max_length=2000, description="null removes it")
 
 
 class TenantRef(_Body):
@@ -65,6 +87,63 @@ class AliasUpdate(TenantChanges):
     tenantId: StrictStr = Field(min_length=1)
 
 
+class Tenant(BaseModel):
+    """A tenant: Deepractice's ``Tenant`` plus ``status`` (fields left unset are absent)."""
+
+    model_config = ConfigDict(json_schema_extra={"examples": [_TENANT]})
+
+    tenantId: str
+    name: str
+    description: str | None = None
+    createdAt: int = Field(description="epoch milliseconds")
+    updatedAt: int = Field(description="epoch milliseconds")
+    status: Literal["active", "deleting", "deleted"] = Field(
+        description="deleting: a deletion was interrupted, delete again to finish it; deleted: a "
+        "tombstone (listed with ?status=deleted)"
+    )
+    deletedAt: int | None = Field(default=None, description="when its deletion started")
+    purgedAt: int | None = Field(
+        default=None, description="when its conversations were deleted; absent while they are kept"
+    )
+
+
+class TenantPage(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"tenants": [_TENANT], "next": None}]})
+
+    tenants: list[Tenant]
+    next: str | None = Field(description="the cursor of the next page; null on the last")
+
+
+class TenantDeletion(BaseModel):
+    model_config = ConfigDict(json_schema_extra={"examples": [_DELETED]})
+
+    deleted: bool
+    tenantId: str
+    revokedKeys: int
+    deletedBudgets: int
+    deletedResourceVersions: int
+    removedSettings: int
+    cancelledToolCalls: int
+    deletedConversations: int | None = Field(default=None, description="absent when they are kept")
+    conversations: Literal["purged", "kept"] = Field(
+        description="purged at once (local host), or kept for a purge (AWS; docs/tenants.md)"
+    )
+
+
+_SHOWN: dict[str | None, tuple[TenantStatus, ...]] = {
+    None: tenants.LISTED,
+    "all": ("active", "deleting", "deleted"),
+    **{s: (s,) for s in ("active", "deleting", "deleted")},  # type: ignore[misc]
+}
+
+
+def _ok(status: int, model: Any, example: Any, text: str) -> dict[int | str, dict[str, Any]]:
+    """The success response as documented (its schema and example); answers are not filtered by it."""
+    return {
+        status: {"model": model, "description": text, "content": {"application/json": {"example": example}}}
+    }
+
+
 def tenant_routes(
     runtime: Runtime,
     errors: Callable[..., dict[int | str, dict[str, Any]]],
@@ -78,121 +157,107 @@ def tenant_routes(
             raise Forbidden("tenants are managed by platform admins (an admin key of the platform tenant)")
         return principal
 
-    def store() -> TenantStore:
-        if runtime.tenants is None:
-            raise NotFound("this server has no tenant registry")
-        return runtime.tenants
-
-    async def found(tenant_id: str) -> TenantRecord:
-        tenant = await store().get_tenant(tenant_id)
-        if tenant is None:
-            raise NotFound("Tenant not found")
-        return tenant
-
     async def create(body: NewTenant) -> dict[str, Any]:
-        from agentvm.security.apikeys import check_tenant_id
-
-        now = runtime.clock.now_ms()
-        try:
-            tenant_id = check_tenant_id(body.tenantId) if body.tenantId else runtime.ids.new("tenant")
-        except BadRequest as exc:
-            raise BadRequest(f"tenantId: {exc.message}") from None
-        tenant = TenantRecord(
-            tenantId=tenant_id, name=body.name, description=body.description, createdAt=now, updatedAt=now
+        tenant = await tenants.register(
+            runtime, name=body.name, description=body.description, tenant_id=body.tenantId
         )
-        if not await store().create_tenant(tenant):
-            raise Conflict(f"tenant {tenant_id!r} exists already")
         return tenant.to_wire()
 
     async def update(tenant_id: str, body: TenantChanges) -> dict[str, Any]:
-        tenant = await found(tenant_id)
-        changes = body.model_dump(exclude_unset=True)
-        if changes.get("name", "") is None:
-            raise BadRequest("name: cannot be null")
-        tenant = tenant.model_copy(update={**changes, "updatedAt": runtime.clock.now_ms()})
-        await store().put_tenant(tenant)
-        return tenant.to_wire()
+        changes = body.model_dump(exclude_unset=True, include={"name", "description"})
+        if "name" in changes and changes["name"] is None:
+            raise BadRequest("name: cannot be null (only description can be removed)")
+        return (await tenants.update(runtime, tenant_id, changes)).to_wire()
 
-    async def delete(tenant_id: str, by: str | None) -> dict[str, Any]:
-        from agentvm.api.tenant_deletion import delete_tenant_data
-
-        if tenant_id == runtime.platform_tenant:
-            raise Conflict("the platform tenant cannot be deleted")
-        await found(tenant_id)
-        done = await delete_tenant_data(runtime, tenant_id, by=by)
-        await store().delete_tenant(tenant_id)
-        return {"deleted": True, **done}
+    one = _ok(200, Tenant, _TENANT, "the tenant")
+    gone = _ok(200, TenantDeletion, _DELETED, "what was deleted")
 
     # -- Deepractice AgentVM's RPC shapes (registered first: "list" is not a tenant id) ------------
-    @router.post("/create", status_code=201, responses=errors(400, 409))
+    @router.post(
+        "/create",
+        status_code=201,
+        response_model=None,
+        responses={**_ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
+    )
     async def alias_create(request: Request, body: NewTenant) -> dict[str, Any]:
         """Deepractice alias of ``POST /v1/tenants``: the Tenant."""
         platform(request)
         return await create(body)
 
-    @router.post("/get", responses=errors(400, 404))
+    @router.post("/get", response_model=None, responses={**one, **errors(400, 404)})
     async def alias_get(request: Request, body: TenantRef) -> dict[str, Any]:
         """Deepractice alias of ``GET /v1/tenants/{tenantId}``."""
         platform(request)
-        return (await found(body.tenantId)).to_wire()
+        return (await tenants.get(runtime, body.tenantId)).to_wire()
 
-    @router.get("/list")
+    @router.get("/list", response_model=None, responses=_ok(200, list[Tenant], [_TENANT], "every tenant"))
     async def alias_list(request: Request) -> list[dict[str, Any]]:
-        """Deepractice alias of ``GET /v1/tenants``: every tenant, a bare array, oldest first."""
+        """Deepractice alias of ``GET /v1/tenants``: every tenant (deleted ones left out), a bare
+        array by id."""
         platform(request)
-        return [t.to_wire() for t in await store().list_tenants()]
+        return [t.to_wire() for t in await tenants.every(runtime)]
 
-    @router.post("/update", responses=errors(400, 404))
+    @router.post("/update", response_model=None, responses={**one, **errors(400, 404, 409)})
     async def alias_update(request: Request, body: AliasUpdate) -> dict[str, Any]:
         """Deepractice alias of ``PATCH /v1/tenants/{tenantId}``."""
         platform(request)
-        return await update(
-            body.tenantId, TenantChanges(**body.model_dump(exclude={"tenantId"}, exclude_unset=True))
-        )
+        return await update(body.tenantId, body)
 
-    @router.post("/delete", responses=errors(400, 404, 409))
+    @router.post("/delete", response_model=None, responses={**gone, **errors(400, 404, 409)})
     async def alias_delete(request: Request, body: TenantRef) -> dict[str, Any]:
         """Deepractice alias of ``DELETE /v1/tenants/{tenantId}``: ``{"deleted": true, ...}``."""
-        return await delete(body.tenantId, platform(request).key_id)
+        return await tenants.delete(runtime, body.tenantId, by=platform(request).key_id)
 
     # -- ours ------------------------------------------------------------------------------------
-    @router.post("", status_code=201, responses=errors(400, 409))
+    @router.post(
+        "",
+        status_code=201,
+        response_model=None,
+        responses={**_ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
+    )
     async def create_tenant(request: Request, body: NewTenant) -> dict[str, Any]:
-        """Register a tenant (a new id ``tenant_…``, or ``tenantId`` to register an existing one)."""
+        """Register a tenant: a new id ``tenant_…``, or ``tenantId`` to register one in use already.
+        An id registered before (deleted ones included) is ``409 conflict``."""
         platform(request)
         return await create(body)
 
-    @router.get("")
+    @router.get(
+        "",
+        response_model=None,
+        responses={**_ok(200, TenantPage, {"tenants": [_TENANT], "next": None}, "a page"), **errors(400)},
+    )
     async def list_tenants(
         request: Request,
+        status: Literal["active", "deleting", "deleted", "all"] | None = Query(
+            default=None, description="default: active and deleting; deleted: the tombstones"
+        ),
         limit: int = Query(default=50, ge=1, le=MAX_PAGE),
-        cursor: int = Query(default=0, ge=0),
+        cursor: str | None = Query(default=None, description="``next`` of the previous page"),
     ) -> dict[str, Any]:
-        """The registry, oldest first; ``next`` pages on."""
+        """The registry by tenant id, a page at a time."""
         platform(request)
-        tenants = await store().list_tenants()
-        more = cursor + limit < len(tenants)
-        return {
-            "tenants": [t.to_wire() for t in tenants[cursor : cursor + limit]],
-            "next": cursor + limit if more else None,
-        }
+        page, after = await tenants.listing(runtime, statuses=_SHOWN[status], limit=limit, after=cursor)
+        return {"tenants": [t.to_wire() for t in page], "next": after}
 
-    @router.get("/{tenant_id}", responses=errors(404))
+    @router.get("/{tenant_id}", response_model=None, responses={**one, **errors(404)})
     async def get_tenant(request: Request, tenant_id: str) -> dict[str, Any]:
+        """One tenant (a deleted one is ``404``)."""
         platform(request)
-        return (await found(tenant_id)).to_wire()
+        return (await tenants.get(runtime, tenant_id)).to_wire()
 
-    @router.patch("/{tenant_id}", responses=errors(400, 404))
+    @router.patch("/{tenant_id}", response_model=None, responses={**one, **errors(400, 404, 409)})
     async def update_tenant(request: Request, tenant_id: str, body: TenantChanges) -> dict[str, Any]:
-        """Change the name or description."""
+        """Change the name or the description (``null`` removes it). A tenant being deleted is
+        ``409 conflict``."""
         platform(request)
         return await update(tenant_id, body)
 
-    @router.delete("/{tenant_id}", responses=errors(404, 409))
+    @router.delete("/{tenant_id}", response_model=None, responses={**gone, **errors(404, 409)})
     async def delete_tenant(request: Request, tenant_id: str) -> dict[str, Any]:
-        """Delete a tenant: its keys are revoked at once, its budgets, resources and settings deleted
-        (docs/tenants.md says what happens to its conversations)."""
-        return await delete(tenant_id, platform(request).key_id)
+        """Delete a tenant: its keys are revoked at once, its budgets, resources and settings
+        deleted, its conversations purged or kept (docs/tenants.md). Again: ``404``; the platform
+        tenant: ``409``."""
+        return await tenants.delete(runtime, tenant_id, by=platform(request).key_id)
 
     return router
 

@@ -96,6 +96,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = DynamoDbTenantStore(settings.table_name)
+    # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
+    # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre refuses secrets here.
     runtime.config = ConfigCentre(
         DynamoDbConfigStore(settings.table_name),

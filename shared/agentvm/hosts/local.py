@@ -53,6 +53,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_store import SqliteStore
     from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
+    from agentvm.adapters.local.tenant_purge import LocalTenantPurge
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
     from agentvm.resources.centre import ResourceCentre
 
@@ -86,6 +87,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
+    runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces")
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,

@@ -335,6 +335,19 @@ class ResourceCentre:
             )
         return [v.uri for v in doomed]
 
+    async def delete_tenant(self, tenant_id: str) -> int:
+        """Delete every resource of a tenant being deleted (only its own resources can depend on
+        them); returns how many versions. Edges go first and each head last, so an interrupted
+        call leaves nothing unlisted: calling again finishes the job."""
+        deleted = 0
+        for head in await self.store.list_heads(tenant_id):
+            for v in await self.store.list_versions(tenant_id, head.kind, head.name):
+                await self.store.remove_edges(f"{tenant_id}|{v.uri}", [tuple(t) for t in v.targets])  # type: ignore[misc]
+                await self.store.delete_version(tenant_id, head.kind, head.name, v.version)
+                deleted += 1
+            await self.store.delete_head(tenant_id, head.kind, head.name)
+        return deleted
+
 
 def search_version(version: ResourceVersion, query: str, limit: int = 5) -> list[Any]:
     """Search one knowledge version (its index, built at publish; term statistics kept per process)."""

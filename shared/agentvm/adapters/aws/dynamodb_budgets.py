@@ -58,6 +58,16 @@ class DynamoDbBudgetStore:
     async def get_budget(self, tenant_id: str, container_id: str | None = None) -> BudgetRecord | None:
         return await asyncio.to_thread(self._get, tenant_id, container_id)
 
+    async def delete_budgets(self, tenant_id: str) -> int:
+        def delete() -> int:
+            items = list(self._item.query(budget_pk(tenant_id), consistent_read=True))  # a few small items
+            with self._item.batch_write() as batch:
+                for item in items:
+                    batch.delete(item)
+            return len(items)
+
+        return await asyncio.to_thread(delete)
+
     def _get(self, tenant_id: str, container_id: str | None) -> BudgetRecord | None:
         try:
             item = self._item.get(budget_pk(tenant_id), budget_sk(container_id))

@@ -1,13 +1,15 @@
 """The ``TenantStore`` port on DynamoDB (PynamoDB), on AgentVM's single table.
 
-Every tenant is an item of one partition (pk ``TENANTS``, sk the tenant id): the registry is a
-list a platform admin reads whole (one Query), written rarely; one partition serves thousands of
-tenants far below its limits.
+Every tenant is an item of one partition (pk ``TENANTS``, sk the tenant id; ``data`` the record's
+JSON, ``status`` copied out for conditions and filters): the registry is written rarely and read
+by platform admins, a page per Query; one partition serves thousands of tenants far below its
+limits. Items written before statuses existed have no ``status`` and read as ``active``.
 """
 
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from pynamodb.attributes import UnicodeAttribute
 
@@ -15,11 +17,19 @@ from agentvm.adapters.aws.dynamodb_models import TableItem, bind_model
 from agentvm.adapters.aws.dynamodb_store import conditional_write
 from agentvm.records import TenantRecord
 
+if TYPE_CHECKING:
+    from collections.abc import Collection
+
+    from pynamodb.expressions.condition import Condition
+
+    from agentvm.records import TenantStatus
+
 _PK = "TENANTS"
 
 
 class TenantItem(TableItem):
     data = UnicodeAttribute()
+    status = UnicodeAttribute(null=True)
 
 
 class DynamoDbTenantStore:
@@ -27,7 +37,13 @@ class DynamoDbTenantStore:
         self._item = bind_model(TenantItem, table_name, region, host)
 
     def _of(self, tenant: TenantRecord) -> TenantItem:
-        return self._item(_PK, tenant.tenantId, data=tenant.model_dump_json())
+        return self._item(_PK, tenant.tenantId, data=tenant.model_dump_json(), status=tenant.status)
+
+    def _in(self, statuses: Collection[TenantStatus]) -> Condition:
+        condition = self._item.status.is_in(*statuses)
+        if "active" in statuses:
+            condition = condition | self._item.status.does_not_exist()
+        return condition
 
     async def create_tenant(self, tenant: TenantRecord) -> bool:
         item = self._of(tenant)
@@ -43,22 +59,29 @@ class DynamoDbTenantStore:
         item = await asyncio.to_thread(get)
         return None if item is None else TenantRecord.model_validate_json(item.data)
 
-    async def put_tenant(self, tenant: TenantRecord) -> None:
+    async def replace_tenant(self, tenant: TenantRecord, *, status: TenantStatus) -> bool:
         item = self._of(tenant)
-        await conditional_write(lambda: item.save(condition=self._item.pk.exists()))
+        condition = self._item.pk.exists() & self._in([status])
+        return await conditional_write(lambda: item.save(condition=condition))
 
-    async def list_tenants(self) -> list[TenantRecord]:
-        def query() -> list[TenantRecord]:
-            return [
-                TenantRecord.model_validate_json(i.data) for i in self._item.query(_PK, consistent_read=True)
-            ]
+    async def list_tenants(
+        self, *, statuses: Collection[TenantStatus] | None = None, limit: int = 100, after: str | None = None
+    ) -> tuple[list[TenantRecord], str | None]:
+        def query() -> list[TenantItem]:
+            # ``limit`` counts items that pass the filter: PynamoDB reads on until it has them.
+            return list(
+                self._item.query(
+                    _PK,
+                    None if after is None else self._item.sk > after,
+                    filter_condition=None if statuses is None else self._in(statuses),
+                    consistent_read=True,
+                    limit=limit + 1,
+                )
+            )
 
-        tenants = await asyncio.to_thread(query)
-        return sorted(tenants, key=lambda t: (t.createdAt, t.tenantId))
-
-    async def delete_tenant(self, tenant_id: str) -> bool:
-        item = self._item(_PK, tenant_id)
-        return await conditional_write(lambda: item.delete(condition=self._item.pk.exists()))
+        items = await asyncio.to_thread(query)
+        page = [TenantRecord.model_validate_json(i.data) for i in items[:limit]]
+        return page, page[-1].tenantId if len(items) > limit else None
 
 
 __all__ = ["DynamoDbTenantStore", "TenantItem"]

@@ -45,5 +45,8 @@ class SqliteBudgetStore:
         ).fetchone()
         return None if row is None else BudgetRecord.model_validate_json(row[0])
 
+    async def delete_budgets(self, tenant_id: str) -> int:
+        return self._conn.execute("DELETE FROM budgets WHERE tenant_id = ?", (tenant_id,)).rowcount
+
 
 __all__ = ["SqliteBudgetStore"]

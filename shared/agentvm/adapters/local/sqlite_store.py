@@ -387,5 +387,22 @@ class SqliteStore:
         row = self._one("SELECT 1 FROM cancels WHERE session_id = ? AND turn_id = ?", (session_id, turn_id))
         return row is not None
 
+    # a deleted tenant's conversations (with the workspaces: adapters/local/tenant_purge.py)
+
+    async def purge_tenant(self, tenant_id: str) -> int:
+        """Delete the tenant's containers, images, sessions, messages, summaries, cancel marks and
+        turns, in one transaction; its usage records stay (billing). Returns how many images."""
+        sessions = "SELECT session_id FROM sessions WHERE tenant_id = ?"
+        with transaction(self._conn):
+            images = self._conn.execute("DELETE FROM images WHERE tenant_id = ?", (tenant_id,)).rowcount
+            for table in ("messages", "cancels", "summaries"):
+                self._conn.execute(f"DELETE FROM {table} WHERE session_id IN ({sessions})", (tenant_id,))
+            self._conn.execute(
+                f"DELETE FROM turns WHERE json_extract(record, '$.sessionId') IN ({sessions})", (tenant_id,)
+            )
+            self._conn.execute("DELETE FROM sessions WHERE tenant_id = ?", (tenant_id,))
+            self._conn.execute("DELETE FROM containers WHERE tenant_id = ?", (tenant_id,))
+        return images
+
 
 __all__ = ["SqliteStore", "connect", "transaction"]
