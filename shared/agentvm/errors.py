@@ -107,6 +107,18 @@ class InvalidUri(InvalidResource):
     code = "invalid_uri"
 
 
+class InvalidLocator(InvalidResource):
+    """Not a ResourceX locator this registry can map (``agentvm.resources.locator``)."""
+
+    code = "invalid_locator"
+
+
+class UnsupportedUpload(BadRequest):
+    """A registry link by a folder on the server's disk (publish by upload instead)."""
+
+    code = "folder_path_unsupported"
+
+
 class MissingDependency(BadRequest):
     """A resource refers to one that does not exist."""
 
@@ -254,9 +266,11 @@ class ConnectionGone(AgentVMError):
 __all__ = [
     "DependencyCycle",
     "InvalidConfig",
+    "InvalidLocator",
     "InvalidResource",
     "InvalidUri",
     "MissingDependency",
+    "UnsupportedUpload",
     "ResourceInUse",
     "VersionExists",
     "AlreadyAnswered",

@@ -220,6 +220,7 @@ RESOURCE_PLURALS = {
     "sandbox": "sandboxes",
     "agent": "agents",
     "knowledge": "knowledge",
+    "file": "files",
 }
 
 
@@ -260,6 +261,7 @@ class ResourceHead(_Record):
     tags: dict[str, str] = Field(default_factory=dict)  # tag -> version
     description: str | None = None
     updatedAt: int
+    type: str | None = None  # a file's type (text, json, binary, skill), fixed at its first version
 
 
 class TenantRecord(_Record):

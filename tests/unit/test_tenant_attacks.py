@@ -235,6 +235,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/resources/knowledge/private/kb",
             "/v1/config",
             "/v1/config/audit",
+            "/v1/registry/search",
+            "/v1/registry/resource?locator=private/plan.prompt@1",
         ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
@@ -386,6 +388,24 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("DELETE", "/v1/resources/prompts/{}@1", "private/plan", "private/none", None),
             ("DELETE", "/v1/resources/agents/{}", "planner", "nobody", None),
             ("POST", "/v1/resources/search", "private/kb", "private/none", None),
+            (
+                "GET",
+                "/v1/registry/resource?locator={}",
+                "private/plan.prompt@1",
+                "private/none.prompt@1",
+                None,
+            ),
+            (
+                "GET",
+                "/v1/registry/resource?locator={}",
+                "localhost/private/plan:1",
+                "localhost/private/none:1",
+                None,
+            ),
+            ("GET", "/v1/registry/exists?locator={}", "private/plan.prompt", "private/none.prompt", None),
+            ("POST", "/v1/registry/resolve", "private/plan.prompt@1", "private/none.prompt@1", None),
+            ("POST", "/v1/registry/delete", "private/plan.prompt@1", "private/none.prompt@1", None),
+            ("POST", "/v1/registry/delete", "private/plan.prompt", "private/none.prompt", None),
             ("GET", "/v1/tenants/{}", "tenant-a", "tenant-nobody", None),
             ("PATCH", "/v1/tenants/{}", "tenant-a", "tenant-nobody", {"name": "pwned"}),
             ("DELETE", "/v1/tenants/{}", "tenant-a", "tenant-nobody", None),
@@ -410,6 +430,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             },
             "/v1/resources/tags": lambda name: {"uri": f"resource://prompts/{name}@1", "tag": "pwned"},
             "/v1/resources/search": lambda name: {"uri": f"resource://knowledge/{name}", "query": "plan"},
+            "/v1/registry/resolve": lambda name: {"locator": name, "args": {"goal": "x"}},
+            "/v1/registry/delete": lambda name: {"locator": name},
             "/v1/tenants/get": lambda name: {"tenantId": name},
             "/v1/tenants/update": lambda name: {"tenantId": name, "name": "pwned"},
             "/v1/tenants/delete": lambda name: {"tenantId": name},
@@ -417,12 +439,21 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             "/v1/tenants/create": lambda name: {"name": "pwned", "tenantId": name},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
+        empty = {"results": [], "total": 0, "limit": 20, "offset": 0}
+        assert (await http.get("/v1/registry/search?query=plan")).json() == empty
         for method, path, own, miss, body in pairs:
             make = bodies.get(path)
             foreign = await http.request(method, path.format(own), json=make(own) if make else body)
             absent = await http.request(method, path.format(miss), json=make(miss) if make else body)
             assert foreign.status_code == absent.status_code, path
             assert normalise(foreign.json(), own) == normalise(absent.json(), miss), path
+        # publishing at A's locator makes B's own resource; A's stays as it was (the snapshot)
+        mine = await http.post(
+            "/v1/registry/publish", json={"locator": "private/plan.prompt@1", "content": "B"}
+        )
+        assert mine.status_code == 201 and mine.json()["uri"] == "resource://prompts/private/plan@1"
+        resolved = await http.post("/v1/registry/resolve", json={"locator": "private/plan.prompt@1"})
+        assert resolved.json()["content"] == "B"
         # the tenant registry is the platform's: B (an admin of its own tenant) lists nothing of it
         for path in ("/v1/tenants", "/v1/tenants/list", "/v1/tenants?status=all", "/v1/tenants/tenant-a"):
             refused = await http.get(path)

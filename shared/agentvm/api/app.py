@@ -384,9 +384,11 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         }
 
     from agentvm.api.images import image_routes
+    from agentvm.api.registry import registry_routes
     from agentvm.api.resources import resource_routes
 
     v1.include_router(resource_routes(runtime, _errors, admin))
+    v1.include_router(registry_routes(runtime, _errors, admin))
     v1.include_router(image_routes(runtime, _errors, admin))
     from agentvm.api.configcentre import config_routes
 

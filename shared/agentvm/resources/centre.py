@@ -79,7 +79,7 @@ def version_wire(v: ResourceVersion) -> dict[str, Any]:
 
 
 def head_wire(h: ResourceHead, *, platform: bool = False) -> dict[str, Any]:
-    return {
+    out = {
         "uri": f"resource://{RESOURCE_PLURALS[h.kind]}/{h.name}",
         "kind": h.kind,
         "name": h.name,
@@ -90,6 +90,9 @@ def head_wire(h: ResourceHead, *, platform: bool = False) -> dict[str, Any]:
         "updatedAt": h.updatedAt,
         "platform": platform,
     }
+    if h.type is not None:
+        out["type"] = h.type
+    return out
 
 
 class ResourceCentre:
@@ -133,6 +136,8 @@ class ResourceCentre:
             from agentvm.resources.search import chunk_documents
 
             index = chunk_documents(stored_spec["documents"])
+        if kind == "file":
+            await self._same_file_type(tenant_id, name, stored_spec["type"])
         record = None
         for _ in range(_PUBLISH_ATTEMPTS):
             existing = await self.store.list_versions(tenant_id, kind, name)
@@ -167,6 +172,7 @@ class ResourceCentre:
         await self.store.add_edges(f"{tenant_id}|{record.uri}", targets)
         head = await self.store.get_head(tenant_id, kind, name)
         moved = {**(head.tags if head else {}), **dict.fromkeys(tags, record.version)}
+        file_type = stored_spec["type"] if kind == "file" else None
         await self.store.put_head(
             ResourceHead(
                 tenantId=tenant_id,
@@ -178,9 +184,17 @@ class ResourceCentre:
                 tags=moved,
                 description=description if description is not None else (head.description if head else None),
                 updatedAt=record.createdAt,
+                type=head.type if head and head.type else file_type,
             )
         )
         return record
+
+    async def _same_file_type(self, tenant_id: str, name: str, file_type: str) -> None:
+        head = await self.store.get_head(tenant_id, "file", name)
+        if head is not None and head.type and head.type != file_type:
+            raise InvalidResource(
+                f"resource://files/{name} is a {head.type} file; a {file_type} file needs another name"
+            )
 
     async def _target(
         self, tenant_id: str, kind: str, name: str, ref: ResourceRef
@@ -251,6 +265,17 @@ class ResourceCentre:
         version = await self.get_version(tenant_id, ref)
         return version, search_version(version, query, limit)
 
+    async def heads(self, tenant_id: str, kind: str | None = None) -> list[tuple[ResourceHead, bool]]:
+        """Every resource the tenant reads (its own, then the platform's) and whether it is the
+        platform's. Filters run in memory: a tenant's heads are one query on either store."""
+        if kind is not None:
+            check_kind(kind)
+        return [
+            (head, tenant != tenant_id)
+            for tenant in self._tenants(tenant_id)
+            for head in await self.store.list_heads(tenant, kind)
+        ]
+
     async def discover(
         self,
         tenant_id: str,
@@ -263,18 +288,15 @@ class ResourceCentre:
         cursor: int = 0,
     ) -> tuple[list[dict[str, Any]], int | None]:
         """Heads of the caller's tenant, then the platform's, filtered; a page and the next cursor."""
-        if kind is not None:
-            check_kind(kind)
         found: list[dict[str, Any]] = []
-        for tenant in self._tenants(tenant_id):
-            for head in await self.store.list_heads(tenant, kind):
-                if prefix and not head.name.startswith(prefix):
-                    continue
-                if tag and tag not in head.tags:
-                    continue
-                if text and text.lower() not in f"{head.name} {head.description or ''}".lower():
-                    continue
-                found.append(head_wire(head, platform=tenant != tenant_id))
+        for head, platform in await self.heads(tenant_id, kind):
+            if prefix and not head.name.startswith(prefix):
+                continue
+            if tag and tag not in head.tags:
+                continue
+            if text and text.lower() not in f"{head.name} {head.description or ''}".lower():
+                continue
+            found.append(head_wire(head, platform=platform))
         page = found[cursor : cursor + limit]
         more = cursor + limit < len(found)
         return page, (cursor + limit if more else None)
@@ -289,8 +311,11 @@ class ResourceCentre:
         await self.store.put_head(head, force=True)
         return head
 
-    async def delete(self, tenant_id: str, kind: str, name: str, version: str | None = None) -> list[str]:
-        """Delete one version (or every version); returns the URIs deleted."""
+    async def delete(
+        self, tenant_id: str, kind: str, name: str, version: str | None = None, *, untag: bool = False
+    ) -> list[str]:
+        """Delete one version (or every version); returns the URIs deleted. A tag pointing at the
+        version refuses it, unless ``untag`` (the registry's delete): then the tag goes with it."""
         check_kind(kind)
         head = await self.store.get_head(tenant_id, kind, name)
         versions = await self.store.list_versions(tenant_id, kind, name)
@@ -306,7 +331,7 @@ class ResourceCentre:
             for dependent, selector in await self.store.dependents(tenant_id, kind, name)
             if selector in gone or (selector == LATEST and not remaining) or (head.tags.get(selector) in gone)
         ]
-        if version is not None:
+        if version is not None and not untag:
             blockers += [f"tag {t}" for t, v in sorted(head.tags.items()) if v in gone]
         if blockers:
             raise ResourceInUse(

@@ -10,12 +10,18 @@
 * ``agent``: ``{systemPrompt | prompt: {uri, arguments}, model, tools: [uri], sandbox: uri,
   knowledge: [uri], maxSteps, approval}``: what an image is built from.
 * ``knowledge``: ``{documents: [{id, title, text}]}``: searchable by an agent.
+* ``file``: ``{type, content}``: a named blob as ResourceX stores them (the ``/v1/registry``
+  compatibility layer): ``text`` or ``skill`` (a string), ``json`` (any JSON value) or ``binary``
+  (base64). A file keeps the type of its first version.
 
 A bad spec is an ``invalid_resource`` error naming the field (``spec.variables.city.type: ...``).
 """
 
 from __future__ import annotations
 
+import base64
+import binascii
+import json
 import re
 from typing import Any, Literal
 
@@ -35,6 +41,8 @@ PLACEHOLDER = re.compile(r"\{\{\s*([A-Za-z_][A-Za-z0-9_]*)\s*\}\}")
 MAX_TEMPLATE = 100_000
 MAX_DOCUMENTS = 500
 MAX_KNOWLEDGE_BYTES = 256 * 1024  # a version is one DynamoDB item on AWS (at most 400 KB)
+MAX_FILE_BYTES = 256 * 1024  # the content as stored (JSON-encoded), for the same reason
+FILE_TYPES = ("text", "json", "binary", "skill")
 
 
 class _Spec(BaseModel):
@@ -105,12 +113,18 @@ class KnowledgeSpec(_Spec):
     documents: list[Document] = Field(min_length=1, max_length=MAX_DOCUMENTS)
 
 
+class FileSpec(_Spec):
+    type: Literal["text", "json", "binary", "skill"]
+    content: Any
+
+
 SPECS: dict[str, type[_Spec]] = {
     "prompt": PromptSpec,
     "tool": ToolSpec,
     "sandbox": SandboxSpec,
     "agent": AgentSpec,
     "knowledge": KnowledgeSpec,
+    "file": FileSpec,
 }
 
 
@@ -127,6 +141,8 @@ def validate_spec(kind: str, raw: Any) -> dict[str, Any]:
     except ValueError as exc:  # a tool declaration's own checks
         raise InvalidResource(f"spec: {exc}") from None
     _check(kind, spec)
+    if isinstance(spec, FileSpec):  # the content as given: JSON nulls inside it are data
+        return {"type": spec.type, "content": spec.content}
     return spec.model_dump(exclude_none=True)
 
 
@@ -148,10 +164,25 @@ def _check(kind: str, spec: _Spec) -> None:
         if spec.systemPrompt is not None and spec.prompt is not None:
             raise InvalidResource("spec: give 'systemPrompt' or 'prompt', not both")
         dependencies("agent", spec.model_dump(exclude_none=True))  # every reference parses
+    elif isinstance(spec, FileSpec):
+        _check_file(spec)
     elif isinstance(spec, KnowledgeSpec):
         size = sum(len(d.text.encode()) for d in spec.documents)
         if size > MAX_KNOWLEDGE_BYTES:
             raise InvalidResource(f"spec.documents: {size} bytes of text (at most {MAX_KNOWLEDGE_BYTES})")
+
+
+def _check_file(spec: FileSpec) -> None:
+    if spec.type in ("text", "skill", "binary") and not isinstance(spec.content, str):
+        raise InvalidResource(f"spec.content: a {spec.type} file holds a string")
+    if spec.type == "binary":
+        try:
+            base64.b64decode(spec.content, validate=True)
+        except (binascii.Error, ValueError):
+            raise InvalidResource("spec.content: a binary file holds base64") from None
+    size = len(json.dumps(spec.content, ensure_ascii=False).encode())
+    if size > MAX_FILE_BYTES:
+        raise InvalidResource(f"spec.content: {size} bytes (at most {MAX_FILE_BYTES})")
 
 
 def dependencies(kind: str, spec: dict[str, Any]) -> list[ResourceRef]:
@@ -202,4 +233,4 @@ def _typed(kind: str, value: Any) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool)
 
 
-__all__ = ["SPECS", "dependencies", "render", "validate_spec"]
+__all__ = ["FILE_TYPES", "SPECS", "dependencies", "render", "validate_spec"]
