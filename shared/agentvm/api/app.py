@@ -27,7 +27,9 @@ from pydantic.json_schema import SkipJsonSchema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentvm import __version__
+from agentvm.api import answers as doc
 from agentvm.api.body_limit import BodyLimit, BodyTooLarge
+from agentvm.api.openapi import examples, ok, restore_examples
 from agentvm.errors import (
     AgentVMError,
     BadRequest,
@@ -126,7 +128,12 @@ bearer_scheme = HTTPBearer(
 
 
 class CreateKey(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=examples(
+            {"scopes": ["client"], "name": "web app", "rate_limit_per_minute": 60}, {}
+        ),
+    )
 
     scopes: list[Literal["admin", "client"]] = Field(default_factory=lambda: ["client"], min_length=1)
     name: str | None = Field(default=None, max_length=200)
@@ -136,7 +143,12 @@ class CreateKey(BaseModel):
 
 
 class BudgetLimits(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    model_config = ConfigDict(
+        extra="forbid",
+        json_schema_extra=examples(
+            {"daily_tokens": 1000000, "monthly_tokens": 20000000}, {"daily_tokens": None}
+        ),
+    )
 
     daily_tokens: int | None = Field(default=None, ge=0)  # per UTC day; null = no limit
     monthly_tokens: int | None = Field(default=None, ge=0)  # per UTC calendar month; null = no limit
@@ -247,12 +259,23 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             raise BadRequest("budgets are not enabled on this server")
         return runtime.budgets
 
-    @app.get("/health", response_model=Health, tags=["ops"], responses=_errors(413))
+    @app.get(
+        "/health",
+        response_model=Health,
+        tags=["ops"],
+        responses={**ok(200, None, doc.HEALTH, "the server is up"), **_errors(413)},
+    )
     async def health() -> Health:
         return Health(status="ok", version=__version__)
 
     # -- API keys (admin; the caller's tenant only) ------------------------------------------------
-    @v1.post("/auth/keys", status_code=201, tags=["auth"], responses=_errors(400))
+    @v1.post(
+        "/auth/keys",
+        status_code=201,
+        tags=["auth"],
+        response_model=None,
+        responses={**ok(201, doc.NewKey, doc.NEW_KEY, "the new key and its token"), **_errors(400)},
+    )
     async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
         """Create a key for the caller's tenant. The token is in this response only: store it now."""
         principal = admin(request)
@@ -272,14 +295,24 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         )
         return {"key": record.to_public(), "token": token}
 
-    @v1.get("/auth/keys", tags=["auth"])
+    @v1.get(
+        "/auth/keys",
+        tags=["auth"],
+        response_model=None,
+        responses=ok(200, doc.KeyList, doc.KEYS, "the tenant's keys, revoked ones included"),
+    )
     async def list_keys(request: Request) -> dict[str, Any]:
         principal = admin(request)
         if runtime.auth is None:
             return {"keys": []}
         return {"keys": [k.to_public() for k in await runtime.auth.keys.list(principal.tenant_id)]}
 
-    @v1.delete("/auth/keys/{key_id}", tags=["auth"], responses=_errors(404))
+    @v1.delete(
+        "/auth/keys/{key_id}",
+        tags=["auth"],
+        response_model=None,
+        responses={**ok(200, doc.OneKey, doc.REVOKED_KEY, "the revoked key"), **_errors(404)},
+    )
     async def revoke_key(request: Request, key_id: str) -> dict[str, Any]:
         """Revoke at once in this process; other processes stop accepting it within the cache bound."""
         principal = admin(request)
@@ -301,7 +334,16 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         }
 
     # 400 also when budgets are not enabled on this server
-    @v1.put("/budgets/tenant", tags=["budgets"], responses=_errors(400))
+    tenant_budget = {
+        **ok(200, doc.Budget, doc.BUDGET, "the limits and this day's and month's usage"),
+        **_errors(400),
+    }
+    container_budget = {
+        **ok(200, doc.Budget, doc.CONTAINER_BUDGET, "the container's limits and usage"),
+        **_errors(400),
+    }
+
+    @v1.put("/budgets/tenant", tags=["budgets"], response_model=None, responses=tenant_budget)
     async def put_tenant_budget(request: Request, body: BudgetLimits) -> dict[str, Any]:
         """Token limits (input + output) for the whole tenant; null = no limit."""
         principal = admin(request)
@@ -310,11 +352,16 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         )
         return await budget_view(principal.tenant_id, None)
 
-    @v1.get("/budgets/tenant", tags=["budgets"], responses=_errors(400))
+    @v1.get("/budgets/tenant", tags=["budgets"], response_model=None, responses=tenant_budget)
     async def get_tenant_budget(request: Request) -> dict[str, Any]:
         return await budget_view(admin(request).tenant_id, None)
 
-    @v1.put("/budgets/containers/{container_id}", tags=["budgets"], responses=_errors(400))
+    @v1.put(
+        "/budgets/containers/{container_id}",
+        tags=["budgets"],
+        response_model=None,
+        responses=container_budget,
+    )
     async def put_container_budget(request: Request, container_id: str, body: BudgetLimits) -> dict[str, Any]:
         """Token limits for one container of the caller's tenant (it need not exist yet)."""
         principal = admin(request)
@@ -326,11 +373,21 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         )
         return await budget_view(principal.tenant_id, container_id)
 
-    @v1.get("/budgets/containers/{container_id}", tags=["budgets"], responses=_errors(400))
+    @v1.get(
+        "/budgets/containers/{container_id}",
+        tags=["budgets"],
+        response_model=None,
+        responses=container_budget,
+    )
     async def get_container_budget(request: Request, container_id: str) -> dict[str, Any]:
         return await budget_view(admin(request).tenant_id, container_id)
 
-    @v1.get("/usage", tags=["budgets"])
+    @v1.get(
+        "/usage",
+        tags=["budgets"],
+        response_model=None,
+        responses=ok(200, doc.Usage, doc.USAGE, "the usage records and their totals"),
+    )
     async def usage(request: Request, containerId: str | None = None) -> dict[str, Any]:  # noqa: N803
         """The tenant's usage records (one per turn, and one per compaction of a session's history:
         ``kind``), oldest first, and their totals (tokens of both: both are billed)."""
@@ -356,7 +413,15 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             raise NotFound("this server runs no sandbox, so containers have no workspace")
         return runtime.sandbox
 
-    @v1.get("/containers/{container_id}/workspace", tags=["workspaces"], responses=_errors(400, 404))
+    @v1.get(
+        "/containers/{container_id}/workspace",
+        tags=["workspaces"],
+        response_model=None,
+        responses={
+            **ok(200, doc.WorkspaceListing, doc.WORKSPACE, "the directory's entries"),
+            **_errors(400, 404),
+        },
+    )
     async def list_workspace(request: Request, container_id: str, path: str = ".") -> dict[str, Any]:
         """The entries of a directory of the container's sandbox workspace (its root by default)."""
         principal = admin(request)
@@ -367,7 +432,12 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             raise BadRequest(str(exc)) from None
         return {"path": path, "entries": [{"path": e.path, "kind": e.kind, "size": e.size} for e in entries]}
 
-    @v1.get("/containers/{container_id}/workspace/file", tags=["workspaces"], responses=_errors(400, 404))
+    @v1.get(
+        "/containers/{container_id}/workspace/file",
+        tags=["workspaces"],
+        response_model=None,
+        responses={**ok(200, doc.WorkspaceFile, doc.WORKSPACE_FILE, "the file's text"), **_errors(400, 404)},
+    )
     async def read_workspace_file(request: Request, container_id: str, path: str) -> dict[str, Any]:
         """A file of the container's workspace as text (UTF-8; at most 1 MiB, ``truncated`` says so)."""
         principal = admin(request)
@@ -408,6 +478,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
                     operation.get("responses", {}).pop("422", None)
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
+            restore_examples(schema)  # as written: FastAPI drops their nulls
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -16,9 +16,11 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentvm.configcentre.centre import SERVER, tenant_scope
+from agentvm.api.openapi import examples, ok
+from agentvm.configcentre.centre import SERVER, Source, tenant_scope
 from agentvm.configcentre.keys import key as setting
 from agentvm.errors import Forbidden, NotFound
+from agentvm.records import ConfigChange
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -29,16 +31,93 @@ if TYPE_CHECKING:
 
 Scope = Literal["tenant", "server"]
 
+# Real answers of a test server, for the documented examples.
+_MODEL = {
+    "key": "llm.defaultModel",
+    "value": "anthropic/claude-haiku-4-5",
+    "source": "tenant",
+    "secret": False,
+    "tenantSettable": True,
+    "env": "AVM_DEFAULT_MODEL",
+    "description": "the model of images that name none: provider/model",
+}
+_MAX_TOKENS = {
+    "key": "llm.maxOutputTokens",
+    "value": 2048,
+    "source": "tenant",
+    "secret": False,
+    "tenantSettable": True,
+    "env": "AVM_MAX_OUTPUT_TOKENS",
+    "description": "output tokens per model call",
+}
+_OPENAI_KEY = {
+    "key": "llm.openai.apiKey",
+    "value": "********",
+    "source": "server",
+    "secret": True,
+    "tenantSettable": False,
+    "env": "OPENAI_API_KEY",
+    "description": "OpenAI API key",
+}
+_DEADLINE = {
+    "key": "turns.deadlineS",
+    "value": 600.0,
+    "source": "default",
+    "secret": False,
+    "tenantSettable": True,
+    "env": "AVM_TURN_DEADLINE_S",
+    "description": "seconds a whole turn may take (0 = none)",
+}
+_SETTINGS = {"settings": {e["key"]: e for e in (_MODEL, _MAX_TOKENS, _OPENAI_KEY, _DEADLINE)}}
+_AUDIT = {
+    "changes": [
+        {
+            "scope": "tenant:acme",
+            "key": "llm.maxOutputTokens",
+            "old": 2048,
+            "new": 4096,
+            "by": "kjkjdzxqrzfv",
+            "at": 1795603949383,
+        },
+        {
+            "scope": "tenant:acme",
+            "key": "llm.defaultModel",
+            "old": None,
+            "new": "anthropic/claude-haiku-4-5",
+            "by": "kjkjdzxqrzfv",
+            "at": 1795603949378,
+        },
+    ]
+}
+
+
+class ConfigSetting(BaseModel):
+    """One setting's effective value for the caller's tenant (secrets masked) and where it came from."""
+
+    key: str
+    value: Any = Field(description="null: unset; a secret that is set: ********")
+    source: Source = Field(description="default < file < env < server < tenant")
+    secret: bool = Field(description="write-only: never shown")
+    tenantSettable: bool = Field(description="a tenant admin may set it for the tenant")
+    env: str | None = Field(description="the environment variable that sets it")
+    description: str
+
+
+class ConfigSettings(BaseModel):
+    settings: dict[str, ConfigSetting] = Field(description="by key (a few shown)")
+
+
+class ConfigChanges(BaseModel):
+    changes: list[ConfigChange] = Field(description="newest first")
+
 
 class PutValues(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra={
-            "examples": [
-                {"scope": "tenant", "values": {"llm.defaultModel": "anthropic/claude-haiku-4-5"}},
-                {"scope": "server", "values": {"llm.openai.apiKey": "sk-...", "turns.deadlineS": 300}},
-            ]
-        },
+        json_schema_extra=examples(
+            {"scope": "tenant", "values": {"llm.defaultModel": "anthropic/claude-haiku-4-5"}},
+            {"scope": "server", "values": {"llm.openai.apiKey": "sk-...", "turns.deadlineS": 300}},
+        ),
     )
 
     scope: Scope = "tenant"
@@ -47,7 +126,7 @@ class PutValues(BaseModel):
 
 class PutValue(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", json_schema_extra={"examples": [{"value": 2048}, {"value": None, "scope": "server"}]}
+        extra="forbid", json_schema_extra=examples({"value": 2048}, {"value": None, "scope": "server"})
     )
 
     scope: Scope = "tenant"
@@ -82,19 +161,31 @@ def config_routes(
             check_model=runtime.models.resolve,
         )
 
-    @router.get("", responses=errors(400))
+    @router.get(
+        "",
+        response_model=None,
+        responses={**ok(200, ConfigSettings, _SETTINGS, "the settings"), **errors(400)},
+    )
     async def get_all(request: Request, scope: Scope | None = None) -> dict[str, Any]:
         """Every setting's effective value for the caller's tenant and its source; with ``scope``,
         only the values set through the API for the tenant or the server."""
         principal = admin(request)
         return {"settings": await centre().view(principal.tenant_id, scope)}
 
-    @router.put("", responses=errors(400))
+    @router.put(
+        "",
+        response_model=None,
+        responses={**ok(200, ConfigSettings, _SETTINGS, "the new effective settings"), **errors(400)},
+    )
     async def put_all(request: Request, body: PutValues) -> dict[str, Any]:
         """Set several values at once (all or nothing); the answer is the new effective view."""
         return {"settings": await write(request, body.scope, body.values)}
 
-    @router.get("/audit", responses=errors(400))
+    @router.get(
+        "/audit",
+        response_model=None,
+        responses={**ok(200, ConfigChanges, _AUDIT, "the changes"), **errors(400)},
+    )
     async def audit(
         request: Request, scope: Scope = "tenant", limit: int = Query(default=100, ge=1, le=1000)
     ) -> dict[str, Any]:
@@ -106,14 +197,25 @@ def config_routes(
         name = SERVER if scope == SERVER else tenant_scope(principal.tenant_id)
         return {"changes": [c.model_dump() for c in await centre().changes(name, limit)]}
 
-    @router.get("/{key}", responses=errors(400))
+    @router.get(
+        "/{key}",
+        response_model=None,
+        responses={**ok(200, ConfigSetting, _MODEL, "the setting"), **errors(400)},
+    )
     async def get_one(request: Request, key: str) -> dict[str, Any]:
         """One setting: its effective value for the caller's tenant, and its source."""
         principal = admin(request)
         setting(key)  # unknown: invalid_config naming it
         return (await centre().view(principal.tenant_id))[key]
 
-    @router.put("/{key}", responses=errors(400))
+    @router.put(
+        "/{key}",
+        response_model=None,
+        responses={
+            **ok(200, ConfigSetting, {**_MAX_TOKENS, "value": 4096}, "its new effective entry"),
+            **errors(400),
+        },
+    )
     async def put_one(request: Request, key: str, body: PutValue) -> dict[str, Any]:
         """Set (or with ``null`` remove) one value; the answer is its new effective entry."""
         return (await write(request, body.scope, {key: body.value}))[key]

@@ -4,10 +4,13 @@ resource to what its definition resolves to now (``agentvm.resources.build``), a
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic.json_schema import SkipJsonSchema
+
+from agentvm.api.openapi import examples, ok
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -16,11 +19,95 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 
+# A real answer of a test server, for the documented example.
+_PINS_1 = [
+    "resource://agents/support@1",
+    "resource://knowledge/handbook@1",
+    "resource://prompts/support/greeting@1",
+    "resource://tools/calc@1",
+]
+_PINS_2 = [*_PINS_1[:2], "resource://prompts/support/greeting@2", _PINS_1[3]]
+_REBUILT = {
+    "record": {
+        "imageId": "img_mww0869d_g0z8sjacw5",
+        "containerId": "user-alice",
+        "sessionId": "sess_mww0869d_g0z8sjcpen",
+        "name": "support",
+        "createdAt": 1795603943857,
+        "updatedAt": 1795603943874,
+        "online": False,
+        "description": "Answers support questions",
+        "systemPrompt": "You help Acme users. Be kind.",
+        "model": "anthropic/claude-haiku-4-5",
+        "build": {
+            "agent": "resource://agents/support@stable",
+            "resolved": "resource://agents/support@1",
+            "pins": _PINS_2,
+            "builtAt": 1795603943874,
+            "builtBy": "95y23u39zzdo",
+            "history": [
+                {
+                    "resolved": "resource://agents/support@1",
+                    "pins": _PINS_1,
+                    "builtAt": 1795603943857,
+                    "builtBy": None,
+                },
+                {
+                    "resolved": "resource://agents/support@1",
+                    "pins": _PINS_2,
+                    "builtAt": 1795603943874,
+                    "builtBy": "95y23u39zzdo",
+                },
+            ],
+        },
+    }
+}
+_EXAMPLES = {
+    "again": {"summary": "resolve the image's definition again", "value": {}},
+    "another": {
+        "summary": "build from another definition",
+        "value": {"agent": "resource://agents/support@2"},
+    },
+}
+
+
+class ImageBuild(BaseModel):
+    """What a built image is pinned to (docs/resources.md)."""
+
+    agent: str = Field(description="the definition as written")
+    resolved: str = Field(description="the exact agent version it resolved to")
+    pins: list[str] = Field(description="every exact version the image uses")
+    builtAt: int = Field(description="epoch milliseconds")
+    builtBy: str | None = Field(description="the API key id")
+    history: list[dict[str, Any]] = Field(description="the builds, oldest first (the last 20)")
+
+
+class ImageListItem(BaseModel):
+    """The protocol's ImageListItem (docs/protocol.md); fields left unset are absent."""
+
+    imageId: str
+    containerId: str
+    sessionId: str
+    name: str
+    createdAt: int
+    updatedAt: int
+    online: bool
+    description: str | SkipJsonSchema[None] = None
+    systemPrompt: str | SkipJsonSchema[None] = None
+    model: str | SkipJsonSchema[None] = None
+    agentId: str | SkipJsonSchema[None] = Field(default=None, description="while it is running")
+    build: ImageBuild | SkipJsonSchema[None] = None
+
+
+class Rebuilt(BaseModel):
+    record: ImageListItem
+
+
 class Rebuild(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={"examples": [{}, {"agent": "resource://agents/support@stable"}]},
+        json_schema_extra=examples({}, {"agent": "resource://agents/support@stable"}),
     )
 
     agent: StrictStr | None = Field(
@@ -35,8 +122,16 @@ def image_routes(
 ) -> APIRouter:
     router = APIRouter(prefix="/images", tags=["images"])
 
-    @router.post("/{image_id}/rebuild", responses=errors(400, 404))
-    async def rebuild(request: Request, image_id: str, body: Rebuild | None = None) -> dict[str, Any]:
+    @router.post(
+        "/{image_id}/rebuild",
+        response_model=None,
+        responses={**ok(200, Rebuilt, _REBUILT, "the image, pinned anew"), **errors(400, 404)},
+    )
+    async def rebuild(
+        request: Request,
+        image_id: str,
+        body: Annotated[Rebuild | None, Body(openapi_examples=_EXAMPLES)] = None,
+    ) -> dict[str, Any]:
         """Resolve the image's agent definition again and pin the image to the versions it resolves
         to now; the build is recorded in ``record.build.history``."""
         from agentvm.gateway.commands import CommandContext, image_of, rebuild_image

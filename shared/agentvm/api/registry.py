@@ -20,7 +20,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic.json_schema import SkipJsonSchema
 
+from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, InvalidLocator, InvalidResource, NotFound, UnsupportedUpload
 from agentvm.resources.locator import (
     TYPES,
@@ -45,6 +47,120 @@ MAX_SEARCH_PAGE = 100
 _LOCATOR = "deepractice.ai/prompts/assistant.prompt@1.0.0"
 
 
+# Real answers of a test server, for the documented examples.
+_PARTS = {
+    "domain": "deepractice.ai",
+    "name": "assistant",
+    "path": "prompts",
+    "type": "prompt",
+    "version": "1.0.0",
+}
+_MANIFEST = {
+    **_PARTS,
+    "digest": "sha256:53263a55feee7292157372cfd5b69e35741ffa175076b195f659a45b0034e68e",
+    "description": "The assistant's system prompt",
+}
+_ARGS_SCHEMA = {
+    "type": "object",
+    "properties": {"product": {"type": "string"}},
+    "additionalProperties": False,
+}
+_RESOURCE = {"locator": _LOCATOR, "manifest": _MANIFEST, "schema": _ARGS_SCHEMA}
+_RESOLVED = {
+    "locator": _LOCATOR,
+    "manifest": _MANIFEST,
+    "content": "You are a helpful assistant for Acme.",
+    "schema": _ARGS_SCHEMA,
+}
+_PUBLISHED = {
+    "id": "resource://prompts/deepractice.ai/prompts/assistant@1.0.0",
+    "uri": "resource://prompts/deepractice.ai/prompts/assistant@1.0.0",
+    "locator": _LOCATOR,
+    **_MANIFEST,
+    "tags": ["stable"],
+    "createdAt": 1795603943877,
+    "updatedAt": 1795603943877,
+}
+_SEARCH = {"results": [{"locator": _LOCATOR, **_PARTS}], "total": 1, "limit": 20, "offset": 0}
+_TYPES = {
+    "types": [
+        {
+            "name": "prompt",
+            "aliases": ["template", "system-prompt"],
+            "description": "a prompt template; resolves to its text",
+        },
+        {"name": "json", "aliases": ["config", "manifest"], "description": "any JSON value; resolves to it"},
+    ]
+}
+
+
+class _Located(BaseModel):
+    """Where a resource is: the parts of its locator."""
+
+    domain: str = Field(description="localhost for this registry's own names")
+    path: str | SkipJsonSchema[None] = Field(default=None, description="absent when the name has none")
+    name: str
+    type: str
+    version: str
+
+
+class RegistryManifest(_Located):
+    digest: str = Field(description="sha256:<hex> of the stored spec")
+    description: str | SkipJsonSchema[None] = None
+
+
+class RegistryResource(BaseModel):
+    locator: str
+    manifest: RegistryManifest
+    schema_: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None,
+        alias="schema",
+        description="a prompt's arguments as JSON Schema; absent for other types",
+    )
+
+
+class RegistryResolved(RegistryResource):
+    content: Any = Field(description="a prompt's text, a file's content, or the spec of one of our kinds")
+
+
+class RegistryPublished(RegistryManifest):
+    id: str = Field(description="the resource URI (Deepractice's id)")
+    uri: str
+    locator: str
+    tags: list[str]
+    createdAt: int = Field(description="epoch milliseconds")
+    updatedAt: int = Field(description="epoch milliseconds (versions are immutable: createdAt)")
+
+
+class SearchRow(_Located):
+    locator: str
+
+
+class RegistrySearch(BaseModel):
+    results: list[SearchRow]
+    total: int = Field(description="every match, not only this page")
+    limit: int
+    offset: int
+
+
+class RegistryType(BaseModel):
+    name: str
+    aliases: list[str]
+    description: str
+
+
+class RegistryTypes(BaseModel):
+    types: list[RegistryType]
+
+
+class RegistryExists(BaseModel):
+    exists: bool
+
+
+class RegistryDeleted(BaseModel):
+    deleted: bool = Field(description="always true (nothing to delete is a 404)")
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -53,17 +169,15 @@ class Upload(_Body):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={
-            "examples": [
-                {
-                    "locator": _LOCATOR,
-                    "content": "You are a helpful assistant for {{product}}.",
-                    "description": "The assistant's system prompt",
-                    "tags": ["stable"],
-                },
-                {"locator": "localhost/settings:stable", "type": "json", "content": {"retries": 3}},
-            ]
-        },
+        json_schema_extra=examples(
+            {
+                "locator": _LOCATOR,
+                "content": "You are a helpful assistant for {{product}}.",
+                "description": "The assistant's system prompt",
+                "tags": ["stable"],
+            },
+            {"locator": "localhost/settings:stable", "type": "json", "content": {"retries": 3}},
+        ),
     )
 
     locator: StrictStr | None = Field(default=None, description="RXL name.type@version or RXI name:tag")
@@ -81,9 +195,7 @@ class Upload(_Body):
 
 
 class LocatorRef(_Body):
-    model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"locator": _LOCATOR}]}
-    )
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=examples({"locator": _LOCATOR}))
 
     locator: StrictStr
 
@@ -92,7 +204,7 @@ class Resolve(_Body):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={"examples": [{"locator": _LOCATOR, "args": {"product": "Acme"}}]},
+        json_schema_extra=examples({"locator": _LOCATOR, "args": {"product": "Acme"}}),
     )
 
     locator: StrictStr
@@ -115,7 +227,9 @@ def registry_routes(
         principal: Principal = request.state.principal
         return principal.tenant_id
 
-    @router.get("/types")
+    @router.get(
+        "/types", response_model=None, responses=ok(200, RegistryTypes, _TYPES, "the types (two shown)")
+    )
     async def types() -> dict[str, Any]:
         """The types this registry stores, with their aliases."""
         return {
@@ -124,13 +238,24 @@ def registry_routes(
             ]
         }
 
-    @router.get("/resource", responses=errors(400, 404))
+    @router.get(
+        "/resource",
+        response_model=None,
+        responses={**ok(200, RegistryResource, _RESOURCE, "the manifest"), **errors(400, 404)},
+    )
     async def resource(request: Request, locator: str = Query(max_length=300)) -> dict[str, Any]:
         """A resource's manifest (and the JSON Schema of a prompt's arguments)."""
         found = await find(centre(), tenant_of(request), parse_locator(locator))
         return {"locator": locator_of(found), "manifest": manifest(found), **schema_of(found)}
 
-    @router.post("/resolve", responses=errors(400, 404))
+    @router.post(
+        "/resolve",
+        response_model=None,
+        responses={
+            **ok(200, RegistryResolved, _RESOLVED, "the manifest and the content"),
+            **errors(400, 404),
+        },
+    )
     async def resolve(request: Request, body: Resolve) -> dict[str, Any]:
         """A resource's content: a prompt's text (rendered when ``args`` are given), a file's
         content, or the spec of one of AgentVM's own kinds."""
@@ -142,7 +267,11 @@ def registry_routes(
             **schema_of(found),
         }
 
-    @router.get("/exists", responses=errors(400))
+    @router.get(
+        "/exists",
+        response_model=None,
+        responses={**ok(200, RegistryExists, {"exists": True}, "whether it resolves"), **errors(400)},
+    )
     async def exists(request: Request, locator: str = Query(max_length=300)) -> dict[str, Any]:
         """Whether the locator resolves."""
         try:
@@ -151,7 +280,11 @@ def registry_routes(
             return {"exists": False}
         return {"exists": True}
 
-    @router.get("/search", responses=errors(400))
+    @router.get(
+        "/search",
+        response_model=None,
+        responses={**ok(200, RegistrySearch, _SEARCH, "a page of matches"), **errors(400)},
+    )
     async def search(
         request: Request,
         query: str = Query(
@@ -216,19 +349,25 @@ def registry_routes(
             "updatedAt": published.createdAt,
         }
 
-    @router.post("/publish", status_code=201, responses=errors(400, 404, 409))
+    published = {**ok(201, RegistryPublished, _PUBLISHED, "the published version"), **errors(400, 404, 409)}
+
+    @router.post("/publish", status_code=201, response_model=None, responses=published)
     async def publish(request: Request, body: Upload) -> dict[str, Any]:
         """Publish a version by upload (versions are immutable: ``409 version_exists``; a tag in
         the locator, ``name:stable``, publishes the next version and moves the tag to it)."""
         return await publish_upload(request, body)
 
-    @router.post("/link", status_code=201, responses=errors(400, 404, 409))
+    @router.post("/link", status_code=201, response_model=None, responses=published)
     async def link(request: Request, body: Upload) -> dict[str, Any]:
         """Deepractice's ``link``, by upload: the same as ``publish``. A ``folderPath`` is refused
         with ``folder_path_unsupported``."""
         return await publish_upload(request, body)
 
-    @router.post("/delete", responses=errors(400, 404, 409))
+    @router.post(
+        "/delete",
+        response_model=None,
+        responses={**ok(200, RegistryDeleted, {"deleted": True}, "deleted"), **errors(400, 404, 409)},
+    )
     async def delete(request: Request, body: LocatorRef) -> dict[str, Any]:
         """Delete a version (a locator with a version or a digest; its tags go with it) or the whole
         resource (without one); ``404`` when there is nothing to delete, ``409 resource_in_use``

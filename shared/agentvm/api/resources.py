@@ -11,7 +11,9 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic.json_schema import SkipJsonSchema
 
+from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, Forbidden, NotFound
 from agentvm.resources.centre import MAX_PAGE, head_wire, version_wire
 from agentvm.resources.uri import KIND_OF, LATEST, ResourceRef, parse
@@ -35,11 +37,225 @@ _PROMPT_EXAMPLE = {
 }
 
 
+# Real answers of a test server, for the documented examples.
+_VERSION_1 = {
+    "uri": "resource://prompts/support/greeting@1",
+    "kind": "prompt",
+    "name": "support/greeting",
+    "version": "1",
+    "description": "How the support agent greets",
+    "spec": {
+        "template": "You help {{product}} users. Be brief.",
+        "variables": {"product": {"type": "string", "required": True}},
+    },
+    "dependencies": [],
+    "digest": "128602beab104f2b87ca51a15a953055ef8d9f017a86f3c7cc9fc1d06993b56f",
+    "createdAt": 1795603943836,
+}
+_VERSION_2 = {
+    **_VERSION_1,
+    "uri": "resource://prompts/support/greeting@2",
+    "version": "2",
+    "description": "Kinder",
+    "spec": {
+        "template": "You help {{product}} users. Be kind.",
+        "variables": {"product": {"type": "string", "required": True}},
+    },
+    "digest": "6f76eb6b0d91a5e547dd0de258066d511fb1a2dc2edf7074a81d45abe0d75de3",
+    "createdAt": 1795603943839,
+}
+_HEAD = {
+    "uri": "resource://prompts/support/greeting",
+    "kind": "prompt",
+    "name": "support/greeting",
+    "latest": "2",
+    "versions": 2,
+    "tags": {"stable": "2"},
+    "description": "Kinder",
+    "updatedAt": 1795603943840,
+    "platform": False,
+}
+_AGENT = {
+    "uri": "resource://agents/support@1",
+    "kind": "agent",
+    "name": "support",
+    "version": "1",
+    "description": "Answers support questions",
+    "spec": {
+        "prompt": {"uri": "resource://prompts/support/greeting@stable", "arguments": {"product": "Acme"}},
+        "model": "anthropic/claude-haiku-4-5",
+        "tools": ["resource://tools/calc@1"],
+        "knowledge": ["resource://knowledge/handbook@1"],
+    },
+    "dependencies": [
+        "resource://prompts/support/greeting@stable",
+        "resource://tools/calc@1",
+        "resource://knowledge/handbook@1",
+    ],
+    "digest": "80da17217fc6d0d70852d665f4f43c7a4071ffd2b0bbf4f739ae583fceb97a4d",
+    "createdAt": 1795603943852,
+}
+_TOOL = {
+    "uri": "resource://tools/calc@1",
+    "kind": "tool",
+    "name": "calc",
+    "version": "1",
+    "description": None,
+    "spec": {"tool": {"type": "builtin", "name": "calculator"}},
+    "dependencies": [],
+    "digest": "46d2283b44370f6179cb5799f44da6fd0d7f7f6de356df525dfbfffba180ad58",
+    "createdAt": 1795603943850,
+}
+_HANDBOOK = {
+    "uri": "resource://knowledge/handbook@1",
+    "kind": "knowledge",
+    "name": "handbook",
+    "version": "1",
+    "description": None,
+    "spec": {
+        "documents": [
+            {"id": "refunds", "title": "Refunds", "text": "Refunds are paid within 14 days of a return."},
+            {"id": "shipping", "title": "Shipping", "text": "Orders ship in 2 days."},
+        ]
+    },
+    "dependencies": [],
+    "digest": "51778a4886dc60f23c189b91f228ef4062b98d97c0d5cb729a6ef32bce70c36e",
+    "createdAt": 1795603943847,
+    "chunks": 2,
+}
+_RESOLVED = {
+    "resource": _AGENT,
+    "dependencies": {
+        "resource://prompts/support/greeting@stable": _VERSION_2,
+        "resource://tools/calc@1": _TOOL,
+        "resource://knowledge/handbook@1": _HANDBOOK,
+    },
+}
+_SUMMARY = ("version", "description", "digest", "createdAt")
+_WITH_VERSIONS = {
+    "resource": _HEAD,
+    "versions": [{k: v[k] for k in _SUMMARY} for v in (_VERSION_1, _VERSION_2)],
+}
+_HITS = {
+    "uri": "resource://knowledge/handbook@1",
+    "hits": [
+        {
+            "document": 0,
+            "documentId": "refunds",
+            "title": "Refunds",
+            "chunk": 0,
+            "score": 0.9104,
+            "text": "Refunds are paid within 14 days of a return.",
+        }
+    ],
+}
+
+
+class ResourceVersion(BaseModel):
+    """One immutable version of a resource, with its spec."""
+
+    uri: str = Field(description="resource://<kind>s/<name>@<version>")
+    kind: str
+    name: str
+    version: str
+    description: str | None
+    spec: dict[str, Any] = Field(description="what the kind holds (docs/resources.md)")
+    dependencies: list[str] = Field(description="the resource URIs it references, as written")
+    digest: str = Field(description="sha256 of the spec")
+    createdAt: int = Field(description="epoch milliseconds")
+    chunks: int | SkipJsonSchema[None] = Field(default=None, description="knowledge: the chunks indexed")
+
+
+class ResourceHead(BaseModel):
+    """A resource: its latest version, its tags, how many versions it has."""
+
+    uri: str
+    kind: str
+    name: str
+    latest: str
+    versions: int
+    tags: dict[str, str] = Field(description="tag -> version")
+    description: str | None = Field(description="the latest version's")
+    updatedAt: int = Field(description="epoch milliseconds")
+    platform: bool = Field(description="true: the platform tenant's, readable by every tenant")
+    type: str | SkipJsonSchema[None] = Field(default=None, description="files: text, json, binary or skill")
+
+
+class VersionSummary(BaseModel):
+    version: str
+    description: str | None
+    digest: str
+    createdAt: int
+
+
+class OneVersion(BaseModel):
+    resource: ResourceVersion
+
+
+class OneHead(BaseModel):
+    resource: ResourceHead
+
+
+class ResourceWithVersions(BaseModel):
+    resource: ResourceHead
+    versions: list[VersionSummary] = Field(description="oldest first")
+
+
+class ResourcePage(BaseModel):
+    resources: list[ResourceHead]
+    next: int | None = Field(description="the cursor of the next page; null on the last")
+
+
+class ResolvedResource(BaseModel):
+    resource: ResourceVersion
+    dependencies: dict[str, ResourceVersion] = Field(
+        description="each reference of the closure, as written -> the version it resolves to now"
+    )
+
+
+class Rendered(BaseModel):
+    uri: str = Field(description="the exact version rendered")
+    text: str
+
+
+class SearchHit(BaseModel):
+    document: int = Field(description="index in the version's documents")
+    documentId: str | None
+    title: str | None
+    chunk: int = Field(description="index in the version's chunks")
+    score: float = Field(description="BM25")
+    text: str
+
+
+class SearchHits(BaseModel):
+    uri: str = Field(description="the exact version searched")
+    hits: list[SearchHit] = Field(description="best first")
+
+
+class DeletedVersions(BaseModel):
+    deleted: list[str] = Field(description="the versions deleted")
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
 
 class NewVersion(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra=examples(
+            {
+                "description": "Kinder",
+                "spec": {
+                    "template": "You help {{product}} users. Be kind.",
+                    "variables": {"product": {"type": "string"}},
+                },
+            },
+            {"version": "1.1.0", "spec": {"template": "Hello!"}, "tags": ["stable"]},
+        ),
+    )
+
     version: StrictStr | None = Field(
         default=None, description="an integer or semver; default: the next integer"
     )
@@ -51,7 +267,7 @@ class NewVersion(_Body):
 
 
 class Publish(NewVersion):
-    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra={"examples": [_PROMPT_EXAMPLE]})
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=examples(_PROMPT_EXAMPLE))
 
     kind: StrictStr = Field(description="prompt, tool, sandbox, agent or knowledge")
     name: StrictStr
@@ -61,11 +277,9 @@ class Render(_Body):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={
-            "examples": [
-                {"uri": "resource://prompts/support/greeting@stable", "arguments": {"product": "Acme"}}
-            ]
-        },
+        json_schema_extra=examples(
+            {"uri": "resource://prompts/support/greeting@stable", "arguments": {"product": "Acme"}}
+        ),
     )
 
     uri: StrictStr
@@ -76,9 +290,9 @@ class Search(_Body):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={
-            "examples": [{"uri": "resource://knowledge/handbook@1", "query": "refund policy", "limit": 3}]
-        },
+        json_schema_extra=examples(
+            {"uri": "resource://knowledge/handbook@1", "query": "refund policy", "limit": 3}
+        ),
     )
 
     uri: StrictStr = Field(description="a knowledge resource")
@@ -87,6 +301,12 @@ class Search(_Body):
 
 
 class Tag(_Body):
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra=examples({"uri": "resource://prompts/support/greeting@1", "tag": "stable"}),
+    )
+
     uri: StrictStr = Field(description="a version: resource://prompts/greeting@2")
     tag: StrictStr
 
@@ -113,7 +333,12 @@ def resource_routes(
             raise NotFound(f"unknown kind {plural!r} (one of {', '.join(KIND_OF)})")
         return kind
 
-    @router.post("", status_code=201, responses=errors(400, 404, 409))
+    @router.post(
+        "",
+        status_code=201,
+        response_model=None,
+        responses={**ok(201, OneVersion, {"resource": _AGENT}, "the new version"), **errors(400, 404, 409)},
+    )
     async def publish(request: Request, body: Publish) -> dict[str, Any]:
         """Publish a resource's first or next version (versions are immutable)."""
         principal = admin(request)
@@ -129,7 +354,11 @@ def resource_routes(
         )
         return {"resource": version_wire(published)}
 
-    @router.get("", responses=errors(400))
+    @router.get(
+        "",
+        response_model=None,
+        responses={**ok(200, ResourcePage, {"resources": [_HEAD], "next": None}, "a page"), **errors(400)},
+    )
     async def discover(
         request: Request,
         kind: str | None = None,
@@ -145,13 +374,32 @@ def resource_routes(
         )
         return {"resources": page, "next": more}
 
-    @router.get("/resolve", responses=errors(400, 404))
+    @router.get(
+        "/resolve",
+        response_model=None,
+        responses={
+            **ok(200, ResolvedResource, _RESOLVED, "the resource and its closure"),
+            **errors(400, 404),
+        },
+    )
     async def resolve(request: Request, uri: str = Query(max_length=300)) -> dict[str, Any]:
         """The resource and its dependency closure, each pinned to the exact version it resolves to now."""
         resolved = await centre().resolve(caller(request).tenant_id, parse(uri))
         return resolved.to_wire()
 
-    @router.post("/render", responses=errors(400, 404))
+    @router.post(
+        "/render",
+        response_model=None,
+        responses={
+            **ok(
+                200,
+                Rendered,
+                {"uri": "resource://prompts/support/greeting@2", "text": "You help Acme users. Be kind."},
+                "the rendered text",
+            ),
+            **errors(400, 404),
+        },
+    )
     async def render_prompt(request: Request, body: Render) -> dict[str, Any]:
         """A prompt's template filled with checked arguments."""
         from agentvm.resources.kinds import render
@@ -159,7 +407,11 @@ def resource_routes(
         found = await centre().get_version(caller(request).tenant_id, parse(body.uri, kind="prompt"))
         return {"uri": found.uri, "text": render(found.spec, body.arguments)}
 
-    @router.post("/search", responses=errors(400, 404))
+    @router.post(
+        "/search",
+        response_model=None,
+        responses={**ok(200, SearchHits, _HITS, "the best passages"), **errors(400, 404)},
+    )
     async def search(request: Request, body: Search) -> dict[str, Any]:
         """The best passages of a knowledge resource for a query (BM25 over the chunks indexed at
         publish): what an agent's ``search_<name>`` tool answers."""
@@ -168,7 +420,14 @@ def resource_routes(
         )
         return {"uri": version.uri, "hits": [h.to_wire() for h in hits]}
 
-    @router.post("/tags", responses=errors(400, 404))
+    @router.post(
+        "/tags",
+        response_model=None,
+        responses={
+            **ok(200, OneHead, {"resource": {**_HEAD, "tags": {"stable": "1"}}}, "the resource"),
+            **errors(400, 404),
+        },
+    )
     async def move_tag(request: Request, body: Tag) -> dict[str, Any]:
         """Point a tag at a version (tags are movable; versions are not)."""
         principal = admin(request)
@@ -178,7 +437,20 @@ def resource_routes(
         head = await centre().tag(principal.tenant_id, ref.kind, ref.name, ref.selector, body.tag)
         return {"resource": head_wire(head)}
 
-    @router.get("/{plural}/{name:path}", responses=errors(400, 404))
+    @router.get(
+        "/{plural}/{name:path}",
+        response_model=None,
+        responses={
+            **ok(
+                200,
+                ResourceWithVersions | OneVersion,
+                _WITH_VERSIONS,
+                "the resource and its versions; with @<version|tag|latest>: that version",
+                more={"one version (…@stable)": {"resource": _VERSION_2}},
+            ),
+            **errors(400, 404),
+        },
+    )
     async def get(request: Request, plural: str, name: str) -> dict[str, Any]:
         """A resource by name (its versions and tags), or one version with ``@<version|tag|latest>``."""
         kind, tenant = _kind(plural), caller(request).tenant_id
@@ -200,7 +472,15 @@ def resource_routes(
             ],
         }
 
-    @router.put("/{plural}/{name:path}", status_code=201, responses=errors(400, 404, 409))
+    @router.put(
+        "/{plural}/{name:path}",
+        status_code=201,
+        response_model=None,
+        responses={
+            **ok(201, OneVersion, {"resource": _VERSION_2}, "the new version"),
+            **errors(400, 404, 409),
+        },
+    )
     async def publish_next(request: Request, plural: str, name: str, body: NewVersion) -> dict[str, Any]:
         """Publish the next version of a resource (a new immutable version; the old ones stay)."""
         principal = admin(request)
@@ -218,7 +498,19 @@ def resource_routes(
         )
         return {"resource": version_wire(published)}
 
-    @router.delete("/{plural}/{name:path}", responses=errors(400, 404, 409))
+    @router.delete(
+        "/{plural}/{name:path}",
+        response_model=None,
+        responses={
+            **ok(
+                200,
+                DeletedVersions,
+                {"deleted": ["resource://prompts/support/greeting@2"]},
+                "what was deleted",
+            ),
+            **errors(400, 404, 409),
+        },
+    )
     async def delete(request: Request, plural: str, name: str) -> dict[str, Any]:
         """Delete one version (``@<version>``) or every version; refused while others depend on it."""
         principal = admin(request)

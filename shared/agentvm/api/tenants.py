@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Literal
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, Forbidden
 from agentvm.security import tenants
 
@@ -51,7 +52,7 @@ class _Body(BaseModel):
 
 class NewTenant(_Body):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [_ACME, {**_ACME, "tenantId": "acme"}]}
+        extra="forbid", strict=True, json_schema_extra=examples(_ACME, {**_ACME, "tenantId": "acme"})
     )
 
     name: StrictStr = Field(min_length=1, max_length=200)
@@ -64,7 +65,7 @@ class NewTenant(_Body):
 
 class TenantChanges(_Body):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"name": "Acme"}, {"description": None}]}
+        extra="forbid", strict=True, json_schema_extra=examples({"name": "Acme"}, {"description": None})
     )
 
     name: StrictStr | None = Field(default=None, min_length=1, max_length=200)
@@ -72,16 +73,14 @@ class TenantChanges(_Body):
 
 
 class TenantRef(_Body):
-    model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"tenantId": "acme"}]}
-    )
+    model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=examples({"tenantId": "acme"}))
 
     tenantId: StrictStr = Field(min_length=1)
 
 
 class AliasUpdate(TenantChanges):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"tenantId": "acme", "name": "Acme"}]}
+        extra="forbid", strict=True, json_schema_extra=examples({"tenantId": "acme", "name": "Acme"})
     )
 
     tenantId: StrictStr = Field(min_length=1)
@@ -90,7 +89,7 @@ class AliasUpdate(TenantChanges):
 class Tenant(BaseModel):
     """A tenant: Deepractice's ``Tenant`` plus ``status`` (fields left unset are absent)."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [_TENANT]})
+    model_config = ConfigDict(json_schema_extra=examples(_TENANT))
 
     tenantId: str
     name: str
@@ -108,14 +107,14 @@ class Tenant(BaseModel):
 
 
 class TenantPage(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"tenants": [_TENANT], "next": None}]})
+    model_config = ConfigDict(json_schema_extra=examples({"tenants": [_TENANT], "next": None}))
 
     tenants: list[Tenant]
     next: str | None = Field(description="the cursor of the next page; null on the last")
 
 
 class TenantDeletion(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [_DELETED]})
+    model_config = ConfigDict(json_schema_extra=examples(_DELETED))
 
     deleted: bool
     tenantId: str
@@ -135,13 +134,6 @@ _SHOWN: dict[str | None, tuple[TenantStatus, ...]] = {
     "all": ("active", "deleting", "deleted"),
     **{s: (s,) for s in ("active", "deleting", "deleted")},  # type: ignore[misc]
 }
-
-
-def _ok(status: int, model: Any, example: Any, text: str) -> dict[int | str, dict[str, Any]]:
-    """The success response as documented (its schema and example); answers are not filtered by it."""
-    return {
-        status: {"model": model, "description": text, "content": {"application/json": {"example": example}}}
-    }
 
 
 def tenant_routes(
@@ -169,15 +161,15 @@ def tenant_routes(
             raise BadRequest("name: cannot be null (only description can be removed)")
         return (await tenants.update(runtime, tenant_id, changes)).to_wire()
 
-    one = _ok(200, Tenant, _TENANT, "the tenant")
-    gone = _ok(200, TenantDeletion, _DELETED, "what was deleted")
+    one = ok(200, Tenant, _TENANT, "the tenant")
+    gone = ok(200, TenantDeletion, _DELETED, "what was deleted")
 
     # -- Deepractice AgentVM's RPC shapes (registered first: "list" is not a tenant id) ------------
     @router.post(
         "/create",
         status_code=201,
         response_model=None,
-        responses={**_ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
+        responses={**ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
     )
     async def alias_create(request: Request, body: NewTenant) -> dict[str, Any]:
         """Deepractice alias of ``POST /v1/tenants``: the Tenant."""
@@ -190,7 +182,7 @@ def tenant_routes(
         platform(request)
         return (await tenants.get(runtime, body.tenantId)).to_wire()
 
-    @router.get("/list", response_model=None, responses=_ok(200, list[Tenant], [_TENANT], "every tenant"))
+    @router.get("/list", response_model=None, responses=ok(200, list[Tenant], [_TENANT], "every tenant"))
     async def alias_list(request: Request) -> list[dict[str, Any]]:
         """Deepractice alias of ``GET /v1/tenants``: every tenant (deleted ones left out), a bare
         array by id."""
@@ -213,7 +205,7 @@ def tenant_routes(
         "",
         status_code=201,
         response_model=None,
-        responses={**_ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
+        responses={**ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
     )
     async def create_tenant(request: Request, body: NewTenant) -> dict[str, Any]:
         """Register a tenant: a new id ``tenant_…``, or ``tenantId`` to register one in use already.
@@ -224,7 +216,7 @@ def tenant_routes(
     @router.get(
         "",
         response_model=None,
-        responses={**_ok(200, TenantPage, {"tenants": [_TENANT], "next": None}, "a page"), **errors(400)},
+        responses={**ok(200, TenantPage, {"tenants": [_TENANT], "next": None}, "a page"), **errors(400)},
     )
     async def list_tenants(
         request: Request,
