@@ -1,72 +1,23 @@
-"""The documented answers of the routes ``api/app.py`` declares itself (``/health``, API keys,
-budgets, usage, workspaces): their schemas and real examples, for ``/openapi.json`` (``api/openapi.py``).
+"""The schemas of the routes' answers, for ``/openapi.json`` only: ``ok(status, "<name>", ...)``
+(``api/openapi.py``) names a model of this module, and the module is imported when the document
+is built, never on a request's path (so these classes cost a Lambda's cold start nothing).
 
-The examples are answers these routes gave in a test (tenant ``acme``, the test clock's
-2026-01-15 noon); the models document, they do not filter (routes answer ``response_model=None``).
+They document, they do not filter: routes answer ``response_model=None`` and build their answers
+themselves; ``tests/unit/test_openapi_truth.py`` checks real answers against these schemas.
 """
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
+from pydantic.json_schema import SkipJsonSchema
 
-from agentvm import __version__
-from agentvm.records import UsageRecord
-
-HEALTH = {"status": "ok", "version": __version__}
-
-_KEY = {
-    "keyId": "ff4n134rhdoe",
-    "tenantId": "acme",
-    "name": "web app",
-    "scopes": ["client"],
-    "createdAt": 1768478400000,
-    "revokedAt": None,
-    "rateLimitPerMinute": 60,
-}
-NEW_KEY = {"key": _KEY, "token": "avm_ff4n134rhdoe_s72ZpfWFvroeXTpOnIh1LytHzE_wDpPFMEFgAYcZ8xo"}
-KEYS = {
-    "keys": [
-        _KEY,
-        {**_KEY, "keyId": "xo2kjq8l7mf0", "name": "ops", "scopes": ["admin"], "rateLimitPerMinute": None},
-    ]
-}
-REVOKED_KEY = {"key": {**_KEY, "revokedAt": 1768478460000}}
-
-BUDGET = {
-    "daily_tokens": 1000000,
-    "monthly_tokens": 20000000,
-    "usage": {"day": 18250, "month": 402113, "dayResetAt": 1768521600000, "monthResetAt": 1769904000000},
-}
-CONTAINER_BUDGET = {**BUDGET, "daily_tokens": 50000, "monthly_tokens": None}
-
-USAGE = {
-    "records": [
-        {
-            "turnId": "turn_mww08c7b_7oyaqhm3q1",
-            "tenantId": "acme",
-            "containerId": "user-alice",
-            "imageId": "img_mww08c64_246ayhg6cz",
-            "sessionId": "sess_mww08c64_246ayhqgiu",
-            "model": "anthropic/claude-haiku-4-5",
-            "inputTokens": 1210,
-            "outputTokens": 84,
-            "ttftMs": 412,
-            "durationMs": 1890,
-            "status": "completed",
-            "createdAt": 1768478400000,
-            "kind": "turn",
-            "estimated": False,
-        }
-    ],
-    "totals": {"turns": 1, "inputTokens": 1210, "outputTokens": 84, "totalTokens": 1294},
-}
-
-WORKSPACE = {"path": "src", "entries": [{"path": "src/hello.py", "kind": "file", "size": 11}]}
-WORKSPACE_FILE = {"path": "src/hello.py", "content": "print(6*7)\n", "truncated": False}
+from agentvm.configcentre.centre import Source
+from agentvm.records import ConfigChange, UsageRecord
 
 
+# -- api/app.py: keys, budgets, usage, workspaces ---------------------------------------------------
 class ApiKey(BaseModel):
     """An API key as clients see it: never its hash or secret."""
 
@@ -134,22 +85,212 @@ class WorkspaceFile(BaseModel):
     truncated: bool = Field(description="true: the file is over 1 MiB and this is its first MiB")
 
 
-__all__ = [
-    "BUDGET",
-    "CONTAINER_BUDGET",
-    "HEALTH",
-    "KEYS",
-    "NEW_KEY",
-    "REVOKED_KEY",
-    "USAGE",
-    "WORKSPACE",
-    "WORKSPACE_FILE",
-    "ApiKey",
-    "Budget",
-    "KeyList",
-    "NewKey",
-    "OneKey",
-    "Usage",
-    "WorkspaceFile",
-    "WorkspaceListing",
-]
+# -- api/resources.py -------------------------------------------------------------------------------
+class ResourceVersion(BaseModel):
+    """One immutable version of a resource, with its spec."""
+
+    uri: str = Field(description="resource://<kind>s/<name>@<version>")
+    kind: str
+    name: str
+    version: str
+    description: str | None
+    spec: dict[str, Any] = Field(description="what the kind holds (docs/resources.md)")
+    dependencies: list[str] = Field(description="the resource URIs it references, as written")
+    digest: str = Field(description="sha256 of the spec")
+    createdAt: int = Field(description="epoch milliseconds")
+    chunks: int | SkipJsonSchema[None] = Field(default=None, description="knowledge: the chunks indexed")
+
+
+class ResourceHead(BaseModel):
+    """A resource: its latest version, its tags, how many versions it has."""
+
+    uri: str
+    kind: str
+    name: str
+    latest: str
+    versions: int
+    tags: dict[str, str] = Field(description="tag -> version")
+    description: str | None = Field(description="the latest version's")
+    updatedAt: int = Field(description="epoch milliseconds")
+    platform: bool = Field(description="true: the platform tenant's, readable by every tenant")
+    type: str | SkipJsonSchema[None] = Field(default=None, description="files: text, json, binary or skill")
+
+
+class VersionSummary(BaseModel):
+    version: str
+    description: str | None
+    digest: str
+    createdAt: int
+
+
+class OneVersion(BaseModel):
+    resource: ResourceVersion
+
+
+class OneHead(BaseModel):
+    resource: ResourceHead
+
+
+class ResourceWithVersions(BaseModel):
+    resource: ResourceHead
+    versions: list[VersionSummary] = Field(description="oldest first")
+
+
+class ResourcePage(BaseModel):
+    resources: list[ResourceHead]
+    next: int | None = Field(description="the cursor of the next page; null on the last")
+
+
+class ResolvedResource(BaseModel):
+    resource: ResourceVersion
+    dependencies: dict[str, ResourceVersion] = Field(
+        description="each reference of the closure, as written -> the version it resolves to now"
+    )
+
+
+class Rendered(BaseModel):
+    uri: str = Field(description="the exact version rendered")
+    text: str
+
+
+class SearchHit(BaseModel):
+    document: int = Field(description="index in the version's documents")
+    documentId: str | None
+    title: str | None
+    chunk: int = Field(description="index in the version's chunks")
+    score: float = Field(description="BM25")
+    text: str
+
+
+class SearchHits(BaseModel):
+    uri: str = Field(description="the exact version searched")
+    hits: list[SearchHit] = Field(description="best first")
+
+
+class DeletedVersions(BaseModel):
+    deleted: list[str] = Field(description="the versions deleted")
+
+
+ResourceOrVersion = ResourceWithVersions | OneVersion
+
+
+# -- api/registry.py --------------------------------------------------------------------------------
+class _Located(BaseModel):
+    """Where a resource is: the parts of its locator."""
+
+    domain: str = Field(description="localhost for this registry's own names")
+    path: str | SkipJsonSchema[None] = Field(default=None, description="absent when the name has none")
+    name: str
+    type: str
+    version: str
+
+
+class RegistryManifest(_Located):
+    digest: str = Field(description="sha256:<hex> of the stored spec")
+    description: str | SkipJsonSchema[None] = None
+
+
+class RegistryResource(BaseModel):
+    locator: str
+    manifest: RegistryManifest
+    schema_: dict[str, Any] | SkipJsonSchema[None] = Field(
+        default=None,
+        alias="schema",
+        description="a prompt's arguments as JSON Schema; absent for other types",
+    )
+
+
+class RegistryResolved(RegistryResource):
+    content: Any = Field(description="a prompt's text, a file's content, or the spec of one of our kinds")
+
+
+class RegistryPublished(RegistryManifest):
+    id: str = Field(description="the resource URI (Deepractice's id)")
+    uri: str
+    locator: str
+    tags: list[str]
+    createdAt: int = Field(description="epoch milliseconds")
+    updatedAt: int = Field(description="epoch milliseconds (versions are immutable: createdAt)")
+
+
+class SearchRow(_Located):
+    locator: str
+
+
+class RegistrySearch(BaseModel):
+    results: list[SearchRow]
+    total: int = Field(description="every match, not only this page")
+    limit: int
+    offset: int
+
+
+class RegistryType(BaseModel):
+    name: str
+    aliases: list[str]
+    description: str
+
+
+class RegistryTypes(BaseModel):
+    types: list[RegistryType]
+
+
+class RegistryExists(BaseModel):
+    exists: bool
+
+
+class RegistryDeleted(BaseModel):
+    deleted: bool = Field(description="always true (nothing to delete is a 404)")
+
+
+# -- api/images.py ----------------------------------------------------------------------------------
+class ImageBuild(BaseModel):
+    """What a built image is pinned to (docs/resources.md)."""
+
+    agent: str = Field(description="the definition as written")
+    resolved: str = Field(description="the exact agent version it resolved to")
+    pins: list[str] = Field(description="every exact version the image uses")
+    builtAt: int = Field(description="epoch milliseconds")
+    builtBy: str | None = Field(description="the API key id")
+    history: list[dict[str, Any]] = Field(description="the builds, oldest first (the last 20)")
+
+
+class ImageListItem(BaseModel):
+    """The protocol's ImageListItem (docs/protocol.md); fields left unset are absent."""
+
+    imageId: str
+    containerId: str
+    sessionId: str
+    name: str
+    createdAt: int
+    updatedAt: int
+    online: bool
+    description: str | SkipJsonSchema[None] = None
+    systemPrompt: str | SkipJsonSchema[None] = None
+    model: str | SkipJsonSchema[None] = None
+    agentId: str | SkipJsonSchema[None] = Field(default=None, description="while it is running")
+    build: ImageBuild | SkipJsonSchema[None] = None
+
+
+class Rebuilt(BaseModel):
+    record: ImageListItem
+
+
+# -- api/configcentre.py ----------------------------------------------------------------------------
+class ConfigSetting(BaseModel):
+    """One setting's effective value for the caller's tenant (secrets masked) and where it came from."""
+
+    key: str
+    value: Any = Field(description="null: unset; a secret that is set: ********")
+    source: Source = Field(description="default < file < env < server < tenant")
+    secret: bool = Field(description="write-only: never shown")
+    tenantSettable: bool = Field(description="a tenant admin may set it for the tenant")
+    env: str | None = Field(description="the environment variable that sets it")
+    description: str
+
+
+class ConfigSettings(BaseModel):
+    settings: dict[str, ConfigSetting] = Field(description="by key (a few shown)")
+
+
+class ConfigChanges(BaseModel):
+    changes: list[ConfigChange] = Field(description="newest first")

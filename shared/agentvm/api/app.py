@@ -27,9 +27,9 @@ from pydantic.json_schema import SkipJsonSchema
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from agentvm import __version__
-from agentvm.api import answers as doc
+from agentvm.api import examples as doc
 from agentvm.api.body_limit import BodyLimit, BodyTooLarge
-from agentvm.api.openapi import examples, ok, restore_examples
+from agentvm.api.openapi import examples, finish_document, ok
 from agentvm.errors import (
     AgentVMError,
     BadRequest,
@@ -274,7 +274,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         status_code=201,
         tags=["auth"],
         response_model=None,
-        responses={**ok(201, doc.NewKey, doc.NEW_KEY, "the new key and its token"), **_errors(400)},
+        responses={**ok(201, "NewKey", doc.NEW_KEY, "the new key and its token"), **_errors(400)},
     )
     async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
         """Create a key for the caller's tenant. The token is in this response only: store it now."""
@@ -299,7 +299,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         "/auth/keys",
         tags=["auth"],
         response_model=None,
-        responses=ok(200, doc.KeyList, doc.KEYS, "the tenant's keys, revoked ones included"),
+        responses=ok(200, "KeyList", doc.KEYS, "the tenant's keys, revoked ones included"),
     )
     async def list_keys(request: Request) -> dict[str, Any]:
         principal = admin(request)
@@ -311,7 +311,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         "/auth/keys/{key_id}",
         tags=["auth"],
         response_model=None,
-        responses={**ok(200, doc.OneKey, doc.REVOKED_KEY, "the revoked key"), **_errors(404)},
+        responses={**ok(200, "OneKey", doc.REVOKED_KEY, "the revoked key"), **_errors(404)},
     )
     async def revoke_key(request: Request, key_id: str) -> dict[str, Any]:
         """Revoke at once in this process; other processes stop accepting it within the cache bound."""
@@ -335,11 +335,11 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
 
     # 400 also when budgets are not enabled on this server
     tenant_budget = {
-        **ok(200, doc.Budget, doc.BUDGET, "the limits and this day's and month's usage"),
+        **ok(200, "Budget", doc.BUDGET, "the limits and this day's and month's usage"),
         **_errors(400),
     }
     container_budget = {
-        **ok(200, doc.Budget, doc.CONTAINER_BUDGET, "the container's limits and usage"),
+        **ok(200, "Budget", doc.CONTAINER_BUDGET, "the container's limits and usage"),
         **_errors(400),
     }
 
@@ -386,7 +386,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         "/usage",
         tags=["budgets"],
         response_model=None,
-        responses=ok(200, doc.Usage, doc.USAGE, "the usage records and their totals"),
+        responses=ok(200, "Usage", doc.USAGE, "the usage records and their totals"),
     )
     async def usage(request: Request, containerId: str | None = None) -> dict[str, Any]:  # noqa: N803
         """The tenant's usage records (one per turn, and one per compaction of a session's history:
@@ -418,7 +418,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         tags=["workspaces"],
         response_model=None,
         responses={
-            **ok(200, doc.WorkspaceListing, doc.WORKSPACE, "the directory's entries"),
+            **ok(200, "WorkspaceListing", doc.WORKSPACE, "the directory's entries"),
             **_errors(400, 404),
         },
     )
@@ -436,7 +436,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         "/containers/{container_id}/workspace/file",
         tags=["workspaces"],
         response_model=None,
-        responses={**ok(200, doc.WorkspaceFile, doc.WORKSPACE_FILE, "the file's text"), **_errors(400, 404)},
+        responses={**ok(200, "WorkspaceFile", doc.WORKSPACE_FILE, "the file's text"), **_errors(400, 404)},
     )
     async def read_workspace_file(request: Request, container_id: str, path: str) -> dict[str, Any]:
         """A file of the container's workspace as text (UTF-8; at most 1 MiB, ``truncated`` says so)."""
@@ -478,7 +478,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
                     operation.get("responses", {}).pop("422", None)
             for name in ("HTTPValidationError", "ValidationError"):
                 schema.get("components", {}).get("schemas", {}).pop(name, None)
-            restore_examples(schema)  # as written: FastAPI drops their nulls
+            finish_document(schema)  # answers' schemas, examples as written
         return app.openapi_schema  # type: ignore[return-value]
 
     app.openapi = openapi  # type: ignore[method-assign]

@@ -17,10 +17,9 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentvm.api.openapi import examples, ok
-from agentvm.configcentre.centre import SERVER, Source, tenant_scope
+from agentvm.configcentre.centre import SERVER, tenant_scope
 from agentvm.configcentre.keys import key as setting
 from agentvm.errors import Forbidden, NotFound
-from agentvm.records import ConfigChange
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -91,26 +90,6 @@ _AUDIT = {
 }
 
 
-class ConfigSetting(BaseModel):
-    """One setting's effective value for the caller's tenant (secrets masked) and where it came from."""
-
-    key: str
-    value: Any = Field(description="null: unset; a secret that is set: ********")
-    source: Source = Field(description="default < file < env < server < tenant")
-    secret: bool = Field(description="write-only: never shown")
-    tenantSettable: bool = Field(description="a tenant admin may set it for the tenant")
-    env: str | None = Field(description="the environment variable that sets it")
-    description: str
-
-
-class ConfigSettings(BaseModel):
-    settings: dict[str, ConfigSetting] = Field(description="by key (a few shown)")
-
-
-class ConfigChanges(BaseModel):
-    changes: list[ConfigChange] = Field(description="newest first")
-
-
 class PutValues(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -164,7 +143,7 @@ def config_routes(
     @router.get(
         "",
         response_model=None,
-        responses={**ok(200, ConfigSettings, _SETTINGS, "the settings"), **errors(400)},
+        responses={**ok(200, "ConfigSettings", _SETTINGS, "the settings"), **errors(400)},
     )
     async def get_all(request: Request, scope: Scope | None = None) -> dict[str, Any]:
         """Every setting's effective value for the caller's tenant and its source; with ``scope``,
@@ -175,7 +154,7 @@ def config_routes(
     @router.put(
         "",
         response_model=None,
-        responses={**ok(200, ConfigSettings, _SETTINGS, "the new effective settings"), **errors(400)},
+        responses={**ok(200, "ConfigSettings", _SETTINGS, "the new effective settings"), **errors(400)},
     )
     async def put_all(request: Request, body: PutValues) -> dict[str, Any]:
         """Set several values at once (all or nothing); the answer is the new effective view."""
@@ -184,7 +163,7 @@ def config_routes(
     @router.get(
         "/audit",
         response_model=None,
-        responses={**ok(200, ConfigChanges, _AUDIT, "the changes"), **errors(400)},
+        responses={**ok(200, "ConfigChanges", _AUDIT, "the changes"), **errors(400)},
     )
     async def audit(
         request: Request, scope: Scope = "tenant", limit: int = Query(default=100, ge=1, le=1000)
@@ -200,7 +179,7 @@ def config_routes(
     @router.get(
         "/{key}",
         response_model=None,
-        responses={**ok(200, ConfigSetting, _MODEL, "the setting"), **errors(400)},
+        responses={**ok(200, "ConfigSetting", _MODEL, "the setting"), **errors(400)},
     )
     async def get_one(request: Request, key: str) -> dict[str, Any]:
         """One setting: its effective value for the caller's tenant, and its source."""
@@ -212,7 +191,7 @@ def config_routes(
         "/{key}",
         response_model=None,
         responses={
-            **ok(200, ConfigSetting, {**_MAX_TOKENS, "value": 4096}, "its new effective entry"),
+            **ok(200, "ConfigSetting", {**_MAX_TOKENS, "value": 4096}, "its new effective entry"),
             **errors(400),
         },
     )

@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Body, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
-from pydantic.json_schema import SkipJsonSchema
 
 from agentvm.api.openapi import examples, ok
 
@@ -71,38 +70,6 @@ _EXAMPLES = {
 }
 
 
-class ImageBuild(BaseModel):
-    """What a built image is pinned to (docs/resources.md)."""
-
-    agent: str = Field(description="the definition as written")
-    resolved: str = Field(description="the exact agent version it resolved to")
-    pins: list[str] = Field(description="every exact version the image uses")
-    builtAt: int = Field(description="epoch milliseconds")
-    builtBy: str | None = Field(description="the API key id")
-    history: list[dict[str, Any]] = Field(description="the builds, oldest first (the last 20)")
-
-
-class ImageListItem(BaseModel):
-    """The protocol's ImageListItem (docs/protocol.md); fields left unset are absent."""
-
-    imageId: str
-    containerId: str
-    sessionId: str
-    name: str
-    createdAt: int
-    updatedAt: int
-    online: bool
-    description: str | SkipJsonSchema[None] = None
-    systemPrompt: str | SkipJsonSchema[None] = None
-    model: str | SkipJsonSchema[None] = None
-    agentId: str | SkipJsonSchema[None] = Field(default=None, description="while it is running")
-    build: ImageBuild | SkipJsonSchema[None] = None
-
-
-class Rebuilt(BaseModel):
-    record: ImageListItem
-
-
 class Rebuild(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -125,7 +92,7 @@ def image_routes(
     @router.post(
         "/{image_id}/rebuild",
         response_model=None,
-        responses={**ok(200, Rebuilt, _REBUILT, "the image, pinned anew"), **errors(400, 404)},
+        responses={**ok(200, "Rebuilt", _REBUILT, "the image, pinned anew"), **errors(400, 404)},
     )
     async def rebuild(
         request: Request,

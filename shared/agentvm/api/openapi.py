@@ -1,21 +1,25 @@
 """How a route documents its success answer in ``/openapi.json`` (and so at ``/docs``): ``ok(...)``.
 
-Every operation documents its success response with a schema (a pydantic model, when one is
-cheap and clear) and a real example: an answer the route gave in a test, ids and digests included
-(``tests/unit/test_openapi_truth.py`` checks that each example validates against its schema and
-that the routes really answer those keys). The model documents; it does not filter: routes pass
-``response_model=None`` and answer what they build, so a documented model never hides a field.
+Every operation documents its success response with a schema and a real example: an answer the
+route gave in a test, ids and digests included (``tests/unit/test_openapi_truth.py`` checks that
+each example validates against its schema, and that the routes really answer those keys and fit
+those schemas). The schema documents; it does not filter: routes pass ``response_model=None`` and
+answer what they build, so a documented model never hides a field.
+
+The schema is named, ``ok(200, "ResourcePage", ...)``: a model of ``agentvm.api.answers``, a
+module imported only when the document is built (its ~50 classes would add some 25 ms to the HTTP
+Lambda's cold start for nothing a request needs); a model class works too (``api/tenants.py``).
 
 Errors are documented by ``errors(...)``, which ``api/app.py`` hands to each router (with the
 error shape, ``ErrorBody``); request bodies carry their examples on their pydantic models
-(``json_schema_extra={"examples": [...]}``) or, for an optional body, on the parameter
+(``json_schema_extra=examples(...)``) or, for an optional body, on the parameter
 (``Body(openapi_examples=...)``).
 
 FastAPI writes ``/openapi.json`` without a single ``null`` (it encodes the document with
 ``exclude_none``), examples included: ``{"next": null}`` would be documented as ``{}``, a shape the
-route never answers. So ``ok(...)`` and ``examples(...)`` (for ``json_schema_extra``) also carry
-each example as JSON text (``x-example-json``, ``x-examples-json``), which no encoder touches, and
-``restore_examples`` (run by ``api/app.py`` on the finished document) puts them back from it.
+route never answers. So ``ok(...)`` and ``examples(...)`` also carry each example as JSON text
+(``x-example-json``, ``x-examples-json``), which no encoder touches, and ``finish_document`` (run by
+``api/app.py`` on the finished document) puts them back from it.
 """
 
 from __future__ import annotations
@@ -24,7 +28,8 @@ import json
 from typing import Any
 
 Responses = dict[int | str, dict[str, Any]]
-_ONE, _MANY = "x-example-json", "x-examples-json"
+_ONE, _MANY, _MODEL = "x-example-json", "x-examples-json", "x-answer-model"
+_REF = "#/components/schemas/{model}"
 
 
 def ok(
@@ -35,15 +40,18 @@ def ok(
     *,
     more: dict[str, Any] | None = None,
 ) -> Responses:
-    """The success response as documented: its schema (``model``; ``None``: the route's own
-    ``response_model``), a description and an example. ``more``: other answers the route gives
-    (name -> example), shown next to ``example`` (named ``default``) in the docs' example menu."""
+    """The success response as documented: its schema (``model``: the name of a model of
+    ``agentvm.api.answers``, a model class, or ``None`` for the route's own ``response_model``), a
+    description and an example. ``more``: other answers the route gives (name -> example), shown
+    next to ``example`` (named ``default``) in the docs' example menu."""
     media: dict[str, Any] = {"example": example, _ONE: json.dumps(example)}
     if more:
         named = {name: {"value": value} for name, value in {"default": example, **more}.items()}
         media = {"examples": named, _MANY: json.dumps(named)}
     response: dict[str, Any] = {"description": text, "content": {"application/json": media}}
-    if model is not None:
+    if isinstance(model, str):
+        media[_MODEL] = model
+    elif model is not None:
         response["model"] = model
     return {status: response}
 
@@ -53,18 +61,45 @@ def examples(*values: Any) -> dict[str, Any]:
     return {"examples": list(values), _MANY: json.dumps(list(values))}
 
 
-def restore_examples(node: Any) -> None:
-    """Put back, everywhere in an OpenAPI document, the examples as written (nulls included)."""
+def finish_document(schema: dict[str, Any]) -> None:
+    """Complete an OpenAPI document FastAPI made: the schemas of the answers named by ``ok(...)``
+    (in ``components``), and every example as written (nulls included)."""
+    components = schema.setdefault("components", {}).setdefault("schemas", {})
+    _finish(schema, components)
+
+
+def _finish(node: Any, components: dict[str, Any]) -> None:
     if isinstance(node, dict):
         if _ONE in node:
             node["example"] = json.loads(node.pop(_ONE))
         if _MANY in node:
             node["examples"] = json.loads(node.pop(_MANY))
-        for value in node.values():
-            restore_examples(value)
+        if _MODEL in node:
+            node["schema"] = _answer_schema(node.pop(_MODEL), components)
+        for value in list(node.values()):
+            _finish(value, components)
     elif isinstance(node, list):
         for value in node:
-            restore_examples(value)
+            _finish(value, components)
 
 
-__all__ = ["Responses", "examples", "ok", "restore_examples"]
+def _answer_schema(name: str, components: dict[str, Any]) -> dict[str, Any]:
+    """The schema of ``agentvm.api.answers.<name>``, its models added to ``components``."""
+    from pydantic import BaseModel, TypeAdapter
+
+    from agentvm.api import answers
+
+    answer = getattr(answers, name)
+    schema = TypeAdapter(answer).json_schema(mode="serialization", ref_template=_REF)
+    defs = schema.pop("$defs", {})
+    if isinstance(answer, type) and issubclass(answer, BaseModel):
+        defs[answer.__name__] = schema
+        schema = {"$ref": _REF.format(model=answer.__name__)}
+    for model, part in defs.items():
+        _finish(part, components)  # their examples(...)
+        if components.setdefault(model, part) != part:
+            raise ValueError(f"two schemas named {model} in the OpenAPI document: rename one")
+    return schema
+
+
+__all__ = ["Responses", "examples", "finish_document", "ok"]

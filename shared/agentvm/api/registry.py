@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
-from pydantic.json_schema import SkipJsonSchema
 
 from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, InvalidLocator, InvalidResource, NotFound, UnsupportedUpload
@@ -94,73 +93,6 @@ _TYPES = {
 }
 
 
-class _Located(BaseModel):
-    """Where a resource is: the parts of its locator."""
-
-    domain: str = Field(description="localhost for this registry's own names")
-    path: str | SkipJsonSchema[None] = Field(default=None, description="absent when the name has none")
-    name: str
-    type: str
-    version: str
-
-
-class RegistryManifest(_Located):
-    digest: str = Field(description="sha256:<hex> of the stored spec")
-    description: str | SkipJsonSchema[None] = None
-
-
-class RegistryResource(BaseModel):
-    locator: str
-    manifest: RegistryManifest
-    schema_: dict[str, Any] | SkipJsonSchema[None] = Field(
-        default=None,
-        alias="schema",
-        description="a prompt's arguments as JSON Schema; absent for other types",
-    )
-
-
-class RegistryResolved(RegistryResource):
-    content: Any = Field(description="a prompt's text, a file's content, or the spec of one of our kinds")
-
-
-class RegistryPublished(RegistryManifest):
-    id: str = Field(description="the resource URI (Deepractice's id)")
-    uri: str
-    locator: str
-    tags: list[str]
-    createdAt: int = Field(description="epoch milliseconds")
-    updatedAt: int = Field(description="epoch milliseconds (versions are immutable: createdAt)")
-
-
-class SearchRow(_Located):
-    locator: str
-
-
-class RegistrySearch(BaseModel):
-    results: list[SearchRow]
-    total: int = Field(description="every match, not only this page")
-    limit: int
-    offset: int
-
-
-class RegistryType(BaseModel):
-    name: str
-    aliases: list[str]
-    description: str
-
-
-class RegistryTypes(BaseModel):
-    types: list[RegistryType]
-
-
-class RegistryExists(BaseModel):
-    exists: bool
-
-
-class RegistryDeleted(BaseModel):
-    deleted: bool = Field(description="always true (nothing to delete is a 404)")
-
-
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -228,7 +160,7 @@ def registry_routes(
         return principal.tenant_id
 
     @router.get(
-        "/types", response_model=None, responses=ok(200, RegistryTypes, _TYPES, "the types (two shown)")
+        "/types", response_model=None, responses=ok(200, "RegistryTypes", _TYPES, "the types (two shown)")
     )
     async def types() -> dict[str, Any]:
         """The types this registry stores, with their aliases."""
@@ -241,7 +173,7 @@ def registry_routes(
     @router.get(
         "/resource",
         response_model=None,
-        responses={**ok(200, RegistryResource, _RESOURCE, "the manifest"), **errors(400, 404)},
+        responses={**ok(200, "RegistryResource", _RESOURCE, "the manifest"), **errors(400, 404)},
     )
     async def resource(request: Request, locator: str = Query(max_length=300)) -> dict[str, Any]:
         """A resource's manifest (and the JSON Schema of a prompt's arguments)."""
@@ -252,7 +184,7 @@ def registry_routes(
         "/resolve",
         response_model=None,
         responses={
-            **ok(200, RegistryResolved, _RESOLVED, "the manifest and the content"),
+            **ok(200, "RegistryResolved", _RESOLVED, "the manifest and the content"),
             **errors(400, 404),
         },
     )
@@ -270,7 +202,7 @@ def registry_routes(
     @router.get(
         "/exists",
         response_model=None,
-        responses={**ok(200, RegistryExists, {"exists": True}, "whether it resolves"), **errors(400)},
+        responses={**ok(200, "RegistryExists", {"exists": True}, "whether it resolves"), **errors(400)},
     )
     async def exists(request: Request, locator: str = Query(max_length=300)) -> dict[str, Any]:
         """Whether the locator resolves."""
@@ -283,7 +215,7 @@ def registry_routes(
     @router.get(
         "/search",
         response_model=None,
-        responses={**ok(200, RegistrySearch, _SEARCH, "a page of matches"), **errors(400)},
+        responses={**ok(200, "RegistrySearch", _SEARCH, "a page of matches"), **errors(400)},
     )
     async def search(
         request: Request,
@@ -349,7 +281,7 @@ def registry_routes(
             "updatedAt": published.createdAt,
         }
 
-    published = {**ok(201, RegistryPublished, _PUBLISHED, "the published version"), **errors(400, 404, 409)}
+    published = {**ok(201, "RegistryPublished", _PUBLISHED, "the published version"), **errors(400, 404, 409)}
 
     @router.post("/publish", status_code=201, response_model=None, responses=published)
     async def publish(request: Request, body: Upload) -> dict[str, Any]:
@@ -366,7 +298,7 @@ def registry_routes(
     @router.post(
         "/delete",
         response_model=None,
-        responses={**ok(200, RegistryDeleted, {"deleted": True}, "deleted"), **errors(400, 404, 409)},
+        responses={**ok(200, "RegistryDeleted", {"deleted": True}, "deleted"), **errors(400, 404, 409)},
     )
     async def delete(request: Request, body: LocatorRef) -> dict[str, Any]:
         """Delete a version (a locator with a version or a digest; its tags go with it) or the whole

@@ -11,7 +11,6 @@ from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
-from pydantic.json_schema import SkipJsonSchema
 
 from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, Forbidden, NotFound
@@ -151,91 +150,6 @@ _HITS = {
 }
 
 
-class ResourceVersion(BaseModel):
-    """One immutable version of a resource, with its spec."""
-
-    uri: str = Field(description="resource://<kind>s/<name>@<version>")
-    kind: str
-    name: str
-    version: str
-    description: str | None
-    spec: dict[str, Any] = Field(description="what the kind holds (docs/resources.md)")
-    dependencies: list[str] = Field(description="the resource URIs it references, as written")
-    digest: str = Field(description="sha256 of the spec")
-    createdAt: int = Field(description="epoch milliseconds")
-    chunks: int | SkipJsonSchema[None] = Field(default=None, description="knowledge: the chunks indexed")
-
-
-class ResourceHead(BaseModel):
-    """A resource: its latest version, its tags, how many versions it has."""
-
-    uri: str
-    kind: str
-    name: str
-    latest: str
-    versions: int
-    tags: dict[str, str] = Field(description="tag -> version")
-    description: str | None = Field(description="the latest version's")
-    updatedAt: int = Field(description="epoch milliseconds")
-    platform: bool = Field(description="true: the platform tenant's, readable by every tenant")
-    type: str | SkipJsonSchema[None] = Field(default=None, description="files: text, json, binary or skill")
-
-
-class VersionSummary(BaseModel):
-    version: str
-    description: str | None
-    digest: str
-    createdAt: int
-
-
-class OneVersion(BaseModel):
-    resource: ResourceVersion
-
-
-class OneHead(BaseModel):
-    resource: ResourceHead
-
-
-class ResourceWithVersions(BaseModel):
-    resource: ResourceHead
-    versions: list[VersionSummary] = Field(description="oldest first")
-
-
-class ResourcePage(BaseModel):
-    resources: list[ResourceHead]
-    next: int | None = Field(description="the cursor of the next page; null on the last")
-
-
-class ResolvedResource(BaseModel):
-    resource: ResourceVersion
-    dependencies: dict[str, ResourceVersion] = Field(
-        description="each reference of the closure, as written -> the version it resolves to now"
-    )
-
-
-class Rendered(BaseModel):
-    uri: str = Field(description="the exact version rendered")
-    text: str
-
-
-class SearchHit(BaseModel):
-    document: int = Field(description="index in the version's documents")
-    documentId: str | None
-    title: str | None
-    chunk: int = Field(description="index in the version's chunks")
-    score: float = Field(description="BM25")
-    text: str
-
-
-class SearchHits(BaseModel):
-    uri: str = Field(description="the exact version searched")
-    hits: list[SearchHit] = Field(description="best first")
-
-
-class DeletedVersions(BaseModel):
-    deleted: list[str] = Field(description="the versions deleted")
-
-
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -337,7 +251,7 @@ def resource_routes(
         "",
         status_code=201,
         response_model=None,
-        responses={**ok(201, OneVersion, {"resource": _AGENT}, "the new version"), **errors(400, 404, 409)},
+        responses={**ok(201, "OneVersion", {"resource": _AGENT}, "the new version"), **errors(400, 404, 409)},
     )
     async def publish(request: Request, body: Publish) -> dict[str, Any]:
         """Publish a resource's first or next version (versions are immutable)."""
@@ -357,7 +271,7 @@ def resource_routes(
     @router.get(
         "",
         response_model=None,
-        responses={**ok(200, ResourcePage, {"resources": [_HEAD], "next": None}, "a page"), **errors(400)},
+        responses={**ok(200, "ResourcePage", {"resources": [_HEAD], "next": None}, "a page"), **errors(400)},
     )
     async def discover(
         request: Request,
@@ -378,7 +292,7 @@ def resource_routes(
         "/resolve",
         response_model=None,
         responses={
-            **ok(200, ResolvedResource, _RESOLVED, "the resource and its closure"),
+            **ok(200, "ResolvedResource", _RESOLVED, "the resource and its closure"),
             **errors(400, 404),
         },
     )
@@ -393,7 +307,7 @@ def resource_routes(
         responses={
             **ok(
                 200,
-                Rendered,
+                "Rendered",
                 {"uri": "resource://prompts/support/greeting@2", "text": "You help Acme users. Be kind."},
                 "the rendered text",
             ),
@@ -410,7 +324,7 @@ def resource_routes(
     @router.post(
         "/search",
         response_model=None,
-        responses={**ok(200, SearchHits, _HITS, "the best passages"), **errors(400, 404)},
+        responses={**ok(200, "SearchHits", _HITS, "the best passages"), **errors(400, 404)},
     )
     async def search(request: Request, body: Search) -> dict[str, Any]:
         """The best passages of a knowledge resource for a query (BM25 over the chunks indexed at
@@ -424,7 +338,7 @@ def resource_routes(
         "/tags",
         response_model=None,
         responses={
-            **ok(200, OneHead, {"resource": {**_HEAD, "tags": {"stable": "1"}}}, "the resource"),
+            **ok(200, "OneHead", {"resource": {**_HEAD, "tags": {"stable": "1"}}}, "the resource"),
             **errors(400, 404),
         },
     )
@@ -443,7 +357,7 @@ def resource_routes(
         responses={
             **ok(
                 200,
-                ResourceWithVersions | OneVersion,
+                "ResourceOrVersion",
                 _WITH_VERSIONS,
                 "the resource and its versions; with @<version|tag|latest>: that version",
                 more={"one version (…@stable)": {"resource": _VERSION_2}},
@@ -477,7 +391,7 @@ def resource_routes(
         status_code=201,
         response_model=None,
         responses={
-            **ok(201, OneVersion, {"resource": _VERSION_2}, "the new version"),
+            **ok(201, "OneVersion", {"resource": _VERSION_2}, "the new version"),
             **errors(400, 404, 409),
         },
     )
@@ -504,7 +418,7 @@ def resource_routes(
         responses={
             **ok(
                 200,
-                DeletedVersions,
+                "DeletedVersions",
                 {"deleted": ["resource://prompts/support/greeting@2"]},
                 "what was deleted",
             ),

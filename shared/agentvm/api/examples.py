@@ -1,0 +1,61 @@
+"""Real answers of the routes ``api/app.py`` declares itself (``/health``, API keys, budgets,
+usage, workspaces), as their documented examples (``ok(...)`` in ``api/openapi.py``): what these
+routes answered in a test (tenant ``acme``, the test clock's 2026-01-15 noon). Plain data, cheap to
+import; their schemas are in ``api/answers.py``, imported only to build the OpenAPI document.
+"""
+
+from __future__ import annotations
+
+from agentvm import __version__
+
+HEALTH = {"status": "ok", "version": __version__}
+
+_KEY = {
+    "keyId": "ff4n134rhdoe",
+    "tenantId": "acme",
+    "name": "web app",
+    "scopes": ["client"],
+    "createdAt": 1768478400000,
+    "revokedAt": None,
+    "rateLimitPerMinute": 60,
+}
+NEW_KEY = {"key": _KEY, "token": "avm_ff4n134rhdoe_s72ZpfWFvroeXTpOnIh1LytHzE_wDpPFMEFgAYcZ8xo"}
+KEYS = {
+    "keys": [
+        _KEY,
+        {**_KEY, "keyId": "xo2kjq8l7mf0", "name": "ops", "scopes": ["admin"], "rateLimitPerMinute": None},
+    ]
+}
+REVOKED_KEY = {"key": {**_KEY, "revokedAt": 1768478460000}}
+
+BUDGET = {
+    "daily_tokens": 1000000,
+    "monthly_tokens": 20000000,
+    "usage": {"day": 18250, "month": 402113, "dayResetAt": 1768521600000, "monthResetAt": 1769904000000},
+}
+CONTAINER_BUDGET = {**BUDGET, "daily_tokens": 50000, "monthly_tokens": None}
+
+USAGE = {
+    "records": [
+        {
+            "turnId": "turn_mww08c7b_7oyaqhm3q1",
+            "tenantId": "acme",
+            "containerId": "user-alice",
+            "imageId": "img_mww08c64_246ayhg6cz",
+            "sessionId": "sess_mww08c64_246ayhqgiu",
+            "model": "anthropic/claude-haiku-4-5",
+            "inputTokens": 1210,
+            "outputTokens": 84,
+            "ttftMs": 412,
+            "durationMs": 1890,
+            "status": "completed",
+            "createdAt": 1768478400000,
+            "kind": "turn",
+            "estimated": False,
+        }
+    ],
+    "totals": {"turns": 1, "inputTokens": 1210, "outputTokens": 84, "totalTokens": 1294},
+}
+
+WORKSPACE = {"path": "src", "entries": [{"path": "src/hello.py", "kind": "file", "size": 11}]}
+WORKSPACE_FILE = {"path": "src/hello.py", "content": "print(6*7)\n", "truncated": False}
