@@ -369,9 +369,16 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
     world.rt.sandbox = LocalSandbox(tmp_path / "workspaces", isolate=False)
     await world.rt.sandbox.write("tenant-a", v.container, "notes.txt", b"tenant A's private notes")
     before = await snapshot(world, v)
+    sent: list[tuple[str, str]] = []  # every request B sends: each /v1 route must be among them
     async with world.http("tenant-b") as http:
+        http.event_hooks["request"].append(_recorder(sent))
         keys = (await http.get("/v1/auth/keys")).json()["keys"]
         assert {k["tenantId"] for k in keys} == {"tenant-b"}
+        # a key B makes is B's; naming A's tenant is refused
+        made = await http.post("/v1/auth/keys", json={"scopes": ["admin"]})
+        assert made.json()["key"]["tenantId"] == "tenant-b"
+        named = await http.post("/v1/auth/keys", json={"scopes": ["admin"], "tenantId": "tenant-a"})
+        assert named.status_code == 400
 
         pairs = [
             ("DELETE", "/v1/auth/keys/{}", v.key_id, "zzzzzzzzzzzz", None),
@@ -422,6 +429,10 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
                 "img_missing",
                 {"agent": "resource://agents/planner"},
             ),
+            # writes last: B's definitions cannot reach A's resources, and A's names make B's own
+            ("POST", "/v1/resources", "private/plan", "private/none", None),
+            ("PUT", "/v1/resources/agents/{}", "planner", "nobody", {"spec": {"systemPrompt": "B's"}}),
+            ("POST", "/v1/registry/link", "planner", "nobody", None),  # their next versions
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -437,6 +448,15 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             "/v1/tenants/delete": lambda name: {"tenantId": name},
             "/v1/tenants": lambda name: {"name": "pwned", "tenantId": name},
             "/v1/tenants/create": lambda name: {"name": "pwned", "tenantId": name},
+            "/v1/resources": lambda name: {
+                "kind": "agent",
+                "name": "b-agent",
+                "spec": {"prompt": {"uri": f"resource://prompts/{name}", "arguments": {"goal": "x"}}},
+            },
+            "/v1/registry/link": lambda name: {
+                "locator": f"{name}.agent@2",
+                "content": {"systemPrompt": "B"},
+            },
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         empty = {"results": [], "total": 0, "limit": 20, "offset": 0}
@@ -463,6 +483,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         # the server's settings needs a platform admin
         config = (await http.get("/v1/config")).json()["settings"]
         assert config["llm.maxOutputTokens"]["source"] != "tenant" and "321" not in json.dumps(config)
+        assert (await http.get("/v1/config/llm.maxOutputTokens")).json() == config["llm.maxOutputTokens"]
+        assert (await http.get("/v1/registry/types")).status_code == 200  # no tenant's data in it
         assert (await http.get("/v1/config?scope=tenant")).json() == {"settings": {}}
         assert (await http.get("/v1/config/audit")).json() == {"changes": []}
         server = await http.put("/v1/config", json={"scope": "server", "values": {"llm.maxOutputTokens": 1}})
@@ -471,6 +493,10 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         tenant_budget = (await http.get("/v1/budgets/tenant")).json()  # A set one; B has none
         assert (tenant_budget["daily_tokens"], tenant_budget["usage"]["month"]) == (None, 0)
         await http.put("/v1/budgets/tenant", json={"daily_tokens": 1, "monthly_tokens": 1})
+    schema = create_app(world.rt).openapi()
+    attacked = {_route(schema, method, url) for method, url in sent}
+    every = {(m.upper(), p) for p, ops in schema["paths"].items() if p.startswith("/v1/") for m in ops}
+    assert every <= attacked, f"/v1 routes tenant B does not try here: {sorted(every - attacked)}"
 
     # A's key id with another secret reads exactly like a made-up key
     a_key_id = world.tokens["tenant-a"].split("_")[1]
@@ -487,6 +513,24 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
     assert normalise(forged_ws, "\0") == normalise(made_up_ws, "\0")
 
     assert await snapshot(world, v) == before
+
+
+def _recorder(sent: list[tuple[str, str]]) -> Callable[[httpx.Request], Awaitable[None]]:
+    async def record(request: httpx.Request) -> None:
+        sent.append((request.method, request.url.path))
+
+    return record
+
+
+def _route(schema: dict[str, Any], method: str, path: str) -> tuple[str, str] | None:
+    """The OpenAPI operation a request path reaches: the matching template with the fewest
+    parameters (``/v1/tenants/list`` is its own route, not ``/v1/tenants/{tenant_id}``)."""
+    matches = [
+        template
+        for template, ops in schema["paths"].items()
+        if method.lower() in ops and re.fullmatch(re.sub(r"\\\{[^}]+\\\}", ".+", re.escape(template)), path)
+    ]
+    return (method, min(matches, key=lambda t: t.count("{"))) if matches else None
 
 
 def _auth(token: str) -> str:
