@@ -11,12 +11,22 @@ from __future__ import annotations
 from typing import Any
 
 import httpx
-import jsonschema
 import pytest
 
 from agentvm.adapters.local.sandbox import LocalSandbox
 from agentvm.agent.tool_sources import ToolSources
 from agentvm.api.app import ErrorBody, create_app
+from tests.api_tour import (
+    WORKSPACE_FILE,
+    Http,
+    Ws,
+    check_answer,
+    examples_of,
+    fits,
+    next_step,
+    successes,
+    tour,
+)
 from tests.security_harness import ManualClock, new_key, secure
 
 EVERY_V1 = {401, 403, 413, 429}  # no, bad or non-admin key, body size, rate limit
@@ -158,22 +168,6 @@ async def test_real_refusals_answer_only_statuses_the_openapi_documents(http, ha
 
 
 # -- success answers and request bodies: documented with examples ---------------------------------
-def examples_of(media: dict[str, Any]) -> list[Any]:
-    """The examples of a media type object (``example``, or the values of ``examples``)."""
-    if "example" in media:
-        return [media["example"]]
-    return [e["value"] for e in media.get("examples", {}).values() if "value" in e]
-
-
-def successes(op: dict[str, Any]) -> dict[int, dict[str, Any]]:
-    return {int(s): r for s, r in op["responses"].items() if s.isdigit() and 200 <= int(s) < 300}
-
-
-def fits(schema: dict[str, Any], part: dict[str, Any], instance: Any) -> None:
-    """Validate against a schema of the OpenAPI document (its ``$ref`` resolved in the document)."""
-    jsonschema.Draft202012Validator({**part, "components": schema["components"]}).validate(instance)
-
-
 def body_examples(schema: dict[str, Any], media: dict[str, Any]) -> list[Any]:
     """A request body's examples: on the media type, or on the model it names (json_schema_extra)."""
     found = examples_of(media)
@@ -224,189 +218,40 @@ def test_every_json_request_body_has_an_example_that_fits_its_schema(schema):
 
 @pytest.fixture
 async def served(harness, clock, tmp_path):
-    """A server with data in it: a tenant admin (acme) and a platform admin, a container with a
-    workspace file, and a used budget."""
+    """A server with a tenant admin (acme), a platform admin and a workspace file (the tour's)."""
     secure(harness, clock)
     harness.rt.tools = ToolSources()
     harness.rt.sandbox = LocalSandbox(tmp_path / "workspaces", isolate=False)
     acme = {"Authorization": f"Bearer {await new_key(harness.rt, 'acme', 'admin', name='ops')}"}
     platform = {"Authorization": f"Bearer {await new_key(harness.rt, 'platform', 'admin')}"}
     client = await harness.client("acme")
-    await client.request("container_create", containerId="user-alice")
-    await harness.rt.sandbox.write("acme", "user-alice", "src/hello.py", b"print(6*7)\n")
+    await harness.rt.sandbox.write("acme", "user-alice", *WORKSPACE_FILE)
     app = create_app(harness.rt)
     async with httpx.AsyncClient(transport=httpx.ASGITransport(app=app), base_url="http://avm") as http:
         yield http, acme, platform, client, app.openapi()
 
 
-def top_keys(value: Any) -> frozenset[str] | None:
-    """The keys of an answer (of its first item, for a list)."""
-    if isinstance(value, list):
-        return top_keys(value[0]) if value else None
-    return frozenset(value) if isinstance(value, dict) else None
-
-
 async def test_real_answers_have_the_documented_keys_and_fit_the_documented_schema(served, harness):
-    """Every route, called as a client would with the documented examples' data: its answer's
-    status is documented, its top-level keys are those of one of its examples, and it validates
-    against the documented schema (so neither examples nor models drift from the code)."""
+    """Every route, called as a client would with the documented examples' data (the tour of
+    ``tests/api_tour.py``, which also runs on AWS): its answer's status is documented, its
+    top-level keys are those of one of its examples, and it validates against the documented
+    schema (so neither examples nor models drift from the code)."""
     http, acme, platform, client, schema = served
-    answers: dict[tuple[str, str], Any] = {}
-    greeting = {
-        "template": "You help {{product}} users. Be brief.",
-        "variables": {"product": {"type": "string"}},
-    }
-    handbook = {
-        "documents": [
-            {"id": "refunds", "title": "Refunds", "text": "Refunds are paid within 14 days of a return."},
-            {"id": "shipping", "title": "Shipping", "text": "Orders ship in 2 days."},
-        ]
-    }
-    agent = {
-        "prompt": {"uri": "resource://prompts/support/greeting@stable", "arguments": {"product": "Acme"}},
-        "tools": ["resource://tools/calc@1"],
-        "knowledge": ["resource://knowledge/handbook@1"],
-        "model": "scripted/test-1",
-    }
-    locator = "deepractice.ai/prompts/assistant.prompt@1.0.0"
-    upload = {
-        "locator": locator,
-        "content": "You are a helpful assistant for {{product}}.",
-        "description": "The assistant's system prompt",
-        "tags": ["stable"],
-    }
-
-    async def call(method: str, path: str, url: str | None = None, headers: Any = None, **kw: Any) -> Any:
-        r = await http.request(method.upper(), url or path, headers=headers or acme, **kw)
-        op = schema["paths"][path][method]
-        documented = successes(op)
-        assert r.status_code in documented, (method, path, r.status_code, r.text)
-        media = documented[r.status_code]["content"]["application/json"]
-        body = r.json()
-        keys = {top_keys(e) for e in examples_of(media)}
-        assert top_keys(body) in keys, (method, path, sorted(top_keys(body) or ()), keys)
-        fits(schema, media["schema"], body)
-        answers[(method, path)] = body
-        return body
-
-    await call("get", "/health")
-    made = await call(
-        "post", "/v1/auth/keys", json={"scopes": ["client"], "name": "web app", "rate_limit_per_minute": 60}
-    )
-    await call("get", "/v1/auth/keys")
-    key_id = made["key"]["keyId"]
-    await call("delete", "/v1/auth/keys/{key_id}", f"/v1/auth/keys/{key_id}")
-    await call("put", "/v1/budgets/tenant", json={"daily_tokens": 1000000, "monthly_tokens": 20000000})
-    await call("get", "/v1/budgets/tenant")
-    container_budget = "/v1/budgets/containers/user-alice"
-    await call("put", "/v1/budgets/containers/{container_id}", container_budget, json={"daily_tokens": 50000})
-    await call("get", "/v1/budgets/containers/{container_id}", container_budget)
-    workspace = "/v1/containers/user-alice/workspace"
-    await call("get", "/v1/containers/{container_id}/workspace", f"{workspace}?path=src")
-    await call("get", "/v1/containers/{container_id}/workspace/file", f"{workspace}/file?path=src/hello.py")
-
-    one, by_name = "/v1/resources/{plural}/{name}", "/v1/resources/prompts/support/greeting"
-    await call(
-        "post",
-        "/v1/resources",
-        json={"kind": "prompt", "name": "support/greeting", "spec": greeting, "tags": ["stable"]},
-    )
-    await call(
-        "put", one, by_name, json={"spec": {**greeting, "template": "Be kind."}, "description": "Kinder"}
-    )
-    await call(
-        "post", "/v1/resources/tags", json={"uri": "resource://prompts/support/greeting@2", "tag": "stable"}
-    )
-    await call("get", "/v1/resources", "/v1/resources?kind=prompt")
-    await call("get", one, by_name)
-    await call("get", one, f"{by_name}@stable")
-    await call(
-        "post",
-        "/v1/resources/render",
-        json={"uri": "resource://prompts/support/greeting@stable", "arguments": {"product": "Acme"}},
-    )
-    await call("post", "/v1/resources", json={"kind": "knowledge", "name": "handbook", "spec": handbook})
-    hits = await call(
-        "post",
-        "/v1/resources/search",
-        json={"uri": "resource://knowledge/handbook@1", "query": "refund policy"},
-    )
-    assert hits["hits"][0]["documentId"] == "refunds"
-    await call(
-        "post",
-        "/v1/resources",
-        json={"kind": "tool", "name": "calc", "spec": {"tool": {"type": "builtin", "name": "calculator"}}},
-    )
-    await call("post", "/v1/resources", json={"kind": "agent", "name": "support", "spec": agent})
-    await call("get", "/v1/resources/resolve", "/v1/resources/resolve?uri=resource://agents/support@1")
-    image = (
-        await client.request(
-            "image_create", containerId="user-alice", config={"agent": "resource://agents/support@1"}
-        )
-    )["record"]
-    await call(
-        "post", "/v1/resources/tags", json={"uri": "resource://prompts/support/greeting@1", "tag": "stable"}
-    )
-    rebuilt = await call(
-        "post", "/v1/images/{image_id}/rebuild", f"/v1/images/{image['imageId']}/rebuild", json={}
-    )
-    assert "resource://prompts/support/greeting@1" in rebuilt["record"]["build"]["pins"]
-    await call("delete", one, f"{by_name}@2")
-
-    await call("get", "/v1/registry/types")
-    await call("post", "/v1/registry/publish", json=upload)
-    await call(
-        "post",
-        "/v1/registry/link",
-        json={**upload, "locator": "deepractice.ai/prompts/assistant.prompt@1.1.0"},
-    )
-    await call("get", "/v1/registry/resource", f"/v1/registry/resource?locator={locator}")
-    await call("post", "/v1/registry/resolve", json={"locator": locator, "args": {"product": "Acme"}})
-    await call("get", "/v1/registry/exists", f"/v1/registry/exists?locator={locator}")
-    await call("get", "/v1/registry/search", "/v1/registry/search?query=assistant")
-    await call(
-        "post", "/v1/registry/delete", json={"locator": "deepractice.ai/prompts/assistant.prompt@1.1.0"}
-    )
-
-    await call(
-        "put",
-        "/v1/config",
-        json={"values": {"llm.defaultModel": "scripted/test-1", "llm.maxOutputTokens": 2048}},
-    )
-    await call("get", "/v1/config")
-    await call("get", "/v1/config/{key}", "/v1/config/llm.defaultModel")
-    await call("put", "/v1/config/{key}", "/v1/config/llm.maxOutputTokens", json={"value": 4096})
-    await call("get", "/v1/config/audit")
-
-    harness.model.add("Hello from Acme support.")
-    await client.request("message_send", imageId=image["imageId"], content="hi")
-    await harness.run_turns()
-    usage = await call("get", "/v1/usage")
-    assert usage["totals"]["turns"] == 1
-
-    acme_tenant = {
-        "name": "Acme Corp",
-        "description": "Resells agents to its own customers",
-        "tenantId": "acme",
-    }
-    await call("post", "/v1/tenants", headers=platform, json=acme_tenant)
-    await call("get", "/v1/tenants", headers=platform)
-    await call("get", "/v1/tenants/{tenant_id}", "/v1/tenants/acme", headers=platform)
-    await call(
-        "patch", "/v1/tenants/{tenant_id}", "/v1/tenants/acme", headers=platform, json={"name": "Acme"}
-    )
-    globex = await call(
-        "post", "/v1/tenants/create", headers=platform, json={"name": "Globex", "description": "d"}
-    )
-    ref = {"tenantId": globex["tenantId"]}
-    await call("post", "/v1/tenants/get", headers=platform, json=ref)
-    await call("get", "/v1/tenants/list", headers=platform)
-    await call("post", "/v1/tenants/update", headers=platform, json={**ref, "description": "d"})
-    await call("post", "/v1/tenants/delete", headers=platform, json=ref)
-    initech = await call(
-        "post", "/v1/tenants", headers=platform, json={"name": "Initech", "description": "d"}
-    )
-    await call("delete", "/v1/tenants/{tenant_id}", f"/v1/tenants/{initech['tenantId']}", headers=platform)
-
+    callers = {"admin": acme, "platform": platform}
+    toured: set[tuple[str, str]] = set()
+    steps, answer = tour(), None
+    while (step := next_step(steps, answer)) is not None:
+        if isinstance(step, Http):
+            r = await http.request(
+                step.method.upper(), step.url or step.route, headers=callers[step.caller], json=step.body
+            )
+            check_answer(schema, step, r.status_code, answer := r.json())
+            toured.add((step.method, step.route))
+        elif isinstance(step, Ws):
+            answer = await client.request(step.type, **step.data)
+        else:
+            harness.model.add(step.reply)
+            await harness.run_turns()
+            answer = None
     every = {(m, p) for m, p, _ in operations(schema)}
-    assert len(answers) >= 40 and answers.keys() <= every
+    assert len(toured) >= 44 and toured <= every

@@ -45,6 +45,9 @@ _DELETED = {
     "conversations": "purged",
 }
 
+# On AWS a tenant's conversations are kept and marked for a purge (docs/tenants.md).
+_KEPT = {**{k: v for k, v in _DELETED.items() if k != "deletedConversations"}, "conversations": "kept"}
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
@@ -162,7 +165,7 @@ def tenant_routes(
         return (await tenants.update(runtime, tenant_id, changes)).to_wire()
 
     one = ok(200, Tenant, _TENANT, "the tenant")
-    gone = ok(200, TenantDeletion, _DELETED, "what was deleted")
+    gone = ok(200, TenantDeletion, _DELETED, "what was deleted", more={"kept (AWS)": _KEPT})
 
     # -- Deepractice AgentVM's RPC shapes (registered first: "list" is not a tenant id) ------------
     @router.post(
