@@ -248,3 +248,39 @@ async def test_bad_uris_and_kinds_in_the_path(world):
             await http.get("/v1/resources/resolve", params={"uri": "resource://prompts/none"})
         ).status_code == 404
         assert (await http.delete("/v1/resources/prompts/x@stable")).status_code == 400
+
+
+async def test_a_cycle_in_stored_versions_is_answered_dependency_cycle_not_a_crash(harness):
+    """Publishing cannot write a cycle today (only agents refer, and never to agents), so the
+    resolver's guard is checked on versions written straight to the store, as a kind that refers
+    to its own kind could write them: a 400 ``dependency_cycle`` naming the loop, not a recursion."""
+    from agentvm.records import ResourceHead, ResourceVersion
+
+    h = harness
+    secure(h, ManualClock())
+    store = h.rt.resources.store
+    for name, other in (("a", "b"), ("b", "a")):
+        await store.create_version(
+            ResourceVersion(
+                tenantId="acme",
+                kind="prompt",
+                name=name,
+                version="1",
+                seq=1,
+                spec={"template": name},
+                dependencies=[f"resource://prompts/{other}@1"],
+                digest=name,
+                createdAt=1,
+            )
+        )
+        await store.put_head(
+            ResourceHead(
+                tenantId="acme", kind="prompt", name=name, latest="1", seq=1, versions=1, updatedAt=1
+            )
+        )
+    transport = httpx.ASGITransport(app=create_app(h.rt))
+    headers = {"Authorization": f"Bearer {await new_key(h.rt, 'acme', 'admin')}"}
+    async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http:
+        r = await http.get("/v1/resources/resolve", params={"uri": "resource://prompts/a"})
+    assert r.status_code == 400 and r.json()["error"]["code"] == "dependency_cycle", r.text
+    assert "resource://prompts/a@1" in r.json()["error"]["message"]
