@@ -32,7 +32,9 @@ def run(capsys, server, *argv: str) -> tuple[int, object]:
     return code, json.loads(out) if code == 0 else err
 
 
-def test_resources_are_published_listed_rendered_and_deleted_from_the_command_line(server, capsys, tmp_path):
+def test_resources_are_published_listed_tagged_rendered_searched_resolved_and_deleted_from_the_command_line(
+    server, capsys, tmp_path
+):
     spec = tmp_path / "spec.json"
     spec.write_text(json.dumps({"template": "Hello {{who}}", "variables": {"who": {"type": "string"}}}))
     code, published = run(
@@ -62,6 +64,53 @@ def test_resources_are_published_listed_rendered_and_deleted_from_the_command_li
     assert code == 1 and "invalid_resource" in error and "arguments.who" in error
     code, error = run(capsys, server, "resources", "get", "prompts/hi")
     assert code == 2 and "not a resource URI" in error
+    code, tagged = run(capsys, server, "resources", "tag", "resource://prompts/hi@1", "prod")
+    assert tagged["resource"]["tags"] == {"stable": "1", "prod": "1"}
+    code, one = run(capsys, server, "resources", "get", "resource://prompts/hi@prod")
+    assert (
+        one["resource"]["uri"] == "resource://prompts/hi@1"
+        and one["resource"]["spec"]["template"] == "Hello {{who}}"
+    )
+    docs = tmp_path / "kb.json"
+    docs.write_text(
+        json.dumps(
+            {
+                "documents": [
+                    {"id": "refunds", "title": "Refunds", "text": "Refunds are paid within 14 days."},
+                    {"id": "shipping", "title": "Shipping", "text": "Orders ship in 2 days."},
+                ]
+            }
+        )
+    )
+    code, _ = run(
+        capsys, server, "resources", "publish", "--kind", "knowledge", "--name", "kb", "--spec", str(docs)
+    )
+    assert code == 0
+    code, found = run(
+        capsys, server, "resources", "search", "resource://knowledge/kb", "refund", "--limit", "1"
+    )
+    assert [h["documentId"] for h in found["hits"]] == ["refunds"]
+    agent = tmp_path / "agent.json"
+    agent.write_text(
+        json.dumps(
+            {
+                "prompt": {"uri": "resource://prompts/hi@prod", "arguments": {"who": "Ada"}},
+                "knowledge": ["resource://knowledge/kb@1"],
+            }
+        )
+    )
+    code, _ = run(
+        capsys, server, "resources", "publish", "--kind", "agent", "--name", "a", "--spec", str(agent)
+    )
+    code, resolved = run(capsys, server, "resources", "resolve", "resource://agents/a")
+    assert sorted(v["uri"] for v in resolved["dependencies"].values()) == [
+        "resource://knowledge/kb@1",
+        "resource://prompts/hi@1",
+    ]
+    code, error = run(capsys, server, "resources", "delete", "resource://prompts/hi")
+    assert code == 1 and "resource_in_use" in error  # the agent needs it
+    code, _ = run(capsys, server, "resources", "delete", "resource://agents/a")
+    assert code == 0
     code, deleted = run(capsys, server, "resources", "delete", "resource://prompts/hi")
     assert deleted == {"deleted": ["resource://prompts/hi@1"]}
 
