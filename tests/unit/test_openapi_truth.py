@@ -202,6 +202,17 @@ async def test_the_served_document_keeps_the_examples_nulls(http):
     assert {"description": None} in changes
 
 
+def test_the_common_errors_are_documented_with_examples_in_the_error_shape(schema):
+    for method, path, op in operations(schema):
+        for status in error_statuses(op) & {400, 401, 403, 404, 409, 413, 429}:
+            media = op["responses"][str(status)]["content"]["application/json"]
+            found = examples_of(media)
+            assert found, (method, path, status)
+            for example in found:
+                fits(schema, media["schema"], example)
+                assert ErrorBody.model_validate(example).error.code
+
+
 def test_every_json_request_body_has_an_example_that_fits_its_schema(schema):
     bodies = 0
     for method, path, op in operations(schema):

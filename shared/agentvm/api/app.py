@@ -29,7 +29,7 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from agentvm import __version__
 from agentvm.api import examples as doc
 from agentvm.api.body_limit import BodyLimit, BodyTooLarge
-from agentvm.api.openapi import examples, finish_document, ok
+from agentvm.api.openapi import error_examples, examples, finish_document, ok
 from agentvm.errors import (
     AgentVMError,
     BadRequest,
@@ -115,7 +115,10 @@ _ERRORS: dict[int, dict[str, Any]] = {
 
 def _errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     """The OpenAPI ``responses`` for these error statuses, each with the error shape."""
-    return {status: {"model": ErrorBody, **_ERRORS[status]} for status in statuses}
+    return {
+        status: {"model": ErrorBody, **_ERRORS[status], **error_examples(doc.ERRORS.get(status, []))}
+        for status in statuses
+    }
 
 
 # Documents the scheme in the OpenAPI; never refuses anything itself (``authenticate`` decides).

@@ -6,6 +6,8 @@ import; their schemas are in ``api/answers.py``, imported only to build the Open
 
 from __future__ import annotations
 
+from typing import Any
+
 from agentvm import __version__
 
 HEALTH = {"status": "ok", "version": __version__}
@@ -59,3 +61,36 @@ USAGE = {
 
 WORKSPACE = {"path": "src", "entries": [{"path": "src/hello.py", "kind": "file", "size": 11}]}
 WORKSPACE_FILE = {"path": "src/hello.py", "content": "print(6*7)\n", "truncated": False}
+
+
+def _error(code: str, message: str, **more: Any) -> dict[str, Any]:
+    return {"error": {"code": code, "message": message, **more}}
+
+
+# Error answers, by status (real ones; a route's own codes are listed in its description).
+ERRORS: dict[int, list[dict[str, Any]]] = {
+    400: [_error("bad_request", "body.scopes: Input should be a valid list")],
+    401: [_error("unauthorized", "missing API key: send 'Authorization: Bearer <API key>'")],
+    403: [_error("forbidden", "this route needs an API key with the admin scope")],
+    404: [_error("not_found", "API key not found: abcdefghijkl")],
+    409: [
+        _error(
+            "version_exists", "resource://prompts/persona@1 is published already (versions are immutable)"
+        ),
+        _error(
+            "resource_in_use",
+            "resource://prompts/persona: 1 dependent(s) still need it; delete or re-publish them (or move "
+            "the tags) first",
+            dependents=["tag stable"],
+        ),
+    ],
+    413: [_error("payload_too_large", "request body exceeds the limit of 1048576 bytes")],
+    429: [
+        _error(
+            "rate_limited",
+            "rate limit of 60 requests per minute reached for this API key; retry after 2026-01-15T12:01:00Z",
+            limit=60,
+            resetAt=1768478460000,
+        )
+    ],
+}

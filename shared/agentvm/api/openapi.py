@@ -56,6 +56,16 @@ def ok(
     return {status: response}
 
 
+def error_examples(answers: list[dict[str, Any]]) -> dict[str, Any]:
+    """The ``content`` of an error response: its example answers (named by their code when several)."""
+    if not answers:
+        return {}
+    if len(answers) == 1:
+        return {"content": {"application/json": {"example": answers[0]}}}
+    named = {a["error"]["code"]: {"value": a} for a in answers}
+    return {"content": {"application/json": {"examples": named}}}
+
+
 def examples(*values: Any) -> dict[str, Any]:
     """``json_schema_extra`` of a model: its examples (nulls kept in ``/openapi.json``)."""
     return {"examples": list(values), _MANY: json.dumps(list(values))}
@@ -102,4 +112,4 @@ def _answer_schema(name: str, components: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-__all__ = ["Responses", "examples", "finish_document", "ok"]
+__all__ = ["Responses", "error_examples", "examples", "finish_document", "ok"]
