@@ -56,6 +56,7 @@ ROUTE_ERRORS = {
     ("get", "/v1/resources/{plural}/{name}"): {400, 404},
     ("put", "/v1/resources/{plural}/{name}"): {400, 404, 409},
     ("delete", "/v1/resources/{plural}/{name}"): {400, 404, 409},
+    ("get", "/v1/metrics"): {400, 503},  # bad format, time range; 503: a Logs Insights query timed out
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 

@@ -69,8 +69,11 @@ async def _world(h: Harness) -> World:
 
 @asynccontextmanager
 async def local_sqlite_world(tmp_path: Any) -> AsyncIterator[World]:
+    from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
+
     h = Harness(tmp_path)
     secure(h, ManualClock())
+    h.rt.metrics = PrometheusMetrics(connections=h.rt.connections, queue=h.queue)
     try:
         yield await _world(h)
     finally:
@@ -414,6 +417,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("POST", "/v1/tenants/delete", "tenant-a", "tenant-nobody", None),
             ("POST", "/v1/tenants", "tenant-a", "tenant-nobody", None),  # re-registering A's id
             ("POST", "/v1/tenants/create", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/metrics?tenant={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/metrics?format=prometheus&tenant={}", "tenant-a", "tenant-nobody", None),
             ("POST", "/v1/images/{}/rebuild", v.built, "img_missing", {}),
             (
                 "POST",
@@ -459,6 +464,17 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             refused = await http.get(path)
             assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden"), path
         assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0
+        # B's metrics are B's alone: none of A's turns, tokens, tools or series
+        figures = (await http.get("/v1/metrics")).json()
+        assert (figures["tenantId"], figures["turns"]["total"], figures["tokens"]) == (
+            "tenant-b",
+            0,
+            {"input": 0, "output": 0},
+        )
+        assert figures["tools"] == {"calls": 0, "failures": 0} and "tenant-a" not in json.dumps(figures)
+        exposition = await http.get("/v1/metrics?format=prometheus")
+        if exposition.status_code == 200:  # the local host (AWS answers JSON only)
+            assert "tenant-a" not in exposition.text and 'tenant="tenant-b"' in exposition.text
         # A's configuration: B sees only its own (defaults), its audit log is empty, and writing
         # the server's settings needs a platform admin
         config = (await http.get("/v1/config")).json()["settings"]

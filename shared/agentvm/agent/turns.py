@@ -43,6 +43,7 @@ from agentvm.messages import (
     ToolResultPart,
     message_to_wire,
 )
+from agentvm.observability.metrics import record_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.fanout import Fanout
@@ -163,6 +164,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             await toolbox.aclose()
     if outcome.suspended:
         await _suspend(rt, job, sink, hooks, outcome, attempt)
+        _count(rt, job, outcome, hooks)
         return outcome
     if outcome.interrupted:  # the turn saw the cancel: say so at once, before persisting and the end
         sink.emit("interrupted", {"agentId": job.agentId, "containerId": job.containerId})
@@ -200,8 +202,22 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     sink.release()
     await sink.aclose()
     rt.signals.forget(job.turnId)
+    _count(rt, job, outcome, hooks)
     await compact_after_turn(rt, job, image, context, outcome)  # after the reply; never raises
     return outcome
+
+
+def _count(rt: Runtime, job: TurnJob, outcome: TurnOutcome, hooks: _TurnHooks) -> None:
+    """The attempt's figures (observability/metrics.py): counted once it has ended or suspended."""
+    record_turn(
+        rt,
+        job,
+        outcome,
+        model=hooks.model_ref,
+        duration_s=rt.clock.monotonic() - hooks.started_mono,
+        tool_calls=hooks.tool_calls,
+        tool_failures=hooks.tool_failures,
+    )
 
 
 async def _suspend(
@@ -390,6 +406,9 @@ class _TurnHooks:
         self.waits: dict[str, ToolWait] = {}  # the calls this turn waits on: the latest wait, by call id
         self._wait_keys: dict[str, set[str]] = {}  # every wait of a call (approval, then its job)
         self.toolbox: Toolbox | None = None
+        self.started_mono = rt.clock.monotonic()  # for the turn's duration (metrics)
+        self.tool_calls = 0  # results stored by this attempt (metrics), and how many were errors
+        self.tool_failures = 0
 
     # frames during the stream
     def on_start(self, message_id: str, model: str) -> None:
@@ -524,6 +543,8 @@ class _TurnHooks:
             toolResult=ToolResultPart(id=result.call_id, name=result.name, output=output),
         )
         stored = await self._append(message, f"tool:{self.job.turnId}:{result.call_id}")
+        self.tool_calls += 1
+        self.tool_failures += result.is_error
         if self.rt.waits is not None:
             for key in self._wait_keys.get(result.call_id, ()):
                 await self.rt.waits.consume(self.job.turnId, key)

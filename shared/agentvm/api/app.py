@@ -108,6 +108,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "description": "Over the key's requests per minute (`rate_limited`, with `limit` and `resetAt`)",
         "headers": {"Retry-After": {**_HEADER, "description": "seconds until the limit resets"}},
     },
+    503: {"description": "A query that did not finish in time (`query_timeout`): narrow it and retry"},
 }
 
 
@@ -182,6 +183,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     app.state.runtime = runtime
     # Bodies over the limit are refused before they are read, authenticated or not.
     app.add_middleware(BodyLimit, max_bytes=runtime.turns.max_body_bytes)
+    from agentvm.api.metrics import RequestMetrics
+
+    app.add_middleware(RequestMetrics, runtime=runtime)  # outermost: counts refusals (413) too
 
     def now_ms() -> int:
         return runtime.clock.now_ms()
@@ -396,6 +400,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.tenants import tenant_routes
 
     v1.include_router(tenant_routes(runtime, _errors, admin))
+    from agentvm.api.metrics import metrics_routes
+
+    v1.include_router(metrics_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

@@ -88,6 +88,11 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
     runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces")
+    from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
+
+    runtime.metrics = PrometheusMetrics(
+        connections=runtime.connections, queue=queue, now_ms=runtime.clock.now_ms
+    )
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,
