@@ -93,9 +93,22 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     the queue, which runs the turn again later: it resumes from what was stored."""
     if rt.config is not None:  # the config centre's layers for this tenant (configcentre/centre.py)
         rt = await rt.config.runtime_for(rt, job.tenantId)
+    started = rt.clock.monotonic()
     try:
         return await _process_turn(rt, job)
-    except StorageUnavailable as exc:
+    except Exception as exc:  # the attempt failed (the queue retries it): counted as failed
+        failure = exc if isinstance(exc, AgentVMError) else AgentVMError("internal error")
+        record_turn(
+            rt,
+            job,
+            TurnOutcome(model="", error=failure),
+            model="",
+            duration_s=rt.clock.monotonic() - started,
+            tool_calls=0,
+            tool_failures=0,
+        )
+        if not isinstance(exc, StorageUnavailable):
+            raise
         log.warning("turn could not be stored; it will be retried", extra={"turn_id": job.turnId})
         frame = system_error(
             exc.message,

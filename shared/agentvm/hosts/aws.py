@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.config import Settings
+    from agentvm.observability.metrics import Metrics
     from agentvm.ports import Clock, ModelClient
     from agentvm.records import TurnJob
     from agentvm.security.apikeys import ServerSecrets
@@ -106,7 +107,27 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         cache_s=settings.config_cache_s,
         allow_secrets=False,
     )
+    runtime.metrics = cloudwatch_metrics(settings)
     return runtime
+
+
+def cloudwatch_metrics(settings: Settings) -> Metrics:
+    """EMF lines out; Logs Insights over ``AVM_LOG_GROUP`` (and the queues) for ``/v1/metrics``.
+    Builds objects only: the boto3 clients are made on the first read (the HTTP API's)."""
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.logs_insights import LogsInsights
+
+    insights = (
+        LogsInsights(settings.log_group, timeout_s=settings.insights_timeout_s)
+        if settings.log_group
+        else None
+    )
+    return CloudWatchMetrics(
+        namespace=settings.metrics_namespace,
+        insights=insights,
+        queue_url=settings.queue_url,
+        dead_letter_queue_url=settings.dead_letter_queue_url,
+    )
 
 
 class NotConfigured:
@@ -353,6 +374,7 @@ __all__ = [
     "SsmKeysModelResolver",
     "aws_runtime",
     "aws_security",
+    "cloudwatch_metrics",
     "event_loop",
     "read_ssm_json",
     "run_sync",
