@@ -146,7 +146,10 @@ class Settings(BaseSettings):
     # observability (docs/observability.md)
     # AWS: the functions' one log group; /v1/logs and /v1/metrics query it with Logs Insights
     log_group: str | None = None
-    dead_letter_queue_url: str | None = None  # AWS: the turn queue's DLQ (platform /v1/metrics)
+    # AWS: the turn queue and its DLQ whose depths platform admins' /v1/metrics shows (read only;
+    # default the queue of AVM_QUEUE_URL)
+    metrics_queue_url: str | None = None
+    dead_letter_queue_url: str | None = None
     # the CloudWatch namespace of the EMF metrics (Powertools' variable is accepted too)
     metrics_namespace: str = Field(
         default="AgentVM",

@@ -125,7 +125,7 @@ def cloudwatch_metrics(settings: Settings) -> Metrics:
     return CloudWatchMetrics(
         namespace=settings.metrics_namespace,
         insights=insights,
-        queue_url=settings.queue_url,
+        queue_url=settings.metrics_queue_url or settings.queue_url,
         dead_letter_queue_url=settings.dead_letter_queue_url,
     )
 

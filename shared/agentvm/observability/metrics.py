@@ -170,6 +170,14 @@ def record_request(rt: Runtime, tenant_id: str | None, transport: Transport, err
         log.warning("a request was not counted", extra={"error": type(exc).__name__})
 
 
+def record_connection(rt: Runtime, tenant_id: str | None, *, opened: bool) -> None:
+    """Count a connection opened or closed; never raises."""
+    try:
+        rt.metrics.connection(tenant_id, opened=opened)
+    except Exception as exc:
+        log.warning("a connection was not counted", extra={"error": type(exc).__name__})
+
+
 def turn_status(outcome: TurnOutcome) -> TurnStatus:
     if outcome.suspended:
         return "suspended"
@@ -225,6 +233,7 @@ __all__ = [
     "TurnFigures",
     "empty_view",
     "estimated_cost_usd",
+    "record_connection",
     "record_request",
     "record_turn",
     "success_rate",
