@@ -16,6 +16,7 @@ if TYPE_CHECKING:
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
     from agentvm.configcentre.centre import ConfigCentre
+    from agentvm.observability.logstore import LogStore
     from agentvm.observability.metrics import Metrics
     from agentvm.ports import (
         Clock,
@@ -181,6 +182,8 @@ class Runtime:
     platform_tenant: str = "platform"
     # Requests, turns and connections counted (observability/metrics.py); /v1/metrics reads them.
     metrics: Metrics = field(default_factory=NoMetrics)
+    # Recent log lines for /v1/logs (observability/logstore.py). None: this host keeps none.
+    logs: LogStore | None = None
 
 
 __all__ = [

@@ -43,6 +43,7 @@ from agentvm.messages import (
     ToolResultPart,
     message_to_wire,
 )
+from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
@@ -94,6 +95,9 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     if rt.config is not None:  # the config centre's layers for this tenant (configcentre/centre.py)
         rt = await rt.config.runtime_for(rt, job.tenantId)
     started = rt.clock.monotonic()
+    ids = bind(
+        tenant_id=job.tenantId, container_id=job.containerId, session_id=job.sessionId, turn_id=job.turnId
+    )
     try:
         return await _process_turn(rt, job)
     except Exception as exc:  # the attempt failed (the queue retries it): counted as failed
@@ -120,6 +124,8 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         with contextlib.suppress(Exception):
             await Fanout(rt.connections, rt.push).publish(job.sessionId, [dumps(frame)])
         raise
+    finally:
+        unbind(ids)
 
 
 async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:

@@ -40,6 +40,7 @@ from agentvm.errors import (
     Unauthorized,
 )
 from agentvm.logs import log_refusal
+from agentvm.observability.logcontext import bind
 from agentvm.security.auth import Principal
 
 if TYPE_CHECKING:
@@ -229,6 +230,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     async def authenticate(request: Request) -> None:
         """Runs before every ``/v1`` route (unknown paths are plain 404s, as without a key)."""
         principal = await principal_of(runtime, request.headers, open_tenant)
+        bind(tenant_id=principal.tenant_id)  # the request's log lines carry it (/v1/logs)
         if runtime.rate_limiter is not None:
             await runtime.rate_limiter.hit(principal)
         request.state.principal = principal
@@ -403,6 +405,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.metrics import metrics_routes
 
     v1.include_router(metrics_routes(runtime, _errors, admin))
+    from agentvm.api.logs import log_routes
+
+    v1.include_router(log_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

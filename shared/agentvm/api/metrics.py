@@ -24,6 +24,7 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentvm.errors import Forbidden, UnsupportedFormat
+from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import MetricsQuery, record_request
 from agentvm.observability.query import time_range
 
@@ -216,9 +217,11 @@ class RequestMetrics:
                 body.extend(message.get("body", b"")[: limit - len(body)])
             await send(message)
 
+        ids = bind()  # ``authenticate`` binds the caller's tenant: the request's log lines carry it
         try:
             await self.app(scope, receive, sending)
         finally:
+            unbind(ids)
             principal = state.get("principal") if isinstance(state, dict) else None
             tenant = getattr(principal, "tenant_id", None)
             record_request(self.runtime, tenant, "http", None if status < 400 else _error_code(status, body))

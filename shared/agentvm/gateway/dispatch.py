@@ -35,6 +35,7 @@ from agentvm.gateway.agentx_v1 import (
 )
 from agentvm.gateway.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
 from agentvm.logs import client_source, log_refusal
+from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_request
 from agentvm.ports import ConnectionInfo
 from agentvm.streaming.resume import subscribe_after
@@ -65,9 +66,11 @@ async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> lis
     Each frame is counted once, with its tenant and how it was answered."""
     tally = _Tally()
     token = _tally.set(tally)
+    ids = bind()  # the caller's tenant is bound once known: its log lines carry it
     try:
         return await _handle_frame(rt, connection_id, raw)
     finally:
+        unbind(ids)
         _tally.reset(token)
         if tally.counted:
             record_request(rt, tally.tenant_id, "ws", tally.error_code)
@@ -262,6 +265,7 @@ def _counted_for(tenant_id: str | None) -> None:
     tally = _tally.get()
     if tally is not None:
         tally.tenant_id = tenant_id
+        bind(tenant_id=tenant_id)
 
 
 def _not_counted() -> None:

@@ -108,6 +108,11 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         allow_secrets=False,
     )
     runtime.metrics = cloudwatch_metrics(settings)
+    if settings.log_group:  # /v1/logs: Logs Insights over the functions' group
+        from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
+
+        insights = getattr(runtime.metrics, "insights", None)
+        runtime.logs = CloudWatchLogStore(insights, now_ms=runtime.clock.now_ms)
     return runtime
 
 
@@ -338,11 +343,24 @@ class LambdaEntry:
             # stdlib logger "agentvm", parent of the core's agentvm.* loggers: their lines come out
             # as the same JSON, with the same correlation keys, at this level.
             self._logger.setLevel(settings.log_level.upper())
+            _tag_and_mask(self._logger)
         from agentvm.logs import refusals
 
         refusals.per_minute = settings.log_refusals_per_minute  # per execution environment
         self._handler = self._build(aws_runtime(settings, require=self._require))
         return self._handler
+
+
+def _tag_and_mask(logger: Logger) -> None:
+    """Every line through the Powertools handler carries the bound tenant, container, session and
+    turn ids (``/v1/logs`` filters on them) and has API keys and tokens masked (logs.SecretMask)."""
+    from agentvm.logs import SecretMask
+    from agentvm.observability.logcontext import LogContext
+
+    handler = logger.registered_handler
+    if not any(isinstance(f, LogContext) for f in handler.filters):
+        handler.addFilter(LogContext())
+        handler.addFilter(SecretMask([]))
 
 
 _loop: asyncio.AbstractEventLoop | None = None

@@ -93,6 +93,10 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.metrics = PrometheusMetrics(
         connections=runtime.connections, queue=queue, now_ms=runtime.clock.now_ms
     )
+    if settings.log_store_max_bytes > 0:  # /v1/logs (``avm serve`` puts its handler on the root logger)
+        from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+
+        runtime.logs = SqliteLogStore(settings.data_dir / "logs.db", max_bytes=settings.log_store_max_bytes)
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,
