@@ -44,7 +44,8 @@ from agentvm.messages import (
     message_to_wire,
 )
 from agentvm.observability.logcontext import bind, unbind
-from agentvm.observability.metrics import record_turn
+from agentvm.observability.metrics import record_turn, turn_status
+from agentvm.observability.tracing import NO_TRACE, start_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.fanout import Fanout
@@ -63,6 +64,7 @@ if TYPE_CHECKING:
     from agentvm.agent.tools import Toolbox
     from agentvm.events import Json
     from agentvm.messages import Message
+    from agentvm.observability.tracing import TurnTrace, _NoTrace
     from agentvm.ports import ModelClient, SandboxLimits
     from agentvm.records import FrameMap, ImageRecord, TurnJob, TurnStatus, WaitKind
     from agentvm.runtime import Runtime
@@ -227,7 +229,9 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
 
 
 def _count(rt: Runtime, job: TurnJob, outcome: TurnOutcome, hooks: _TurnHooks) -> None:
-    """The attempt's figures (observability/metrics.py): counted once it has ended or suspended."""
+    """The attempt's figures (observability/metrics.py) and the end of its trace: once it has
+    ended or suspended."""
+    hooks.trace.end(outcome, turn_status(outcome))
     record_turn(
         rt,
         job,
@@ -313,6 +317,9 @@ async def _run(
         return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), hooks
     hooks = _TurnHooks(rt, job, sink, client, model_ref, started_ms)
     hooks.toolbox = toolbox
+    hooks.trace = start_turn(
+        job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens
+    )
     request = context.request(
         model=model_name,
         image_prompt=image.systemPrompt,
@@ -428,6 +435,7 @@ class _TurnHooks:
         self.started_mono = rt.clock.monotonic()  # for the turn's duration (metrics)
         self.tool_calls = 0  # results stored by this attempt (metrics), and how many were errors
         self.tool_failures = 0
+        self.trace: TurnTrace | _NoTrace = NO_TRACE  # OpenTelemetry spans (observability/tracing.py)
 
     # frames during the stream
     def on_start(self, message_id: str, model: str) -> None:
@@ -447,10 +455,12 @@ class _TurnHooks:
     async def client_for_step(self, index: int) -> ModelClient:
         assert self.client is not None
         self._step_started = self.rt.clock.monotonic()
+        self.trace.model_call_started()
         return await _within_budget(self.rt, self.job, self.client)
 
     async def step_finished(self, step: StepOutcome) -> None:
         rt, job = self.rt, self.job
+        self.trace.model_call_finished(step)
         first = step.index == 0
         if not first and step.message_id is None and not (step.input_tokens or step.output_tokens):
             return  # a later step refused before the model was reached: nothing to bill
@@ -564,6 +574,7 @@ class _TurnHooks:
         stored = await self._append(message, f"tool:{self.job.turnId}:{result.call_id}")
         self.tool_calls += 1
         self.tool_failures += result.is_error
+        self.trace.tool_finished(run)
         if self.rt.waits is not None:
             for key in self._wait_keys.get(result.call_id, ()):
                 await self.rt.waits.consume(self.job.turnId, key)

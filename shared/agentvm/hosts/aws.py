@@ -108,6 +108,9 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         allow_secrets=False,
     )
     runtime.metrics = cloudwatch_metrics(settings)
+    from agentvm.observability.tracing import configure_tracing
+
+    configure_tracing(settings)  # imports OpenTelemetry only when an exporter is configured
     if settings.log_group:  # /v1/logs: Logs Insights over the functions' group
         from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
 

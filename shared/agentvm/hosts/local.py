@@ -93,6 +93,9 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.metrics = PrometheusMetrics(
         connections=runtime.connections, queue=queue, now_ms=runtime.clock.now_ms
     )
+    from agentvm.observability.tracing import configure_tracing
+
+    configure_tracing(settings)  # OpenTelemetry spans, when an exporter is configured
     if settings.log_store_max_bytes > 0:  # /v1/logs (``avm serve`` puts its handler on the root logger)
         from agentvm.adapters.local.sqlite_logs import SqliteLogStore
 
