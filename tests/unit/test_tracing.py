@@ -151,6 +151,9 @@ def test_with_no_exporter_no_handler_imports_opentelemetry(module):
 
 @functools.cache
 def _fastapi_alone() -> list[str]:
-    code = "import json, sys, fastapi.routing\nprint(json.dumps(sorted(m for m in sys.modules if m.startswith('opentelemetry'))))"
+    code = (
+        "import json, sys, fastapi.routing\n"
+        "print(json.dumps(sorted(m for m in sys.modules if m.startswith('opentelemetry'))))"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
     return json.loads(out.stdout)
