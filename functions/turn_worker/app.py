@@ -13,7 +13,6 @@ import asyncio
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
-from aws_lambda_powertools.metrics import EphemeralMetrics, MetricUnit
 from aws_lambda_powertools.utilities.batch import (
     AsyncBatchProcessor,
     EventType,
@@ -30,8 +29,6 @@ if TYPE_CHECKING:
 
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
-    from agentvm.agent.loop import TurnOutcome
-    from agentvm.records import TurnJob
     from agentvm.runtime import Runtime
 
 REQUIRED_SETTINGS = ("table_name", "ws_endpoint")
@@ -90,16 +87,12 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
             session_id=job.sessionId, turn_id=job.turnId, tenant_id=job.tenantId, message_id=record.message_id
         )
         started = rt.clock.monotonic()
-        try:
-            outcome = await process_turn(rt, job)
-        except Exception:
-            _publish_metrics(job, None, _ms_since(rt, started), failed=True)
-            raise
+        # Each attempt's figures (one EMF line: observability/metrics.py) are recorded by the turn.
+        outcome = await process_turn(rt, job)
         if outcome is None:
             logger.info("nothing to run: turn already finished or image deleted")
             return
         duration_ms = _ms_since(rt, started)
-        _publish_metrics(job, outcome, duration_ms, failed=False)
         logger.info(
             "turn finished",
             extra={
@@ -122,36 +115,6 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
 
 def _ms_since(rt: Runtime, started: float) -> int:
     return int((rt.clock.monotonic() - started) * 1000)
-
-
-def _publish_metrics(job: TurnJob, outcome: TurnOutcome | None, duration_ms: int, *, failed: bool) -> None:
-    """One EMF line per turn (no API call): counts and latencies as metrics, ids as metadata.
-
-    Ids are never dimensions: every distinct dimension value is a separately billed metric.
-    """
-    metrics = EphemeralMetrics()  # namespace and service from POWERTOOLS_* (template.yaml)
-    errored = failed or bool(outcome and outcome.error and not outcome.interrupted)
-    metrics.add_metric(name="Turns", unit=MetricUnit.Count, value=1)
-    metrics.add_metric(name="TurnErrors", unit=MetricUnit.Count, value=int(errored))
-    metrics.add_metric(name="TurnDurationMs", unit=MetricUnit.Milliseconds, value=duration_ms)
-    if outcome is not None:
-        metrics.add_metric(name="InputTokens", unit=MetricUnit.Count, value=outcome.input_tokens)
-        metrics.add_metric(name="OutputTokens", unit=MetricUnit.Count, value=outcome.output_tokens)
-        if outcome.ttft_s is not None:
-            ttft_ms = int(outcome.ttft_s * 1000)
-            metrics.add_metric(name="TimeToFirstTokenMs", unit=MetricUnit.Milliseconds, value=ttft_ms)
-        metrics.add_metadata(key="model", value=outcome.model)
-    for key, value in (
-        ("turnId", job.turnId),
-        ("sessionId", job.sessionId),
-        ("tenantId", job.tenantId),
-        ("containerId", job.containerId),
-    ):
-        metrics.add_metadata(key=key, value=value)
-    try:
-        metrics.flush_metrics()
-    except Exception:  # observability must never fail (and so redeliver) a finished turn
-        logger.exception("turn metrics not published")
 
 
 lambda_handler = LambdaEntry(build_handler, require=REQUIRED_SETTINGS, logger=logger)

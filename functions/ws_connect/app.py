@@ -17,6 +17,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
 from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.observability.metrics import record_connection
 from agentvm.ports import ConnectionInfo
 
 if TYPE_CHECKING:
@@ -40,6 +41,7 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
         connected_at = request.get("connectedAt") or rt.clock.now_ms()
         info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id)
         run_sync(rt.connections.register(info))
+        record_connection(rt, tenant_id, opened=True)  # one EMF line (observability/metrics.py)
         logger.info("connected", extra={"authenticated": tenant_id is not None})  # else: awaits an auth frame
         return {"statusCode": 200}
 

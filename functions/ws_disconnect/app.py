@@ -13,6 +13,7 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
 from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.observability.metrics import record_connection
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -30,7 +31,9 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
         request = event["requestContext"]
         connection_id = request["connectionId"]
         logger.append_keys(connection_id=connection_id)
+        info = run_sync(rt.connections.get(connection_id))  # whose it was, for the metrics
         run_sync(rt.connections.remove(connection_id))
+        record_connection(rt, info.tenant_id if info is not None else None, opened=False)
         logger.info(
             "disconnected",
             extra={

@@ -8,6 +8,7 @@ their repr is masked, so a logged Settings object never leaks a key.
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Literal
 
 from pydantic import AliasChoices, BaseModel, Field, SecretStr
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -141,6 +142,28 @@ class Settings(BaseSettings):
     # SSM SecureString (JSON) holding AVM_AUTH_SECRET (+ AVM_AUTH_SECRET_PREVIOUS): read on first use
     auth_secret_parameter: str | None = None
     cancel_poll_ms: int = 500  # how often an AWS worker looks for an interrupt mark
+
+    # observability (docs/observability.md)
+    # AWS: the functions' one log group; /v1/logs and /v1/metrics query it with Logs Insights
+    log_group: str | None = None
+    # AWS: the turn queue and its DLQ whose depths platform admins' /v1/metrics shows (read only;
+    # default the queue of AVM_QUEUE_URL)
+    metrics_queue_url: str | None = None
+    dead_letter_queue_url: str | None = None
+    # the CloudWatch namespace of the EMF metrics (Powertools' variable is accepted too)
+    metrics_namespace: str = Field(
+        default="AgentVM",
+        validation_alias=AliasChoices("AVM_METRICS_NAMESPACE", "POWERTOOLS_METRICS_NAMESPACE"),
+    )
+    insights_timeout_s: float = Field(default=20.0, gt=0, le=60)  # a Logs Insights query, at most
+    # local: bytes of log lines kept for /v1/logs in <data_dir>/logs.db (oldest dropped); 0 = none
+    log_store_max_bytes: int = Field(default=64 << 20, ge=0)
+    # OpenTelemetry traces (observability/tracing.py): "console" or "otlp" (OTEL_EXPORTER_OTLP_*
+    # configure the endpoint); unset: off, unless OTEL_EXPORTER_OTLP_ENDPOINT is set (then otlp)
+    otel_exporter: Literal["none", "console", "otlp"] | None = None
+    otel_exporter_otlp_endpoint: str | None = Field(
+        default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
+    )
 
     def resolved_default_model(self) -> str:
         if self.default_model:

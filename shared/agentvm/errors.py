@@ -18,7 +18,12 @@
     ├── TurnStopped                 turn_stopped      a turn was ended by a limit, not by the model
     │   ├── StepLimitReached        max_steps         the model kept calling tools past maxSteps
     │   └── TurnDeadlineExceeded    turn_timeout      the turn ran past its deadline
+    ├── StorageUnavailable          storage_unavailable  storage could not be written (503)
+    │   └── QueryTimedOut           query_timeout     a Logs Insights query did not finish in time
     └── ConnectionGone              connection_gone   a WebSocket connection no longer exists
+
+    BadRequest also has: invalid_level, invalid_cursor, invalid_time_range, unsupported_format
+    (/v1/logs and /v1/metrics), and the resource centre's and config centre's codes.
 
 Messages are written for the client: they never contain secrets, stack traces or provider keys.
 """
@@ -257,6 +262,36 @@ class StorageQuotaExceeded(AgentVMError):
         return {"limit": self.limit, "used": self.used}
 
 
+class InvalidLevel(BadRequest):
+    """Not a log level (debug, info, warning, error, critical)."""
+
+    code = "invalid_level"
+
+
+class InvalidCursor(BadRequest):
+    """Not a cursor this route gave (pass the previous page's ``next``)."""
+
+    code = "invalid_cursor"
+
+
+class InvalidTimeRange(BadRequest):
+    """Not a time, ``since`` not before ``until``, or a range too long."""
+
+    code = "invalid_time_range"
+
+
+class UnsupportedFormat(BadRequest):
+    """A format (or a parameter) this host cannot answer in."""
+
+    code = "unsupported_format"
+
+
+class QueryTimedOut(StorageUnavailable):
+    """A log or metrics query (CloudWatch Logs Insights) did not finish in time: narrow it."""
+
+    code = "query_timeout"
+
+
 class ConnectionGone(AgentVMError):
     """The WebSocket connection no longer exists."""
 
@@ -278,6 +313,11 @@ __all__ = [
     "BadRequest",
     "Conflict",
     "ConnectionGone",
+    "InvalidCursor",
+    "InvalidLevel",
+    "InvalidTimeRange",
+    "QueryTimedOut",
+    "UnsupportedFormat",
     "Forbidden",
     "FrameTooLarge",
     "NotFound",

@@ -106,6 +106,15 @@ class SecretMask(logging.Filter):
         return text
 
 
+_PATTERN_MASK = SecretMask([])  # the patterns alone (no registered secret values)
+
+
+def mask_text(text: str) -> str:
+    """``text`` with anything shaped like an API key, a ``token=`` value or ``Authorization``
+    credentials masked (what ``SecretMask`` does, without the registered secret values)."""
+    return _PATTERN_MASK._mask(text)
+
+
 class RefusalLimit:
     """At most ``per_minute`` lines per source in a window of ``window_s`` from its first line; a
     window that ends with lines suppressed is reported by one line saying how many (logged with the
@@ -227,9 +236,14 @@ def configure_logging(
     refusals_per_minute: int = 10,
     ws_frames: bool = False,
 ) -> None:
+    global _mask
+    from agentvm.observability.logcontext import LogContext
+
+    _mask = SecretMask(secrets or [])
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    handler.addFilter(SecretMask(secrets or []))
+    handler.addFilter(LogContext())  # tenant, container, session and turn ids (observability)
+    handler.addFilter(_mask)
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(level.upper())
@@ -241,8 +255,24 @@ def configure_logging(
     refusals.per_minute = refusals_per_minute
 
 
+_mask: SecretMask | None = None  # configure_logging's, with the registered secrets
+
+
+def add_log_handler(handler: logging.Handler) -> None:
+    """One more handler on the root logger, formatted, masked and tagged as configure_logging's
+    own (the local host's ``/v1/logs`` store)."""
+    from agentvm.observability.logcontext import LogContext
+
+    handler.setFormatter(JsonFormatter())
+    handler.addFilter(LogContext())
+    handler.addFilter(_mask or SecretMask([]))
+    logging.getLogger().addHandler(handler)
+
+
 __all__ = [
     "MAX_MSG_CHARS",
+    "add_log_handler",
+    "mask_text",
     "JsonFormatter",
     "RefusalLimit",
     "SecretMask",

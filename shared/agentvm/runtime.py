@@ -8,12 +8,16 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentvm.observability.metrics import NoMetrics
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
     from agentvm.configcentre.centre import ConfigCentre
+    from agentvm.observability.logstore import LogStore
+    from agentvm.observability.metrics import Metrics
     from agentvm.ports import (
         Clock,
         Connections,
@@ -176,6 +180,10 @@ class Runtime:
     tenant_purge: TenantPurge | None = None
     # Admin keys of this tenant are platform admins (tenants, server settings, platform resources).
     platform_tenant: str = "platform"
+    # Requests, turns and connections counted (observability/metrics.py); /v1/metrics reads them.
+    metrics: Metrics = field(default_factory=NoMetrics)
+    # Recent log lines for /v1/logs (observability/logstore.py). None: this host keeps none.
+    logs: LogStore | None = None
 
 
 __all__ = [

@@ -53,6 +53,7 @@ ENDPOINT = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod"
 METHOD_ARN = "arn:aws:execute-api:us-east-1:123456789012:a1b2c3d4e5/prod/$connect"
 AUTH_SECRET_PARAMETER = "/agentvm/test/auth-secret"
 AUTH_SECRET = "functions-test-server-secret-0123456789abcdef"
+LOG_GROUP = "/aws/lambda/agentvm-functions"
 
 
 @dataclasses.dataclass
@@ -80,12 +81,18 @@ def moto_resources(monkeypatch: pytest.MonkeyPatch) -> Iterator[Resources]:
         queue_arn = sqs.get_queue_attributes(QueueUrl=queue_url, AttributeNames=["QueueArn"])["Attributes"][
             "QueueArn"
         ]
+        dead_letters = sqs.create_queue(QueueName="agentvm-turns-dlq.fifo", Attributes={"FifoQueue": "true"})[
+            "QueueUrl"
+        ]
+        boto3.client("logs", region_name=REGION).create_log_group(logGroupName=LOG_GROUP)
         put_auth_secret({"AVM_AUTH_SECRET": AUTH_SECRET})
         for name, value in {
             "AVM_TABLE_NAME": TABLE,
             "AVM_QUEUE_URL": queue_url,
             "AVM_WS_ENDPOINT": ENDPOINT,
             "AVM_AUTH_SECRET_PARAMETER": AUTH_SECRET_PARAMETER,
+            "AVM_LOG_GROUP": LOG_GROUP,  # the functions' one log group (/v1/logs, /v1/metrics)
+            "AVM_DEAD_LETTER_QUEUE_URL": dead_letters,
         }.items():
             monkeypatch.setenv(name, value)
         DynamoStore(TABLE).create_table(wait=True)
@@ -228,6 +235,7 @@ __all__ = [
     "AUTH_SECRET",
     "AUTH_SECRET_PARAMETER",
     "ENDPOINT",
+    "LOG_GROUP",
     "METHOD_ARN",
     "TABLE",
     "Resources",

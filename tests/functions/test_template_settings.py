@@ -205,7 +205,7 @@ def test_worker_batches_and_reports_partial_failures(template, functions):
     sqs = next(e for e in worker["Events"].values() if e["Type"] == "SQS")["Properties"]
     assert sqs["FunctionResponseTypes"] == ["ReportBatchItemFailures"]
     assert 1 < sqs["BatchSize"] <= 10  # FIFO's maximum
-    assert "POWERTOOLS_METRICS_NAMESPACE" in worker["Environment"]["Variables"]
+    assert "POWERTOOLS_METRICS_NAMESPACE" in template["Globals"]["Function"]["Environment"]["Variables"]
     queue = template["Resources"]["TurnQueue"]["Properties"]
     # Lambda's guidance for SQS sources: visibility timeout >= 6x the function timeout.
     assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]

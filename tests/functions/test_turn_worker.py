@@ -75,12 +75,6 @@ def _emf(stdout: str) -> list[dict[str, Any]]:
     return [line for line in lines if "_aws" in line]
 
 
-def _value(blob: dict[str, Any], name: str) -> float:
-    """An EMF metric value (Powertools writes each as a one-element list)."""
-    (value,) = blob[name]
-    return value
-
-
 def test_single_job_streams_the_turn_to_the_session_subscribers(
     rt, push, model, connect, load_event, context
 ):
@@ -157,6 +151,9 @@ def test_failed_record_fails_its_sessions_later_records_and_nothing_else(
     event = load_event("sqs-turn-job-batch.json")
     a1, b1, a2 = _jobs(event)
     rt = _failing_rt(rt, a1.turnId)
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+
+    rt.metrics = CloudWatchMetrics()
     _seed_batch(rt, connect, event)
     model.add("only session b runs")
 
@@ -172,8 +169,8 @@ def test_failed_record_fails_its_sessions_later_records_and_nothing_else(
     assert run_sync(rt.store.get_turn(a2.turnId)).status == "queued"
     assert run_sync(rt.store.get_turn(b1.turnId)).status == "completed"
     assert _turn_frames(push, a1.turnId) == [] and _turn_frames(push, a2.turnId) == []
-    (failed,) = [m for m in _emf(capsys.readouterr().out) if m["turnId"] == a1.turnId]
-    assert (_value(failed, "Turns"), _value(failed, "TurnErrors")) == (1, 1)
+    (failed,) = [m for m in _emf(capsys.readouterr().out) if m.get("turn_id") == a1.turnId]
+    assert (failed["Turns"], failed["TurnErrors"], failed["ErrorCode"]) == (1, 1, "internal_error")
 
 
 def test_poison_body_fails_only_its_session(rt, push, model, connect, load_event, context):
@@ -197,9 +194,12 @@ def test_every_record_failing_is_reported_not_raised(rt, connect, load_event, co
     assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
 
 
-def test_each_turn_publishes_its_metrics_with_ids_as_metadata(
+def test_each_turn_writes_one_emf_line_with_ids_as_properties(
     rt, model, connect, load_event, context, capsys
 ):
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+
+    rt.metrics = CloudWatchMetrics(namespace="AgentVMTest")  # writes to stdout, as on Lambda
     event = load_event("sqs-turn-job-batch.json")
     jobs = _jobs(event)
     _seed_batch(rt, connect, event)
@@ -207,7 +207,7 @@ def test_each_turn_publishes_its_metrics_with_ids_as_metadata(
 
     build_handler(rt)(event, context)
 
-    blobs = {m["turnId"]: m for m in _emf(capsys.readouterr().out)}
+    blobs = {m["turn_id"]: m for m in _emf(capsys.readouterr().out)}
     assert set(blobs) == {job.turnId for job in jobs}
     for job in jobs:
         blob = blobs[job.turnId]
@@ -219,15 +219,22 @@ def test_each_turn_publishes_its_metrics_with_ids_as_metadata(
             "TurnErrors",
             "InputTokens",
             "OutputTokens",
+            "EstimatedCostUSD",
             "TimeToFirstTokenMs",
             "TurnDurationMs",
+            "ToolCalls",
+            "ToolFailures",
         }
-        # ids are metadata, never dimensions (the service, from POWERTOOLS_SERVICE_NAME, is the only one)
-        assert {d for dims in directive["Dimensions"] for d in dims} <= {"service"}
-        assert (_value(blob, "Turns"), _value(blob, "TurnErrors")) == (1, 0)
-        assert (blob["sessionId"], blob["tenantId"]) == (job.sessionId, job.tenantId)
-        assert _value(blob, "TurnDurationMs") >= _value(blob, "TimeToFirstTokenMs") >= 0
-    assert sorted(_value(blobs[job.turnId], "OutputTokens") for job in jobs) == [1, 2, 3]
+        # ids are properties, never dimensions (the service is the only one)
+        assert directive["Dimensions"] == [["service"]] and blob["service"] == "agentvm"
+        assert (blob["Turns"], blob["TurnErrors"], blob["status"]) == (1, 0, "completed")
+        assert (blob["session_id"], blob["tenant_id"], blob["container_id"]) == (
+            job.sessionId,
+            job.tenantId,
+            job.containerId,
+        )
+        assert blob["TurnDurationMs"] >= blob["TimeToFirstTokenMs"] >= 0
+    assert sorted(blobs[job.turnId]["OutputTokens"] for job in jobs) == [1, 2, 3]
 
 
 def test_turn_logs_carry_their_own_session_and_turn_ids(

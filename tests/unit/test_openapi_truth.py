@@ -75,6 +75,8 @@ ROUTE_ERRORS = {
     ("get", "/v1/resources/{plural}/{name}"): {400, 404},
     ("put", "/v1/resources/{plural}/{name}"): {400, 404, 409},
     ("delete", "/v1/resources/{plural}/{name}"): {400, 404, 409},
+    ("get", "/v1/metrics"): {400, 503},  # bad format or time range; 503: a Logs Insights query timed out
+    ("get", "/v1/logs"): {400, 404, 503},  # bad level, cursor or range; no log store; query timeout
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 

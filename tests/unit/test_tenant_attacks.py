@@ -15,8 +15,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import json
+import logging
 import re
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -27,10 +28,11 @@ from agentvm.adapters.local.sandbox import LocalSandbox
 from agentvm.api.app import create_app
 from tests.contract.moto_table import atomic_moto
 from tests.harness import Harness
+from tests.moto_logs import GROUP, MotoLogShipper
 from tests.security_harness import SERVER_SECRET, ManualClock, keyed_client, new_key, secure
 
 if TYPE_CHECKING:
-    from collections.abc import AsyncIterator, Awaitable, Callable
+    from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
 
     from agentvm.adapters.llm.scripted import ScriptedModelClient
     from agentvm.runtime import Runtime
@@ -69,13 +71,35 @@ async def _world(h: Harness) -> World:
 
 @asynccontextmanager
 async def local_sqlite_world(tmp_path: Any) -> AsyncIterator[World]:
+    from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
+    from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+
     h = Harness(tmp_path)
     secure(h, ManualClock())
+    h.rt.metrics = PrometheusMetrics(connections=h.rt.connections, queue=h.queue)
+    h.rt.logs = SqliteLogStore(tmp_path / "logs.db")
+    with _logging_to(h.rt.logs.handler()):
+        try:
+            yield await _world(h)
+        finally:
+            h.queue.close()
+            h.store.close()
+            h.rt.logs.close()
+
+
+@contextmanager
+def _logging_to(handler: logging.Handler) -> Iterator[None]:
+    """Every INFO line of the process also goes to ``handler`` (tagged and masked as served)."""
+    from agentvm.logs import add_log_handler
+
+    add_log_handler(handler)
+    root = logging.getLogger()
+    level, root.level = root.level, logging.INFO
     try:
-        yield await _world(h)
+        yield
     finally:
-        h.queue.close()
-        h.store.close()
+        root.removeHandler(handler)
+        root.setLevel(level)
 
 
 @asynccontextmanager
@@ -84,8 +108,11 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
     and counters on the one table) with the real gateway and HTTP app. Only the queue, the push and
     the model are the harness's (SQS and API Gateway are not what this suite attacks), and security
     runs on the test's clock, as in the local world."""
+    from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
     from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
     from agentvm.adapters.aws.dynamodb_store import DynamoStore
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.logs_insights import LogsInsights
     from agentvm.config import Settings
     from agentvm.hosts.aws import aws_runtime, aws_security
 
@@ -98,11 +125,17 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
         h.rt = dataclasses.replace(rt, queue=h.queue, push=h.push, models=h.rt.models, turns=h.rt.turns)
         aws_security(settings, ManualClock()).attach(h.rt)
         assert isinstance(h.rt.store, DynamoStore) and isinstance(h.rt.connections, DynamoConnections)
-        try:
-            yield await _world(h)
-        finally:
-            h.queue.close()
-            local_store.close()
+        # Logs and metrics on CloudWatch (moto): lines shipped into the group as Lambda ships them
+        shipper = MotoLogShipper(GROUP)
+        insights = LogsInsights(GROUP, poll_s=0.0)
+        h.rt.metrics = CloudWatchMetrics(insights=insights, write=shipper.ship)
+        h.rt.logs = CloudWatchLogStore(insights, now_ms=h.rt.clock.now_ms)
+        with _logging_to(shipper):
+            try:
+                yield await _world(h)
+            finally:
+                h.queue.close()
+                local_store.close()
 
 
 RUNTIME_FACTORIES = [
@@ -421,6 +454,12 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("POST", "/v1/tenants/delete", "tenant-a", "tenant-nobody", None),
             ("POST", "/v1/tenants", "tenant-a", "tenant-nobody", None),  # re-registering A's id
             ("POST", "/v1/tenants/create", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/metrics?tenant={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/metrics?format=prometheus&tenant={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/logs?tenant={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/logs?containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/logs?turnId={}", v.turn_id, "turn_missing_0000", None),
+            ("GET", "/v1/logs?sessionId={}", v.image["sessionId"], "sess_missing_0000", None),
             ("POST", "/v1/images/{}/rebuild", v.built, "img_missing", {}),
             (
                 "POST",
@@ -479,6 +518,29 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             refused = await http.get(path)
             assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden"), path
         assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0
+        # B's metrics are B's alone: none of A's turns, tokens, tools or series
+        figures = (await http.get("/v1/metrics")).json()
+        assert (figures["tenantId"], figures["turns"]["total"], figures["tokens"]) == (
+            "tenant-b",
+            0,
+            {"input": 0, "output": 0},
+        )
+        assert figures["tools"] == {"calls": 0, "failures": 0} and "tenant-a" not in json.dumps(figures)
+        exposition = await http.get("/v1/metrics?format=prometheus")
+        if exposition.status_code == 200:  # the local host (AWS answers JSON only)
+            assert "tenant-a" not in exposition.text and 'tenant="tenant-b"' in exposition.text
+        # B's log lines are B's alone: none of A's (which exist: A's admin reads them)
+        getattr(world.rt.logs, "flush", lambda: None)()
+        lines = (await http.get("/v1/logs?limit=500")).json()["lines"]
+        leaked = json.dumps(lines)
+        assert all(line["tenantId"] == "tenant-b" for line in lines)
+        for a_id in ("tenant-a", v.container, v.image["sessionId"], v.turn_id, v.image["imageId"]):
+            assert a_id not in leaked, a_id
+    async with world.http("tenant-a") as own:
+        mine = (await own.get("/v1/logs?limit=500")).json()["lines"]
+        assert mine and {line["tenantId"] for line in mine} == {"tenant-a"}
+        assert any(line["turnId"] == v.turn_id for line in mine)
+    async with world.http("tenant-b") as http:
         # A's configuration: B sees only its own (defaults), its audit log is empty, and writing
         # the server's settings needs a platform admin
         config = (await http.get("/v1/config")).json()["settings"]

@@ -43,6 +43,9 @@ from agentvm.messages import (
     ToolResultPart,
     message_to_wire,
 )
+from agentvm.observability.logcontext import bind, unbind
+from agentvm.observability.metrics import record_turn, turn_status
+from agentvm.observability.tracing import NO_TRACE, start_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.fanout import Fanout
@@ -61,6 +64,7 @@ if TYPE_CHECKING:
     from agentvm.agent.tools import Toolbox
     from agentvm.events import Json
     from agentvm.messages import Message
+    from agentvm.observability.tracing import TurnTrace, _NoTrace
     from agentvm.ports import ModelClient, SandboxLimits
     from agentvm.records import FrameMap, ImageRecord, TurnJob, TurnStatus, WaitKind
     from agentvm.runtime import Runtime
@@ -92,9 +96,25 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     the queue, which runs the turn again later: it resumes from what was stored."""
     if rt.config is not None:  # the config centre's layers for this tenant (configcentre/centre.py)
         rt = await rt.config.runtime_for(rt, job.tenantId)
+    started = rt.clock.monotonic()
+    ids = bind(
+        tenant_id=job.tenantId, container_id=job.containerId, session_id=job.sessionId, turn_id=job.turnId
+    )
     try:
         return await _process_turn(rt, job)
-    except StorageUnavailable as exc:
+    except Exception as exc:  # the attempt failed (the queue retries it): counted as failed
+        failure = exc if isinstance(exc, AgentVMError) else AgentVMError("internal error")
+        record_turn(
+            rt,
+            job,
+            TurnOutcome(model="", error=failure),
+            model="",
+            duration_s=rt.clock.monotonic() - started,
+            tool_calls=0,
+            tool_failures=0,
+        )
+        if not isinstance(exc, StorageUnavailable):
+            raise
         log.warning("turn could not be stored; it will be retried", extra={"turn_id": job.turnId})
         frame = system_error(
             exc.message,
@@ -106,6 +126,8 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         with contextlib.suppress(Exception):
             await Fanout(rt.connections, rt.push).publish(job.sessionId, [dumps(frame)])
         raise
+    finally:
+        unbind(ids)
 
 
 async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
@@ -163,6 +185,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             await toolbox.aclose()
     if outcome.suspended:
         await _suspend(rt, job, sink, hooks, outcome, attempt)
+        _count(rt, job, outcome, hooks)
         return outcome
     if outcome.interrupted:  # the turn saw the cancel: say so at once, before persisting and the end
         sink.emit("interrupted", {"agentId": job.agentId, "containerId": job.containerId})
@@ -200,8 +223,24 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     sink.release()
     await sink.aclose()
     rt.signals.forget(job.turnId)
+    _count(rt, job, outcome, hooks)
     await compact_after_turn(rt, job, image, context, outcome)  # after the reply; never raises
     return outcome
+
+
+def _count(rt: Runtime, job: TurnJob, outcome: TurnOutcome, hooks: _TurnHooks) -> None:
+    """The attempt's figures (observability/metrics.py) and the end of its trace: once it has
+    ended or suspended."""
+    hooks.trace.end(outcome, turn_status(outcome))
+    record_turn(
+        rt,
+        job,
+        outcome,
+        model=hooks.model_ref,
+        duration_s=rt.clock.monotonic() - hooks.started_mono,
+        tool_calls=hooks.tool_calls,
+        tool_failures=hooks.tool_failures,
+    )
 
 
 async def _suspend(
@@ -278,6 +317,9 @@ async def _run(
         return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), hooks
     hooks = _TurnHooks(rt, job, sink, client, model_ref, started_ms)
     hooks.toolbox = toolbox
+    hooks.trace = start_turn(
+        job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens
+    )
     request = context.request(
         model=model_name,
         image_prompt=image.systemPrompt,
@@ -390,6 +432,10 @@ class _TurnHooks:
         self.waits: dict[str, ToolWait] = {}  # the calls this turn waits on: the latest wait, by call id
         self._wait_keys: dict[str, set[str]] = {}  # every wait of a call (approval, then its job)
         self.toolbox: Toolbox | None = None
+        self.started_mono = rt.clock.monotonic()  # for the turn's duration (metrics)
+        self.tool_calls = 0  # results stored by this attempt (metrics), and how many were errors
+        self.tool_failures = 0
+        self.trace: TurnTrace | _NoTrace = NO_TRACE  # OpenTelemetry spans (observability/tracing.py)
 
     # frames during the stream
     def on_start(self, message_id: str, model: str) -> None:
@@ -409,10 +455,12 @@ class _TurnHooks:
     async def client_for_step(self, index: int) -> ModelClient:
         assert self.client is not None
         self._step_started = self.rt.clock.monotonic()
+        self.trace.model_call_started()
         return await _within_budget(self.rt, self.job, self.client)
 
     async def step_finished(self, step: StepOutcome) -> None:
         rt, job = self.rt, self.job
+        self.trace.model_call_finished(step)
         first = step.index == 0
         if not first and step.message_id is None and not (step.input_tokens or step.output_tokens):
             return  # a later step refused before the model was reached: nothing to bill
@@ -524,6 +572,9 @@ class _TurnHooks:
             toolResult=ToolResultPart(id=result.call_id, name=result.name, output=output),
         )
         stored = await self._append(message, f"tool:{self.job.turnId}:{result.call_id}")
+        self.tool_calls += 1
+        self.tool_failures += result.is_error
+        self.trace.tool_finished(run)
         if self.rt.waits is not None:
             for key in self._wait_keys.get(result.call_id, ()):
                 await self.rt.waits.consume(self.job.turnId, key)

@@ -42,6 +42,7 @@ from agentvm.errors import (
     Unauthorized,
 )
 from agentvm.logs import log_refusal
+from agentvm.observability.logcontext import bind
 from agentvm.security.auth import Principal
 
 if TYPE_CHECKING:
@@ -110,6 +111,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "description": "Over the key's requests per minute (`rate_limited`, with `limit` and `resetAt`)",
         "headers": {"Retry-After": {**_HEADER, "description": "seconds until the limit resets"}},
     },
+    503: {"description": "A query that did not finish in time (`query_timeout`): narrow it and retry"},
 }
 
 
@@ -197,6 +199,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     app.state.runtime = runtime
     # Bodies over the limit are refused before they are read, authenticated or not.
     app.add_middleware(BodyLimit, max_bytes=runtime.turns.max_body_bytes)
+    from agentvm.api.metrics import RequestMetrics
+
+    app.add_middleware(RequestMetrics, runtime=runtime)  # outermost: counts refusals (413) too
 
     def now_ms() -> int:
         return runtime.clock.now_ms()
@@ -240,6 +245,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     async def authenticate(request: Request) -> None:
         """Runs before every ``/v1`` route (unknown paths are plain 404s, as without a key)."""
         principal = await principal_of(runtime, request.headers, open_tenant)
+        bind(tenant_id=principal.tenant_id)  # the request's log lines carry it (/v1/logs)
         if runtime.rate_limiter is not None:
             await runtime.rate_limiter.hit(principal)
         request.state.principal = principal
@@ -469,6 +475,12 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.tenants import tenant_routes
 
     v1.include_router(tenant_routes(runtime, _errors, admin))
+    from agentvm.api.metrics import metrics_routes
+
+    v1.include_router(metrics_routes(runtime, _errors, admin))
+    from agentvm.api.logs import log_routes
+
+    v1.include_router(log_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

@@ -18,6 +18,8 @@ the connection has a key, against the connection's small unauthenticated allowan
 from __future__ import annotations
 
 import logging
+from contextvars import ContextVar
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentvm.errors import AgentVMError, NotFound, Unauthorized
@@ -33,6 +35,8 @@ from agentvm.gateway.agentx_v1 import (
 )
 from agentvm.gateway.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
 from agentvm.logs import client_source, log_refusal
+from agentvm.observability.logcontext import bind, unbind
+from agentvm.observability.metrics import record_request
 from agentvm.ports import ConnectionInfo
 from agentvm.streaming.resume import subscribe_after
 
@@ -43,8 +47,36 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.gateway")
 
 
+@dataclass
+class _Tally:
+    """What one frame is counted as (observability/metrics.py): its tenant, and the code of the
+    error it was answered with (None: it succeeded; ``counted``: False for ignored frames)."""
+
+    tenant_id: str | None = None
+    error_code: str | None = None
+    counted: bool = True
+
+
+# The frame being handled (a task-local: frames of other connections run concurrently).
+_tally: ContextVar[_Tally | None] = ContextVar("frame_tally", default=None)
+
+
 async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> list[str]:
-    """Handle one frame from ``connection_id``; returns the payloads to send back to it."""
+    """Handle one frame from ``connection_id``; returns the payloads to send back to it.
+    Each frame is counted once, with its tenant and how it was answered."""
+    tally = _Tally()
+    token = _tally.set(tally)
+    ids = bind()  # the caller's tenant is bound once known: its log lines carry it
+    try:
+        return await _handle_frame(rt, connection_id, raw)
+    finally:
+        unbind(ids)
+        _tally.reset(token)
+        if tally.counted:
+            record_request(rt, tally.tenant_id, "ws", tally.error_code)
+
+
+async def _handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> list[str]:
     try:
         frame = parse_frame(raw, max_bytes=rt.turns.max_frame_bytes)
     except FrameError as exc:
@@ -55,8 +87,10 @@ async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> lis
         err = AgentVMError("internal error")
         return _error_frames(rt, err, request_type=request_type, request_id=request_id, data={})
     if isinstance(frame, IgnoredFrame):
+        _not_counted()
         return []  # acks and echoed responses cost nothing; the local host bounds their rate
     conn = await rt.connections.get(connection_id)
+    _counted_for(conn.tenant_id if conn is not None else None)
     request_type, request_id = (
         (frame.type, frame.request_id) if isinstance(frame, RequestFrame) else (None, None)
     )
@@ -112,6 +146,7 @@ async def _authenticate(
         await rt.connections.register(info)  # may refuse: too many connections for this key
     except AgentVMError as exc:
         return _refused(rt, connection_id, exc, None, None)
+    _counted_for(principal.tenant_id)
     return []  # AgentX clients expect no reply to `auth`
 
 
@@ -210,6 +245,9 @@ def _error_frames(
     rt: Runtime, exc: AgentVMError, *, request_type: str | None, request_id: str | None, data: Json
 ) -> list[str]:
     """A ``system_error``, then (for a request we can name) its ``*_response`` with ``data.error``."""
+    tally = _tally.get()
+    if tally is not None:
+        tally.error_code = exc.code
     now = rt.clock.now_ms()
     extra = exc.wire_fields()
     out = [dumps(system_error(exc.message, now_ms=now, code=exc.code, request_id=request_id, details=extra))]
@@ -221,6 +259,19 @@ def _error_frames(
         body["code"] = exc.code
         out.append(dumps(response(request_type, body, now_ms=now)))
     return out
+
+
+def _counted_for(tenant_id: str | None) -> None:
+    tally = _tally.get()
+    if tally is not None:
+        tally.tenant_id = tenant_id
+        bind(tenant_id=tenant_id)
+
+
+def _not_counted() -> None:
+    tally = _tally.get()
+    if tally is not None:
+        tally.counted = False
 
 
 __all__ = ["handle_frame", "refuse_frame"]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
 
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.config import Settings
+    from agentvm.observability.metrics import Metrics
     from agentvm.ports import Clock, ModelClient
     from agentvm.records import TurnJob
     from agentvm.security.apikeys import ServerSecrets
@@ -106,7 +107,35 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         cache_s=settings.config_cache_s,
         allow_secrets=False,
     )
+    runtime.metrics = cloudwatch_metrics(settings)
+    from agentvm.observability.tracing import configure_tracing
+
+    configure_tracing(settings)  # imports OpenTelemetry only when an exporter is configured
+    if settings.log_group:  # /v1/logs: Logs Insights over the functions' group
+        from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
+
+        insights = getattr(runtime.metrics, "insights", None)
+        runtime.logs = CloudWatchLogStore(insights, now_ms=runtime.clock.now_ms)
     return runtime
+
+
+def cloudwatch_metrics(settings: Settings) -> Metrics:
+    """EMF lines out; Logs Insights over ``AVM_LOG_GROUP`` (and the queues) for ``/v1/metrics``.
+    Builds objects only: the boto3 clients are made on the first read (the HTTP API's)."""
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.logs_insights import LogsInsights
+
+    insights = (
+        LogsInsights(settings.log_group, timeout_s=settings.insights_timeout_s)
+        if settings.log_group
+        else None
+    )
+    return CloudWatchMetrics(
+        namespace=settings.metrics_namespace,
+        insights=insights,
+        queue_url=settings.metrics_queue_url or settings.queue_url,
+        dead_letter_queue_url=settings.dead_letter_queue_url,
+    )
 
 
 class NotConfigured:
@@ -317,11 +346,24 @@ class LambdaEntry:
             # stdlib logger "agentvm", parent of the core's agentvm.* loggers: their lines come out
             # as the same JSON, with the same correlation keys, at this level.
             self._logger.setLevel(settings.log_level.upper())
+            _tag_and_mask(self._logger)
         from agentvm.logs import refusals
 
         refusals.per_minute = settings.log_refusals_per_minute  # per execution environment
         self._handler = self._build(aws_runtime(settings, require=self._require))
         return self._handler
+
+
+def _tag_and_mask(logger: Logger) -> None:
+    """Every line through the Powertools handler carries the bound tenant, container, session and
+    turn ids (``/v1/logs`` filters on them) and has API keys and tokens masked (logs.SecretMask)."""
+    from agentvm.logs import SecretMask
+    from agentvm.observability.logcontext import LogContext
+
+    handler = logger.registered_handler
+    if not any(isinstance(f, LogContext) for f in handler.filters):
+        handler.addFilter(LogContext())
+        handler.addFilter(SecretMask([]))
 
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -353,6 +395,7 @@ __all__ = [
     "SsmKeysModelResolver",
     "aws_runtime",
     "aws_security",
+    "cloudwatch_metrics",
     "event_loop",
     "read_ssm_json",
     "run_sync",

@@ -88,6 +88,18 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
     runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces")
+    from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
+
+    runtime.metrics = PrometheusMetrics(
+        connections=runtime.connections, queue=queue, now_ms=runtime.clock.now_ms
+    )
+    from agentvm.observability.tracing import configure_tracing
+
+    configure_tracing(settings)  # OpenTelemetry spans, when an exporter is configured
+    if settings.log_store_max_bytes > 0:  # /v1/logs (``avm serve`` puts its handler on the root logger)
+        from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+
+        runtime.logs = SqliteLogStore(settings.data_dir / "logs.db", max_bytes=settings.log_store_max_bytes)
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,

@@ -283,6 +283,15 @@ def _raise_descriptor_limit() -> None:
     log.info("file descriptor limit", extra={"nofile": soft})
 
 
+def _keep_log_lines(host: LocalHost) -> None:
+    """Every line from now on is also kept for ``/v1/logs`` (adapters/local/sqlite_logs.py)."""
+    from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+    from agentvm.logs import add_log_handler
+
+    if isinstance(host.runtime.logs, SqliteLogStore):
+        add_log_handler(host.runtime.logs.handler())
+
+
 def serve(host: LocalHost) -> None:
     import uvicorn
 
@@ -302,6 +311,7 @@ def serve(host: LocalHost) -> None:
             "NO DEFAULT MODEL: images without a model use the built-in echo model; "
             "set AVM_DEFAULT_MODEL (e.g. bedrock/<model id>) to use a configured provider by default."
         )
+    _keep_log_lines(host)
     _say_sandbox_isolation(settings)
     log.info(
         "AgentVM listening",

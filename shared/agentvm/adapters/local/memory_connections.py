@@ -78,5 +78,9 @@ class InMemoryConnections:
     def __len__(self) -> int:
         return len(self._infos)
 
+    def by_tenant(self) -> Counter[str | None]:
+        """Live connections by tenant (None: not authenticated yet), for ``/v1/metrics``."""
+        return Counter(info.tenant_id for info in self._infos.values())
+
 
 __all__ = ["InMemoryConnections"]

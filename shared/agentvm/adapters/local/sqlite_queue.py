@@ -121,6 +121,19 @@ class SqliteTurnQueue:
         rows = self._conn.execute("SELECT job FROM turn_jobs WHERE state = 'dead' ORDER BY seq").fetchall()
         return [TurnJob.model_validate_json(r[0]) for r in rows]
 
+    def depth_by_tenant(self) -> dict[str, tuple[int, int]]:
+        """Jobs waiting to start (queued, not running), by tenant: (how many, the oldest one's
+        ``enqueuedAt`` in epoch ms). For ``/v1/metrics``: one indexed scan of the queued rows."""
+        rows = self._conn.execute(
+            "SELECT json_extract(job, '$.tenantId'), COUNT(*), MIN(json_extract(job, '$.enqueuedAt'))"
+            " FROM turn_jobs WHERE state = 'queued' GROUP BY 1"
+        ).fetchall()
+        return {str(tenant or ""): (int(count), int(oldest or 0)) for tenant, count, oldest in rows}
+
+    def dead_count(self) -> int:
+        """Jobs moved to the dead letters (failed ``max_attempts`` times)."""
+        return int(self._conn.execute("SELECT COUNT(*) FROM turn_jobs WHERE state = 'dead'").fetchone()[0])
+
     # consumer side
 
     async def run(self, handler: Handler) -> None:
