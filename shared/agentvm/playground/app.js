@@ -19,6 +19,7 @@ let httpBase = "";
 let image = null; // the open image's record
 let reconcile = false; // re-read the history when the next turn ends (the page resumed mid-turn)
 let replyUsage = { turns: 0, input: 0, output: 0 }; // from assistant messages, when /v1/usage is refused
+let usageRefused = ""; // why /v1/usage refused this key (a client key): not asked again
 
 const transcript = new Transcript($("transcript"), {
   onAnswer: (turnId, toolCallId, approved) =>
@@ -138,7 +139,8 @@ async function loadAgents() {
     const { resources } = await api("/v1/resources?kind=agent&limit=100");
     for (const r of resources) {
       const option = document.createElement("option");
-      option.value = `${r.uri}@${r.latest}`;
+      option.value = `${r.uri}@${r.latest}`; // pinned to the version listed now
+      option.dataset.name = r.name;
       option.textContent = `${r.name}@${r.latest}${r.description ? `: ${r.description}` : ""}`;
       select.append(option);
     }
@@ -238,6 +240,10 @@ function showUsage({ turns, input, output }, source) {
 async function refreshUsage() {
   if (!image) return;
   const shown = image;
+  if (usageRefused) {
+    showUsage(replyUsage, `From the replies (${usageRefused}).`);
+    return;
+  }
   try {
     const { records } = await api(`/v1/usage?containerId=${encodeURIComponent(image.containerId)}`);
     const mine = records.filter((r) => r.sessionId === shown.sessionId);
@@ -250,6 +256,7 @@ async function refreshUsage() {
     }
   } catch (error) {
     const why = error.code === "forbidden" ? "GET /v1/usage needs an admin key" : error.message;
+    if (error.code === "forbidden") usageRefused = why;
     if (image === shown) showUsage(replyUsage, `From the replies (${why}).`);
   }
 }
@@ -304,7 +311,9 @@ $("image").addEventListener(
   }),
 );
 $("image-agent").addEventListener("change", () => {
-  $("image-inline").disabled = Boolean($("image-agent").value);
+  const picked = $("image-agent").selectedOptions[0];
+  $("image-inline").disabled = Boolean(picked.value); // an agent brings its own prompt and tools
+  $("image-name").value = picked.value ? picked.dataset.name : "Playground";
 });
 $("image-form").addEventListener(
   "submit",
