@@ -5,7 +5,8 @@ WebSocket authentication (see SECURITY.md): an ``Authorization: Bearer`` header 
 request, or ``?token=``, authenticates the connection; a bad one refuses the upgrade with HTTP 401
 (no WebSocket is opened; browsers report close code 1006). Without credentials the connection is
 accepted but unauthenticated: it may send only an ``auth`` frame (handled by the gateway). In the
-open dev mode (``--open``, loopback only) every connection is tenant ``local``.
+open dev mode (``--open``, loopback only) every connection is tenant ``local``. The web playground
+(``api/playground.py``) is served at ``/``.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from agentvm.adapters.local.frame_rate import FrameRate
 from agentvm.adapters.local.ws_writer import ConnectionWriter
 from agentvm.agent.turns import process_turn
 from agentvm.api.app import create_app, error_body
+from agentvm.api.playground import playground_routes
 from agentvm.config import ECHO_MODEL
 from agentvm.errors import AgentVMError, ConnectionGone, RateLimited, Unauthorized
 from agentvm.gateway.dispatch import handle_frame, refuse_frame
@@ -114,6 +116,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
                     await task
 
     app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
+    app.include_router(playground_routes())  # the web playground at / (static files, no key)
     per_address: dict[str, int] = {}  # live WebSocket connections by client address
 
     @app.websocket("/ws")
@@ -317,6 +320,7 @@ def serve(host: LocalHost) -> None:
         "AgentVM listening",
         extra={
             "http": f"http://{settings.host}:{settings.port}",
+            "playground": f"http://{settings.host}:{settings.port}/",
             "ws": f"ws://{settings.host}:{settings.port}/ws",
             "data_dir": str(settings.data_dir),
             "default_model": settings.resolved_default_model(),

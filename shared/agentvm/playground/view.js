@@ -1,0 +1,196 @@
+// The transcript: stored messages (history) and live turn events rendered into one list.
+//
+// Everything from the server or the model is set with textContent, never as HTML. A reply is
+// streamed into its bubble by text_delta frames, then replaced by the assistant_message's full
+// text (what was stored), so a page that resumed mid-turn still ends with the exact reply.
+
+function el(tag, className, text) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  if (text !== undefined) node.textContent = text;
+  return node;
+}
+
+function textOf(content) {
+  if (typeof content === "string") return content;
+  return (content || [])
+    .map((part) => (part.type === "text" ? part.text : part.type === "thinking" ? "" : `[${part.name || part.filename || part.type}]`))
+    .join("");
+}
+
+function pretty(value) {
+  if (typeof value === "string") return value;
+  return JSON.stringify(value, null, 2);
+}
+
+export class Transcript {
+  // onAnswer(turnId, toolCallId, approved): the user approved or denied a tool call.
+  constructor(list, { onAnswer }) {
+    this.list = list;
+    this.onAnswer = onAnswer;
+    this.clear();
+  }
+
+  clear() {
+    this.list.replaceChildren();
+    this.reply = null; // the assistant bubble being streamed
+    this.cards = new Map(); // toolCallId -> tool card
+  }
+
+  add(node) {
+    this.list.append(node);
+    node.scrollIntoView({ block: "end" });
+    return node;
+  }
+
+  user(text) {
+    const item = el("li", "message user");
+    item.append(el("span", "who", "You"), el("p", "text", text));
+    return this.add(item);
+  }
+
+  assistant(text = "") {
+    const item = el("li", "message assistant");
+    item.append(el("span", "who", "Agent"), el("p", "text", text));
+    return this.add(item);
+  }
+
+  note(text, className = "note") {
+    return this.add(el("li", `message ${className}`, text));
+  }
+
+  card(toolCallId, toolName) {
+    let card = this.cards.get(toolCallId);
+    if (!card) {
+      card = el("li", "message tool");
+      card.dataset.callId = toolCallId;
+      card.append(el("span", "who", "Tool call"), el("strong", "tool-name", toolName || "?"), el("span", "tool-state", "calling…"));
+      this.cards.set(toolCallId, card);
+      this.add(card);
+    }
+    return card;
+  }
+
+  setPart(card, className, label, text) {
+    let part = card.querySelector(`.${className}`);
+    if (!part) {
+      part = el("div", className);
+      part.append(el("span", "label", label), el("pre"));
+      card.append(part);
+    }
+    part.querySelector("pre").textContent = text;
+  }
+
+  toolInput(toolCallId, toolName, input) {
+    this.setPart(this.card(toolCallId, toolName), "tool-input", "Input", pretty(input));
+  }
+
+  toolResult(toolCallId, toolName, result, isError) {
+    const card = this.card(toolCallId, toolName);
+    this.setPart(card, "tool-result", isError ? "Error" : "Result", pretty(result));
+    card.classList.toggle("failed", Boolean(isError));
+    card.querySelector(".tool-state").textContent = isError ? "failed" : "done";
+    const ask = card.querySelector(".approval");
+    if (ask) ask.remove();
+  }
+
+  approval({ turnId, toolCallId, toolName, input }) {
+    const card = this.card(toolCallId, toolName);
+    if (input !== undefined) this.toolInput(toolCallId, toolName, input);
+    card.querySelector(".tool-state").textContent = "waiting for your approval";
+    if (card.querySelector(".approval")) return;
+    const ask = el("div", "approval");
+    const approve = el("button", "approve", "Approve");
+    const deny = el("button", "deny", "Deny");
+    for (const [button, approved] of [[approve, true], [deny, false]]) {
+      button.type = "button";
+      button.setAttribute("aria-label", `${approved ? "Approve" : "Deny"} ${toolName}`);
+      button.addEventListener("click", async () => {
+        approve.disabled = deny.disabled = true;
+        try {
+          await this.onAnswer(turnId, toolCallId, approved);
+          card.querySelector(".tool-state").textContent = approved ? "approved" : "denied";
+          ask.remove();
+        } catch (error) {
+          approve.disabled = deny.disabled = false;
+          card.querySelector(".tool-state").textContent = `not answered: ${error.message}`;
+        }
+      });
+    }
+    ask.append(approve, deny);
+    card.append(ask);
+  }
+
+  // Stored messages, oldest first (image_messages_request).
+  history(messages) {
+    this.clear();
+    for (const m of messages) {
+      if (m.subtype === "user") this.user(textOf(m.content));
+      else if (m.subtype === "assistant") this.assistant(textOf(m.content));
+      else if (m.subtype === "tool-call") this.toolInput(m.toolCall.id, m.toolCall.name, m.toolCall.input);
+      else if (m.subtype === "tool-result") {
+        const out = m.toolResult.output || {};
+        const failed = ["error-text", "error-json", "execution-denied"].includes(out.type);
+        this.toolResult(m.toolCallId, m.toolResult.name, out.value, failed);
+      } else if (m.subtype === "error") this.note(`Error (${m.errorCode || "error"}): ${m.content}`, "error");
+    }
+  }
+
+  // One live frame of the current session.
+  event(frame) {
+    const d = frame.data || {};
+    switch (frame.type) {
+      case "message_start":
+        this.reply = null; // a reply starts with its first text
+        break;
+      case "text_delta":
+        if (!this.reply) this.reply = this.assistant();
+        this.reply.classList.add("streaming");
+        this.reply.querySelector(".text").textContent += d.text;
+        break;
+      case "assistant_message":
+        if (!this.reply) this.reply = this.assistant();
+        this.reply.querySelector(".text").textContent = textOf(d.content);
+        this.reply.classList.remove("streaming");
+        break;
+      case "message_stop":
+        if (this.reply) this.reply.classList.remove("streaming");
+        break;
+      case "tool_use_start":
+        this.card(d.toolCallId, d.toolName);
+        break;
+      case "tool_use_stop":
+        this.toolInput(d.toolCallId, d.toolName, d.input);
+        break;
+      case "tool_result":
+        this.toolResult(d.toolCallId, undefined, d.result, d.isError);
+        break;
+      case "tool_approval_requested":
+        this.approval(d);
+        break;
+      case "client_tool_requested":
+        this.card(d.toolCallId, d.toolName).querySelector(".tool-state").textContent =
+          "waits for a client-side result (the playground runs no client tools: Stop cancels it)";
+        break;
+      case "file_changed":
+        this.note(`File ${d.change}: ${d.path} (${d.size} bytes)`);
+        break;
+      case "interrupted":
+        this.note("Interrupted");
+        break;
+      case "conversation_end":
+        if (this.reply) this.reply.classList.remove("streaming");
+        this.reply = null;
+        break;
+      case "error_message":
+        this.note(`Error (${d.errorCode || "error"}): ${d.content}`, "error");
+        this.reply = null;
+        break;
+      case "session_destroyed":
+        this.note("This image was stopped or deleted.");
+        break;
+      default:
+        break;
+    }
+  }
+}
