@@ -142,6 +142,7 @@ def test_a_chat_streams_replies_renders_tools_interrupts_and_shows_history(serve
         t.expect("you> ")
         t.line("still here?")
         t.expect(r"Echo: still here\?\n")
+        t.expect("you> ")
 
         t.line(LONG)  # /interrupt typed while it streams does the same
         t.expect(r"Echo: word0 word1 ")
@@ -180,6 +181,7 @@ def test_a_chat_with_its_own_local_server(tmp_path):
         t.expect(r"\[chat\] container chat, image img_\S+ \(Chat\)", timeout=40)
         t.line("hi from local")
         t.expect(r"Echo: hi from local\n")
+        t.expect("you> ")
         t.line("/usage")
         t.expect(r"container chat: 1 turns")
         t.line("/quit")
