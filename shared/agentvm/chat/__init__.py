@@ -70,7 +70,10 @@ def run_chat(args: argparse.Namespace) -> int:
             print(f"avm: {exc}", file=sys.stderr)
             return 2
     url = args.url or os.environ.get("AVM_WS_URL") or DEFAULT_URL
-    return asyncio.run(_chat(args, url, args.key or os.environ.get("AVM_API_KEY"), config))
+    try:
+        return asyncio.run(_chat(args, url, args.key or os.environ.get("AVM_API_KEY"), config))
+    except KeyboardInterrupt:  # Ctrl-C before the chat took it over (while connecting)
+        return 130
 
 
 async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dict[str, Any]) -> int:

@@ -173,6 +173,10 @@ class Turn:
 
     def _deliver(self, item: Frame | BaseException) -> None:
         self._queue.put_nowait(item)
+        if isinstance(item, ErrorOccurredEvent) or (
+            isinstance(item, ConversationEndEvent) and not closes_dead_attempt(item)
+        ):
+            self._client._forget_turn(self)  # its last frame: nothing more comes (read or not)
 
     # -- acting on it --------------------------------------------------------------------------------
     async def interrupt(self) -> None:
