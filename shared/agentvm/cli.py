@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     from agentvm.cli_remote import add_remote_commands
 
     add_remote_commands(sub)  # resources, config, tenants: over HTTP to a running server
+    from agentvm.chat import add_chat_command
+
+    add_chat_command(sub)  # a terminal client (the SDK): a running server, or --local
     return parser
 
 
@@ -115,6 +118,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.fakellm import run
 
         return run(args)
+    if args.command == "chat":
+        from agentvm.chat import run_chat
+
+        return run_chat(args)
     if args.command in ("resources", "config", "tenants"):
         from agentvm.cli_remote import run_remote
 

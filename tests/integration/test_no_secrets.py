@@ -67,7 +67,7 @@ async def test_no_secret_appears_in_logs_frames_responses_or_errors(tmp_path, fa
 
         # the conversation, authenticated with ?token= (the path uvicorn logs)
         async with AgentVMClient.connect(f"{server.url}?token={API_KEY}") as client:
-            await client.send({"type": "auth", "headers": {"Authorization": f"Basic {API_KEY}"}})
+            await client.send_frame({"type": "auth", "headers": {"Authorization": f"Basic {API_KEY}"}})
             img = (await client.request("image_create", containerId="u1", config={"name": "A"}))["record"]
             await client.request("message_send", imageId=img["imageId"], content="hello", check=True)
             turn = [e async for e in client.turn_events(timeout=20)]

@@ -86,7 +86,7 @@ async def test_header_query_token_and_auth_frame_each_authenticate_a_websocket(t
         async with AgentVMClient.connect(server.url) as client:  # no credentials: accepted, unauthenticated
             refused = await client.request("container_list")
             assert refused["code"] == "unauthorized" and refused["containerIds"] == []
-            await client.send({"type": "auth", "headers": {"Authorization": "Bearer avm_nope"}})
+            await client.send_frame({"type": "auth", "headers": {"Authorization": "Bearer avm_nope"}})
             bad = await asyncio.wait_for(_next_system_error(client), 5)
             assert bad["data"]["details"]["code"] == "unauthorized"
             await client.authenticate(token)

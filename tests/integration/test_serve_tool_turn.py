@@ -1,4 +1,5 @@
-"""A newcomer with no provider key sees a tool turn: the README's example against ``avm serve``."""
+"""A newcomer with no provider key sees a tool turn through `avm serve`, with the raw `request()` API
+(the README's typed examples run in test_readme_examples.py)."""
 
 from __future__ import annotations
 

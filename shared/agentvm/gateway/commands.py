@@ -309,7 +309,15 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
         userSavedAt=appended.message.timestamp,
     )
     await ctx.rt.queue.enqueue(job)  # idempotent by turnId
-    return {"imageId": image.imageId, "agentId": image.agentId}
+    # Additive: which turn this message started (its frames carry context.turnId), so that a
+    # client tells its own turn's frames from those of a turn still running before it.
+    return {
+        "imageId": image.imageId,
+        "agentId": image.agentId,
+        "sessionId": image.sessionId,
+        "messageId": user_id,
+        "turnId": turn_id,
+    }
 
 
 async def agent_interrupt(ctx: CommandContext, req: AgentInterrupt) -> Json:

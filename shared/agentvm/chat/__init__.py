@@ -1,0 +1,98 @@
+"""``avm chat``: a terminal client of AgentVM, on the SDK (``agentvm.client``).
+
+    avm chat --url ws://127.0.0.1:8080/ws --key avm_...     a running server (local or AWS)
+    avm chat --local                                          a server of its own (temporary data dir)
+
+Against AWS it needs only the stack's WebSocket URL and a key (``--url wss://<api-id>.execute-api.
+<region>.amazonaws.com/prod --key avm_...``); ``/usage`` also needs the HTTP API's URL
+(``--http-url``). The session itself is ``agentvm.chat.app``; docs/sdk.md describes it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import argparse
+
+DEFAULT_URL = "ws://127.0.0.1:8080/ws"
+
+
+def add_chat_command(sub: Any) -> None:
+    chat = sub.add_parser(
+        "chat",
+        help="chat with an agent in the terminal (a running server, or --local)",
+        description="Chat with an AgentVM agent: streamed replies, tool calls, approvals; "
+        "Ctrl-C interrupts the running turn. Type /help in the chat for its commands.",
+    )
+    where = chat.add_mutually_exclusive_group()
+    where.add_argument("--url", help=f"the server's WebSocket URL (default {DEFAULT_URL}, env AVM_WS_URL)")
+    where.add_argument(
+        "--local", action="store_true", help="start a server of its own (needs agentvm[local])"
+    )
+    chat.add_argument("--key", help="an API key of the tenant (env AVM_API_KEY; not needed with --local)")
+    chat.add_argument(
+        "--http-url", help="the HTTP API's URL for /usage (default: derived from a local --url)"
+    )
+    chat.add_argument("--data-dir", type=Path, help="with --local: keep the server's data here")
+    chat.add_argument("--container", default="chat", help="the container to chat in (default: chat)")
+    chat.add_argument(
+        "--image", help="an image id to chat with (default: the container's newest, or a new one)"
+    )
+    chat.add_argument("--model", help="provider/model of images the chat creates (default: the server's)")
+    chat.add_argument("--system", help="system prompt of images the chat creates")
+    chat.add_argument(
+        "--config",
+        help='image_create config (JSON, or @file) for images the chat creates, e.g. \'{"tools": '
+        '[{"type": "builtin", "name": "calculator"}]}\'',
+    )
+
+
+def run_chat(args: argparse.Namespace) -> int:
+    from agentvm.chat.app import image_config
+
+    try:
+        config = image_config(args.config, args.model, args.system)
+    except (ValueError, OSError) as exc:
+        print(f"avm: {exc}", file=sys.stderr)
+        return 2
+    if args.local:
+        from agentvm.chat.local import LocalServerError, local_server
+
+        try:
+            with local_server(args.data_dir) as url:
+                return asyncio.run(_chat(args, url, None, config))
+        except LocalServerError as exc:
+            print(f"avm: {exc}", file=sys.stderr)
+            return 2
+    url = args.url or os.environ.get("AVM_WS_URL") or DEFAULT_URL
+    try:
+        return asyncio.run(_chat(args, url, args.key or os.environ.get("AVM_API_KEY"), config))
+    except KeyboardInterrupt:  # Ctrl-C before the chat took it over (while connecting)
+        return 130
+
+
+async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dict[str, Any]) -> int:
+    from agentvm.chat.app import ChatApp, http_url_of
+    from agentvm.client import AgentVMClient, AgentVMClientError
+
+    try:
+        async with AgentVMClient.connect(url, token=key) as client:
+            app = ChatApp(
+                client,
+                container_id=args.container,
+                image_config=config,
+                http_url=args.http_url or http_url_of(url),
+                key=key,
+            )
+            return await app.run(args.image)
+    except (AgentVMClientError, OSError) as exc:
+        print(f"avm: {type(exc).__name__}: {exc}", file=sys.stderr)
+        return 1
+
+
+__all__ = ["DEFAULT_URL", "add_chat_command", "run_chat"]

@@ -1,0 +1,134 @@
+"""How ``avm chat`` shows a turn and a history: text as it streams, tools and waits as short lines.
+
+    you> /tool calculator {"expression": "6*7"}
+    [tool] calculator {"expression": "6*7"}
+    [tool] calculator -> 42
+    Echo: calculator returned: 42
+
+Bracketed lines are dimmed on a colour terminal (not when ``NO_COLOR`` is set or the output is not
+a terminal). Long tool inputs and results are cut to one line of about 200 characters.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from typing import TYPE_CHECKING, Any, TextIO
+
+from agentvm.client import (
+    AssistantMessage,
+    ErrorMessage,
+    ErrorOccurredEvent,
+    FileChangedEvent,
+    SystemErrorEvent,
+    TextDeltaEvent,
+    ToolCallMessage,
+    ToolResultEvent,
+    ToolResultMessage,
+    ToolUseStopEvent,
+    TurnSuspendedEvent,
+    UserMessage,
+)
+from agentvm.client.events import ConversationEndEvent
+
+if TYPE_CHECKING:
+    from agentvm.client import Frame, Message
+
+CUT = 200
+
+
+def short(value: Any) -> str:
+    """One line of at most ~CUT characters: strings as they are, anything else as JSON."""
+    text = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False)
+    text = " ".join(text.split())
+    return text if len(text) <= CUT else text[: CUT - 1] + "…"
+
+
+class Renderer:
+    def __init__(self, out: TextIO, *, color: bool | None = None) -> None:
+        self.out = out
+        if color is None:
+            color = out.isatty() and "NO_COLOR" not in os.environ
+        self.color = color
+        self.at_line_start = True
+        self._tool_names: dict[str, str] = {}
+
+    # -- primitives ----------------------------------------------------------------------------------
+    def write(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self.at_line_start = text.endswith("\n")
+
+    def line(self, text: str) -> None:
+        """A line of its own (after a newline if the text streamed so far left the line open)."""
+        self.write(("" if self.at_line_start else "\n") + text + "\n")
+
+    def note(self, text: str) -> None:
+        """A dimmed, bracketed line: tools, waits, errors, the chat's own messages."""
+        self.line(f"\x1b[2m{text}\x1b[0m" if self.color else text)
+
+    def end_line(self) -> None:
+        if not self.at_line_start:
+            self.write("\n")
+
+    # -- a turn --------------------------------------------------------------------------------------
+    def event(self, event: Frame) -> None:
+        if isinstance(event, TextDeltaEvent):
+            self.write(event.data.text)
+        elif isinstance(event, ToolUseStopEvent):
+            self._tool_names[event.data.toolCallId] = event.data.toolName
+            self.note(f"[tool] {event.data.toolName} {short(event.data.input)}")
+        elif isinstance(event, ToolResultEvent):
+            name = self._tool_names.get(event.data.toolCallId, "tool")
+            verb = "failed:" if event.data.isError else "->"
+            self.note(f"[tool] {name} {verb} {short(event.data.result)}")
+        elif isinstance(event, TurnSuspendedEvent):
+            for wait in event.data.waitingFor:
+                if wait.kind == "sandbox":
+                    self.note(f"[waiting] {wait.toolName}: a sandbox job")
+        elif isinstance(event, FileChangedEvent):
+            self.note(f"[file] {event.data.change} {event.data.path} ({event.data.size} bytes)")
+        elif isinstance(event, ErrorOccurredEvent):
+            self.note(f"[error {event.data.code}] {event.data.message}")
+        elif isinstance(event, SystemErrorEvent):
+            self.note(f"[server {event.data.details.code}] {event.data.message}")
+        elif isinstance(event, ConversationEndEvent):
+            if event.data.reason == "interrupted":
+                self.note("[interrupted]")
+            else:
+                self.end_line()
+
+    # -- a history -----------------------------------------------------------------------------------
+    def message(self, message: Message) -> None:
+        if isinstance(message, UserMessage):
+            self.line(f"user: {_content_text(message.content)}")
+        elif isinstance(message, AssistantMessage):
+            self.line(f"assistant: {_content_text(message.content)}")
+        elif isinstance(message, ToolCallMessage):
+            self.note(f"[tool] {message.toolCall.name} {short(message.toolCall.input)}")
+        elif isinstance(message, ToolResultMessage):
+            output = message.toolResult.output
+            verb = "->" if output.type in ("text", "json", "content") else f"{output.type}:"
+            self.note(f"[tool] {message.toolResult.name} {verb} {short(output.value)}")
+        elif isinstance(message, ErrorMessage):
+            self.note(f"[error {message.errorCode or 'error'}] {message.content}")
+
+
+def _content_text(content: str | list[Any]) -> str:
+    if isinstance(content, str):
+        return content
+    parts = []
+    for part in content:
+        kind = getattr(part, "type", "")
+        if kind == "text":
+            parts.append(part.text)
+        elif kind == "thinking":
+            continue
+        else:  # an image or a file: named, not shown
+            name = getattr(part, "name", None) or getattr(part, "filename", None)
+            parts.append(f"[{kind}: {name}]" if name else f"[{kind}]")
+    return " ".join(p for p in parts if p)
+
+
+__all__ = ["Renderer", "short"]

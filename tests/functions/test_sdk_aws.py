@@ -1,0 +1,103 @@
+"""The SDK and ``avm chat`` against the AWS host: the real ``ws_default`` and ``turn_worker``
+handlers on moto behind a loopback WebSocket (``ws_bridge``), with the echo model. The same
+client code as against ``avm serve``: only the URL differs."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+from moto import mock_aws
+
+from agentvm.adapters.llm.echo import EchoModelClient
+from agentvm.adapters.llm.scripted import SingleModelResolver
+from agentvm.client import (
+    AgentVMClient,
+    AssistantMessage,
+    TextDeltaEvent,
+    ToolApprovalRequestedEvent,
+    ToolCompletedEvent,
+    UserMessage,
+)
+from tests.functions.aws_host import aws_host
+from tests.functions.ws_bridge import ws_bridge
+from tests.integration.avm_process import base_env
+from tests.integration.test_chat import Terminal
+
+pytestmark = pytest.mark.aws
+
+CALC = {"type": "builtin", "name": "calculator"}
+LONG = " ".join(f"word{i}" for i in range(60))
+
+
+@pytest.fixture
+def bridge(monkeypatch):
+    with mock_aws():
+        host = next(aws_host(SingleModelResolver(EchoModelClient(delay_ms=25))))
+        with ws_bridge(host, monkeypatch) as bridge:
+            yield bridge
+
+
+async def test_a_typed_turn_with_an_approval_and_an_interrupt_on_the_aws_host(bridge):
+    async with AgentVMClient.connect(bridge.url) as client:
+        image = await client.create_image("user-alice", tools=[CALC], approval={"tools": ["calculator"]})
+        hello = await client.send(image.imageId, "Hello!")
+        turn = client.send(image.imageId, '/tool calculator {"expression": "6*7"}')
+        async for event in turn:
+            if isinstance(event, ToolApprovalRequestedEvent):
+                await turn.approve(event)
+        long = client.send(image.imageId, LONG)
+        async for event in long:
+            if isinstance(event, TextDeltaEvent) and len(long.text) > 20:
+                await long.interrupt()
+        history = await client.history(image.imageId)
+
+    assert (hello.text, hello.end_reason) == ("Echo: Hello!", "completed")
+    assert any(isinstance(e, ToolCompletedEvent) for e in turn.events)
+    assert turn.text == "Echo: calculator returned: 42"
+    assert long.end_reason == "interrupted" and 20 < len(long.text) < len("Echo: " + LONG)
+    assert [type(m) for m in history[:2]] == [UserMessage, AssistantMessage]
+    assert history[-1].content[0].text == long.text
+
+
+async def test_sockets_closed_by_the_gateway_mid_turn_are_reopened_and_resumed(bridge):
+    async with AgentVMClient.connect(bridge.url) as client:
+        image = await client.create_image("user-alice")
+        turn = client.send(image.imageId, LONG)
+        closed = False
+        async for event in turn:
+            if isinstance(event, TextDeltaEvent) and not closed and len(turn.text) > 40:
+                closed = True
+                for ws in list(bridge.sockets.values()):  # what API Gateway does at its idle timeout
+                    asyncio.run_coroutine_threadsafe(ws.close(1001, "Going away"), bridge.loop)
+        reconnects = client.reconnects
+
+    assert reconnects == 1
+    assert turn.text == "Echo: " + LONG and turn.end_reason == "completed"
+    seqs = [e.seq for e in turn.events]
+    assert seqs == sorted(set(seqs))
+
+
+def test_avm_chat_against_the_aws_host(bridge):
+    config = json.dumps({"tools": [CALC]})
+    term = Terminal(["chat", "--url", bridge.url, "--config", config], base_env(NO_COLOR="1"))
+    try:
+        term.expect(r"\[chat\] container chat, image img_\S+ \(Chat\)")
+        term.line("Hello AWS")
+        term.expect(r"\nEcho: Hello AWS\nyou> ")
+        term.line('/tool calculator {"expression": "2+3"}')
+        term.expect(r"\[tool\] calculator -> 5\n")
+        term.expect(r"Echo: calculator returned: 5\nyou> ")
+        term.line(LONG)
+        term.expect(r"Echo: word0 word1 ")
+        term.send("\x03")
+        term.expect(r"\[interrupted\]\n")
+        term.line("/history")
+        term.expect(r"user: Hello AWS\nassistant: Echo: Hello AWS\n")
+        term.line("/usage")
+        term.expect(r"container usage: give --http-url")
+        term.line("/quit")
+        assert term.wait() == 0
+    finally:
+        term.close()

@@ -1,0 +1,275 @@
+"""The typed SDK against a real ``avm serve`` (echo model): turns, tools, approvals, client-side
+tools, interrupts, history, the sync client, and a connection cut mid-turn that the client
+repairs by itself (reconnect + resume through a loopback proxy that drops every socket)."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+
+import pytest
+
+from agentvm.client import (
+    AgentVMClient,
+    AssistantMessage,
+    ClientToolRequestedEvent,
+    ConnectionLost,
+    ConversationEndEvent,
+    MessagePersistedEvent,
+    RequestFailed,
+    SyncAgentVMClient,
+    TextDeltaEvent,
+    ToolApprovalRequestedEvent,
+    ToolCallMessage,
+    ToolCompletedEvent,
+    ToolFailedEvent,
+    ToolResultMessage,
+    ToolUseStopEvent,
+    TurnSuspendedEvent,
+    UserMessage,
+)
+from tests.integration.avm_process import avm_serve, base_env, free_port
+
+CALC = {"type": "builtin", "name": "calculator"}
+SLOW = {"AVM_ECHO_DELAY_MS": "25", "AVM_FLUSH_MS": "10"}
+LONG = " ".join(f"word{i}" for i in range(60))
+
+
+@pytest.fixture
+def server(tmp_path):
+    with avm_serve(tmp_path, free_port(), env=base_env(**SLOW)) as server:
+        yield server
+
+
+async def test_a_typed_turn_streams_text_and_ends_with_the_stored_reply(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        image = await client.create_image("user-alice", name="Helper", system_prompt="Be brief.")
+        events = [event async for event in client.send(image.imageId, "Hello!")]
+        history = await client.history(image.imageId)
+
+    types = [type(e).__name__ for e in events]
+    assert types[0] == "MessagePersistedEvent" and types[-1] == "ConversationEndEvent"
+    assert "".join(e.data.text for e in events if isinstance(e, TextDeltaEvent)) == "Echo: Hello!"
+    assert all(e.context is not None and e.context.imageId == image.imageId for e in events)
+    assert [type(m) for m in history] == [UserMessage, AssistantMessage]
+    assert history[1].content[0].text == "Echo: Hello!"
+
+
+async def test_awaiting_a_turn_runs_it_and_keeps_text_usage_and_end(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        image = await client.create_image("u")
+        turn = await client.send(image.imageId, "one two three")
+
+    assert (turn.text, turn.end_reason, turn.done) == ("Echo: one two three", "completed", True)
+    assert turn.usage is not None and turn.usage.outputTokens == 4
+    assert turn.turn_id and turn.turn_id.startswith("turn_")
+    assert isinstance(turn.events[0], MessagePersistedEvent)
+
+
+async def test_a_tool_call_that_needs_approval_is_approved_from_the_turn(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        image = await client.create_image("u", tools=[CALC], approval={"tools": ["calculator"]})
+        turn = client.send(image.imageId, '/tool calculator {"expression": "6*7"}')
+        async for event in turn:
+            if isinstance(event, ToolApprovalRequestedEvent):
+                assert event.data.input == {"expression": "6*7"}
+                await turn.approve(event)
+        denied = client.send(image.imageId, '/tool calculator {"expression": "1/0"}')
+        async for event in denied:
+            if isinstance(event, ToolApprovalRequestedEvent):
+                await denied.deny(event, "not today")
+
+    kinds = [type(e) for e in turn.events]
+    assert (
+        kinds.index(ToolApprovalRequestedEvent)
+        < kinds.index(TurnSuspendedEvent)
+        < kinds.index(ToolCompletedEvent)
+    )
+    assert turn.text == "Echo: calculator returned: 42" and turn.end_reason == "completed"
+    [failed] = [e for e in denied.events if isinstance(e, ToolFailedEvent)]
+    assert failed.data.error == "Execution denied: not today"
+
+
+async def test_a_client_side_tool_is_answered_by_the_registered_function(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        calls = []
+
+        @client.tool(input_schema={"type": "object", "properties": {"title": {"type": "string"}}})
+        def pick_file(title: str) -> dict:
+            """Ask the user to pick a file."""
+            calls.append(title)
+            return {"path": f"/home/{title}.txt"}
+
+        image = await client.create_image("u", tools=[pick_file])
+        turn = await client.send(image.imageId, '/tool pick_file {"title": "notes"}')
+        broken = client.send(image.imageId, '/tool pick_file {"name": "wrong"}')
+        await broken
+        history = await client.history(image.imageId)
+
+    assert calls == ["notes"]
+    assert any(isinstance(e, ClientToolRequestedEvent) for e in turn.events)
+    assert turn.text == 'Echo: pick_file returned: {"path": "/home/notes.txt"}'
+    assert "TypeError" in broken.text  # the model read the function's error; the turn went on
+    assert broken.end_reason == "completed"
+    assert [type(m) for m in history[:4]] == [
+        UserMessage,
+        ToolCallMessage,
+        ToolResultMessage,
+        AssistantMessage,
+    ]
+    assert pick_file.declaration()["description"] == "Ask the user to pick a file."
+
+
+async def test_interrupting_a_turn_ends_it_as_interrupted_with_the_partial_reply(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        image = await client.create_image("u")
+        turn = client.send(image.imageId, LONG)
+        async for event in turn:
+            if isinstance(event, TextDeltaEvent) and len(turn.text) > 20:
+                await turn.interrupt()
+        history = await client.history(image.imageId)
+
+    assert turn.end_reason == "interrupted"
+    assert isinstance(turn.events[-1], ConversationEndEvent)
+    assert 20 < len(turn.text) < len("Echo: " + LONG)
+    assert history[-1].content[0].text == turn.text
+
+
+async def test_a_refused_message_raises_with_the_servers_code(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        with pytest.raises(RequestFailed) as refused:
+            await client.send("img_nope", "hi")
+        assert refused.value.code == "not_found"
+        assert await client.get_image("img_nope") is None
+        image = await client.create_image("u", concurrency="reject")
+        first = client.send(image.imageId, LONG)
+        await first.start()
+        with pytest.raises(RequestFailed) as busy:
+            await client.send(image.imageId, "again")
+        assert busy.value.code == "session_busy"
+        await first
+
+
+def test_the_sync_client_streams_a_turn_and_reads_history(server):
+    with SyncAgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        image = client.create_image("u", name="Sync")
+        turn = client.send(image.imageId, "sync hello")
+        text = "".join(e.data.text for e in turn if isinstance(e, TextDeltaEvent))
+        awaited = client.send(image.imageId, "second").wait()
+        images = client.list_images("u")
+        history = client.history(image.imageId)
+
+    assert text == "Echo: sync hello" == turn.text
+    assert awaited.text == "Echo: second" and awaited.end_reason == "completed"
+    assert [i.imageId for i in images] == [image.imageId]
+    assert len(history) == 4
+
+
+class CuttingProxy:
+    """A loopback TCP proxy in front of the server whose ``cut()`` drops every open connection."""
+
+    def __init__(self, target_port: int) -> None:
+        self.target_port = target_port
+        self.port = free_port()
+        self._pairs: list[tuple[asyncio.StreamWriter, asyncio.StreamWriter]] = []
+        self._server: asyncio.Server | None = None
+
+    async def __aenter__(self) -> CuttingProxy:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self.cut()
+        assert self._server is not None
+        self._server.close()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.target_port)
+        self._pairs.append((writer, up_writer))
+        await asyncio.gather(self._pipe(reader, up_writer), self._pipe(up_reader, writer))
+
+    @staticmethod
+    async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        with contextlib.suppress(ConnectionError, OSError):
+            while data := await reader.read(65536):
+                writer.write(data)
+                await writer.drain()
+        with contextlib.suppress(ConnectionError, OSError, RuntimeError):
+            writer.close()
+
+    def cut(self) -> None:
+        for a, b in self._pairs:
+            for writer in (a, b):
+                transport = writer.transport
+                if transport is not None:
+                    transport.abort()
+        self._pairs.clear()
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+
+async def test_a_connection_cut_mid_turn_is_reopened_and_the_turn_resumes_exactly(server):
+    token = server.admin_token()
+    async with CuttingProxy(server.port) as proxy, AgentVMClient.connect(proxy.url, token=token) as client:
+        image = await client.create_image("u")
+        turn = client.send(image.imageId, LONG)
+        cuts = 0
+        async for event in turn:
+            if isinstance(event, TextDeltaEvent) and cuts < 2 and len(turn.text) > 40 * (cuts + 1):
+                cuts += 1
+                proxy.cut()  # the socket drops under the client, twice, mid-stream
+        history = await client.history(image.imageId)
+        reconnects = client.reconnects
+
+    assert reconnects == 2
+    seqs = [e.seq for e in turn.events]
+    assert seqs == sorted(set(seqs))  # every frame once, in order
+    assert turn.text == "Echo: " + LONG == history[-1].content[0].text
+    assert turn.end_reason == "completed"
+
+
+async def test_a_request_in_flight_when_the_connection_drops_is_sent_again_if_safe(server):
+    token = server.admin_token()
+    async with CuttingProxy(server.port) as proxy, AgentVMClient.connect(proxy.url, token=token) as client:
+        image = await client.create_image("u")
+        proxy.cut()
+        # sent while the client notices the drop and reconnects: answered on the new socket
+        listed = await client.list_images("u")
+        turn = await client.send(image.imageId, "after the cut")
+    assert [i.imageId for i in listed] == [image.imageId]
+    assert turn.text == "Echo: after the cut"
+
+
+async def test_a_client_that_cannot_reconnect_fails_its_turn_with_connection_lost(tmp_path):
+    port = free_port()
+    with avm_serve(tmp_path, port, env=base_env(**SLOW)) as server:
+        token = server.admin_token()
+        client = await AgentVMClient.open(server.url, token=token, reconnect_within=1.0)
+        image = await client.create_image("u")
+        turn = client.send(image.imageId, LONG)
+        await turn.start()
+    # the server is gone: every reconnect fails, and the turn says so instead of hanging
+    with pytest.raises(ConnectionLost):
+        async for _ in turn:
+            pass
+    with pytest.raises(ConnectionLost):
+        await client.list_images()
+    await client.close()
+
+
+async def test_frames_of_the_turn_are_yielded_once_even_when_the_server_replays_them(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        image = await client.create_image("u")
+        turn = client.send(image.imageId, "replayed")
+        async for event in turn:
+            if isinstance(event, ToolUseStopEvent):
+                pass
+            if isinstance(event, TextDeltaEvent):
+                await client.subscribe(image.sessionId, after_seq=0)  # the server sends it all again
+    types = [e.type for e in turn.events]
+    assert types.count("message_persisted") == 1 and types.count("conversation_end") == 1
+    assert turn.text == "Echo: replayed"
+    assert json.dumps([e.seq for e in turn.events]) == json.dumps(sorted({e.seq for e in turn.events}))
