@@ -84,6 +84,7 @@ def test_avm_chat_against_the_aws_host(bridge):
     term = Terminal(["chat", "--url", bridge.url, "--config", config], base_env(NO_COLOR="1"))
     try:
         term.expect(r"\[chat\] container chat, image img_\S+ \(Chat\)")
+        term.expect("you> ")  # typed before the prompt, the line's echo lands ahead of it
         term.line("Hello AWS")
         term.expect(r"\nEcho: Hello AWS\nyou> ")
         term.line('/tool calculator {"expression": "2+3"}')

@@ -179,6 +179,7 @@ def test_a_chat_streams_replies_renders_tools_interrupts_and_shows_history(serve
 def test_a_chat_with_its_own_local_server(tmp_path):
     with chat("--local", "--data-dir", str(tmp_path / "data")) as t:
         t.expect(r"\[chat\] container chat, image img_\S+ \(Chat\)", timeout=40)
+        t.expect("you> ")
         t.line("hi from local")
         t.expect(r"Echo: hi from local\n")
         t.expect("you> ")
