@@ -218,22 +218,23 @@ async def handle_rpc(rt: Runtime, connection_id: str, raw: str | bytes) -> list[
     the caller, or None when the frame is not JSON-RPC after all (the v1 gateway takes it)."""
     data = raw if isinstance(raw, bytes) else raw.encode("utf-8", "surrogatepass")
     limit = rt.turns.max_frame_bytes
-    # A frame refused before it is parsed is answered in the connection's protocol (read on this
-    # rare path only); on a connection that has not chosen, in the protocol it looks like.
+    # A frame refused before it is parsed is answered in JSON-RPC on a connection that chose v2 (read
+    # on this rare path only), else as v1 answers it: a connection without a record may be a v1
+    # one (AWS records v1 nowhere), and the frame chose nothing.
     if len(data) > limit:
-        if await _speaks_v1(rt, connection_id):
+        if not await _speaks_v2(rt, connection_id):
             return None
         too_large = FrameTooLarge(f"frame of {len(data)} bytes exceeds the limit of {limit} bytes")
         return _refused(connection_id, peek_id(data), too_large)
     try:
         doc = json.loads(raw)
     except RecursionError:
-        if await _speaks_v1(rt, connection_id):
+        if not await _speaks_v2(rt, connection_id):
             return None
         too_deep = InvalidRequest(f"frame is nested more than {MAX_DEPTH} levels deep")
         return _refused(connection_id, peek_id(data), too_deep)
     except (ValueError, UnicodeDecodeError):
-        if await _speaks_v1(rt, connection_id):
+        if not await _speaks_v2(rt, connection_id):
             return None
         return _refused(connection_id, None, ParseError("Parse error: the frame is not valid JSON"))
     if not (isinstance(doc, list) or (isinstance(doc, dict) and doc.get("jsonrpc") == "2.0")):
@@ -262,9 +263,9 @@ async def handle_rpc(rt: Runtime, connection_id: str, raw: str | bytes) -> list[
     return out + ([dumps(replies)] if replies else [])  # all notifications: nothing, per JSON-RPC
 
 
-async def _speaks_v1(rt: Runtime, connection_id: str) -> bool:
+async def _speaks_v2(rt: Runtime, connection_id: str) -> bool:
     conn = await rt.connections.get(connection_id)
-    return conn is not None and conn.protocol == PROTOCOL_V1
+    return conn is not None and conn.protocol == PROTOCOL_V2
 
 
 def _refused(connection_id: str, rpc_id: str | int | None, exc: AgentVMError) -> list[str]:
