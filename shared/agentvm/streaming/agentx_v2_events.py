@@ -107,7 +107,7 @@ class V2Renderer:
                 "data": item["data"],
                 "source": item["source"],
                 "category": item["category"],
-                "intent": frame.get("intent", "notification"),
+                "intent": "notification",
             }
             if context is not None:
                 event["context"] = context
