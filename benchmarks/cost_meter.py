@@ -267,6 +267,9 @@ class Result:
     # The standard sandbox turn (StandardTurn.sandbox): the turn suspends on a sandbox-worker job.
     sandbox_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
     sandbox_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
+    # The standard turn from an AgentX v2 (JSON-RPC 2.0) client (StandardTurn.protocol = "v2").
+    v2_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
+    v2_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
 
 
 def _shapes(standard: StandardTurn, d: Deployment, turns: int, label: str = "") -> dict[str, Scenario]:
@@ -298,6 +301,8 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
     tool_bills = {name: bill(s, d, init_s) for name, s in tool_scenarios.items()}
     sandbox_scenarios = _shapes(dataclasses.replace(standard, sandbox=True), d, turns, "sandbox ")
     sandbox_bills = {name: bill(s, d, init_s) for name, s in sandbox_scenarios.items()}
+    v2_scenarios = _shapes(dataclasses.replace(standard, protocol="v2"), d, turns, "v2 ")
+    v2_bills = {name: bill(s, d, init_s) for name, s in v2_scenarios.items()}
     wall_s = time.monotonic() - started
     return Result(
         standard,
@@ -311,6 +316,8 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
         tool_bills,
         sandbox_scenarios,
         sandbox_bills,
+        v2_scenarios,
+        v2_bills,
     )
 
 
@@ -350,6 +357,7 @@ def render(r: Result) -> str:
         *_where_the_money_goes(r),
         *_tool_turn(r),
         *_sandbox_turn(r),
+        *_v2_turn(r),
         *_by_operation(r),
         *_observations(r),
         *_assumptions(r),
@@ -437,6 +445,43 @@ def _sandbox_turn(r: Result) -> list[str]:
         + ", ".join(f"{k} (+{_usd(v)}/M)" for k, v in extra if v > 0)
         + ".\n"
     )
+    return out
+
+
+def _v2_turn(r: Result) -> list[str]:
+    """The standard turn from an AgentX v2 client beside the v1 one: $ per million, by component."""
+    if not r.v2_bills:
+        return []
+    t_idle, t_load = r.v2_bills["idle"], r.v2_bills["load"]
+    idle, load = r.bills["idle"], r.bills["load"]
+    rows = sorted(
+        (k for k in UNIT_PRICES if t_idle.units[k] or t_load.units[k]), key=lambda k: -t_load.dollars[k]
+    )
+    s_v2, s_v1 = r.v2_scenarios["idle"], r.scenarios["idle"]
+    out = [
+        "### The standard turn over AgentX v2 (JSON-RPC 2.0)\n",
+        "The same turns from a client that speaks JSON-RPC 2.0 on the same `/ws`: the session's "
+        "`image.list` subscribes it server-side (no `subscribe` frames), its first frame records the "
+        "connection's protocol (one conditional write, after one consistent Query of the connection's "
+        "items), `message.send` is answered by the turn's worker when the turn ends (one post), and "
+        "the turn's frames are rendered as 2.x `stream.event` notifications (`turn_response` is one "
+        "more). The worker learns each subscriber's protocol from the subscriber lookup it makes "
+        "anyway: no read per frame or per subscriber.\n",
+        "| component | idle: units/turn | idle: $/M turns | load: units/turn | load: $/M turns |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for k in rows:
+        out.append(
+            f"| {k} | {_num(t_idle.units[k])} | {_usd(t_idle.dollars[k])} "
+            f"| {_num(t_load.units[k])} | {_usd(t_load.dollars[k])} |"
+        )
+    out += [
+        f"| **total** | | **{_usd(t_idle.total)}** | | **{_usd(t_load.total)}** |",
+        f"| vs the v1 client | | {t_idle.total / idle.total:.3f}x | | {t_load.total / load.total:.3f}x |",
+        "",
+        f"Frames received per turn: {s_v2.frames_received / s_v2.turns:.1f} (v1: "
+        f"{s_v1.frames_received / s_v1.turns:.1f}).\n",
+    ]
     return out
 
 

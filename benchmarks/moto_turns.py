@@ -31,6 +31,7 @@ import copy
 import dataclasses
 import importlib
 import io
+import itertools
 import json
 import logging
 import math
@@ -94,6 +95,9 @@ class StandardTurn:
     sandbox_job_s: float = 1.0
     workspace_files: int = 5
     workspace_file_bytes: int = 4096
+    # The client's protocol: "v1" (AgentX 1.x frames) or "v2" (JSON-RPC 2.0: ``image.list``
+    # subscribes the caller server-side, ``message.send`` is answered by the worker at the turn's end).
+    protocol: str = "v1"
 
     @property
     def model_wall_s(self) -> float:
@@ -622,7 +626,8 @@ class Session:
         return event
 
     def send(self, frame: dict[str, Any], bucket: str | None) -> dict[str, Any] | None:
-        """Send one frame (``bucket`` None: setup, not billed); returns the response's data, if any."""
+        """Send one frame (``bucket`` None: setup, not billed); returns the response's data (v1), or
+        the JSON-RPC result (v2), if any."""
         body = json.dumps(frame)
         event = self._event("apigw-ws-default-container-create.json")
         event["body"] = body
@@ -634,6 +639,9 @@ class Session:
             inv = self.host.invoke("ws_default", event, bucket)
             inv.inbound_ws_units = math.ceil(len(body.encode()) / WS_UNIT_BYTES)
         replies = [json.loads(p) for p in self.host.inbox.get(self.connection_id, [])[seen:]]
+        if frame.get("jsonrpc") == "2.0":
+            answer = next((r for r in replies if "method" not in r and r.get("id") == frame.get("id")), None)
+            return None if answer is None else answer.get("result", answer)
         return next((r["data"] for r in replies if r["type"].endswith("_response")), None)
 
     def prepare(self) -> None:
@@ -698,6 +706,10 @@ class Session:
 
     def connect(self) -> None:
         self._open(billed=True)
+        if self.standard.protocol == "v2":  # image.list subscribes the caller to what it lists
+            listed = self.send(_rpc("image.list", containerId=self.container_id), "session")
+            assert listed is not None and listed["records"], listed
+            return
         listed = self.send(_request("image_list", containerId=self.container_id), "session")
         assert listed is not None and listed["records"], listed
         for session_id in listed.get("__subscriptions") or []:  # what AgentVMClient does
@@ -705,6 +717,10 @@ class Session:
 
     def message(self) -> None:
         content = _text(self.standard.message_bytes)
+        if self.standard.protocol == "v2":  # answered by the worker when the turn ends
+            reply = self.send(_rpc("message.send", imageId=self.image["imageId"], content=content), "turn")
+            assert reply is None, reply
+            return
         reply = self.send(_request("message_send", imageId=self.image["imageId"], content=content), "turn")
         assert reply is not None and "error" not in reply, reply
 
@@ -789,6 +805,22 @@ def _request(type_: str, **data: Any) -> dict[str, Any]:
     from agentvm.events import request
 
     return request(type_, f"req_{uuid.uuid4().hex[:10]}", data, now_ms=_now_ms())
+
+
+_rpc_ids = itertools.count(1)
+
+
+def _rpc(method: str, **params: Any) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "method": method, "params": params, "id": next(_rpc_ids)}
+
+
+def _event_type(frame: Any) -> str:
+    """A received frame's type: a v1 frame's, a v2 notification's event's, or a JSON-RPC response."""
+    if isinstance(frame, dict) and "type" in frame:
+        return str(frame["type"])
+    if isinstance(frame, dict) and frame.get("method") == "stream.event":
+        return str(frame["params"]["event"]["type"])
+    return "rpc_response"
 
 
 def _now_ms() -> int:
@@ -879,7 +911,7 @@ def run_scenario(
         invocations=host.invocations,
         frames_received=len(received),
         frames_sent=sum(map(len, host.sent.values())),
-        frame_types=dict(Counter(f["type"] for f in received)),
+        frame_types=dict(Counter(_event_type(f) for f in received)),
         flush_s=host.flush_s,
         flush_max_s=host.flush_max_s,
         stream_s=host.model.stream_s,

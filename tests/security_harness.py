@@ -20,6 +20,7 @@ from tests.harness import ProtocolClient
 if TYPE_CHECKING:
     from agentvm.runtime import Runtime
     from tests.harness import Harness
+    from tests.v2_client import V2Client
 
 SERVER_SECRET = b"unit-test-server-secret-0123456789abcdef"
 JAN_15_2026_NOON_MS = 1_768_478_400_000
@@ -98,3 +99,15 @@ async def new_key(rt: Runtime, tenant: str, *scopes: str, **kw: object) -> str:
     assert rt.auth is not None
     _, token = await rt.auth.keys.create(tenant, scopes or ("client",), **kw)  # type: ignore[arg-type]
     return token
+
+
+async def keyed_v2_client(h: Harness, token: str) -> V2Client:
+    """An AgentX v2 connection authenticated by an ``auth`` notification carrying ``token``."""
+    from tests.v2_client import V2Client
+
+    conn_id = f"anon_{next(_anon)}"
+    await h.rt.connections.register(ConnectionInfo(conn_id, None, h.rt.clock.now_ms()))
+    client = V2Client(h.rt, h.push, conn_id)
+    replies = await client.notify("auth", headers={"Authorization": f"Bearer {token}"})
+    assert replies == [], replies
+    return client

@@ -266,6 +266,23 @@ class ConnectionInfo:
     tenant_id: str | None  # None until authenticated
     connected_at: int
     key_id: str | None = None  # the API key that authenticated it (None: open mode, or not yet)
+    # The protocol its first frame chose (``PROTOCOLS``); None: no frame yet, or (AWS) v1, which
+    # is never recorded (docs/protocol.md, "AgentX v2").
+    protocol: str | None = None
+
+
+PROTOCOL_V1 = "v1"  # AgentX 1.x SystemEvent frames
+PROTOCOL_V2 = "v2"  # AgentX 2.x JSON-RPC 2.0 frames
+PROTOCOLS = (PROTOCOL_V1, PROTOCOL_V2)
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """One subscriber of a session: its cursor (``after_seq``) and the protocol it is sent frames in."""
+
+    connection_id: str
+    after_seq: int | None = None
+    protocol: str = PROTOCOL_V1
 
 
 class Connections(Protocol):
@@ -283,6 +300,17 @@ class Connections(Protocol):
     async def subscribers(self, session_id: str) -> Sequence[str]: ...
     async def subscribers_with_cursor(self, session_id: str) -> Sequence[tuple[str, int | None]]:
         """``subscribers``, each with the ``after_seq`` it subscribed with (None: none given)."""
+        ...
+
+    async def subscriptions(self, session_id: str) -> Sequence[Subscription]:
+        """The subscribers with their cursors and protocols: the one lookup a turn's worker makes."""
+        ...
+
+    async def claim_protocol(self, connection_id: str, protocol: str) -> str:
+        """Record ``protocol`` as the connection's unless one is recorded; returns the connection's.
+        Called for a connection whose ``get`` shows none. A subscription carries the protocol its
+        connection had when it was made. An adapter may leave v1 unrecorded (the default) when
+        recording costs a write: then a connection that subscribed before its first v2 frame is v1."""
         ...
 
 
@@ -556,4 +584,9 @@ __all__ = [
     "ToolWaits",
     "TurnQueue",
     "WorkspaceEntry",
+    # AgentX v2 (gateway/agentx_v2.py)
+    "PROTOCOLS",
+    "PROTOCOL_V1",
+    "PROTOCOL_V2",
+    "Subscription",
 ]

@@ -105,6 +105,10 @@ class TurnJob(_Record):
     # A continuation of a suspended turn: what resumed it ("<toolCallId>:<status>"), so each
     # decision enqueues its own job (the queues deduplicate by ``jobKey``).
     resume: str | None = None
+    # AgentX v2: the ``message.send`` its worker answers when the turn ends (or suspends): the
+    # connection it came on and its JSON-RPC id (``gateway.agentx_v2``). None: nothing to answer.
+    rpcConnectionId: str | None = None
+    rpcId: str | int | None = None
 
     @property
     def jobKey(self) -> str:

@@ -16,7 +16,7 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
 from agentvm.adapters.local.memory_connections import InMemoryConnections
-from agentvm.ports import ConnectionInfo
+from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 
 if TYPE_CHECKING:
     from agentvm.ports import Connections
@@ -282,3 +282,53 @@ async def test_items_carry_the_ttl_attribute_dynamodb_expires_them_by(aws: None)
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
     assert sorted(i["sk"]["S"] for i in items) == ["META", "SUB#ses_1"]
     assert {i["expiresAt"]["N"] for i in items} == {str(1_800_000_000 + 7500)}
+
+
+# protocols: what a connection's first frame chose (AgentX v1 or v2), carried by its subscriptions
+
+
+async def test_a_v2_connection_records_its_protocol_and_its_subscriptions_carry_it(
+    connections: Connections,
+) -> None:
+    await connections.register(info("c1"))
+    await connections.register(info("c2"))
+
+    assert await connections.claim_protocol("c1", PROTOCOL_V2) == PROTOCOL_V2
+    await connections.subscribe("c1", "ses_1", after_seq=100_004)
+    await connections.subscribe("c2", "ses_1")
+
+    assert (await connections.get("c1")) == replace(info("c1"), protocol=PROTOCOL_V2)
+    assert set(await connections.subscriptions("ses_1")) == {
+        Subscription("c1", 100_004, PROTOCOL_V2),
+        Subscription("c2", None, PROTOCOL_V1),
+    }
+    assert list(await connections.subscriptions("ses_none")) == []
+
+
+async def test_the_first_protocol_claimed_stays(connections: Connections) -> None:
+    await connections.register(info("c1"))
+
+    await connections.claim_protocol("c1", PROTOCOL_V2)
+
+    assert await connections.claim_protocol("c1", PROTOCOL_V2) == PROTOCOL_V2  # a concurrent frame's
+    assert (await connections.get("c1")).protocol == PROTOCOL_V2  # type: ignore[union-attr]
+
+
+async def test_a_connection_that_subscribed_before_its_first_v2_frame_stays_v1(
+    connections: Connections,
+) -> None:
+    await connections.register(info("c1"))
+    await connections.claim_protocol("c1", PROTOCOL_V1)  # what the gateway does for a v1 frame
+    await connections.subscribe("c1", "ses_1")
+
+    assert await connections.claim_protocol("c1", PROTOCOL_V2) == PROTOCOL_V1
+    assert [s.protocol for s in await connections.subscriptions("ses_1")] == [PROTOCOL_V1]
+
+
+async def test_authenticating_again_keeps_the_protocol(connections: Connections) -> None:
+    await connections.register(info("c1", tenant=None))
+    await connections.claim_protocol("c1", PROTOCOL_V2)
+
+    await connections.register(replace(info("c1"), protocol=PROTOCOL_V2))  # the auth frame's
+
+    assert (await connections.get("c1")).protocol == PROTOCOL_V2  # type: ignore[union-attr]

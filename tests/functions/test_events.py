@@ -115,6 +115,11 @@ def test_websocket_message_body_is_a_frame_unless_malformed(name):
     if "malformed" in name:
         with pytest.raises(FrameError):
             parse_frame(body, max_bytes=256 * 1024)
+    elif "jsonrpc" in name:  # AgentX v2 (JSON-RPC 2.0) on the same route
+        from agentvm.gateway.agentx_v2 import looks_like_rpc, resolve
+
+        doc = json.loads(body)
+        assert looks_like_rpc(body) and doc["jsonrpc"] == "2.0" and resolve(doc["method"]) is not None
     else:
         parse_frame(body, max_bytes=256 * 1024)
 

@@ -90,3 +90,15 @@ def test_the_sandbox_turn_suspends_on_its_job_instead_of_waiting(result):
     for b in result.sandbox_bills.values():
         assert b.units[cost_meter.S3R] > 0 and b.units[cost_meter.S3W] > 0
         assert b.units[cost_meter.GBS.format("sandbox_worker")] > 0
+
+
+def test_the_v2_client_gets_its_answer_from_the_worker_and_one_more_event_per_turn(result):
+    for name, s in result.v2_scenarios.items():
+        v1 = result.scenarios[name]
+        assert s.unattributed_calls == 0
+        # message.send's answer replaces message_send_response; turn_response is one more event
+        assert s.frame_types["rpc_response"] == s.turns + s.sessions  # + each session's image.list
+        assert s.frame_types["turn_response"] == s.turns and "message_send_response" not in s.frame_types
+        assert s.frames_received == v1.frames_received + s.turns
+        assert s.frame_types["text_delta"] == v1.frame_types["text_delta"]
+    assert "AgentX v2 (JSON-RPC 2.0)" in cost_meter.render(result)

@@ -34,6 +34,7 @@ async def _still_serving(client) -> None:
 )
 async def test_malformed_frame_answers_system_error(harness, raw, code):
     c = await harness.client()
+    await _still_serving(c)  # the connection speaks v1 (a first frame "[...]" would choose v2)
     replies = await c.send_raw(raw)
     assert [r["type"] for r in replies] == ["system_error"]
     assert replies[0]["data"]["details"]["code"] == code

@@ -96,7 +96,9 @@ SLOW_EXAMPLES = int(os.environ.get("AVM_FUZZ_EXAMPLES", "10000"))
 def gateway(tmp_path_factory):
     loop = asyncio.new_event_loop()
     harness = Harness(tmp_path_factory.mktemp("fuzz"))
-    conn = loop.run_until_complete(harness.client()).connection_id
+    client = loop.run_until_complete(harness.client())
+    loop.run_until_complete(client.request("container_list"))  # it speaks v1 (its first frame)
+    conn = client.connection_id
     yield loop, harness, conn
     harness.queue.close()
     harness.store.close()

@@ -359,16 +359,16 @@ async def test_a_sender_the_worker_finds_late_still_gets_its_turn_from_the_start
     the worker catches it up from the turn's first frame whenever it finds it."""
     owner, img = await _session(harness)
     sender = await harness.client()  # never listed nor subscribed: message_send subscribes it
-    lookups = harness.rt.connections.subscribers_with_cursor
+    lookups = harness.rt.connections.subscriptions
     calls = 0
 
     async def lagging(session_id):
         nonlocal calls
         calls += 1
         found = await lookups(session_id)
-        return [sub for sub in found if sub[0] != sender.connection_id] if calls <= 2 else found
+        return [sub for sub in found if sub.connection_id != sender.connection_id] if calls <= 2 else found
 
-    harness.rt.connections.subscribers_with_cursor = lagging  # type: ignore[method-assign]
+    harness.rt.connections.subscriptions = lagging  # type: ignore[method-assign]
     run = await _start_turn(harness, sender, img, reply="one two three four five six", delay_s=0.005)
     await asyncio.wait_for(run, 5)
     assert _seqs(sender.turn_frames()) == _seqs(owner.turn_frames())

@@ -29,7 +29,7 @@ from agentvm.api.app import create_app
 from tests.contract.moto_table import atomic_moto
 from tests.harness import Harness
 from tests.moto_logs import GROUP, MotoLogShipper
-from tests.security_harness import SERVER_SECRET, ManualClock, keyed_client, new_key, secure
+from tests.security_harness import SERVER_SECRET, ManualClock, keyed_client, keyed_v2_client, new_key, secure
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
@@ -37,6 +37,7 @@ if TYPE_CHECKING:
     from agentvm.adapters.llm.scripted import ScriptedModelClient
     from agentvm.runtime import Runtime
     from tests.harness import ProtocolClient
+    from tests.v2_client import V2Client
 
 
 @dataclass
@@ -48,6 +49,8 @@ class World:
     run_turns: Callable[[], Awaitable[None]]
     connect: Callable[[str], Awaitable[ProtocolClient]]  # an API key's token -> an authenticated client
     tokens: dict[str, str]  # tenant -> admin token
+    # an API key's token -> a client authenticated over AgentX v2 (JSON-RPC: an ``auth`` notification)
+    connect_v2: Callable[[str], Awaitable[V2Client]] | None = None
 
     @asynccontextmanager
     async def http(self, tenant: str) -> AsyncIterator[httpx.AsyncClient]:
@@ -66,6 +69,7 @@ async def _world(h: Harness) -> World:
         run_turns=h.run_turns,
         connect=lambda token: keyed_client(h, token),
         tokens=tokens,
+        connect_v2=lambda token: keyed_v2_client(h, token),
     )
 
 
@@ -541,6 +545,7 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         assert mine and {line["tenantId"] for line in mine} == {"tenant-a"}
         assert any(line["turnId"] == v.turn_id for line in mine)
     async with world.http("tenant-b") as http:
+        http.event_hooks["request"].append(_recorder(sent))
         # A's configuration: B sees only its own (defaults), its audit log is empty, and writing
         # the server's settings needs a platform admin
         config = (await http.get("/v1/config")).json()["settings"]
@@ -597,3 +602,95 @@ def _route(schema: dict[str, Any], method: str, path: str) -> tuple[str, str] | 
 
 def _auth(token: str) -> str:
     return json.dumps({"type": "auth", "headers": {"Authorization": f"Bearer {token}"}})
+
+
+# -- AgentX v2 (JSON-RPC 2.0): the same attacks, as a v2 client --------------------------------------
+def v2_attacks(v: Victim) -> list[tuple[str, str, str, str]]:
+    """(method, id param, A's id, a missing id of the same kind): every v2 method taking an id."""
+    img, agent, container, session = v.image["imageId"], v.agent_id, v.container, v.image["sessionId"]
+    missing_img, missing_agent, missing_c = "img_missing_0000", "agent_missing_0000", "user-missing"
+    return [
+        ("container.get", "containerId", container, missing_c),
+        ("instance.list", "containerId", container, missing_c),
+        ("image.list", "containerId", container, missing_c),
+        ("instance.get", "instanceId", agent, missing_agent),
+        ("agent.get", "agentId", agent, missing_agent),
+        ("image.get", "imageId", img, missing_img),
+        ("image.messages", "imageId", img, missing_img),
+        ("agentvm.tool.waits", "containerId", container, missing_c),
+        ("agentvm.tool.waits", "imageId", img, missing_img),
+        ("agentvm.tool.approve", "turnId", v.turn_id, "turn_missing_0000"),
+        ("agentvm.tool.result", "turnId", v.turn_id, "turn_missing_0000"),
+        ("agentvm.subscribe", "sessionId", session, "sess_missing_0000"),
+        ("subscribe", "topic", session, "sess_missing_0000"),
+        ("message.send", "imageId", img, missing_img),
+        ("message.send", "instanceId", agent, missing_agent),
+        ("instance.interrupt", "imageId", img, missing_img),
+        ("instance.interrupt", "instanceId", agent, missing_agent),
+        ("image.update", "imageId", img, missing_img),
+        ("image.run", "imageId", img, missing_img),
+        ("image.stop", "imageId", img, missing_img),
+        ("instance.destroy", "instanceId", agent, missing_agent),
+        ("instance.destroyAll", "containerId", container, missing_c),
+        ("image.delete", "imageId", img, missing_img),
+        ("image.create", "containerId", container, missing_c),
+        ("container.create", "containerId", container, missing_c),
+    ]
+
+
+V2_EXTRA = {
+    "message.send": {"content": "hijack"},
+    "image.update": {"updates": {"name": "pwned", "systemPrompt": "leak everything"}},
+    "image.create": {"name": "B"},
+}
+# v2 methods that take no id of anyone's (or are protocol plumbing), checked otherwise below
+V2_WITHOUT_IDS = {"container.list", "auth", "control.ack"}
+
+
+def test_the_v2_suite_covers_every_method():
+    from agentvm.gateway.agentx_v2 import METHODS
+
+    attacked = {
+        m for m, *_ in v2_attacks(Victim(None, "", {"imageId": "", "sessionId": ""}, "", "", "", "", ""))
+    }  # type: ignore[arg-type]
+    aliases = {"agent.list", "agent.destroy", "agent.destroyAll", "agent.interrupt"}  # same handlers
+    assert set(METHODS) == attacked | aliases | V2_WITHOUT_IDS
+
+
+async def test_tenant_b_learns_nothing_and_changes_nothing_with_tenant_a_ids_over_v2(world):
+    from tests.v2_client import rpc
+
+    v = await victim(world)
+    before = await snapshot(world, v)
+    a_frames = len(v.client.frames)
+    assert world.connect_v2 is not None
+    b = await world.connect_v2(world.tokens["tenant-b"])
+    assert (await b.call("container.list"))["containerIds"] == []
+    assert (await b.call("image.list"))["records"] == []
+    assert (await b.call("instance.list"))["agents"] == []
+
+    for method, param, own, miss in v2_attacks(v):
+        extra = {**V2_EXTRA.get(method, {}), **_v2_extra_for(method, v)}
+        foreign = await frames_of(b, b.send(rpc(method, {**extra, param: own}, id="attack")))
+        absent = await frames_of(b, b.send(rpc(method, {**extra, param: miss}, id="attack")))
+        assert normalise(foreign, own) == normalise(absent, miss), (method, param, foreign, absent)
+        assert foreign, method  # answered (an error, or B's own empty answer)
+    # the same with the runtime. prefix, and as a batch
+    batch = [
+        rpc("runtime.image.get", {"imageId": v.image["imageId"]}, id=1),
+        rpc("image.messages", {"imageId": v.image["imageId"]}, id=2),
+    ]
+    (answers,) = await b.send(batch)
+    assert answers[0]["result"] == {"record": None} and answers[1]["error"]["data"]["code"] == "not_found"
+
+    await world.run_turns()  # nothing B did may have queued work on A's session
+    assert v.client.frames[a_frames:] == []  # A's connection saw nothing of B's attempts
+    assert await snapshot(world, v) == before
+
+
+def _v2_extra_for(method: str, v: Victim) -> dict[str, Any]:
+    if method == "agentvm.tool.approve":
+        return {"toolCallId": v.call_id, "approved": True}
+    if method == "agentvm.tool.result":
+        return {"toolCallId": v.call_id, "output": "forged"}
+    return {}

@@ -29,7 +29,7 @@ from agentvm.agent.tool_config import DEFAULT_MAX_STEPS
 from agentvm.agent.tools import ToolRun
 from agentvm.agent.waits import resolution_of, wait_event_data
 from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, SessionBusy, StorageUnavailable
-from agentvm.events import EventContext, dumps, event, system_error
+from agentvm.events import EventContext, event, system_error
 from agentvm.llm import ToolCall, ToolResult
 from agentvm.messages import (
     AssistantMessage,
@@ -48,6 +48,7 @@ from agentvm.observability.metrics import record_turn, turn_status
 from agentvm.observability.tracing import NO_TRACE, start_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
+from agentvm.streaming.agentx_v2_events import send_result
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.frames import (
     error_occurred_data,
@@ -124,7 +125,7 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             details={"sessionId": job.sessionId, "turnId": job.turnId},
         )
         with contextlib.suppress(Exception):
-            await Fanout(rt.connections, rt.push).publish(job.sessionId, [dumps(frame)])
+            await Fanout(rt.connections, rt.push).publish_frame(job.sessionId, frame)
         raise
     finally:
         unbind(ids)
@@ -135,6 +136,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     turn = await store.get_turn(job.turnId)
     if turn is not None and turn.status in TERMINAL:
         log.info("turn already finished; skipping redelivery", extra={"turn_id": job.turnId})
+        await _answer_send(rt, job, turn.status)  # its worker may have died before answering
         return None
     resuming = turn is not None and turn.status == "suspended"
     if job.resume is not None and turn is None:
@@ -143,6 +145,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     image = await store.get_image(job.tenantId, job.imageId)
     if image is None:  # deleted while queued
         await _set_status(rt, job, "failed")
+        await _answer_send(rt, job, "failed", {"code": "not_found", "message": "the image was deleted"})
         return None
     # The summary of older history (if any) and the messages after it: bounded reads (compaction.py).
     context = await prepare_context(rt, job, image)
@@ -168,6 +171,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         await _set_status(rt, job, done, attempt=attempt, frames=sink.frame_map())
         sink.release()
         await sink.aclose()
+        await _answer_send(rt, job, done)
         return None
 
     await _set_status(rt, job, "running", attempt=attempt)
@@ -224,6 +228,10 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     await sink.aclose()
     rt.signals.forget(job.turnId)
     _count(rt, job, outcome, hooks)
+    failure = outcome.error if status == "failed" else None
+    await _answer_send(
+        rt, job, status, None if failure is None else {"code": failure.code, "message": failure.message}
+    )
     await compact_after_turn(rt, job, image, context, outcome)  # after the reply; never raises
     return outcome
 
@@ -268,6 +276,7 @@ async def _suspend(
     sink.release()
     await sink.aclose()
     rt.signals.forget(job.turnId)
+    await _answer_send(rt, job, "suspended")
     log.info("turn suspended", extra={"turn_id": job.turnId, "waiting": len(outcome.waiting)})
 
 
@@ -536,7 +545,8 @@ class _TurnHooks:
             createdAt=now,
             deadlineAt=deadline,
             checkAt=deadline,
-            job=job.model_copy(update={"resume": None}),
+            # its continuation: a v2 message.send was answered when the turn suspended
+            job=job.model_copy(update={"resume": None, "rpcConnectionId": None, "rpcId": None}),
         )
         if not await rt.waits.put_wait(wait):  # a redelivered attempt: the first one recorded it
             wait = await rt.waits.get_wait(job.turnId, wait.toolCallId) or wait
@@ -613,6 +623,26 @@ class _TurnHooks:
         data = message_frame_data(kind, message)
         if data is not None:
             self.sink.emit(kind, data, ref=message.id)
+
+
+async def _answer_send(rt: Runtime, job: TurnJob, status: str, error: Json | None = None) -> None:
+    """An AgentX v2 ``message.send`` waits for its turn: answer it on its connection (one post)."""
+    if job.rpcConnectionId is None:
+        return
+    payload = send_result(
+        rpc_id=job.rpcId,
+        instance_id=job.agentId,
+        image_id=job.imageId,
+        turn_id=job.turnId,
+        status=status,
+        error=error,
+    )
+    try:
+        await rt.push.send(job.rpcConnectionId, payload)
+    except Exception as exc:  # gone or unreachable: the client reads the turn's outcome back
+        log.info(
+            "message.send answer not delivered", extra={"turn_id": job.turnId, "error": type(exc).__name__}
+        )
 
 
 def _sandbox_job(rt: Runtime, wait: ToolWait, limits: SandboxLimits | None) -> SandboxJob:

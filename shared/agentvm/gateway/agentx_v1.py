@@ -399,7 +399,12 @@ def _describe(exc: ValidationError) -> str:
     return "; ".join(parts)
 
 
+# shared with the v2 gateway (``agentx_v2``), which validates its params with the same models
+describe_error = _describe
+unsafe_content = _unsafe_content
+
 __all__ = [
+    "MAX_DEPTH",
     "REQUEST_MODELS",
     "AuthFrame",
     "Frame",
@@ -407,6 +412,8 @@ __all__ = [
     "IgnoredFrame",
     "RequestFrame",
     "SubscribeFrame",
+    "describe_error",
     "parse_frame",
     "peek_request",
+    "unsafe_content",
 ]

@@ -16,7 +16,7 @@ from agentvm.agent.tool_config import McpStdioServer, parse_mcp_servers
 from agentvm.agent.turns import TERMINAL, turn_id_for
 from agentvm.agent.waits import cancel_turn_waits
 from agentvm.errors import BadRequest, Forbidden, NotFound, SessionBusy
-from agentvm.events import EventContext, dumps, event
+from agentvm.events import EventContext, event
 from agentvm.gateway import wait_commands
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
@@ -80,7 +80,7 @@ async def image_of(ctx: CommandContext, image_id: str) -> ImageRecord:
     return image
 
 
-async def _image_by_agent(ctx: CommandContext, agent_id: str) -> ImageRecord | None:
+async def image_by_agent(ctx: CommandContext, agent_id: str) -> ImageRecord | None:
     for image in await ctx.rt.store.list_images(ctx.tenant_id):
         if image.agentId == agent_id:
             return image
@@ -105,7 +105,7 @@ async def _ensure_container(ctx: CommandContext, container_id: str) -> bool:
     return created
 
 
-async def _start_agent(ctx: CommandContext, image: ImageRecord) -> tuple[ImageRecord, bool]:
+async def start_agent(ctx: CommandContext, image: ImageRecord) -> tuple[ImageRecord, bool]:
     """One agent per image: reuse the running one, else register a new one."""
     if image.agentId:
         return image, True
@@ -143,7 +143,7 @@ async def _stop_agent(ctx: CommandContext, image: ImageRecord) -> bool:
         category="lifecycle",
         context=_context(image, agent_id).to_wire(),
     )
-    await ctx.fanout.publish(image.sessionId, [dumps(destroyed)])
+    await ctx.fanout.publish_frame(image.sessionId, destroyed)
     ctx.before_response.append(
         event(
             "agent_unregistered",
@@ -213,7 +213,7 @@ async def container_list(ctx: CommandContext, req: ContainerList) -> Json:
 
 # -- agents -------------------------------------------------------------------------------------
 async def agent_get(ctx: CommandContext, req: AgentGet) -> Json:
-    image = await _image_by_agent(ctx, req.agentId)
+    image = await image_by_agent(ctx, req.agentId)
     if image is None:
         return {"exists": False}
     return {"agentId": req.agentId, "containerId": image.containerId, "exists": True}
@@ -231,7 +231,7 @@ async def agent_list(ctx: CommandContext, req: AgentList) -> Json:
 
 
 async def agent_destroy(ctx: CommandContext, req: AgentDestroy) -> Json:
-    image = await _image_by_agent(ctx, req.agentId)
+    image = await image_by_agent(ctx, req.agentId)
     success = image is not None and await _stop_agent(ctx, image)
     return {"agentId": req.agentId, "success": success}
 
@@ -242,11 +242,27 @@ async def agent_destroy_all(ctx: CommandContext, req: AgentDestroyAll) -> Json:
     return {"containerId": req.containerId}
 
 
+@dataclass(frozen=True, slots=True)
+class Sent:
+    """What ``send_message`` did: the response data, the turn, and whether this request made it
+    (False: a retry of a request already accepted, which queued nothing)."""
+
+    data: Json
+    turn_id: str
+    created: bool
+
+
 async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
+    return (await send_message(ctx, req)).data
+
+
+async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | int | None = None) -> Sent:
+    """``message_send``; ``rpc_id``: an AgentX v2 ``message.send`` that the turn's worker answers
+    on the caller's connection when the turn ends (``gateway.agentx_v2``)."""
     if req.imageId:
         image = await image_of(ctx, req.imageId)
     elif req.agentId:
-        found = await _image_by_agent(ctx, req.agentId)
+        found = await image_by_agent(ctx, req.agentId)
         if found is None:
             raise NotFound(f"Agent not found: {req.agentId}")
         image = found
@@ -256,7 +272,7 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
         await ctx.rt.budgets.check(ctx.tenant_id, image.containerId)
     # No container upsert here: an image only exists inside a container made with it, and on
     # AWS the conditional put would cost a write unit per turn for nothing.
-    image, _ = await _start_agent(ctx, image)
+    image, _ = await start_agent(ctx, image)
     assert image.agentId is not None
     # The sender always sees its own stream, even if it never listed the image (AgentX's
     # "stuck in Queued" bug, protocol §1.5). With a cursor: a turn's worker that finds the sender
@@ -308,23 +324,29 @@ async def message_send(ctx: CommandContext, req: MessageSend) -> Json:
         userSeq=appended.seq,
         userSavedAt=appended.message.timestamp,
     )
+    if rpc_id is not None and appended.created:
+        job = job.model_copy(update={"rpcConnectionId": ctx.connection_id, "rpcId": rpc_id})
     await ctx.rt.queue.enqueue(job)  # idempotent by turnId
     # Additive: which turn this message started (its frames carry context.turnId), so that a
     # client tells its own turn's frames from those of a turn still running before it.
-    return {
-        "imageId": image.imageId,
-        "agentId": image.agentId,
-        "sessionId": image.sessionId,
-        "messageId": user_id,
-        "turnId": turn_id,
-    }
+    return Sent(
+        {
+            "imageId": image.imageId,
+            "agentId": image.agentId,
+            "sessionId": image.sessionId,
+            "messageId": user_id,
+            "turnId": turn_id,
+        },
+        turn_id,
+        appended.created,
+    )
 
 
 async def agent_interrupt(ctx: CommandContext, req: AgentInterrupt) -> Json:
     if req.imageId:
         image: ImageRecord | None = await image_of(ctx, req.imageId)
     elif req.agentId:
-        image = await _image_by_agent(ctx, req.agentId)
+        image = await image_by_agent(ctx, req.agentId)
         if image is None:
             raise NotFound(f"Agent not found: {req.agentId}")
     else:
@@ -476,7 +498,7 @@ def _check_tool_sources(ctx: CommandContext, mcp_servers: dict[str, Any] | None)
 
 
 async def image_run(ctx: CommandContext, req: ImageRun) -> Json:
-    image, reused = await _start_agent(ctx, await image_of(ctx, req.imageId))
+    image, reused = await start_agent(ctx, await image_of(ctx, req.imageId))
     await _subscribe(ctx, image.sessionId)
     return {"imageId": image.imageId, "agentId": image.agentId, "reused": reused}
 
@@ -581,4 +603,4 @@ FAILURE_DEFAULTS: dict[str, Json] = {
 # Request fields echoed into a failed response when present.
 ECHOED_FIELDS = ("containerId", "imageId", "agentId")
 
-__all__ = ["COMMANDS", "ECHOED_FIELDS", "FAILURE_DEFAULTS", "CommandContext"]
+__all__ = ["COMMANDS", "ECHOED_FIELDS", "FAILURE_DEFAULTS", "CommandContext", "Sent", "send_message"]

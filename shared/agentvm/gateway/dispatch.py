@@ -7,6 +7,10 @@ Nothing a client sends can crash it: every failure becomes the protocol's error 
 exception to "replies are returned": a ``subscribe`` with ``afterSeq`` pushes the frames the
 caller missed itself, before subscribing it (``core.resume`` says why).
 
+A frame in JSON-RPC 2.0 (AgentX v2, ``agentx_v2``) is handled there; one connection speaks one
+protocol, chosen by its first frame, and a frame of the other protocol is answered with an error
+in the connection's protocol.
+
 Authentication (with ``rt.auth`` set): an ``auth`` frame carrying a valid ``Authorization:
 Bearer`` header authenticates its connection (the connection is re-registered with the key's
 tenant); a bad one answers ``unauthorized`` and leaves the connection as it was. Every later frame
@@ -18,12 +22,12 @@ the connection has a key, against the connection's small unauthenticated allowan
 from __future__ import annotations
 
 import logging
-from contextvars import ContextVar
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentvm.errors import AgentVMError, NotFound, Unauthorized
 from agentvm.events import dumps, response, system_error
+from agentvm.gateway import agentx_v2
+from agentvm.gateway.access import admit, authenticate, is_admin
 from agentvm.gateway.agentx_v1 import (
     AuthFrame,
     FrameError,
@@ -34,52 +38,47 @@ from agentvm.gateway.agentx_v1 import (
     peek_request,
 )
 from agentvm.gateway.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
+from agentvm.gateway.tally import Tally, counted_for, failed, not_counted
+from agentvm.gateway.tally import current as current_tally
 from agentvm.logs import client_source, log_refusal
 from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_request
-from agentvm.ports import ConnectionInfo
+from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
 from agentvm.streaming.resume import subscribe_after
 
 if TYPE_CHECKING:
     from agentvm.events import Json
+    from agentvm.ports import ConnectionInfo
     from agentvm.runtime import Runtime
 
 log = logging.getLogger("agentvm.gateway")
 
 
-@dataclass
-class _Tally:
-    """What one frame is counted as (observability/metrics.py): its tenant, and the code of the
-    error it was answered with (None: it succeeded; ``counted``: False for ignored frames)."""
-
-    tenant_id: str | None = None
-    error_code: str | None = None
-    counted: bool = True
-
-
-# The frame being handled (a task-local: frames of other connections run concurrently).
-_tally: ContextVar[_Tally | None] = ContextVar("frame_tally", default=None)
-
-
 async def handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> list[str]:
     """Handle one frame from ``connection_id``; returns the payloads to send back to it.
     Each frame is counted once, with its tenant and how it was answered."""
-    tally = _Tally()
-    token = _tally.set(tally)
+    tally = Tally()
+    token = current_tally.set(tally)
     ids = bind()  # the caller's tenant is bound once known: its log lines carry it
     try:
         return await _handle_frame(rt, connection_id, raw)
     finally:
         unbind(ids)
-        _tally.reset(token)
+        current_tally.reset(token)
         if tally.counted:
             record_request(rt, tally.tenant_id, "ws", tally.error_code)
 
 
 async def _handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> list[str]:
+    if agentx_v2.looks_like_rpc(raw):  # JSON-RPC 2.0: AgentX v2 (None: a v1 frame after all)
+        answered = await agentx_v2.handle_rpc(rt, connection_id, raw)
+        if answered is not None:
+            return answered
     try:
         frame = parse_frame(raw, max_bytes=rt.turns.max_frame_bytes)
     except FrameError as exc:
+        if await _speaks_v2(rt, connection_id):
+            return agentx_v2.refused_v1_frame(exc)
         return _refused(rt, connection_id, exc, exc.request_type, exc.request_id)
     except Exception:  # a bug in a validator: the client still gets an answer, the socket lives
         log.exception("parsing a frame failed")
@@ -87,20 +86,22 @@ async def _handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> li
         err = AgentVMError("internal error")
         return _error_frames(rt, err, request_type=request_type, request_id=request_id, data={})
     if isinstance(frame, IgnoredFrame):
-        _not_counted()
+        not_counted()
         return []  # acks and echoed responses cost nothing; the local host bounds their rate
     conn = await rt.connections.get(connection_id)
-    _counted_for(conn.tenant_id if conn is not None else None)
+    counted_for(conn.tenant_id if conn is not None else None)
     request_type, request_id = (
         (frame.type, frame.request_id) if isinstance(frame, RequestFrame) else (None, None)
     )
+    if conn is not None and conn.protocol != PROTOCOL_V1:
+        # One connection speaks one protocol, chosen by its first frame (free: v1 is recorded only
+        # where that costs nothing).
+        protocol = conn.protocol or await rt.connections.claim_protocol(connection_id, PROTOCOL_V1)
+        if protocol == PROTOCOL_V2:
+            return agentx_v2.refused_v1_frame(None)
     authenticated = conn is not None and conn.tenant_id is not None
     try:
-        if authenticated:
-            assert conn is not None
-            await _admit(rt, conn)
-        elif rt.rate_limiter is not None:
-            await rt.rate_limiter.hit_unauthenticated(connection_id)  # auth attempts included
+        await admit(rt, connection_id, conn)
     except AgentVMError as exc:
         return _refused(rt, connection_id, exc, request_type, request_id)
     except Exception:
@@ -118,57 +119,27 @@ async def _handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> li
     return await _request(rt, conn, frame)
 
 
+async def _speaks_v2(rt: Runtime, connection_id: str) -> bool:
+    """Whether a connection chose v2 (read only for frames that fail to parse: a rare path)."""
+    try:
+        conn = await rt.connections.get(connection_id)
+    except Exception:
+        return False
+    return conn is not None and conn.protocol == PROTOCOL_V2
+
+
 async def _authenticate(
     rt: Runtime, connection_id: str, conn: ConnectionInfo | None, frame: AuthFrame
 ) -> list[str]:
-    if rt.auth is None:
-        return []  # no authenticator: the host decided who this connection is (open dev mode)
     try:
-        principal = await rt.auth.from_headers(frame.headers)
-        if principal is None:
-            raise Unauthorized("the auth frame has no 'Authorization: Bearer <API key>' header")
-        if not principal.allows("client"):
-            raise Unauthorized("this API key may not use the WebSocket protocol")
-        if conn is not None and conn.tenant_id not in (None, principal.tenant_id):
-            raise Unauthorized("this connection is authenticated for another tenant; open a new one")
+        tenant_id = await authenticate(rt, connection_id, conn, frame.headers)
     except AgentVMError as exc:
         return _refused(rt, connection_id, exc, None, None)
     except Exception:
         log.exception("auth frame failed")
         return _error_frames(rt, AgentVMError("internal error"), request_type=None, request_id=None, data={})
-    info = ConnectionInfo(
-        connection_id=connection_id,
-        tenant_id=principal.tenant_id,
-        connected_at=conn.connected_at if conn is not None else rt.clock.now_ms(),
-        key_id=principal.key_id,
-    )
-    try:
-        await rt.connections.register(info)  # may refuse: too many connections for this key
-    except AgentVMError as exc:
-        return _refused(rt, connection_id, exc, None, None)
-    _counted_for(principal.tenant_id)
+    counted_for(tenant_id)
     return []  # AgentX clients expect no reply to `auth`
-
-
-async def _admit(rt: Runtime, conn: ConnectionInfo) -> None:
-    """The connection's key is still valid (revocation), and the frame is within its rate limit."""
-    if rt.auth is None or conn.key_id is None:
-        return
-    principal = await rt.auth.principal(conn.key_id)
-    if principal.tenant_id != conn.tenant_id:
-        raise Unauthorized("connection is not authenticated")
-    if rt.rate_limiter is not None:
-        await rt.rate_limiter.hit(principal)
-
-
-async def _is_admin(rt: Runtime, conn: ConnectionInfo) -> bool:
-    """Whether the connection's key has the admin scope (the open dev mode: the machine's owner)."""
-    if rt.auth is None or conn.key_id is None:
-        return True
-    try:
-        return (await rt.auth.principal(conn.key_id)).allows("admin")  # cached: no extra read
-    except AgentVMError:
-        return False
 
 
 async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -> list[str]:
@@ -197,7 +168,7 @@ async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> li
         tenant_id=conn.tenant_id,
         connection_id=conn.connection_id,
         request_id=frame.request_id,
-        admin=await _is_admin(rt, conn),
+        admin=await is_admin(rt, conn),
         key_id=conn.key_id,
     )
     payload = frame.payload.model_dump(exclude_none=True)
@@ -219,7 +190,10 @@ async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> li
 
 def refuse_frame(rt: Runtime, raw: str | bytes, exc: AgentVMError) -> list[str]:
     """The answer to a frame the host refuses before handling it (its frame-rate limit): the
-    error, with the frame's request type and id when they can be read without parsing it."""
+    error, with the frame's request type and id when they can be read without parsing it, in the
+    frame's protocol (as it looks: a JSON-RPC frame gets a JSON-RPC error)."""
+    if agentx_v2.looks_like_rpc(raw):
+        return agentx_v2.refuse_rpc(raw, exc)
     request_type, request_id = peek_request(raw)
     return _error_frames(rt, exc, request_type=request_type, request_id=request_id, data={})
 
@@ -245,9 +219,7 @@ def _error_frames(
     rt: Runtime, exc: AgentVMError, *, request_type: str | None, request_id: str | None, data: Json
 ) -> list[str]:
     """A ``system_error``, then (for a request we can name) its ``*_response`` with ``data.error``."""
-    tally = _tally.get()
-    if tally is not None:
-        tally.error_code = exc.code
+    failed(exc.code)
     now = rt.clock.now_ms()
     extra = exc.wire_fields()
     out = [dumps(system_error(exc.message, now_ms=now, code=exc.code, request_id=request_id, details=extra))]
@@ -259,19 +231,6 @@ def _error_frames(
         body["code"] = exc.code
         out.append(dumps(response(request_type, body, now_ms=now)))
     return out
-
-
-def _counted_for(tenant_id: str | None) -> None:
-    tally = _tally.get()
-    if tally is not None:
-        tally.tenant_id = tenant_id
-        bind(tenant_id=tenant_id)
-
-
-def _not_counted() -> None:
-    tally = _tally.get()
-    if tally is not None:
-        tally.counted = False
 
 
 __all__ = ["handle_frame", "refuse_frame"]

@@ -6,11 +6,15 @@ import logging
 from typing import TYPE_CHECKING
 
 from agentvm.errors import ConnectionGone
+from agentvm.events import dumps
+from agentvm.ports import PROTOCOL_V2
+from agentvm.streaming.agentx_v2_events import render_frame
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
-    from agentvm.ports import Connections, Push
+    from agentvm.events import Json
+    from agentvm.ports import Connections, Push, Subscription
 
 log = logging.getLogger("agentvm.fanout")
 
@@ -27,6 +31,9 @@ class Fanout:
 
     async def subscribers_with_cursor(self, session_id: str) -> list[tuple[str, int | None]]:
         return list(await self._connections.subscribers_with_cursor(session_id))
+
+    async def subscriptions(self, session_id: str) -> list[Subscription]:
+        return list(await self._connections.subscriptions(session_id))
 
     async def deliver(self, plan: Sequence[tuple[str, Sequence[str]]]) -> set[str]:
         """Send each connection its payloads, in order. Returns the connections found gone (pruned)."""
@@ -55,6 +62,14 @@ class Fanout:
 
     async def publish(self, session_id: str, payloads: Sequence[str]) -> None:
         await self.send_to(await self.subscribers(session_id), payloads)
+
+    async def publish_frame(self, session_id: str, frame: Json) -> None:
+        """One frame outside any turn (``session_destroyed``, a ``system_error``) to the session's
+        subscribers, each in its connection's protocol."""
+        subs = await self.subscriptions(session_id)
+        v1 = [dumps(frame)]
+        v2 = render_frame(frame) if any(s.protocol == PROTOCOL_V2 for s in subs) else []
+        await self.deliver([(s.connection_id, v2 if s.protocol == PROTOCOL_V2 else v1) for s in subs])
 
 
 __all__ = ["Fanout"]

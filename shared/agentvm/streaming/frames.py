@@ -15,6 +15,7 @@ caught up from here), and the compact ``FrameMap`` stored with the turn's termin
 
 from __future__ import annotations
 
+import bisect
 import json
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,7 @@ from agentvm.messages import (
     text_of,
 )
 from agentvm.records import FrameMap
+from agentvm.streaming.agentx_v2_events import V2Renderer, notification
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -109,6 +111,11 @@ class FrameLog:
         self._kinds: list[str | int] = []
         self._data: dict[str, Json] = {}
         self._text_len = 0
+        # The same frames rendered for AgentX v2 subscribers, made the first time one asks.
+        self._v2: V2Renderer | None = None
+        self._v2_seqs: list[int] = []
+        self._v2_payloads: list[str] = []
+        self._v2_read = 0  # frames rendered so far
 
     def __len__(self) -> int:
         return len(self._payloads)
@@ -143,6 +150,20 @@ class FrameLog:
         lo = max(after + 1 - self.first, 0)
         hi = upto - self.first + 1
         return self._payloads[lo:hi] if hi > lo else []
+
+    def v2_payloads(self, after: int, upto: int) -> list[str]:
+        """``payloads`` as AgentX v2 notifications (``streaming.agentx_v2_events``): every frame
+        with ``after < seq <= upto`` rendered, in order (two notifications may share a seq)."""
+        if self._v2 is None:
+            self._v2 = V2Renderer()
+        while self._v2_read < len(self._payloads):
+            for rendered in self._v2.feed(json.loads(self._payloads[self._v2_read])):
+                self._v2_seqs.append(rendered["seq"])
+                self._v2_payloads.append(notification(rendered))
+            self._v2_read += 1
+        lo = bisect.bisect_right(self._v2_seqs, after)
+        hi = bisect.bisect_right(self._v2_seqs, upto)
+        return self._v2_payloads[lo:hi]
 
     def frame_map(self) -> FrameMap:
         return FrameMap(

@@ -10,12 +10,17 @@
    too, frame by frame as it was sent, because its worker may have caught the caller up as well;
    the client drops the seqs it has already seen (the protocol's contract).
 
+A connection that speaks AgentX v2 is sent the same frames rendered as 2.x notifications
+(``streaming.agentx_v2_events``): the renderer first reads the turn's frames the client already has
+(rebuilt as sent), so what it renders above the cursor is what the live stream sent.
+
 Reads per resume (no write but the subscription's): one Query for the messages from the cursor's
 turn on (at most the history window), and one GetItem per user message among them; twice.
 """
 
 from __future__ import annotations
 
+import json
 import logging
 from typing import TYPE_CHECKING
 
@@ -23,6 +28,8 @@ from agentvm.agent.history import chains
 from agentvm.agent.turns import TERMINAL, turn_id_for
 from agentvm.errors import ConnectionGone
 from agentvm.messages import UserMessage
+from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
+from agentvm.streaming.agentx_v2_events import V2Renderer, notification
 from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
 
 # A suspended turn's frames up to ``turn_suspended`` are stored like a finished turn's: a client
@@ -36,18 +43,21 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.resume")
 
 
-async def subscribe_after(rt: Runtime, connection_id: str, session: SessionRecord, after_seq: int) -> None:
+async def subscribe_after(
+    rt: Runtime, connection_id: str, session: SessionRecord, after_seq: int, *, protocol: str = PROTOCOL_V1
+) -> None:
     """Catch ``connection_id`` up on ``session`` from ``after_seq`` and subscribe it (steps 1-3)."""
+    v2 = protocol == PROTOCOL_V2
     try:
-        cursor = await _replay_finished(rt, connection_id, session, after_seq, merge_text=True)
+        cursor = await _replay_finished(rt, connection_id, session, after_seq, merge_text=True, v2=v2)
         await rt.connections.subscribe(connection_id, session.sessionId, after_seq=cursor)
-        await _replay_finished(rt, connection_id, session, cursor, merge_text=False)
+        await _replay_finished(rt, connection_id, session, cursor, merge_text=False, v2=v2)
     except ConnectionGone:
         log.info("caller gone while resuming", extra={"connection_id": connection_id})
 
 
 async def _replay_finished(
-    rt: Runtime, connection_id: str, session: SessionRecord, after: int, *, merge_text: bool
+    rt: Runtime, connection_id: str, session: SessionRecord, after: int, *, merge_text: bool, v2: bool = False
 ) -> int:
     """Push the frames above ``after`` of the finished turns from the cursor's turn on; returns the
     cursor past them."""
@@ -80,10 +90,33 @@ async def _replay_finished(
             now_ms=rt.clock.now_ms(),
             merge_text=merge_text,
         )
+        if v2:
+            seen = replay(
+                turn,
+                session=session,
+                user=user,
+                replies=replies.get(user.id, ()),
+                after=turn.frames.firstSeq - 1,
+                now_ms=rt.clock.now_ms(),
+                merge_text=False,
+            )
+            payloads = _rendered(seen, payloads, cursor)
         for payload in payloads:
             await rt.push.send(connection_id, payload)
         cursor = last_seq(turn.frames)
     return cursor
+
+
+def _rendered(whole: list[str], missed: list[str], cursor: int) -> list[str]:
+    """``missed`` (frames above ``cursor``) as v2 notifications, rendered after the frames of
+    ``whole`` (the attempt as sent) the client has: a step's calls, the turn's model and start."""
+    renderer = V2Renderer()
+    for payload in whole:
+        frame = json.loads(payload)
+        if frame.get("seq", 0) > cursor:
+            break
+        renderer.feed(frame)
+    return [notification(e) for payload in missed for e in renderer.feed(json.loads(payload))]
 
 
 async def _clamped(rt: Runtime, session_id: str, after: int) -> int:

@@ -21,11 +21,12 @@ import contextlib
 from typing import TYPE_CHECKING
 
 from agentvm.events import agent_event
+from agentvm.ports import PROTOCOL_V2
 from agentvm.streaming.frames import ATTEMPT_SPAN, FrameLog
 
 if TYPE_CHECKING:
     from agentvm.events import EventContext, Json
-    from agentvm.ports import Clock
+    from agentvm.ports import Clock, Subscription
     from agentvm.records import FrameMap
     from agentvm.streaming.fanout import Fanout
 
@@ -64,7 +65,7 @@ class CoalescingSink:
         self._ready = self._log.last  # frames up to this seq may be sent (held ones wait)
         self._sent = self._log.last  # frames up to this seq were handed to the fanout
         self._marks: dict[str, int] = {}  # per connection: the last seq it was sent
-        self._subscribers: list[tuple[str, int | None]] | None = None
+        self._subscribers: list[Subscription] | None = None
         self._subscribers_at = 0.0
         self._refresh_due = False
         self._wake = asyncio.Event()
@@ -146,11 +147,11 @@ class CoalescingSink:
         self._wake.set()
 
     # -- delivery ---------------------------------------------------------------------------
-    async def _targets(self) -> list[tuple[str, int | None]]:
+    async def _targets(self) -> list[Subscription]:
         now = self._clock.monotonic()
         if self._subscribers is None or self._refresh_due or now - self._subscribers_at >= self._refresh_s:
             self._refresh_due = False
-            self._subscribers = await self._fanout.subscribers_with_cursor(self._session_id)
+            self._subscribers = await self._fanout.subscriptions(self._session_id)
             self._subscribers_at = now
         return self._subscribers
 
@@ -167,17 +168,22 @@ class CoalescingSink:
 
     async def _deliver(self, after: int, upto: int) -> None:
         plan: list[tuple[str, list[str]]] = []
-        for conn, cursor in await self._targets():
+        for sub in await self._targets():
+            conn, cursor = sub.connection_id, sub.after_seq
             mark = self._marks.get(conn)
             if mark is None:  # new: live from this pass on, or every frame above its cursor
                 mark = after if cursor is None else cursor
             if upto > mark:
-                plan.append((conn, self._log.payloads(mark, upto)))
+                # each subscriber in its connection's protocol (AgentX v1 frames, or v2 notifications)
+                v2 = sub.protocol == PROTOCOL_V2
+                payloads = self._log.v2_payloads(mark, upto) if v2 else self._log.payloads(mark, upto)
+                if payloads:
+                    plan.append((conn, payloads))
                 mark = upto
             self._marks[conn] = mark
         gone = await self._fanout.deliver(plan)
         if gone and self._subscribers is not None:
-            self._subscribers = [sub for sub in self._subscribers if sub[0] not in gone]
+            self._subscribers = [sub for sub in self._subscribers if sub.connection_id not in gone]
         self._sent = upto
 
     async def aclose(self) -> None:

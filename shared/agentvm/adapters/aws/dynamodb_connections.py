@@ -9,6 +9,13 @@ basis, so every item carries ``expiresAt`` (connect time + ``ttl_s``, 2 h 5 min 
 DynamoDB's TTL removes what ``$disconnect`` missed. TTL deletion lags (typically up to two days),
 so readers also drop expired items themselves. A post that returns 410 prunes the connection too
 (``core.fanout``).
+
+A connection's protocol: the first JSON-RPC (AgentX v2) frame records ``protocol: "v2"`` on its
+``META`` item (one conditional ``UpdateItem``, once per connection), and every subscription it makes
+copies it (``subscribe`` reads ``META`` anyway), so a turn's worker learns each subscriber's protocol
+from the one index Query it already makes. AgentX v1 is never recorded: v1 connections cost what they
+did. A v2 frame on a connection without a record is its first one unless the connection subscribed
+to a session already (a v1 client did): one consistent Query of its partition, on that frame only.
 """
 
 from __future__ import annotations
@@ -18,7 +25,7 @@ import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from pynamodb.exceptions import DoesNotExist
+from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from agentvm.adapters.aws.dynamodb_models import (
     GSI1,
@@ -30,7 +37,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     subscribers_gsi1pk,
     subscription_sk,
 )
-from agentvm.ports import ConnectionInfo
+from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -77,6 +84,7 @@ class DynamoConnections:
             keyId=info.key_id,
             connectedAt=info.connected_at,
             expiresAt=expires,
+            protocol=info.protocol if info.protocol == PROTOCOL_V2 else None,
         )
         await asyncio.to_thread(item.save)
 
@@ -100,6 +108,7 @@ class DynamoConnections:
             tenant_id=item.tenantId,
             connected_at=int(item.connectedAt),
             key_id=item.keyId,
+            protocol=item.protocol,
         )
 
     async def remove(self, connection_id: str) -> None:
@@ -130,6 +139,8 @@ class DynamoConnections:
         ]
         if after_seq is not None:  # without one, a cursor stored before stays
             actions.append(sub.afterSeq.set(after_seq))
+        if meta.protocol == PROTOCOL_V2:  # the worker reads it with the subscribers: no extra read
+            actions.append(sub.protocol.set(PROTOCOL_V2))
         # UpdateItem creates or updates: one write, as a PutItem would be.
         await asyncio.to_thread(item.update, actions=actions)
 
@@ -149,10 +160,53 @@ class DynamoConnections:
         return [connection_id_of(item.pk) for item in await self._subscriptions(session_id)]
 
     async def subscribers_with_cursor(self, session_id: str) -> Sequence[tuple[str, int | None]]:
+        return [(s.connection_id, s.after_seq) for s in await self.subscriptions(session_id)]
+
+    async def subscriptions(self, session_id: str) -> Sequence[Subscription]:
         return [
-            (connection_id_of(item.pk), None if item.afterSeq is None else int(item.afterSeq))
+            Subscription(
+                connection_id_of(item.pk),
+                None if item.afterSeq is None else int(item.afterSeq),
+                item.protocol or PROTOCOL_V1,
+            )
             for item in await self._subscriptions(session_id)
         ]
+
+    async def claim_protocol(self, connection_id: str, protocol: str) -> str:
+        """v1: nothing is written (its connections' cost is unchanged). v2: recorded unless the
+        connection already subscribed to a session (as v1 clients do), in one conditional write."""
+        if protocol != PROTOCOL_V2:
+            return PROTOCOL_V1
+        base, conn = self._m.base, self._m.connection
+
+        def claim() -> str:
+            # META sorts before SUB#...: two keys say whether the connection exists and subscribed.
+            keys = list(
+                base.query(
+                    connection_pk(connection_id),
+                    consistent_read=True,
+                    limit=2,
+                    attributes_to_get=["pk", "sk"],
+                )
+            )
+            if not any(k.sk == META for k in keys):
+                return protocol  # gone: nothing will be delivered to it anyway
+            if any(k.sk != META for k in keys):
+                return PROTOCOL_V1  # it subscribed before this frame: a v1 client
+            try:
+                conn(connection_pk(connection_id), META).update(
+                    actions=[conn.protocol.set(PROTOCOL_V2)],
+                    condition=conn.pk.exists() & conn.protocol.does_not_exist(),
+                )
+            except UpdateError:  # another frame claimed it (or the connection left) meanwhile
+                again = self._m.connection.get(connection_pk(connection_id), META, consistent_read=True)
+                return again.protocol or PROTOCOL_V1
+            return PROTOCOL_V2
+
+        try:
+            return await asyncio.to_thread(claim)
+        except DoesNotExist:
+            return protocol
 
 
 __all__ = ["DEFAULT_TTL_S", "DynamoConnections"]

@@ -195,11 +195,13 @@ class ConnectionItem(TableItem):
     tenantId = UnicodeAttribute(null=True)
     keyId = UnicodeAttribute(null=True)  # the API key that authenticated it: re-checked on every frame
     connectedAt = NumberAttribute()
+    protocol = UnicodeAttribute(null=True)  # "v2" once a JSON-RPC frame chose it (v1 is not recorded)
 
 
 class SubscriptionItem(TableItem):
     sessionId = UnicodeAttribute()
     afterSeq = NumberAttribute(null=True)  # the resume cursor it subscribed with (``core.resume``)
+    protocol = UnicodeAttribute(null=True)  # its connection's, copied when subscribing (None: v1)
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,8 @@
 """In-memory connection registry: the local host's live WebSocket connections and subscriptions.
 
+A connection's protocol (AgentX v1 or v2) is recorded by its first frame, whichever it is: here it
+costs nothing. Subscribers are sent frames in their connection's protocol.
+
 One API key holds at most ``max_per_key`` live connections (0 = no cap): registering one more,
 at the upgrade or by an ``auth`` frame, raises ``RateLimited``. A leaked key spread over many
 addresses cannot take every socket the process has.
@@ -7,10 +10,12 @@ addresses cannot take every socket the process has.
 
 from __future__ import annotations
 
+import dataclasses
 from collections import Counter
 from typing import TYPE_CHECKING
 
 from agentvm.errors import RateLimited
+from agentvm.ports import PROTOCOL_V1, Subscription
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -40,6 +45,8 @@ class InMemoryConnections:
             self._per_key[info.key_id] += 1
         if old_key is not None and old_key != info.key_id:
             self._release(old_key)
+        if old is not None and info.protocol is None and old.protocol is not None:
+            info = dataclasses.replace(info, protocol=old.protocol)  # re-registered by an auth frame
         self._infos[info.connection_id] = info
 
     def _release(self, key_id: str) -> None:
@@ -74,6 +81,23 @@ class InMemoryConnections:
 
     async def subscribers_with_cursor(self, session_id: str) -> Sequence[tuple[str, int | None]]:
         return list(self._by_session.get(session_id, {}).items())
+
+    async def subscriptions(self, session_id: str) -> Sequence[Subscription]:
+        out = []
+        for conn, cursor in self._by_session.get(session_id, {}).items():
+            info = self._infos.get(conn)
+            protocol = info.protocol if info is not None and info.protocol else PROTOCOL_V1
+            out.append(Subscription(conn, cursor, protocol))
+        return out
+
+    async def claim_protocol(self, connection_id: str, protocol: str) -> str:
+        info = self._infos.get(connection_id)
+        if info is None:
+            return protocol
+        if info.protocol is None:
+            self._infos[connection_id] = dataclasses.replace(info, protocol=protocol)
+            return protocol
+        return info.protocol
 
     def __len__(self) -> int:
         return len(self._infos)
