@@ -18,6 +18,7 @@ from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentvm.api.metrics import scope_of
+from agentvm.api.openapi import examples, ok
 from agentvm.errors import NotFound
 from agentvm.observability.logstore import DEFAULT_LIMIT, MAX_LIMIT, LogQuery
 from agentvm.observability.query import parse_level, parse_time, time_range
@@ -57,7 +58,7 @@ class LogLine(BaseModel):
 
 
 class LogLines(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"lines": [_LINE], "next": None}]})
+    model_config = ConfigDict(json_schema_extra=examples({"lines": [_LINE], "next": None}))
 
     lines: list[LogLine]
     next: str | None = Field(description="the cursor of the next (older) page; null on the last")
@@ -74,11 +75,7 @@ def log_routes(
         "/logs",
         response_model=None,
         responses={
-            200: {
-                "model": LogLines,
-                "description": "a page of lines, newest first",
-                "content": {"application/json": {"example": {"lines": [_LINE], "next": None}}},
-            },
+            **ok(200, LogLines, {"lines": [_LINE], "next": None}, "a page of lines, newest first"),
             **errors(400, 404, 503),
         },
     )

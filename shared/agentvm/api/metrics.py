@@ -23,6 +23,7 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentvm.api.openapi import examples, ok
 from agentvm.errors import Forbidden, UnsupportedFormat
 from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import MetricsQuery, record_request
@@ -77,7 +78,7 @@ class Percentiles(BaseModel):
 class MetricsView(BaseModel):
     """``/v1/metrics`` in JSON. Figures a host cannot know are null (docs/observability.md)."""
 
-    model_config = ConfigDict(json_schema_extra={"examples": [_EXAMPLE]})
+    model_config = ConfigDict(json_schema_extra=examples(_EXAMPLE))
 
     scope: Literal["tenant", "platform"]
     tenantId: str | None = Field(description="the tenant shown; null: every tenant (platform admins)")
@@ -99,6 +100,13 @@ class MetricsView(BaseModel):
     queue: dict[str, float | int | None] = Field(description="depth, oldestAgeS, deadLetters (platform)")
 
 
+def _answer() -> dict[int | str, dict[str, Any]]:
+    """JSON (nulls kept, ``ok``) or the Prometheus text exposition."""
+    answer = ok(200, MetricsView, _EXAMPLE, "the figures, as JSON or as the Prometheus text exposition")
+    answer[200]["content"]["text/plain"] = {"schema": {"type": "string"}, "example": _PROMETHEUS_EXAMPLE}
+    return answer
+
+
 def metrics_routes(
     runtime: Runtime,
     errors: Callable[..., dict[int | str, dict[str, Any]]],
@@ -110,14 +118,7 @@ def metrics_routes(
         "/metrics",
         response_model=None,
         responses={
-            200: {
-                "model": MetricsView,
-                "description": "the figures, as JSON or as the Prometheus text exposition",
-                "content": {
-                    "application/json": {"example": _EXAMPLE},
-                    "text/plain": {"schema": {"type": "string"}, "example": _PROMETHEUS_EXAMPLE},
-                },
-            },
+            **_answer(),
             **errors(400, 503),
         },
     )
