@@ -522,6 +522,49 @@ class BudgetStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class UsageCell:
+    """Usage records summed: one tenant's, in one UTC hour or day (``start_ms``), of one model and
+    kind, and (day cells) of one container and image. Several cells with the same key add up."""
+
+    tenant_id: str
+    start_ms: int  # the hour's or the day's first millisecond (UTC)
+    model: str
+    kind: str  # "turn" | "step" | "compaction"
+    container_id: str | None = None  # day cells only
+    image_id: str | None = None  # day cells only
+    records: int = 0
+    input_tokens: int = 0  # cache reads and writes included
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: int = 0  # records whose tokens are estimates (the provider never reported them)
+
+
+class UsageRollups(Protocol):
+    """The stored usage records, summed per hour and per day (``observability.usage`` reads these).
+
+    Every cell equals the sum of the records it covers, whatever failed or was retried: on AWS the
+    sums are kept in the same transaction as the record's first write; locally SQL sums the records.
+    """
+
+    async def hour_cells(self, tenant_id: str, start_ms: int, end_ms: int) -> list[UsageCell]:
+        """The tenant's cells per UTC hour, by model and kind, of the hours starting in
+        ``[start_ms, end_ms)`` (both on hour boundaries)."""
+        ...
+
+    async def day_cells(
+        self, tenant_id: str, start_ms: int, end_ms: int, container_id: str | None = None
+    ) -> list[UsageCell]:
+        """The tenant's cells per UTC day, by container, image, model and kind, of the days starting
+        in ``[start_ms, end_ms)`` (both on day boundaries); of one container if given."""
+        ...
+
+    async def tenants_with_usage(self, start_ms: int, end_ms: int) -> list[str]:
+        """Tenants that may have usage in ``[start_ms, end_ms)`` (a superset is allowed), sorted."""
+        ...
+
+
 Json = dict[str, Any]
 
 __all__ = [
@@ -555,5 +598,7 @@ __all__ = [
     "ToolOutput",
     "ToolWaits",
     "TurnQueue",
+    "UsageCell",
+    "UsageRollups",
     "WorkspaceEntry",
 ]

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         TenantStore,
         ToolWaits,
         TurnQueue,
+        UsageRollups,
     )
     from agentvm.resources.centre import ResourceCentre
     from agentvm.security.auth import Authenticator
@@ -176,6 +177,8 @@ class Runtime:
     tenant_purge: TenantPurge | None = None
     # Admin keys of this tenant are platform admins (tenants, server settings, platform resources).
     platform_tenant: str = "platform"
+    # The usage records summed per hour and day (observability/usage.py). None: no usage reports.
+    usage: UsageRollups | None = None
 
 
 __all__ = [

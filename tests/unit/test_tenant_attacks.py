@@ -229,6 +229,7 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/budgets/tenant",
             "/v1/budgets/containers/user-alice",
             "/v1/usage",
+            "/v1/usage/summary?groupBy=container,image,model,kind&period=day",
             "/v1/resources",
             "/v1/resources/prompts/private/plan",
             "/v1/resources/resolve?uri=resource://agents/planner",
@@ -378,6 +379,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("GET", "/v1/budgets/containers/{}", v.container, "user-missing", None),
             ("PUT", "/v1/budgets/containers/{}", v.container, "user-missing", {"daily_tokens": 1}),
             ("GET", "/v1/usage?containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/usage/summary?tenantId={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/usage/summary?groupBy=image&containerId={}", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace/file?path=notes.txt", v.container, "user-missing", None),
             ("GET", "/v1/resources/prompts/{}", "private/plan", "private/none", None),
@@ -459,6 +462,9 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             refused = await http.get(path)
             assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden"), path
         assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0
+        assert (await http.get("/v1/usage/summary?groupBy=tenant")).json()["rows"] == []
+        every = await http.get("/v1/usage/summary?tenantId=*")
+        assert (every.status_code, every.json()["error"]["code"]) == (403, "forbidden")
         # A's configuration: B sees only its own (defaults), its audit log is empty, and writing
         # the server's settings needs a platform admin
         config = (await http.get("/v1/config")).json()["settings"]

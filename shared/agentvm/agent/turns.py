@@ -426,6 +426,8 @@ class _TurnHooks:
                 model=self.model_ref,
                 inputTokens=step.input_tokens,
                 outputTokens=step.output_tokens,
+                cacheReadTokens=step.cache_read_tokens,
+                cacheWriteTokens=step.cache_write_tokens,
                 ttftMs=None if step.ttft_s is None else int(step.ttft_s * 1000),
                 durationMs=int((rt.clock.monotonic() - self._step_started) * 1000),
                 status="interrupted" if step.interrupted else "failed" if step.error else "completed",

@@ -17,6 +17,9 @@ Cancel mark    SESSION#<s>    CANCEL
 Summary        SESSION#<s>    SUMMARY
 Turn           TURN#<turn>    META
 Usage          TURN#<turn>    USAGE           TENANT#<t>    USAGE#<c>#<createdAt:013d>#<turn>
+Usage sums     USAGEAGG#<t>   H#<hour>#<n>,
+                              D#<day>#<c>     (dynamodb_usage: written with the usage record)
+Usage tenants  USAGEDIR#<m>   <t>
 Connection     CONN#<id>      META
 Subscription   CONN#<id>      SUB#<s>         SUBS#<s>      CONN#<id>
 =============  =============  ==============  ============  ===============================

@@ -189,6 +189,10 @@ class SqliteStore:
         self.queries += 1
         return self._conn.execute(sql, params).fetchall()
 
+    def read_all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """A read of these tables by another adapter of this file (``sqlite_usage``), counted too."""
+        return self._all(sql, params)
+
     # containers
 
     async def put_container(self, record: ContainerRecord) -> bool:
