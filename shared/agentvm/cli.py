@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     from agentvm.cli_remote import add_remote_commands
 
     add_remote_commands(sub)  # resources, config, tenants: over HTTP to a running server
+    from agentvm.cli_observe import add_observe_commands
+
+    add_observe_commands(sub)  # usage: over HTTP to a running server
     return parser
 
 
@@ -119,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.cli_remote import run_remote
 
         return run_remote(args)
+    if args.command == "usage":
+        from agentvm.cli_observe import run_observe
+
+        return run_observe(args)
     if args.command in ("keys", "budgets"):
         from agentvm.errors import AgentVMError
 

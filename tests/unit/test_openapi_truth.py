@@ -22,6 +22,8 @@ ROUTE_ERRORS = {
     ("get", "/v1/budgets/containers/{container_id}"): {400},
     ("get", "/v1/usage"): set(),
     ("get", "/v1/usage/summary"): {400},
+    ("get", "/v1/usage/export"): {400},
+    ("get", "/v1/usage/prices"): set(),
     ("get", "/v1/containers/{container_id}/workspace"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace/file"): {400, 404},
     ("post", "/v1/resources"): {400, 404, 409},

@@ -381,6 +381,8 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("GET", "/v1/usage?containerId={}", v.container, "user-missing", None),
             ("GET", "/v1/usage/summary?tenantId={}", "tenant-a", "tenant-nobody", None),
             ("GET", "/v1/usage/summary?groupBy=image&containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/usage/export?tenantId={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/usage/export?format=jsonl&containerId={}", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace/file?path=notes.txt", v.container, "user-missing", None),
             ("GET", "/v1/resources/prompts/{}", "private/plan", "private/none", None),
@@ -449,7 +451,7 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             foreign = await http.request(method, path.format(own), json=make(own) if make else body)
             absent = await http.request(method, path.format(miss), json=make(miss) if make else body)
             assert foreign.status_code == absent.status_code, path
-            assert normalise(foreign.json(), own) == normalise(absent.json(), miss), path
+            assert normalise(_body(foreign), own) == normalise(_body(absent), miss), path
         # publishing at A's locator makes B's own resource; A's stays as it was (the snapshot)
         mine = await http.post(
             "/v1/registry/publish", json={"locator": "private/plan.prompt@1", "content": "B"}
@@ -493,6 +495,13 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
     assert normalise(forged_ws, "\0") == normalise(made_up_ws, "\0")
 
     assert await snapshot(world, v) == before
+
+
+def _body(response: httpx.Response) -> Any:
+    """A JSON answer as data; a file (a usage export) as its text, names and all."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    return {"file": response.text, "disposition": response.headers.get("content-disposition")}
 
 
 def _auth(token: str) -> str:

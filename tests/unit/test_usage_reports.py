@@ -5,7 +5,11 @@ admins everyone's; bad queries get stable error codes."""
 
 from __future__ import annotations
 
+import csv
+import io
 import itertools
+import json
+from decimal import Decimal
 from typing import Any
 
 import httpx
@@ -195,3 +199,145 @@ async def test_bad_queries_get_clear_errors_with_stable_codes(world, params, cod
     r = await get(world, "tenant-a", "/v1/usage/summary", **params)
     assert r.status_code == 400, r.text
     assert r.json()["error"]["code"] == code and r.json()["error"]["message"]
+
+
+# -- pricing and export ----------------------------------------------------------------------------
+# The list prices of the day's models, USD per million tokens: input, output, cache read, cache write.
+LIST = {
+    "anthropic/claude-haiku-4-5": (1, 5, 0.1, 1.25),
+    "anthropic/claude-sonnet-4-5": (3, 15, 0.3, 3.75),
+    "openai/gpt-4.1-mini": (0.4, 1.6, 0.1, 0.4),
+}
+
+
+def cost_of(records, prices=LIST) -> Decimal:
+    total = Decimal(0)
+    for r in records:
+        p_in, p_out, p_read, p_write = (Decimal(str(v)) for v in prices[r.model])
+        uncached = r.inputTokens - r.cacheReadTokens - r.cacheWriteTokens
+        total += (
+            uncached * p_in
+            + r.cacheReadTokens * p_read
+            + r.cacheWriteTokens * p_write
+            + r.outputTokens * p_out
+        )
+    return total / 1_000_000
+
+
+def micro(value: Decimal) -> str:
+    return f"{value.quantize(Decimal('0.000001')):f}"
+
+
+async def export(world, tenant: str, **params: Any) -> httpx.Response:
+    return await get(world, tenant, "/v1/usage/export", **params)
+
+
+async def test_the_export_prices_the_day_with_the_markup_per_end_user_and_model(world):
+    await play_the_day(world)
+    records = await records_of(world, "tenant-a", "tenant-b")
+
+    r = await export(world, "platform", tenantId="*", month="2026-01")
+
+    assert r.status_code == 200 and r.headers["content-type"].startswith("text/csv")
+    assert r.headers["content-disposition"] == 'attachment; filename="usage-all-2026-01-01-2026-02-01.csv"'
+    lines = list(csv.DictReader(io.StringIO(r.text)))
+    assert list(lines[0]) == [
+        "period",
+        "tenantId",
+        "containerId",
+        "model",
+        *METRICS,
+        "cost",
+        "charge",
+        "unpricedTokens",
+        "currency",
+    ]
+    assert len(lines) == len({(x.tenantId, x.containerId, x.model) for x in records}) == 5
+    for line in lines:
+        mine = [
+            x
+            for x in records
+            if (x.tenantId, x.containerId, x.model) == (line["tenantId"], line["containerId"], line["model"])
+        ]
+        cost = cost_of(mine)
+        assert line["period"] == "2026-01-01T00:00:00Z/2026-02-01T00:00:00Z"
+        assert int(line["inputTokens"]) == sum(x.inputTokens for x in mine)
+        assert int(line["cacheReadTokens"]) == sum(x.cacheReadTokens for x in mine)
+        assert (line["cost"], line["charge"]) == (micro(cost), micro(cost * Decimal("1.05")))
+        assert (line["unpricedTokens"], line["currency"]) == ("0", "USD")
+    total = sum(Decimal(line["charge"]) for line in lines)
+    assert abs(total - cost_of(records) * Decimal("1.05")) <= Decimal("0.000001") * len(lines)
+
+
+async def test_json_lines_and_the_markup_and_prices_set_in_the_config_centre(world):
+    await play_the_day(world)
+    transport = httpx.ASGITransport(app=create_app(world.rt))
+    headers = {"Authorization": f"Bearer {world.tokens['platform']}"}
+    haiku = {"input": 0.8, "output": 4, "cacheRead": 0.08}  # a negotiated rate; cache writes at input
+    async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http:
+        put = await http.put(
+            "/v1/config",
+            json={
+                "scope": "server",
+                "values": {"billing.markup": 1.2, "billing.prices": {"anthropic/claude-haiku-4-5": haiku}},
+            },
+        )
+        assert put.status_code == 200, put.text
+        bad = await http.put("/v1/config", json={"scope": "server", "values": {"billing.markup": -1}})
+        assert (bad.status_code, bad.json()["error"]["code"]) == (400, "invalid_config")
+    prices = {**LIST, "anthropic/claude-haiku-4-5": (0.8, 4, 0.08, 0.8)}
+
+    r = await export(
+        world, "platform", tenantId="tenant-a", format="jsonl", groupBy="model", **{"from": FROM, "to": TO}
+    )
+
+    assert r.headers["content-type"] == "application/x-ndjson"
+    lines = [json.loads(line) for line in r.text.splitlines()]
+    records = await records_of(world, "tenant-a")
+    assert [line["model"] for line in lines] == sorted({x.model for x in records})
+    for line in lines:
+        cost = cost_of([x for x in records if x.model == line["model"]], prices)
+        assert line["cost"] == float(micro(cost)) and line["charge"] == float(micro(cost * Decimal("1.2")))
+    listed = (await get(world, "platform", "/v1/usage/prices")).json()
+    assert listed["markup"] == 1.2 and listed["overridden"] == ["anthropic/claude-haiku-4-5"]
+    assert listed["prices"]["anthropic/claude-haiku-4-5"] == {
+        "input": 0.8,
+        "output": 4.0,
+        "cacheRead": 0.08,
+        "cacheWrite": 0.8,
+    }
+
+
+async def test_tenants_see_what_they_are_charged_never_the_cost_or_the_markup(world):
+    await play_the_day(world)
+    summary = (await get(world, "tenant-b", "/v1/usage/summary", groupBy="model")).json()
+    assert "markup" not in summary and all("cost" not in row for row in [*summary["rows"], summary["totals"]])
+    records = await records_of(world, "tenant-b")
+    assert summary["totals"]["charge"] == float(micro(cost_of(records) * Decimal("1.05")))
+    lines = list(csv.DictReader(io.StringIO((await export(world, "tenant-b")).text)))
+    assert "cost" not in lines[0] and {line["tenantId"] for line in lines} == {"tenant-b"}
+    prices = (await get(world, "tenant-b", "/v1/usage/prices")).json()
+    assert set(prices) == {"currency", "pricesAsOf", "prices"}
+    assert prices["prices"]["anthropic/claude-haiku-4-5"]["output"] == 5.25  # 5 x 1.05
+
+
+async def test_a_model_without_a_price_is_counted_as_unpriced(world):
+    client = await world.connect(world.tokens["tenant-a"])
+    created = await client.request(
+        "image_create", containerId="u1", config={"name": "x", "model": "acme/own-llm"}
+    )
+    world.rt.clock.ms = DAY + HOUR_MS
+    world.model.add("four words of reply")
+    await client.request("message_send", imageId=created["record"]["imageId"], content="hello")
+    await world.run_turns()
+
+    totals = (await get(world, "tenant-a", "/v1/usage/summary", **{"from": FROM, "to": TO})).json()["totals"]
+
+    [record] = await records_of(world, "tenant-a")
+    assert record.model == "acme/own-llm"
+    assert totals["unpricedTokens"] == record.inputTokens + record.outputTokens > 0
+    assert totals["charge"] == 0.0
+    platform = await get(
+        world, "platform", "/v1/usage/summary", tenantId="tenant-a", **{"from": FROM, "to": TO}
+    )
+    assert (platform.json()["totals"]["cost"], platform.json()["totals"]["unpricedTokens"]) == (0.0, 5)
