@@ -92,7 +92,7 @@ def _parser() -> argparse.ArgumentParser:
     add_remote_commands(sub)  # resources, config, tenants: over HTTP to a running server
     from agentvm.cli_observe import add_observe_commands
 
-    add_observe_commands(sub)  # usage: over HTTP to a running server
+    add_observe_commands(sub)  # usage, turns: over HTTP to a running server
     return parser
 
 
@@ -122,7 +122,7 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.cli_remote import run_remote
 
         return run_remote(args)
-    if args.command == "usage":
+    if args.command in ("usage", "turns"):
         from agentvm.cli_observe import run_observe
 
         return run_observe(args)

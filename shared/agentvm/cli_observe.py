@@ -1,4 +1,5 @@
-"""``avm usage``: a running server's usage and billing routes, over HTTP (docs/usage.md).
+"""``avm usage`` and ``avm turns``: a running server's usage and billing routes and its running
+turns, over HTTP (docs/usage.md).
 
 Like the other remote commands (``cli_remote``): ``--url`` (env ``AVM_URL``) and ``--key`` (env
 ``AVM_API_KEY``, an admin key; a platform admin's to name other tenants). JSON answers are printed
@@ -40,6 +41,19 @@ def add_observe_commands(sub: Any) -> None:
     export.add_argument("--output", type=Path, help="write the file here (default: stdout)")
     usage_sub.add_parser("prices", parents=[server], help="the price per model and the markup")
 
+    turns = sub.add_parser("turns", help="the turns queued, running or suspended (/v1/turns)")
+    turns_sub = turns.add_subparsers(dest="turns_command", required=True)
+    ls = turns_sub.add_parser("list", parents=[server], help="status, model, age and tokens so far")
+    ls.add_argument("--container", help="one container (end user)")
+    ls.add_argument("--status", help="comma-separated: queued, running, suspended")
+    ls.add_argument("--tenant", help="platform admins: another tenant")
+    stop = turns_sub.add_parser("cancel", parents=[server], help="stop turns (as agent_interrupt does)")
+    which = stop.add_mutually_exclusive_group(required=True)
+    which.add_argument("turn_ids", nargs="*", default=[], metavar="TURN_ID", help="these turns")
+    which.add_argument("--container", help="every unfinished turn of a container")
+    which.add_argument("--all", action="store_true", help="every unfinished turn of the tenant")
+    stop.add_argument("--tenant", help="platform admins: another tenant")
+
 
 def _query(args: argparse.Namespace) -> dict[str, str]:
     values = {
@@ -55,6 +69,8 @@ def _query(args: argparse.Namespace) -> dict[str, str]:
 
 
 def run_observe(args: argparse.Namespace) -> int:
+    if args.command == "turns":
+        return _turns(args)
     command = args.usage_command
     if command == "prices":
         return call(args, "GET", "/v1/usage/prices")
@@ -63,6 +79,26 @@ def run_observe(args: argparse.Namespace) -> int:
         return call(args, "GET", "/v1/usage/summary?" + urlencode(params))
     params["format"] = args.format
     return _download(args, "/v1/usage/export?" + urlencode(params), args.output)
+
+
+def _turns(args: argparse.Namespace) -> int:
+    if args.turns_command == "list":
+        values = {"containerId": args.container, "status": args.status, "tenantId": args.tenant}
+        params = {k: v for k, v in values.items() if v is not None}
+        return call(args, "GET", "/v1/turns" + (f"?{urlencode(params)}" if params else ""))
+    body: dict[str, Any]
+    if args.all:
+        body = {"all": True}
+    elif args.container:
+        body = {"containerId": args.container}
+    elif args.turn_ids:
+        body = {"turnIds": args.turn_ids}
+    else:
+        print("avm: give TURN_IDs, --container or --all", file=sys.stderr)
+        return 2
+    if args.tenant:
+        body["tenantId"] = args.tenant
+    return call(args, "POST", "/v1/turns/cancel", body)
 
 
 def _download(args: argparse.Namespace, path: str, output: Path | None) -> int:

@@ -565,6 +565,52 @@ class UsageRollups(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class RunningTurn:
+    """A turn accepted and not yet finished (queued, running or suspended), as the gateway saw it."""
+
+    tenant_id: str
+    container_id: str
+    image_id: str
+    session_id: str
+    turn_id: str
+    queued_at: int  # epoch ms
+    model: str | None = None  # the image's model when the turn was sent (None: the server default)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTokens:
+    """The tokens of a turn's model calls that have finished (each is billed as it ends)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class RunningTurns(Protocol):
+    """The turns not finished yet, per tenant and container (``observability.running``): marked by
+    the gateway when it queues a turn, unmarked by the worker when the turn ends. A mark outliving
+    its turn (a worker died before unmarking) is removed by the next listing that finds the turn
+    finished."""
+
+    async def mark(self, turn: RunningTurn) -> None:
+        """Idempotent by ``(tenant_id, turn_id)``."""
+        ...
+
+    async def unmark(self, tenant_id: str, container_id: str, turn_id: str) -> None: ...
+    async def running(
+        self, tenant_id: str, container_id: str | None = None, limit: int = 500
+    ) -> list[RunningTurn]:
+        """The tenant's marked turns (of one container), oldest first, at most ``limit``."""
+        ...
+
+    async def tokens(self, turn_ids: Sequence[str]) -> dict[str, TurnTokens]:
+        """The billed tokens so far of each turn (its usage records: the first call, then steps)."""
+        ...
+
+
 Json = dict[str, Any]
 
 __all__ = [
@@ -585,6 +631,8 @@ __all__ = [
     "ModelClient",
     "ModelResolver",
     "Push",
+    "RunningTurn",
+    "RunningTurns",
     "Sandbox",
     "ResourceStore",
     "SandboxJobs",
@@ -598,6 +646,7 @@ __all__ = [
     "ToolOutput",
     "ToolWaits",
     "TurnQueue",
+    "TurnTokens",
     "UsageCell",
     "UsageRollups",
     "WorkspaceEntry",

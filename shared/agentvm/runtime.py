@@ -14,12 +14,14 @@ if TYPE_CHECKING:
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
     from agentvm.configcentre.centre import ConfigCentre
+    from agentvm.observability.running import TurnProgress
     from agentvm.ports import (
         Clock,
         Connections,
         Ids,
         ModelResolver,
         Push,
+        RunningTurns,
         Sandbox,
         SandboxJobs,
         Store,
@@ -140,6 +142,12 @@ class CancelSignals:
         self._events.pop(turn_id, None)
 
 
+def _progress() -> TurnProgress:
+    from agentvm.observability.running import TurnProgress
+
+    return TurnProgress()
+
+
 @dataclass
 class Runtime:
     store: Store
@@ -179,6 +187,11 @@ class Runtime:
     platform_tenant: str = "platform"
     # The usage records summed per hour and day (observability/usage.py). None: no usage reports.
     usage: UsageRollups | None = None
+    # The turns not finished yet, per tenant and container (observability/running.py). None: not
+    # kept (no /v1/turns).
+    running: RunningTurns | None = None
+    # What the model calls streaming in this process have produced so far (observability/running.py).
+    progress: TurnProgress = field(default_factory=lambda: _progress())
 
 
 __all__ = [

@@ -119,7 +119,16 @@ async def world(request, tmp_path):
 
 # -- normalisation ------------------------------------------------------------------------------
 _GENERATED = re.compile(r"\b(img|sess|agent|msg|conn|turn)_[0-9a-z_]+")
-_TIMES = {"timestamp", "createdAt", "updatedAt", "registeredAt", "savedAt", "dayResetAt", "monthResetAt"}
+_TIMES = {
+    "timestamp",
+    "createdAt",
+    "updatedAt",
+    "registeredAt",
+    "savedAt",
+    "dayResetAt",
+    "monthResetAt",
+    "ageMs",
+}
 
 
 def normalise(value: Any, target: str) -> Any:
@@ -230,6 +239,7 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/budgets/containers/user-alice",
             "/v1/usage",
             "/v1/usage/summary?groupBy=container,image,model,kind&period=day",
+            "/v1/turns",
             "/v1/resources",
             "/v1/resources/prompts/private/plan",
             "/v1/resources/resolve?uri=resource://agents/planner",
@@ -383,6 +393,12 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("GET", "/v1/usage/summary?groupBy=image&containerId={}", v.container, "user-missing", None),
             ("GET", "/v1/usage/export?tenantId={}", "tenant-a", "tenant-nobody", None),
             ("GET", "/v1/usage/export?format=jsonl&containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/turns?containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/turns?tenantId={}", "tenant-a", "tenant-nobody", None),
+            ("POST", "/v1/turns/{}/cancel", v.turn_id, "turn_missing_0000", None),
+            ("POST", "/v1/turns/cancel?by=turnIds", v.turn_id, "turn_missing_0000", None),
+            ("POST", "/v1/turns/cancel?by=containerId", v.container, "user-missing", None),
+            ("POST", "/v1/turns/cancel?by=tenantId", "tenant-a", "tenant-nobody", None),
             ("GET", "/v1/containers/{}/workspace", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace/file?path=notes.txt", v.container, "user-missing", None),
             ("GET", "/v1/resources/prompts/{}", "private/plan", "private/none", None),
@@ -442,6 +458,10 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             "/v1/tenants/delete": lambda name: {"tenantId": name},
             "/v1/tenants": lambda name: {"name": "pwned", "tenantId": name},
             "/v1/tenants/create": lambda name: {"name": "pwned", "tenantId": name},
+            # (the query string only tells the three bodies apart)
+            "/v1/turns/cancel?by=turnIds": lambda name: {"turnIds": [name]},
+            "/v1/turns/cancel?by=containerId": lambda name: {"containerId": name},
+            "/v1/turns/cancel?by=tenantId": lambda name: {"all": True, "tenantId": name},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         empty = {"results": [], "total": 0, "limit": 20, "offset": 0}

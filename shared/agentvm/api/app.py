@@ -403,6 +403,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.usage import usage_routes
 
     v1.include_router(usage_routes(runtime, _errors, admin))
+    from agentvm.api.turns import turn_routes
+
+    v1.include_router(turn_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

@@ -41,7 +41,7 @@ put_turn (status update)           1 WRU (the terminal one holds the turn's fram
                                    the standard turn; +1 WRU per KB past that, ~80+ text frames)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
 recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq)
-get_turn / is_cancel_requested     1 RRU each
+get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn)
 get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s>``/``SUMMARY``)
 =================================  ======================================================
 
@@ -62,7 +62,6 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 
 from agentvm.adapters.aws.dynamodb_models import (
-    CANCEL,
     CONTAINER_PREFIX,
     GSI1,
     IMAGE_PREFIX,
@@ -73,6 +72,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     TableItem,
     bind_model,
     bind_models,
+    cancel_sk,
     container_sk,
     create_table,
     idem_sk,
@@ -467,14 +467,15 @@ class DynamoStore:
             return [u for u in usage if u.containerId == container_id]
         return sorted(usage, key=lambda u: (u.createdAt, u.turnId))
 
-    # interrupt marks: one item per session, naming the turn to stop
+    # interrupt marks: one item per cancelled turn, in its session's partition (several turns of a
+    # session can be cancelled at once: /v1/turns/cancel); each check is one GetItem
 
     async def request_cancel(self, session_id: str, turn_id: str) -> None:
-        await self._put(self._m.cancel(session_pk(session_id), CANCEL, turnId=turn_id))
+        await self._put(self._m.cancel(session_pk(session_id), cancel_sk(turn_id), turnId=turn_id))
 
     async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
-        item = await self._get(self._m.cancel, session_pk(session_id), CANCEL)
-        return item is not None and item.turnId == turn_id
+        item = await self._get(self._m.cancel, session_pk(session_id), cancel_sk(turn_id))
+        return item is not None
 
 
 async def conditional_write(write: Callable[[], object]) -> bool:
