@@ -29,6 +29,7 @@ one byte per two significant digits plus one.
 from __future__ import annotations
 
 import math
+import re
 import threading
 import time
 from dataclasses import dataclass, field
@@ -195,7 +196,7 @@ class AwsMeter:
                 self._write_units(o, n, failed=False) for o, n in zip(old, news, strict=True)
             )
         if op == "TransactWriteItems":  # transactional writes cost twice
-            news = [a["Put"]["Item"] if "Put" in a else None for a in params["TransactItems"]]
+            news = [_transact_new(a, o) for a, o in zip(params["TransactItems"], old, strict=True)]
             return DDB_WRITE, 2 * sum(
                 self._write_units(o, n, failed=failed) for o, n in zip(old, news, strict=True)
             )
@@ -297,15 +298,31 @@ def _value_size(value: dict[str, Any]) -> int:
 
 
 def _update_values(params: dict[str, Any]) -> Item:
-    """``SET #n = :v`` pairs of an UpdateItem, as attributes (enough to size the new item)."""
+    """The attributes an UpdateItem's ``SET #n = <expr with :v>`` and ``ADD #n :v`` clauses write,
+    each with its (last) value: enough to size the new item."""
     names = params.get("ExpressionAttributeNames", {})
     values = params.get("ExpressionAttributeValues", {})
     out: Item = {}
-    for clause in params.get("UpdateExpression", "").replace("SET ", "").split(","):
-        left, _, right = (part.strip() for part in clause.partition("="))
-        if right in values:
-            out[names.get(left, left)] = values[right]
+    sections = re.split(r"\b(SET|ADD|REMOVE|DELETE)\b", params.get("UpdateExpression", ""))
+    for keyword, body in zip(sections[1::2], sections[2::2], strict=True):
+        if keyword not in ("SET", "ADD"):
+            continue
+        for clause in re.split(r",(?![^()]*\))", body):  # commas outside if_not_exists(...)
+            tokens = re.findall(r"[#:][A-Za-z0-9_]+|[A-Za-z_][A-Za-z0-9_.]*", clause)
+            placeholders = [t for t in tokens if t.startswith(":") and t in values]
+            if tokens and placeholders:
+                out[names.get(tokens[0], tokens[0])] = values[placeholders[-1]]
     return out
+
+
+def _transact_new(action: dict[str, Any], old: Item | None) -> Item | None:
+    """The item a transaction's action leaves (None: a delete or a condition check)."""
+    if "Put" in action:
+        return action["Put"]["Item"]
+    if "Update" in action:
+        body = action["Update"]
+        return {**(old or body["Key"]), **_update_values(body)}
+    return None
 
 
 def _sqs_payload(operation: str, params: dict[str, Any], parsed: dict[str, Any]) -> int:

@@ -339,6 +339,16 @@ class Metering:
             with ddb_lock:
                 return call_action(handler)
 
+        # The meter's peek reads moto's tables too (and moto inserts a partition on a missing key),
+        # so it takes the same lock: a transaction copies the tables, which must not change meanwhile.
+        peek = self.aws.peek
+
+        def locked_peek(region: str, table: str, key: Any) -> Any:
+            with ddb_lock:
+                return peek(region, table, key) if peek is not None else None
+
+        self.aws.peek = locked_peek
+
         def metered_session() -> Any:
             session = get_session()
             self.aws.attach(session)

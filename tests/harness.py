@@ -12,8 +12,10 @@ from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite_config import SqliteConfigStore
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
+from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
 from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
+from agentvm.adapters.local.sqlite_usage import SqliteUsageRollups
 from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
 from agentvm.adapters.local.tenant_purge import LocalTenantPurge
 from agentvm.agent.turns import process_turn
@@ -98,6 +100,8 @@ class Harness:
         )
         self.rt.tenants = SqliteTenantStore(":memory:")
         self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces")
+        self.rt.usage = SqliteUsageRollups(self.store)
+        self.rt.running = SqliteRunningTurns(":memory:", self.store)
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

@@ -93,6 +93,9 @@ def _parser() -> argparse.ArgumentParser:
     from agentvm.chat import add_chat_command
 
     add_chat_command(sub)  # a terminal client (the SDK): a running server, or --local
+    from agentvm.cli_observe import add_observe_commands
+
+    add_observe_commands(sub)  # usage, turns: over HTTP to a running server
     return parser
 
 
@@ -126,6 +129,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.cli_remote import run_remote
 
         return run_remote(args)
+    if args.command in ("usage", "turns"):
+        from agentvm.cli_observe import run_observe
+
+        return run_observe(args)
     if args.command in ("keys", "budgets"):
         from agentvm.errors import AgentVMError
 

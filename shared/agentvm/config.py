@@ -164,6 +164,11 @@ class Settings(BaseSettings):
     otel_exporter_otlp_endpoint: str | None = Field(
         default=None, validation_alias=AliasChoices("OTEL_EXPORTER_OTLP_ENDPOINT")
     )
+    # billing (observability/pricing.py; also settable through the config centre: billing.*)
+    billing_markup: float = Field(default=1.05, ge=0, le=100)  # the charge is the list-price cost x this
+    # per-model price overrides, USD per million tokens, JSON in env:
+    # {"anthropic/claude-haiku-4-5": {"input": 1, "output": 5, "cacheRead": 0.1, "cacheWrite": 1.25}}
+    billing_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
 
     def resolved_default_model(self) -> str:
         if self.default_model:

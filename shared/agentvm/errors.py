@@ -3,7 +3,12 @@
     AgentVMError                    code
     ├── BadRequest                  bad_request       malformed frame, missing or mistyped field
     │   ├── UnknownRequest          unknown_request   a request type the protocol does not have
-    │   └── FrameTooLarge           frame_too_large   a frame over the configured size limit
+    │   ├── FrameTooLarge           frame_too_large   a frame over the configured size limit
+    │   └── InvalidUsageQuery       invalid_usage_query  a usage report's query (observability.usage):
+    │       ├── InvalidPeriod       invalid_period    not hour, day, month or range
+    │       ├── InvalidGrouping     invalid_grouping  unknown, repeated, or not kept at that period
+    │       ├── InvalidRange        invalid_range     unreadable, empty or misaligned from/to/month
+    │       └── RangeTooLarge       range_too_large   too long for one answer
     ├── Unauthorized                unauthorized      no or invalid credentials
     ├── Forbidden                   forbidden         valid credentials, scope does not allow it
     ├── NotFound                    not_found         unknown id, or an id of another tenant
@@ -168,6 +173,36 @@ class InvalidConfig(BadRequest):
         return {"key": self.key}
 
 
+class InvalidUsageQuery(BadRequest):
+    """A usage report's query is not valid (``observability.usage``)."""
+
+    code = "invalid_usage_query"
+
+
+class InvalidPeriod(InvalidUsageQuery):
+    """The period is not hour, day, month or range."""
+
+    code = "invalid_period"
+
+
+class InvalidGrouping(InvalidUsageQuery):
+    """A grouping is unknown, named twice, or not kept at the asked period."""
+
+    code = "invalid_grouping"
+
+
+class InvalidRange(InvalidUsageQuery):
+    """The range (from, to, month) is unreadable, empty or not on the periods' boundaries."""
+
+    code = "invalid_range"
+
+
+class RangeTooLarge(InvalidUsageQuery):
+    """The range is too long for one answer."""
+
+    code = "range_too_large"
+
+
 class QuotaExceeded(AgentVMError):
     """A token budget was reached."""
 
@@ -301,6 +336,11 @@ class ConnectionGone(AgentVMError):
 __all__ = [
     "DependencyCycle",
     "InvalidConfig",
+    "InvalidGrouping",
+    "InvalidPeriod",
+    "InvalidRange",
+    "InvalidUsageQuery",
+    "RangeTooLarge",
     "InvalidLocator",
     "InvalidResource",
     "InvalidUri",

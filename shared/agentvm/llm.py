@@ -102,6 +102,8 @@ class ModelStart:
     # Input tokens when the provider reports them up front (Anthropic's message_start), so a turn
     # cut before ModelStop (interrupt, budget, failure) still bills its input. None: not known yet.
     input_tokens: int | None = None
+    cache_read_tokens: int = 0  # of input_tokens: read from the prompt cache
+    cache_write_tokens: int = 0  # of input_tokens: written to the prompt cache
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,8 +141,10 @@ class ToolCallEnd:
 @dataclass(frozen=True, slots=True)
 class ModelStop:
     stop_reason: StopReason = "end_turn"
-    input_tokens: int = 0
+    input_tokens: int = 0  # every input token, cached ones included
     output_tokens: int = 0
+    cache_read_tokens: int = 0  # of input_tokens: read from the provider's prompt cache
+    cache_write_tokens: int = 0  # of input_tokens: written to it (Anthropic reports these)
 
 
 ModelEvent = ModelStart | TextDelta | ToolCallStart | ToolCallDelta | ToolCallEnd | ModelStop

@@ -550,6 +550,95 @@ class BudgetStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class UsageCell:
+    """Usage records summed: one tenant's, in one UTC hour or day (``start_ms``), of one model and
+    kind, and (day cells) of one container and image. Several cells with the same key add up."""
+
+    tenant_id: str
+    start_ms: int  # the hour's or the day's first millisecond (UTC)
+    model: str
+    kind: str  # "turn" | "step" | "compaction"
+    container_id: str | None = None  # day cells only
+    image_id: str | None = None  # day cells only
+    records: int = 0
+    input_tokens: int = 0  # cache reads and writes included
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    estimated: int = 0  # records whose tokens are estimates (the provider never reported them)
+
+
+class UsageRollups(Protocol):
+    """The stored usage records, summed per hour and per day (``observability.usage`` reads these).
+
+    Every cell equals the sum of the records it covers, whatever failed or was retried: on AWS the
+    sums are kept in the same transaction as the record's first write; locally SQL sums the records.
+    """
+
+    async def hour_cells(self, tenant_id: str, start_ms: int, end_ms: int) -> list[UsageCell]:
+        """The tenant's cells per UTC hour, by model and kind, of the hours starting in
+        ``[start_ms, end_ms)`` (both on hour boundaries)."""
+        ...
+
+    async def day_cells(
+        self, tenant_id: str, start_ms: int, end_ms: int, container_id: str | None = None
+    ) -> list[UsageCell]:
+        """The tenant's cells per UTC day, by container, image, model and kind, of the days starting
+        in ``[start_ms, end_ms)`` (both on day boundaries); of one container if given."""
+        ...
+
+    async def tenants_with_usage(self, start_ms: int, end_ms: int) -> list[str]:
+        """Tenants that may have usage in ``[start_ms, end_ms)`` (a superset is allowed), sorted."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class RunningTurn:
+    """A turn accepted and not yet finished (queued, running or suspended), as the gateway saw it."""
+
+    tenant_id: str
+    container_id: str
+    image_id: str
+    session_id: str
+    turn_id: str
+    queued_at: int  # epoch ms
+    model: str | None = None  # the image's model when the turn was sent (None: the server default)
+
+
+@dataclass(frozen=True, slots=True)
+class TurnTokens:
+    """The tokens of a turn's model calls that have finished (each is billed as it ends)."""
+
+    calls: int = 0
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+
+
+class RunningTurns(Protocol):
+    """The turns not finished yet, per tenant and container (``observability.running``): marked by
+    the gateway when it queues a turn, unmarked by the worker when the turn ends. A mark outliving
+    its turn (a worker died before unmarking) is removed by the next listing that finds the turn
+    finished."""
+
+    async def mark(self, turn: RunningTurn) -> None:
+        """Idempotent by ``(tenant_id, turn_id)``."""
+        ...
+
+    async def unmark(self, tenant_id: str, container_id: str, turn_id: str) -> None: ...
+    async def running(
+        self, tenant_id: str, container_id: str | None = None, limit: int = 500
+    ) -> list[RunningTurn]:
+        """The tenant's marked turns (of one container), oldest first, at most ``limit``."""
+        ...
+
+    async def tokens(self, turn_ids: Sequence[str]) -> dict[str, TurnTokens]:
+        """The billed tokens so far of each turn (its usage records: the first call, then steps)."""
+        ...
+
+
 Json = dict[str, Any]
 
 __all__ = [
@@ -570,6 +659,8 @@ __all__ = [
     "ModelClient",
     "ModelResolver",
     "Push",
+    "RunningTurn",
+    "RunningTurns",
     "Sandbox",
     "ResourceStore",
     "SandboxJobs",
@@ -583,6 +674,9 @@ __all__ = [
     "ToolOutput",
     "ToolWaits",
     "TurnQueue",
+    "TurnTokens",
+    "UsageCell",
+    "UsageRollups",
     "WorkspaceEntry",
     # AgentX v2 (gateway/agentx_v2.py)
     "PROTOCOLS",

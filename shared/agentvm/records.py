@@ -322,8 +322,13 @@ class UsageRecord(_Record):
     imageId: str
     sessionId: str
     model: str
-    inputTokens: int = 0
+    inputTokens: int = 0  # every input token, cached ones included
     outputTokens: int = 0
+    # Of ``inputTokens``, those read from the provider's prompt cache (Anthropic
+    # ``cache_read_input_tokens``, OpenAI ``prompt_tokens_details.cached_tokens``) and those written
+    # to it (Anthropic ``cache_creation_input_tokens``); 0 when the provider reports none.
+    cacheReadTokens: int = 0
+    cacheWriteTokens: int = 0
     ttftMs: int | None = None
     durationMs: int = 0
     status: TurnStatus = "completed"

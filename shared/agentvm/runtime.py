@@ -18,12 +18,14 @@ if TYPE_CHECKING:
     from agentvm.configcentre.centre import ConfigCentre
     from agentvm.observability.logstore import LogStore
     from agentvm.observability.metrics import Metrics
+    from agentvm.observability.running import TurnProgress
     from agentvm.ports import (
         Clock,
         Connections,
         Ids,
         ModelResolver,
         Push,
+        RunningTurns,
         Sandbox,
         SandboxJobs,
         Store,
@@ -31,6 +33,7 @@ if TYPE_CHECKING:
         TenantStore,
         ToolWaits,
         TurnQueue,
+        UsageRollups,
     )
     from agentvm.resources.centre import ResourceCentre
     from agentvm.security.auth import Authenticator
@@ -143,6 +146,12 @@ class CancelSignals:
         self._events.pop(turn_id, None)
 
 
+def _progress() -> TurnProgress:
+    from agentvm.observability.running import TurnProgress
+
+    return TurnProgress()
+
+
 @dataclass
 class Runtime:
     store: Store
@@ -184,6 +193,13 @@ class Runtime:
     metrics: Metrics = field(default_factory=NoMetrics)
     # Recent log lines for /v1/logs (observability/logstore.py). None: this host keeps none.
     logs: LogStore | None = None
+    # The usage records summed per hour and day (observability/usage.py). None: no usage reports.
+    usage: UsageRollups | None = None
+    # The turns not finished yet, per tenant and container (observability/running.py). None: not
+    # kept (no /v1/turns).
+    running: RunningTurns | None = None
+    # What the model calls streaming in this process have produced so far (observability/running.py).
+    progress: TurnProgress = field(default_factory=lambda: _progress())
 
 
 __all__ = [

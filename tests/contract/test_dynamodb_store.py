@@ -39,14 +39,15 @@ def store(aws: None) -> DynamoStore:
 def operations(store: DynamoStore) -> Iterator[list[str]]:
     """The name of every DynamoDB API call the store makes from here on."""
     seen: list[str] = []
-    events = bind_models(TABLE).base._get_connection().connection.client.meta.events
+    # the store's own client (``bind_models(TABLE)`` is another cache entry, with another client)
+    events = store._m.base._get_connection().connection.client.meta.events
 
     def record(model: Any, **_: Any) -> None:
         seen.append(model.name)
 
-    events.register("before-call.dynamodb.*", record)
+    events.register("before-call.dynamodb", record)
     yield seen
-    events.unregister("before-call.dynamodb.*", record)
+    events.unregister("before-call.dynamodb", record)
 
 
 def user(text: str) -> UserMessage:
@@ -139,12 +140,21 @@ async def test_every_operation_uses_gets_queries_and_single_item_writes_only(
     await store.append_message(ses.sessionId, user("a"), idempotency_key="req_1")
     await store.append_message(ses.sessionId, user("a"), idempotency_key="req_1")
     await store.recent_messages(ses.sessionId, 10)
-    await store.put_usage(usage("turn_1"))
     await store.list_usage(TENANT)
     await store.delete_image(TENANT, img.imageId)
 
     assert set(operations) <= {"GetItem", "Query", "PutItem", "UpdateItem", "DeleteItem", "BatchWriteItem"}
     assert "Scan" not in operations and "TransactWriteItems" not in operations
+
+
+async def test_the_usage_record_is_the_one_write_made_in_a_transaction(
+    store: DynamoStore, operations: list[str]
+) -> None:
+    await store.put_usage(usage("turn_1"))  # the record with its sums (dynamodb_usage)
+    await store.put_usage(usage("turn_1"))  # a repeat: cancelled whole
+
+    # the tenant's month in the usage directory (once per process), then one transaction per write
+    assert operations == ["PutItem", "TransactWriteItems", "TransactWriteItems"]
 
 
 async def test_queries_counts_read_requests_and_no_writes(store: DynamoStore) -> None:

@@ -587,10 +587,12 @@ async def test_cancel_mark_is_scoped_to_its_session(store: Store) -> None:
     assert await store.is_cancel_requested("ses_2", "turn_1") is False
 
 
-async def test_a_new_cancel_mark_replaces_the_sessions_previous_one(store: Store) -> None:
+async def test_several_turns_of_a_session_can_be_cancelled_at_once(store: Store) -> None:
     await store.request_cancel("ses_1", "turn_1")
 
     await store.request_cancel("ses_1", "turn_2")
+    await store.request_cancel("ses_1", "turn_2")  # again: the same mark
 
     assert await store.is_cancel_requested("ses_1", "turn_2") is True
-    assert await store.is_cancel_requested("ses_1", "turn_1") is False
+    assert await store.is_cancel_requested("ses_1", "turn_1") is True
+    assert await store.is_cancel_requested("ses_1", "turn_3") is False

@@ -37,6 +37,28 @@ os.environ.setdefault("POWERTOOLS_METRICS_NAMESPACE", "AgentVMTest")
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 
 
+@pytest.fixture(autouse=True)
+def _atomic_dynamodb() -> Iterator[None]:
+    """moto's DynamoDB requests one at a time, as each is atomic on DynamoDB (the idea of
+    ``tests/contract/moto_table.atomic_moto``, for every mock of these tests): a transaction (usage
+    records with their sums) copies moto's tables for its rollback, and a worker's other turns
+    must not write them meanwhile."""
+    import threading
+    from unittest import mock
+
+    from moto.dynamodb.responses import DynamoHandler
+
+    lock = threading.Lock()
+    call_action = DynamoHandler.call_action
+
+    def atomic(handler: DynamoHandler) -> object:
+        with lock:
+            return call_action(handler)
+
+    with mock.patch.object(DynamoHandler, "call_action", atomic):
+        yield
+
+
 @dataclass
 class FakeLambdaContext:
     """The attributes of Lambda's context object that Powertools reads."""

@@ -104,6 +104,34 @@ async def test_reported_input_tokens_and_max_tokens_are_honoured(fake, make_clie
     assert events[-1] == ModelStop("max_tokens", input_tokens=1234, output_tokens=5)
 
 
+async def test_anthropic_cache_reads_and_writes_are_reported_inside_the_input_tokens(fake):
+    fake.configure(input_tokens=1000, cache_read_tokens=600, cache_write_tokens=300)
+
+    events = await collect(anthropic_client(fake))
+
+    # The wire says input_tokens=100 beside cache_read_input_tokens=600, cache_creation_input_tokens=300
+    start, stop = events[0], events[-1]
+    assert (start.input_tokens, start.cache_read_tokens, start.cache_write_tokens) == (1000, 600, 300)
+    assert stop == ModelStop(
+        "end_turn",
+        input_tokens=1000,
+        output_tokens=REPLY_TOKENS,
+        cache_read_tokens=600,
+        cache_write_tokens=300,
+    )
+
+
+async def test_openai_cached_prompt_tokens_are_reported_as_cache_reads(fake):
+    fake.configure(input_tokens=1000, cache_read_tokens=600, cache_write_tokens=300)
+
+    events = await collect(openai_client(fake))
+
+    # OpenAI reports cached_tokens inside prompt_tokens, and no cache writes
+    assert events[-1] == ModelStop(
+        "end_turn", input_tokens=1000, output_tokens=REPLY_TOKENS, cache_read_tokens=600, cache_write_tokens=0
+    )
+
+
 @each_provider
 async def test_rate_limit_is_retried_after_retry_after_then_succeeds(fake, make_client):
     fake.add_faults([{"kind": "429", "retry_after": 0.05}])
@@ -276,6 +304,8 @@ def test_fake_cli_flags_and_defaults():
         "tokens_per_second": 35,
         "reply_tokens": 200,
         "input_tokens": None,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
         "stamp_tokens": False,
     }
     assert (custom.port, custom.ttft_ms, custom.tokens_per_second, custom.reply_tokens) == (9000, 20, 2000, 7)

@@ -120,7 +120,14 @@ async def test_usage_lists_the_tenants_turns_with_totals(http, harness):
     await c.request("message_send", imageId=img["imageId"], content="hello")
     await harness.run_turns()
     body = (await http.get("/v1/usage", params={"containerId": "u1"}, headers=admin)).json()
-    assert body["totals"] == {"turns": 1, "inputTokens": 1, "outputTokens": 2, "totalTokens": 3}
+    assert body["totals"] == {
+        "turns": 1,
+        "inputTokens": 1,
+        "outputTokens": 2,
+        "totalTokens": 3,
+        "cacheReadTokens": 0,
+        "cacheWriteTokens": 0,
+    }
     assert body["records"][0]["imageId"] == img["imageId"]
     assert (await http.get("/v1/usage", params={"containerId": "u2"}, headers=admin)).json()["totals"][
         "turns"

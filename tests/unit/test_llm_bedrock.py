@@ -81,6 +81,28 @@ async def test_bedrock_client_streams_text_and_usage():
     ]
 
 
+async def test_bedrock_cache_reads_and_writes_are_added_to_the_input_tokens():
+    events = _reply("ok")
+    events[-1] = {
+        "metadata": {
+            "usage": {
+                "inputTokens": 12,
+                "outputTokens": 2,
+                "cacheReadInputTokens": 600,
+                "cacheWriteInputTokens": 300,
+                "totalTokens": 914,
+            }
+        }
+    }
+
+    out = await _collect(BedrockModelClient("us-east-1", client=FakeBedrockRuntime(events)))
+
+    # Converse reports the cache tokens beside inputTokens: our input counts all of them
+    assert out[-1] == ModelStop(
+        "end_turn", input_tokens=912, output_tokens=2, cache_read_tokens=600, cache_write_tokens=300
+    )
+
+
 async def test_bedrock_client_sends_a_converse_request():
     fake = FakeBedrockRuntime(_reply("ok"))
 

@@ -40,6 +40,12 @@ ROUTE_ERRORS = {
     ("put", "/v1/budgets/containers/{container_id}"): {400},
     ("get", "/v1/budgets/containers/{container_id}"): {400},
     ("get", "/v1/usage"): set(),
+    ("get", "/v1/usage/summary"): {400},
+    ("get", "/v1/usage/export"): {400},
+    ("get", "/v1/usage/prices"): set(),
+    ("get", "/v1/turns"): {400, 404},  # 404: this server keeps no list of running turns
+    ("post", "/v1/turns/cancel"): {400, 404},
+    ("post", "/v1/turns/{turn_id}/cancel"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace/file"): {400, 404},
     ("post", "/v1/resources"): {400, 404, 409},
@@ -149,6 +155,7 @@ async def test_real_refusals_answer_only_statuses_the_openapi_documents(http, ha
     for method, path, op in operations(schema):
         url = path.replace("{key_id}", "abcdefghijkl").replace("{container_id}", "c1")
         url = url.replace("{plural}", "prompts").replace("{name}", "support/greeting")
+        url = url.replace("{turn_id}", "turn_missing_0000")
         for headers, body in attempts:
             r = await http.request(method.upper(), url, content=body, headers={**headers, **json_type})
             seen.add(r.status_code)

@@ -156,7 +156,16 @@ async def world(request, tmp_path):
 
 # -- normalisation ------------------------------------------------------------------------------
 _GENERATED = re.compile(r"\b(img|sess|agent|msg|conn|turn)_[0-9a-z_]+")
-_TIMES = {"timestamp", "createdAt", "updatedAt", "registeredAt", "savedAt", "dayResetAt", "monthResetAt"}
+_TIMES = {
+    "timestamp",
+    "createdAt",
+    "updatedAt",
+    "registeredAt",
+    "savedAt",
+    "dayResetAt",
+    "monthResetAt",
+    "ageMs",
+}
 
 
 def normalise(value: Any, target: str) -> Any:
@@ -266,6 +275,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/budgets/tenant",
             "/v1/budgets/containers/user-alice",
             "/v1/usage",
+            "/v1/usage/summary?groupBy=container,image,model,kind&period=day",
+            "/v1/turns",
             "/v1/resources",
             "/v1/resources/prompts/private/plan",
             "/v1/resources/resolve?uri=resource://agents/planner",
@@ -422,6 +433,16 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("GET", "/v1/budgets/containers/{}", v.container, "user-missing", None),
             ("PUT", "/v1/budgets/containers/{}", v.container, "user-missing", {"daily_tokens": 1}),
             ("GET", "/v1/usage?containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/usage/summary?tenantId={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/usage/summary?groupBy=image&containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/usage/export?tenantId={}", "tenant-a", "tenant-nobody", None),
+            ("GET", "/v1/usage/export?format=jsonl&containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/turns?containerId={}", v.container, "user-missing", None),
+            ("GET", "/v1/turns?tenantId={}", "tenant-a", "tenant-nobody", None),
+            ("POST", "/v1/turns/{}/cancel", v.turn_id, "turn_missing_0000", None),
+            ("POST", "/v1/turns/cancel?by=turnIds", v.turn_id, "turn_missing_0000", None),
+            ("POST", "/v1/turns/cancel?by=containerId", v.container, "user-missing", None),
+            ("POST", "/v1/turns/cancel?by=tenantId", "tenant-a", "tenant-nobody", None),
             ("GET", "/v1/containers/{}/workspace", v.container, "user-missing", None),
             ("GET", "/v1/containers/{}/workspace/file?path=notes.txt", v.container, "user-missing", None),
             ("GET", "/v1/resources/prompts/{}", "private/plan", "private/none", None),
@@ -500,6 +521,10 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
                 "locator": f"{name}.agent@2",
                 "content": {"systemPrompt": "B"},
             },
+            # (the query string only tells the three bodies apart)
+            "/v1/turns/cancel?by=turnIds": lambda name: {"turnIds": [name]},
+            "/v1/turns/cancel?by=containerId": lambda name: {"containerId": name},
+            "/v1/turns/cancel?by=tenantId": lambda name: {"all": True, "tenantId": name},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         empty = {"results": [], "total": 0, "limit": 20, "offset": 0}
@@ -509,7 +534,7 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             foreign = await http.request(method, path.format(own), json=make(own) if make else body)
             absent = await http.request(method, path.format(miss), json=make(miss) if make else body)
             assert foreign.status_code == absent.status_code, path
-            assert normalise(foreign.json(), own) == normalise(absent.json(), miss), path
+            assert normalise(_body(foreign), own) == normalise(_body(absent), miss), path
         # publishing at A's locator makes B's own resource; A's stays as it was (the snapshot)
         mine = await http.post(
             "/v1/registry/publish", json={"locator": "private/plan.prompt@1", "content": "B"}
@@ -546,6 +571,11 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         assert any(line["turnId"] == v.turn_id for line in mine)
     async with world.http("tenant-b") as http:
         http.event_hooks["request"].append(_recorder(sent))
+        assert (await http.get("/v1/usage/summary?groupBy=tenant")).json()["rows"] == []
+        prices = await http.get("/v1/usage/prices")  # the server's table: no tenant's data in it
+        assert prices.status_code == 200 and "tenant-a" not in prices.text
+        every = await http.get("/v1/usage/summary?tenantId=*")
+        assert (every.status_code, every.json()["error"]["code"]) == (403, "forbidden")
         # A's configuration: B sees only its own (defaults), its audit log is empty, and writing
         # the server's settings needs a platform admin
         config = (await http.get("/v1/config")).json()["settings"]
@@ -598,6 +628,13 @@ def _route(schema: dict[str, Any], method: str, path: str) -> tuple[str, str] | 
         if method.lower() in ops and re.fullmatch(re.sub(r"\\\{[^}]+\\\}", ".+", re.escape(template)), path)
     ]
     return (method, min(matches, key=lambda t: t.count("{"))) if matches else None
+
+
+def _body(response: httpx.Response) -> Any:
+    """A JSON answer as data; a file (a usage export) as its text, names and all."""
+    if response.headers.get("content-type", "").startswith("application/json"):
+        return response.json()
+    return {"file": response.text, "disposition": response.headers.get("content-disposition")}
 
 
 def _auth(token: str) -> str:

@@ -254,6 +254,8 @@ async def _compact(
                 model=model_ref,
                 inputTokens=outcome.input_tokens,
                 outputTokens=outcome.output_tokens,
+                cacheReadTokens=outcome.cache_read_tokens,
+                cacheWriteTokens=outcome.cache_write_tokens,
                 durationMs=int((rt.clock.monotonic() - started) * 1000),
                 status="completed" if ok else "failed",
                 kind="compaction",

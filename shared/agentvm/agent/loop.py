@@ -60,6 +60,8 @@ class StepOutcome:
     output_tokens: int = 0
     usage_reported: bool = False  # False: the stream ended before the provider reported usage
     start_input_tokens: int | None = None
+    cache_read_tokens: int = 0  # of input_tokens (the provider's prompt cache)
+    cache_write_tokens: int = 0
     deltas: int = 0
     ttft_s: float | None = None
     error: AgentVMError | None = None
@@ -447,11 +449,15 @@ async def _stream_step(
                 step.message_id = ev.message_id
                 step.model = ev.model or request.model
                 step.start_input_tokens = ev.input_tokens
+                step.cache_read_tokens = ev.cache_read_tokens
+                step.cache_write_tokens = ev.cache_write_tokens
                 hooks.on_start(ev.message_id, step.model)
             elif isinstance(ev, ModelStop):
                 step.stop_reason = ev.stop_reason
                 step.input_tokens = ev.input_tokens
                 step.output_tokens = ev.output_tokens
+                step.cache_read_tokens = ev.cache_read_tokens
+                step.cache_write_tokens = ev.cache_write_tokens
                 step.usage_reported = True
 
     consumer = asyncio.create_task(consume())
@@ -489,6 +495,8 @@ async def _stream_step(
             step.input_tokens = step.start_input_tokens
         elif step.message_id is not None:
             step.input_tokens = estimate_request_tokens(request)
+    if step.cache_read_tokens + step.cache_write_tokens > step.input_tokens:  # an estimate fell short
+        step.cache_read_tokens = step.cache_write_tokens = 0
     return step
 
 

@@ -129,6 +129,7 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         raise
     finally:
         unbind(ids)
+        rt.progress.forget(job.turnId)
 
 
 async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
@@ -448,12 +449,14 @@ class _TurnHooks:
 
     # frames during the stream
     def on_start(self, message_id: str, model: str) -> None:
+        self.rt.progress.started(self.job.turnId)
         self.stop_sent = False
         self.sink.new_message()
         self.sink.emit("message_start", {"messageId": message_id, "model": model})
         self.sink.emit("conversation_start", {"messageId": message_id})
 
     def on_text(self, text: str) -> None:
+        self.rt.progress.delta(self.job.turnId)
         self.sink.text(text)
 
     def on_tool_start(self, call_id: str, name: str) -> None:
@@ -470,6 +473,7 @@ class _TurnHooks:
     async def step_finished(self, step: StepOutcome) -> None:
         rt, job = self.rt, self.job
         self.trace.model_call_finished(step)
+        rt.progress.forget(job.turnId)  # the call's tokens are its usage record's from now on
         first = step.index == 0
         if not first and step.message_id is None and not (step.input_tokens or step.output_tokens):
             return  # a later step refused before the model was reached: nothing to bill
@@ -483,6 +487,8 @@ class _TurnHooks:
                 model=self.model_ref,
                 inputTokens=step.input_tokens,
                 outputTokens=step.output_tokens,
+                cacheReadTokens=step.cache_read_tokens,
+                cacheWriteTokens=step.cache_write_tokens,
                 ttftMs=None if step.ttft_s is None else int(step.ttft_s * 1000),
                 durationMs=int((rt.clock.monotonic() - self._step_started) * 1000),
                 status="interrupted" if step.interrupted else "failed" if step.error else "completed",
@@ -767,6 +773,13 @@ async def _set_status(
             frames=frames,
         )
     )
+    if status in TERMINAL and rt.running is not None:  # off the operator's list (observability/running.py)
+        try:
+            await rt.running.unmark(job.tenantId, job.containerId, job.turnId)
+        except Exception as exc:  # the next listing removes a mark whose turn has ended
+            log.warning(
+                "could not unmark a finished turn", extra={"turn_id": job.turnId, "error": type(exc).__name__}
+            )
 
 
 __all__ = ["TERMINAL", "context_for", "process_turn", "turn_id_for"]

@@ -399,7 +399,8 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     )
     async def usage(request: Request, containerId: str | None = None) -> dict[str, Any]:  # noqa: N803
         """The tenant's usage records (one per turn, and one per compaction of a session's history:
-        ``kind``), oldest first, and their totals (tokens of both: both are billed)."""
+        ``kind``), oldest first, and their totals (tokens of both: both are billed). Reads every
+        record: for sums by period, end user, model and kind use ``/v1/usage/summary``."""
         principal = admin(request)
         records = await runtime.store.list_usage(principal.tenant_id, containerId)
         input_tokens = sum(r.inputTokens for r in records)
@@ -411,6 +412,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
                 "inputTokens": input_tokens,
                 "outputTokens": output_tokens,
                 "totalTokens": input_tokens + output_tokens,
+                # additive: of inputTokens, read from and written to the provider's prompt cache
+                "cacheReadTokens": sum(r.cacheReadTokens for r in records),
+                "cacheWriteTokens": sum(r.cacheWriteTokens for r in records),
             },
         }
 
@@ -481,6 +485,12 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.logs import log_routes
 
     v1.include_router(log_routes(runtime, _errors, admin))
+    from agentvm.api.usage import usage_routes
+
+    v1.include_router(usage_routes(runtime, _errors, admin))
+    from agentvm.api.turns import turn_routes
+
+    v1.include_router(turn_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

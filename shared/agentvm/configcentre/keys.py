@@ -18,6 +18,7 @@ from typing import Any
 from pydantic import TypeAdapter, ValidationError
 
 from agentvm.errors import InvalidConfig
+from agentvm.observability.pricing import PriceTable
 
 MASK = "********"
 
@@ -97,6 +98,14 @@ KEYS: dict[str, Key] = {
             "the model that summarises (provider/model; unset = the image's model)",
             tenant=True,
         ),
+        Key("billing.markup", "billing_markup", float, "the charge is the list-price cost times this"),
+        Key(
+            "billing.prices",
+            "billing_prices",
+            PriceTable,
+            "per-model prices over the list prices, USD per million tokens: "
+            '{"provider/model": {"input", "output", "cacheRead", "cacheWrite"}}',
+        ),
     )
 }
 
@@ -107,6 +116,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "turns.deadlineS": (0, 86_400),
     "turns.historyWindow": (2, 10_000),
     "compaction.thresholdTokens": (0, 10_000_000),
+    "billing.markup": (0, 100),
 }
 
 
@@ -121,7 +131,9 @@ def check(name: str, value: Any) -> Any:
     """``value`` as stored for ``name``; ``InvalidConfig`` naming the key when it is not valid."""
     k = key(name)
     if isinstance(value, bool) and k.type is not bool:
-        raise InvalidConfig(f"{name}: must be a {k.type.__name__}, not a boolean", key=name)
+        raise InvalidConfig(
+            f"{name}: must be a {getattr(k.type, '__name__', 'value')}, not a boolean", key=name
+        )
     if k.type is float and isinstance(value, int):
         value = float(value)
     checked = k.validate(value)

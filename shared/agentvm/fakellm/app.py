@@ -64,6 +64,9 @@ class _Reply:
         self.stamp = config.stamp_tokens
         explicit = config.input_tokens
         self.input_tokens = explicit if explicit is not None else _request_words(body)
+        # Of the input: read from and written to the prompt cache (never more than there is).
+        self.cache_read = min(config.cache_read_tokens, self.input_tokens)
+        self.cache_write = min(config.cache_write_tokens, self.input_tokens - self.cache_read)
 
 
 def _request_words(body: dict[str, Any]) -> int:
@@ -217,7 +220,9 @@ async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any, id_p
 async def anthropic_messages(request: Request) -> Any:
     return await _model_endpoint(
         request,
-        lambda body, reply: AnthropicWire(str(body.get("model", "fake")), reply.input_tokens),
+        lambda body, reply: AnthropicWire(
+            str(body.get("model", "fake")), reply.input_tokens, reply.cache_read, reply.cache_write
+        ),
         lambda body: body.get("max_tokens"),
         "toolu_fake_",
     )
@@ -227,7 +232,10 @@ async def openai_chat_completions(request: Request) -> Any:
     def wire_for(body: dict[str, Any], reply: _Reply) -> OpenAIWire:
         options = body.get("stream_options") or {}
         return OpenAIWire(
-            str(body.get("model", "fake")), reply.input_tokens, bool(options.get("include_usage"))
+            str(body.get("model", "fake")),
+            reply.input_tokens,
+            bool(options.get("include_usage")),
+            cached_tokens=reply.cache_read,
         )
 
     def max_tokens(body: dict[str, Any]) -> object:

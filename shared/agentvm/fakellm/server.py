@@ -129,7 +129,8 @@ class FakeLLMServer:
         return self.state.add_faults(faults)
 
     def configure(self, **fields: Any) -> FakeLLMConfig:
-        """Change config fields (``ttft_ms``, ``tokens_per_second``, ``reply_tokens``, ``input_tokens``)."""
+        """Change config fields (``ttft_ms``, ``tokens_per_second``, ``reply_tokens``, ``input_tokens``,
+        ``cache_read_tokens``, ``cache_write_tokens``)."""
         return self.state.configure(fields)
 
     def reset(self) -> None:
@@ -155,6 +156,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--input-tokens", type=int, default=None, help="input tokens to report (default: count request words)"
     )
     parser.add_argument(
+        "--cache-read-tokens", type=int, default=0, help="of the input, tokens to report as cache reads"
+    )
+    parser.add_argument(
+        "--cache-write-tokens", type=int, default=0, help="of the input, tokens to report as cache writes"
+    )
+    parser.add_argument(
         "--stamp-tokens", action="store_true", help="send each token as its emit time (latency benchmarks)"
     )
 
@@ -172,6 +179,8 @@ def run(args: argparse.Namespace) -> int:
                 "tokens_per_second": args.tokens_per_second,
                 "reply_tokens": args.reply_tokens,
                 "input_tokens": args.input_tokens,
+                "cache_read_tokens": args.cache_read_tokens,
+                "cache_write_tokens": args.cache_write_tokens,
                 "stamp_tokens": args.stamp_tokens,
             }
         )

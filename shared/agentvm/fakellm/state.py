@@ -39,12 +39,21 @@ def count_words(value: object) -> int:
 
 @dataclass(frozen=True, slots=True)
 class FakeLLMConfig:
-    """How the fake model behaves. ``input_tokens=None`` reports a rough word count of the request."""
+    """How the fake model behaves. ``input_tokens=None`` reports a rough word count of the request.
+
+    ``cache_read_tokens`` / ``cache_write_tokens``: how many of the input tokens to report as read
+    from / written to the prompt cache (capped at the input tokens), in each provider's own fields:
+    Anthropic ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (beside an
+    ``input_tokens`` that then counts only the rest), OpenAI ``prompt_tokens_details.cached_tokens``
+    (inside ``prompt_tokens``; OpenAI reports no cache writes).
+    """
 
     ttft_ms: float = 500
     tokens_per_second: float = 35
     reply_tokens: int = 200
     input_tokens: int | None = None
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
     stamp_tokens: bool = False  # each token is " @<emit time, epoch seconds>" (latency benchmarks)
 
     def updated(self, fields: Mapping[str, Any]) -> FakeLLMConfig:
@@ -62,6 +71,8 @@ class FakeLLMConfig:
             raise ValueError("need ttft_ms >= 0, tokens_per_second > 0, reply_tokens >= 0")
         if new.input_tokens is not None and new.input_tokens < 0:
             raise ValueError("input_tokens must be >= 0")
+        if new.cache_read_tokens < 0 or new.cache_write_tokens < 0:
+            raise ValueError("cache_read_tokens and cache_write_tokens must be >= 0")
         return new
 
 
@@ -71,7 +82,8 @@ def _coerce(name: str, value: Any) -> Any:
         return None if value is None else int(value)
     if name == "stamp_tokens":
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-    return int(value) if name == "reply_tokens" else float(value)
+    integers = ("reply_tokens", "cache_read_tokens", "cache_write_tokens")
+    return int(value) if name in integers else float(value)
 
 
 @dataclass(frozen=True, slots=True)

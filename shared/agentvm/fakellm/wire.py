@@ -63,10 +63,20 @@ def _retry_after_header(seconds: float) -> str:
 class AnthropicWire:
     """``POST /v1/messages``."""
 
-    def __init__(self, model: str, input_tokens: int) -> None:
+    def __init__(self, model: str, input_tokens: int, cache_read: int = 0, cache_write: int = 0) -> None:
         self.model = model
         self.input_tokens = input_tokens
+        self.cache_read = cache_read
+        self.cache_write = cache_write
         self.message_id = f"msg_fake_{uuid.uuid4().hex[:24]}"
+
+    def _usage(self, output_tokens: int) -> dict[str, Any]:
+        """Anthropic's usage: ``input_tokens`` counts only what the cache neither read nor wrote."""
+        usage = {"input_tokens": self.input_tokens - self.cache_read - self.cache_write}
+        if self.cache_read or self.cache_write:
+            usage["cache_creation_input_tokens"] = self.cache_write
+            usage["cache_read_input_tokens"] = self.cache_read
+        return {**usage, "output_tokens": output_tokens}
 
     def head(self) -> list[bytes]:
         message = {
@@ -77,7 +87,7 @@ class AnthropicWire:
             "content": [],
             "stop_reason": None,
             "stop_sequence": None,
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": 0},
+            "usage": self._usage(0),
         }
         return [
             sse({"type": "message_start", "message": message}, "message_start"),
@@ -136,7 +146,7 @@ class AnthropicWire:
             "content": [{"type": "text", "text": text}],
             "stop_reason": _stop_reason(truncated),
             "stop_sequence": None,
-            "usage": {"input_tokens": self.input_tokens, "output_tokens": emitted},
+            "usage": self._usage(emitted),
         }
 
     def error(self, kind: str, retry_after: float) -> ErrorReply:
@@ -161,9 +171,10 @@ def _stop_reason(truncated: bool) -> str:
 class OpenAIWire:
     """``POST /v1/chat/completions``."""
 
-    def __init__(self, model: str, input_tokens: int, include_usage: bool) -> None:
+    def __init__(self, model: str, input_tokens: int, include_usage: bool, cached_tokens: int = 0) -> None:
         self.model = model
         self.input_tokens = input_tokens
+        self.cached_tokens = cached_tokens  # of prompt_tokens
         self.include_usage = include_usage
         self.completion_id = f"chatcmpl-fake{uuid.uuid4().hex[:24]}"
         self.created = int(time.time())
@@ -246,7 +257,7 @@ class OpenAIWire:
             "prompt_tokens": self.input_tokens,
             "completion_tokens": emitted,
             "total_tokens": self.input_tokens + emitted,
-            "prompt_tokens_details": {"cached_tokens": 0, "audio_tokens": 0},
+            "prompt_tokens_details": {"cached_tokens": self.cached_tokens, "audio_tokens": 0},
             "completion_tokens_details": {"reasoning_tokens": 0, "audio_tokens": 0},
         }
 

@@ -19,6 +19,7 @@ from agentvm.errors import BadRequest, Forbidden, NotFound, SessionBusy
 from agentvm.events import EventContext, event
 from agentvm.gateway import wait_commands
 from agentvm.messages import UserMessage, message_to_wire
+from agentvm.ports import RunningTurn
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
 from agentvm.streaming.fanout import Fanout
 
@@ -309,6 +310,18 @@ async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | i
                 status="queued",
                 updatedAt=ctx.now(),
                 userSeq=appended.seq,
+            )
+        )
+    if ctx.rt.running is not None:  # the operator's list of unfinished turns (observability/running.py)
+        await ctx.rt.running.mark(
+            RunningTurn(
+                tenant_id=ctx.tenant_id,
+                container_id=image.containerId,
+                image_id=image.imageId,
+                session_id=image.sessionId,
+                turn_id=turn_id,
+                queued_at=appended.message.timestamp,
+                model=image.model,
             )
         )
     job = TurnJob(

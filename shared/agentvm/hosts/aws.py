@@ -97,6 +97,12 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = DynamoDbTenantStore(settings.table_name)
+    from agentvm.adapters.aws.dynamodb_usage import DynamoUsageRollups
+
+    runtime.usage = DynamoUsageRollups(settings.table_name)  # sums DynamoStore.put_usage writes
+    from agentvm.adapters.aws.dynamodb_running import DynamoRunningTurns
+
+    runtime.running = DynamoRunningTurns(settings.table_name)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre refuses secrets here.

@@ -100,6 +100,12 @@ def local_runtime(settings: Settings) -> LocalHost:
         from agentvm.adapters.local.sqlite_logs import SqliteLogStore
 
         runtime.logs = SqliteLogStore(settings.data_dir / "logs.db", max_bytes=settings.log_store_max_bytes)
+    from agentvm.adapters.local.sqlite_usage import SqliteUsageRollups
+
+    runtime.usage = SqliteUsageRollups(store)
+    from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
+
+    runtime.running = SqliteRunningTurns(settings.data_dir / "agentvm.db", store)
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,

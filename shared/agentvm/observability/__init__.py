@@ -1,1 +1,3 @@
-"""Observability: usage and billing, metrics, logs, traces and running turns (docs/observability.md)."""
+"""What the operator sees: usage and billing (``usage``, ``pricing``, ``export``), the turns that are
+queued, running or suspended (``running``), metrics, logs and traces (docs/usage.md,
+docs/observability.md)."""

@@ -13,10 +13,13 @@ Image          IMAGE#<i>      META            TENANT#<t>    IMAGE#<c>#<createdAt
 Session        SESSION#<s>    META
 Message        SESSION#<s>    MSG#<seq:010d>
 Idem claim     SESSION#<s>    IDEM#<key>
-Cancel mark    SESSION#<s>    CANCEL
+Cancel mark    SESSION#<s>    CANCEL#<turn>
 Summary        SESSION#<s>    SUMMARY
 Turn           TURN#<turn>    META
 Usage          TURN#<turn>    USAGE           TENANT#<t>    USAGE#<c>#<createdAt:013d>#<turn>
+Usage sums     USAGEAGG#<t>   H#<hour>#<n>,
+                              D#<day>#<c>     (dynamodb_usage: written with the usage record)
+Usage tenants  USAGEDIR#<m>   <t>
 Connection     CONN#<id>      META
 Subscription   CONN#<id>      SUB#<s>         SUBS#<s>      CONN#<id>
 =============  =============  ==============  ============  ===============================
@@ -25,10 +28,10 @@ Attributes besides the keys: records (container, image, session, turn, usage) ho
 record's pydantic JSON (as in ``SqliteStore``: exact round trips, new fields get their defaults),
 and ``tenantId`` where the record has one; a message holds ``body`` (its wire JSON) and ``idem``
 (the idempotency key that wrote it, if any); a claim ``seq``, ``owner``, ``claimedAt`` (ms); a
-cancel mark ``turnId``; a compaction summary ``upToSeq`` and ``data`` (its item class lives in
-``dynamodb_store``); a connection ``tenantId`` and ``keyId`` (both absent until authenticated),
-``connectedAt`` and ``expiresAt``; a subscription ``sessionId``, ``afterSeq`` (its resume
-cursor, if any) and ``expiresAt``.
+cancel mark ``turnId`` (one item per cancelled turn); a compaction summary ``upToSeq`` and
+``data`` (its item class lives in ``dynamodb_store``); a connection ``tenantId`` and ``keyId``
+(both absent until authenticated), ``connectedAt`` and ``expiresAt``; a subscription
+``sessionId``, ``afterSeq`` (its resume cursor, if any) and ``expiresAt``.
 
 How each ``Store`` pattern is served:
 
@@ -113,6 +116,11 @@ def idem_sk(key: str) -> str:
     if len(key) > _MAX_KEY_CHARS:
         key = "sha256:" + hashlib.sha256(key.encode()).hexdigest()
     return f"{IDEM_PREFIX}{key}"
+
+
+def cancel_sk(turn_id: str) -> str:
+    """An interrupt mark of one turn, in its session's partition."""
+    return f"{CANCEL}#{turn_id}"
 
 
 def turn_pk(turn_id: str) -> str:
@@ -335,6 +343,7 @@ __all__ = [
     "TableItem",
     "bind_model",
     "bind_models",
+    "cancel_sk",
     "connection_id_of",
     "connection_pk",
     "container_sk",

@@ -34,12 +34,14 @@ $0.125/M; a write to an item with ``gsi1`` keys also writes the index):
 append_message, item <= 1 KB       1 RRU (last seq) + 1 WRU
 append_message with a key          1 RRU + 2 WRU (claim + message); a repeated key: 1 WRU (the
                                    failed claim) + 3 RRU (last seq, claim, message), no append
-put_usage (~0.4 KB)                1 WRU + 1 WRU on gsi1; a repeat: 1 WRU (failed condition)
+put_usage (~0.4 KB)                one transaction with its hour and day sums (dynamodb_usage):
+                                   2 x (1 + 1 + 1) WRU + 1 WRU on gsi1 = 7; a repeat is cancelled
+                                   by the record's condition
 put_turn (status update)           1 WRU (the terminal one holds the turn's frame map: ~0.6 KB for
                                    the standard turn; +1 WRU per KB past that, ~80+ text frames)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
 recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq)
-get_turn / is_cancel_requested     1 RRU each
+get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn)
 get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s>``/``SUMMARY``)
 =================================  ======================================================
 
@@ -60,7 +62,6 @@ from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import DoesNotExist, PynamoDBException
 
 from agentvm.adapters.aws.dynamodb_models import (
-    CANCEL,
     CONTAINER_PREFIX,
     GSI1,
     IMAGE_PREFIX,
@@ -71,6 +72,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     TableItem,
     bind_model,
     bind_models,
+    cancel_sk,
     container_sk,
     create_table,
     idem_sk,
@@ -83,6 +85,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     turn_pk,
     usage_gsi1sk,
 )
+from agentvm.adapters.aws.dynamodb_usage import DynamoUsageWriter
 from agentvm.errors import Conflict
 from agentvm.messages import message_from_wire, message_to_wire
 from agentvm.ports import AppendResult, SeqMessage
@@ -154,6 +157,7 @@ class DynamoStore:
     def __init__(self, table_name: str, *, region: str | None = None, host: str | None = None) -> None:
         self._m = bind_models(table_name, region, host)
         self._summary = bind_model(SummaryItem, table_name, region, host)
+        self._usage = DynamoUsageWriter(table_name, region=region, host=host)
         # Read requests (GetItem, Query pages) since construction: lets tests bound a turn's reads.
         # Only ever changed on the event loop thread, never inside a worker thread.
         self.queries = 0
@@ -441,7 +445,8 @@ class DynamoStore:
         return None if item is None else TurnRecord.model_validate_json(item.data)
 
     async def put_usage(self, usage: UsageRecord) -> bool:
-        # Keyed by the turn: the first write wins, so a retried turn never bills twice.
+        # Keyed by the turn: the first write wins, so a retried turn never bills twice. The hour and
+        # day sums are written in the same transaction (dynamodb_usage): they equal the records.
         item = self._m.record(
             turn_pk(usage.turnId),
             USAGE,
@@ -450,7 +455,7 @@ class DynamoStore:
             gsi1pk=tenant_pk(usage.tenantId),
             gsi1sk=usage_gsi1sk(usage.containerId, usage.createdAt, usage.turnId),
         )
-        return await self._put(item, self._m.record.sk.does_not_exist())
+        return await self._usage.write(item, usage)
 
     async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
         prefix = USAGE_PREFIX if container_id is None else f"{USAGE_PREFIX}{container_id}#"
@@ -462,14 +467,15 @@ class DynamoStore:
             return [u for u in usage if u.containerId == container_id]
         return sorted(usage, key=lambda u: (u.createdAt, u.turnId))
 
-    # interrupt marks: one item per session, naming the turn to stop
+    # interrupt marks: one item per cancelled turn, in its session's partition (several turns of a
+    # session can be cancelled at once: /v1/turns/cancel); each check is one GetItem
 
     async def request_cancel(self, session_id: str, turn_id: str) -> None:
-        await self._put(self._m.cancel(session_pk(session_id), CANCEL, turnId=turn_id))
+        await self._put(self._m.cancel(session_pk(session_id), cancel_sk(turn_id), turnId=turn_id))
 
     async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
-        item = await self._get(self._m.cancel, session_pk(session_id), CANCEL)
-        return item is not None and item.turnId == turn_id
+        item = await self._get(self._m.cancel, session_pk(session_id), cancel_sk(turn_id))
+        return item is not None
 
 
 async def conditional_write(write: Callable[[], object]) -> bool:

@@ -73,7 +73,7 @@ class AnthropicModelClient:
             stream = await self._client.messages.create(**params)
         except failures as exc:
             raise self._translate(exc) from None
-        input_tokens = output_tokens = 0
+        input_tokens = output_tokens = cache_read = cache_write = 0
         stop_reason: StopReason = "end_turn"
         call: dict[str, Any] | None = None  # the tool_use block being streamed: id, name, json pieces
         # `async with` closes the HTTP response however we leave, including aclose() by the caller,
@@ -84,8 +84,13 @@ class AnthropicModelClient:
                     if event.type == "message_start":
                         input_tokens = _input_tokens(event.message.usage)
                         output_tokens = event.message.usage.output_tokens or 0
+                        cache_read, cache_write = _cache_tokens(event.message.usage)
                         yield ModelStart(
-                            message_id=event.message.id, model=event.message.model, input_tokens=input_tokens
+                            message_id=event.message.id,
+                            model=event.message.model,
+                            input_tokens=input_tokens,
+                            cache_read_tokens=cache_read,
+                            cache_write_tokens=cache_write,
                         )
                     elif event.type == "content_block_delta" and event.delta.type == "text_delta":
                         yield TextDelta(event.delta.text)
@@ -105,10 +110,17 @@ class AnthropicModelClient:
                         output_tokens = event.usage.output_tokens
                         if event.usage.input_tokens is not None:  # cumulative when present
                             input_tokens = _input_tokens(event.usage)
+                            cache_read, cache_write = _cache_tokens(event.usage)
                         if event.delta.stop_reason:
                             stop_reason = _STOP_REASONS.get(event.delta.stop_reason, "end_turn")
                     elif event.type == "message_stop":
-                        yield ModelStop(stop_reason, input_tokens=input_tokens, output_tokens=output_tokens)
+                        yield ModelStop(
+                            stop_reason,
+                            input_tokens=input_tokens,
+                            output_tokens=output_tokens,
+                            cache_read_tokens=cache_read,
+                            cache_write_tokens=cache_write,
+                        )
                         return
             except failures as exc:
                 raise self._translate(exc) from None
@@ -190,6 +202,13 @@ def _input_tokens(usage: Any) -> int:
         getattr(usage, "cache_read_input_tokens", None),
     )
     return sum(part or 0 for part in parts)
+
+
+def _cache_tokens(usage: Any) -> tuple[int, int]:
+    """(read from, written to) the prompt cache: parts of ``_input_tokens``."""
+    read = getattr(usage, "cache_read_input_tokens", None) or 0
+    written = getattr(usage, "cache_creation_input_tokens", None) or 0
+    return int(read), int(written)
 
 
 __all__ = ["AnthropicModelClient"]

@@ -80,7 +80,7 @@ class BedrockModelClient:
         reader = _StreamReader(self._client, _converse_params(request), asyncio.get_running_loop())
         reader.start()
         stop_reason: StopReason | None = None
-        input_tokens = output_tokens = 0
+        input_tokens = output_tokens = cache_read = cache_write = 0
         calls = _ToolCalls()
         try:
             while True:
@@ -109,7 +109,10 @@ class BedrockModelClient:
                     stop_reason = _STOP_REASONS.get(reason, "end_turn")
                 elif "metadata" in event:
                     usage = event["metadata"].get("usage", {})
-                    input_tokens = usage.get("inputTokens", 0)
+                    # Converse reports cache reads and writes beside (not inside) inputTokens.
+                    cache_read = usage.get("cacheReadInputTokens", 0) or 0
+                    cache_write = usage.get("cacheWriteInputTokens", 0) or 0
+                    input_tokens = usage.get("inputTokens", 0) + cache_read + cache_write
                     output_tokens = usage.get("outputTokens", 0)
                 elif code := _exception_event_code(event):
                     # What boto3 raises as EventStreamError, a raw stream (or a fake) hands over as an event.
@@ -118,7 +121,13 @@ class BedrockModelClient:
             reader.stop()
         if stop_reason is None:
             raise ProviderUnavailable(f"{PROVIDER}: stream ended before messageStop")
-        yield ModelStop(stop_reason, input_tokens=input_tokens, output_tokens=output_tokens)
+        yield ModelStop(
+            stop_reason,
+            input_tokens=input_tokens,
+            output_tokens=output_tokens,
+            cache_read_tokens=cache_read,
+            cache_write_tokens=cache_write,
+        )
 
 
 class _StreamReader:

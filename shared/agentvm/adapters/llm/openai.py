@@ -87,7 +87,7 @@ class OpenAIModelClient:
             raise self._translate(exc) from None
         started = False
         finish_reason: str | None = None
-        input_tokens = output_tokens = 0
+        input_tokens = output_tokens = cached = 0
         calls = _StreamedCalls()
         # `async with` closes the HTTP response however we leave, including aclose() by the caller.
         async with stream:
@@ -99,6 +99,8 @@ class OpenAIModelClient:
                     if chunk.usage is not None:
                         input_tokens = chunk.usage.prompt_tokens
                         output_tokens = chunk.usage.completion_tokens
+                        details = getattr(chunk.usage, "prompt_tokens_details", None)
+                        cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
                     for choice in chunk.choices:
                         if choice.index != 0:
                             continue
@@ -120,6 +122,7 @@ class OpenAIModelClient:
             _FINISH_REASONS.get(finish_reason, "end_turn"),
             input_tokens=input_tokens,
             output_tokens=output_tokens,
+            cache_read_tokens=min(cached, input_tokens),  # prompt_tokens includes them
         )
 
     def _translate(self, exc: Exception) -> ProviderError:

@@ -3,7 +3,9 @@
 Each call to ``stream`` takes the next script: a reply string (streamed word by word), a
 ``ProviderError`` to raise, optionally after some words (``Fail(after_words, error)``), or
 ``Calls`` (optional text, then tool calls, ending with ``stop_reason="tool_use"``).
-``word_delay_s`` paces the words, so a test can interrupt a stream mid-way.
+``word_delay_s`` paces the words, so a test can interrupt a stream mid-way. Input tokens are the
+words of the request, plus ``cache_read_tokens`` and ``cache_write_tokens`` (reported as read from
+and written to a prompt cache, as Anthropic does).
 """
 
 from __future__ import annotations
@@ -61,6 +63,8 @@ class ScriptedModelClient:
         self.word_delay_s = word_delay_s
         self.requests: list[ModelRequest] = []
         self.closed_early = 0  # streams the caller closed before the end
+        self.cache_read_tokens = 0
+        self.cache_write_tokens = 0
 
     def add(self, *scripts: str | Fail | Calls | ProviderError) -> None:
         self._scripts.extend(scripts)
@@ -101,8 +105,12 @@ class ScriptedModelClient:
             finished = True
             yield ModelStop(
                 "tool_use" if calls else "end_turn",
-                input_tokens=sum(len(m.text.split()) for m in request.messages),
+                input_tokens=sum(len(m.text.split()) for m in request.messages)
+                + self.cache_read_tokens
+                + self.cache_write_tokens,
                 output_tokens=len(words) + len(calls),
+                cache_read_tokens=self.cache_read_tokens,
+                cache_write_tokens=self.cache_write_tokens,
             )
         finally:
             if not finished:

@@ -83,6 +83,13 @@ CREATE TABLE IF NOT EXISTS cancels (
     session_id TEXT PRIMARY KEY,
     turn_id    TEXT NOT NULL
 );
+-- One interrupt mark per cancelled turn (several turns of a session can be cancelled at once);
+-- ``cancels`` held one per session before and is still read for marks written then.
+CREATE TABLE IF NOT EXISTS cancel_marks (
+    session_id TEXT NOT NULL,
+    turn_id    TEXT NOT NULL,
+    PRIMARY KEY (session_id, turn_id)
+) WITHOUT ROWID;
 CREATE TABLE IF NOT EXISTS summaries (
     session_id TEXT PRIMARY KEY,
     up_to_seq  INTEGER NOT NULL,
@@ -189,6 +196,10 @@ class SqliteStore:
         self.queries += 1
         return self._conn.execute(sql, params).fetchall()
 
+    def read_all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        """A read of these tables by another adapter of this file (``sqlite_usage``), counted too."""
+        return self._all(sql, params)
+
     # containers
 
     async def put_container(self, record: ContainerRecord) -> bool:
@@ -270,6 +281,7 @@ class SqliteStore:
             self._conn.execute("DELETE FROM sessions WHERE session_id = ?", (session_id,))
             self._conn.execute("DELETE FROM messages WHERE session_id = ?", (session_id,))
             self._conn.execute("DELETE FROM cancels WHERE session_id = ?", (session_id,))
+            self._conn.execute("DELETE FROM cancel_marks WHERE session_id = ?", (session_id,))
             self._conn.execute("DELETE FROM summaries WHERE session_id = ?", (session_id,))
 
     async def get_session(self, tenant_id: str, session_id: str) -> SessionRecord | None:
@@ -374,17 +386,20 @@ class SqliteStore:
             )
         return [UsageRecord.model_validate_json(r[0]) for r in rows]
 
-    # interrupt marks: one per session, naming the turn to stop
+    # interrupt marks: one per cancelled turn
 
     async def request_cancel(self, session_id: str, turn_id: str) -> None:
         self._conn.execute(
-            "INSERT INTO cancels (session_id, turn_id) VALUES (?, ?)"
-            " ON CONFLICT (session_id) DO UPDATE SET turn_id = excluded.turn_id",
+            "INSERT INTO cancel_marks (session_id, turn_id) VALUES (?, ?) ON CONFLICT DO NOTHING",
             (session_id, turn_id),
         )
 
     async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
-        row = self._one("SELECT 1 FROM cancels WHERE session_id = ? AND turn_id = ?", (session_id, turn_id))
+        row = self._one(
+            "SELECT 1 FROM cancel_marks WHERE session_id = ? AND turn_id = ?"
+            " UNION ALL SELECT 1 FROM cancels WHERE session_id = ? AND turn_id = ? LIMIT 1",
+            (session_id, turn_id, session_id, turn_id),
+        )
         return row is not None
 
     # a deleted tenant's conversations (with the workspaces: adapters/local/tenant_purge.py)
@@ -395,7 +410,7 @@ class SqliteStore:
         sessions = "SELECT session_id FROM sessions WHERE tenant_id = ?"
         with transaction(self._conn):
             images = self._conn.execute("DELETE FROM images WHERE tenant_id = ?", (tenant_id,)).rowcount
-            for table in ("messages", "cancels", "summaries"):
+            for table in ("messages", "cancels", "cancel_marks", "summaries"):
                 self._conn.execute(f"DELETE FROM {table} WHERE session_id IN ({sessions})", (tenant_id,))
             self._conn.execute(
                 f"DELETE FROM turns WHERE json_extract(record, '$.sessionId') IN ({sessions})", (tenant_id,)

@@ -1,0 +1,297 @@
+"""Usage and billing over HTTP: ``/v1/usage/summary``, ``/v1/usage/export`` and ``/v1/usage/prices``
+(``agentvm.observability``: ``usage`` sums, ``pricing`` prices, ``export`` writes files).
+
+Admin keys. A tenant's admin sees its own tenant's usage; a platform admin (an admin key of the
+platform tenant, or anyone in the open dev mode) names any tenant with ``tenantId``, or ``*`` for
+every tenant. Another tenant's id from anyone else is ``403 forbidden``, whether it exists or not.
+Money: everyone sees the ``charge`` (list-price cost x the markup); only platform admins see the
+``cost`` and the markup (the platform's margin is not its customers' business).
+
+``GET /v1/usage`` (the raw records, in ``api/app.py``) keeps its shape; these routes are new.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Literal
+
+from fastapi import APIRouter, Query, Request
+from fastapi.responses import Response
+from pydantic import BaseModel, ConfigDict, Field
+
+from agentvm.api.openapi import examples, ok
+from agentvm.errors import BadRequest, Forbidden
+from agentvm.observability import export
+from agentvm.observability.pricing import CURRENCY, PRICES_AS_OF, pricing_for
+from agentvm.observability.usage import ALL_TENANTS, cells_of, parse_query, query_wire, summarise
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from agentvm.observability.usage import UsageQuery
+    from agentvm.ports import UsageRollups
+    from agentvm.runtime import Runtime
+    from agentvm.security.auth import Principal
+
+_TOTALS = {
+    "records": 42,
+    "turns": 30,
+    "inputTokens": 21000,
+    "outputTokens": 6000,
+    "cacheReadTokens": 12000,
+    "cacheWriteTokens": 2000,
+    "totalTokens": 27000,
+    "estimatedRecords": 1,
+    "cost": 0.0425,
+    "charge": 0.044625,
+    "unpricedTokens": 0,
+}
+_SUMMARY = {
+    "tenantId": "acme",
+    "from": "2026-01-01T00:00:00Z",
+    "to": "2026-02-01T00:00:00Z",
+    "period": "day",
+    "groupBy": ["container"],
+    "currency": "USD",
+    "markup": 1.05,
+    "pricesAsOf": PRICES_AS_OF,
+    "rows": [{"period": "2026-01-07", "containerId": "user-alice", **_TOTALS}],
+    "totals": _TOTALS,
+}
+_CSV = (
+    "period,tenantId,containerId,model,records,turns,inputTokens,outputTokens,cacheReadTokens,"
+    "cacheWriteTokens,totalTokens,estimatedRecords,cost,charge,unpricedTokens,currency\n"
+    "2026-01,acme,user-alice,anthropic/claude-haiku-4-5,42,30,21000,6000,12000,2000,27000,1,"
+    "0.042500,0.044625,0,USD\n"
+)
+_PRICES = {
+    "currency": "USD",
+    "markup": 1.05,
+    "pricesAsOf": PRICES_AS_OF,
+    "prices": {
+        "anthropic/claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cacheRead": 0.1, "cacheWrite": 1.25}
+    },
+    "overridden": [],
+}
+
+PERIOD = Query(default=None, description="hour, day, month or range (default: one bucket, the range)")
+GROUP_BY = Query(
+    default=None,
+    alias="groupBy",
+    description="comma-separated: tenant, container, image, model, kind (default: totals only)",
+)
+FROM = Query(default=None, alias="from", description="UTC date or time, inclusive (default: this month)")
+TO = Query(default=None, description="UTC date or time, exclusive (default: the end of today)")
+MONTH = Query(default=None, description="a billing month, YYYY-MM, instead of from/to")
+CONTAINER = Query(default=None, alias="containerId", description="one container (end user) only")
+TENANT = Query(
+    default=None,
+    alias="tenantId",
+    description="platform admins: a tenant, or * for every tenant (default: the caller's tenant)",
+)
+
+
+class UsageSums(BaseModel):
+    """The sums of some records (the totals); a row adds its period and grouping values."""
+
+    model_config = ConfigDict(extra="allow")
+
+    records: int
+    turns: int = Field(description="records of kind turn (a turn's first model call)")
+    inputTokens: int = Field(description="every input token, cache reads and writes included")
+    outputTokens: int
+    cacheReadTokens: int
+    cacheWriteTokens: int
+    totalTokens: int = Field(description="input + output")
+    estimatedRecords: int = Field(description="records whose tokens are estimates (a cut stream)")
+    cost: float | None = Field(
+        default=None, description="platform admins: the tokens at list price, USD (micro-dollars)"
+    )
+    charge: float = Field(description="what to charge, USD: the cost x the markup")
+    unpricedTokens: int = Field(description="tokens of models with no price (not in cost or charge)")
+
+
+class UsageRow(UsageSums):
+    period: str = Field(description="2026-01-07T13 (hour), 2026-01-07 (day), 2026-01 (month), or from/to")
+
+
+class UsageSummary(BaseModel):
+    model_config = ConfigDict(json_schema_extra=examples(_SUMMARY))
+
+    tenantId: str = Field(description="the tenant, or * (every tenant)")
+    period: str
+    groupBy: list[str]
+    currency: str
+    markup: float | None = Field(default=None, description="platform admins only")
+    pricesAsOf: str = Field(description="the date the list prices were taken")
+    rows: list[UsageRow] = Field(description="one per period and grouping values, sorted by them")
+    totals: UsageSums
+
+
+class ModelPrices(BaseModel):
+    input: float
+    output: float
+    cacheRead: float
+    cacheWrite: float
+
+
+class PriceList(BaseModel):
+    model_config = ConfigDict(json_schema_extra=examples(_PRICES))
+
+    currency: str
+    markup: float | None = Field(default=None, description="platform admins only")
+    pricesAsOf: str
+    prices: dict[str, ModelPrices] = Field(
+        description="USD per million tokens: list prices (platform admins), or the prices charged"
+    )
+    overridden: list[str] | None = Field(default=None, description="models priced by billing.prices")
+
+
+def usage_routes(
+    runtime: Runtime,
+    errors: Callable[..., dict[int | str, dict[str, Any]]],
+    admin: Callable[[Request], Principal],
+) -> APIRouter:
+    router = APIRouter(prefix="/usage", tags=["usage"])
+
+    def rollups() -> UsageRollups:
+        if runtime.usage is None:
+            raise BadRequest("usage reports are not enabled on this server")
+        return runtime.usage
+
+    def platform(principal: Principal) -> bool:
+        return runtime.auth is None or principal.tenant_id == runtime.platform_tenant
+
+    def tenant_of(request: Request, asked: str | None) -> tuple[str, bool]:
+        """The tenant the caller may report on (``*``: every tenant), and whether it is a platform
+        admin (who sees costs)."""
+        principal = admin(request)
+        if asked is None or asked == principal.tenant_id:
+            return principal.tenant_id, platform(principal)
+        if not platform(principal):
+            raise Forbidden(
+                "the usage of other tenants is for platform admins (an admin key of the platform tenant)"
+            )
+        return asked, True
+
+    async def tenants(tenant: str, query: UsageQuery) -> list[str]:
+        if tenant != ALL_TENANTS:
+            return [tenant]
+        return await rollups().tenants_with_usage(query.start_ms, query.end_ms)
+
+    @router.get(
+        "/summary",
+        response_model=None,
+        responses={**ok(200, UsageSummary, _SUMMARY, "the sums, by period and grouping"), **errors(400)},
+    )
+    async def summary(
+        request: Request,
+        period: str | None = PERIOD,
+        group_by: str | None = GROUP_BY,
+        start: str | None = FROM,
+        to: str | None = TO,
+        month: str | None = MONTH,
+        container_id: str | None = CONTAINER,
+        tenant_id: str | None = TENANT,
+    ) -> dict[str, Any]:
+        """The usage records summed by period (hour, day, month or the range) and by tenant,
+        container (end user), image, model and kind. By container or image the periods are days
+        or longer. Bad periods, groupings or ranges: ``400`` with ``invalid_period``,
+        ``invalid_grouping``, ``invalid_range`` or ``range_too_large``."""
+        tenant, with_cost = tenant_of(request, tenant_id)
+        query = parse_query(
+            now_ms=runtime.clock.now_ms(),
+            period=period,
+            group_by=group_by,
+            start=start,
+            end=to,
+            month=month,
+            container_id=container_id,
+        )
+        rows, totals, pricing = await report(tenant, query, with_cost=with_cost)
+        money: dict[str, Any] = {"currency": CURRENCY, "pricesAsOf": PRICES_AS_OF}
+        if with_cost:
+            money["markup"] = float(pricing.markup)
+        return {**query_wire(query, tenant), **money, "rows": rows, "totals": totals}
+
+    async def report(tenant: str, query: UsageQuery, *, with_cost: bool) -> tuple[Any, Any, Any]:
+        pricing = await pricing_for(runtime)
+        cells = await cells_of(rollups(), await tenants(tenant, query), query)
+        rows, totals = summarise(
+            query,
+            cells,
+            price=pricing.add,
+            finish=lambda sums: pricing.finish(sums, with_cost=with_cost),
+        )
+        return rows, totals, pricing
+
+    @router.get(
+        "/export",
+        response_model=None,
+        responses={
+            200: {
+                "description": "the priced rows, one per line",
+                "content": {
+                    "text/csv": {"example": _CSV},
+                    "application/x-ndjson": {"schema": {"type": "string"}},
+                },
+            },
+            **errors(400),
+        },
+    )
+    async def export_usage(
+        request: Request,
+        format: Literal["csv", "jsonl"] = Query(default="csv", description="csv or jsonl (JSON Lines)"),  # noqa: A002
+        period: str | None = PERIOD,
+        group_by: str | None = Query(
+            default="tenant,container,model",
+            alias="groupBy",
+            description="comma-separated groupings (default: tenant, container, model)",
+        ),
+        start: str | None = FROM,
+        to: str | None = TO,
+        month: str | None = MONTH,
+        container_id: str | None = CONTAINER,
+        tenant_id: str | None = TENANT,
+    ) -> Response:
+        """A billing period as a file: the summary's rows priced (the charge is the list-price
+        cost x the markup; platform admins also get the cost), as CSV or JSON Lines. Same query as
+        ``/v1/usage/summary``; by default one line per tenant, end user and model."""
+        tenant, with_cost = tenant_of(request, tenant_id)
+        query = parse_query(
+            now_ms=runtime.clock.now_ms(),
+            period=period,
+            group_by=group_by,
+            start=start,
+            end=to,
+            month=month,
+            container_id=container_id,
+        )
+        rows, _, _ = await report(tenant, query, with_cost=with_cost)
+        body = export.render(rows, query.group_by, format, with_cost=with_cost)
+        wire = query_wire(query, tenant)
+        who = "all" if tenant == ALL_TENANTS else tenant
+        name = f"usage-{who}-{wire['from'][:10]}-{wire['to'][:10]}.{format}"
+        disposition = f'attachment; filename="{_safe(name)}"'
+        return Response(
+            body, media_type=export.MEDIA_TYPES[format], headers={"Content-Disposition": disposition}
+        )
+
+    @router.get(
+        "/prices", response_model=None, responses=ok(200, PriceList, _PRICES, "the price table in force")
+    )
+    async def prices(request: Request) -> dict[str, Any]:
+        """The price per model (USD per million tokens) and the date the list prices were taken.
+        Platform admins: the list prices, the markup and which models ``billing.prices`` overrides;
+        tenants: the prices they are charged (list price x markup)."""
+        principal = admin(request)
+        return (await pricing_for(runtime)).to_wire(with_cost=platform(principal))
+
+    return router
+
+
+def _safe(name: str) -> str:
+    """A file name with only harmless characters (tenant ids are the caller's own, or a platform's)."""
+    return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
+
+
+__all__ = ["usage_routes"]
