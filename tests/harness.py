@@ -12,6 +12,7 @@ from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite_config import SqliteConfigStore
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
+from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
 from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
 from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
@@ -98,6 +99,7 @@ class Harness:
         )
         self.rt.tenants = SqliteTenantStore(":memory:")
         self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces")
+        self.rt.sessions = SqliteSessionArchive(self.store)
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

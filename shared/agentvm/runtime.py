@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         Push,
         Sandbox,
         SandboxJobs,
+        SessionArchive,
         Store,
         TenantPurge,
         TenantStore,
@@ -50,6 +51,8 @@ class TurnSettings:
     compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
     compaction_model: str | None = None  # None = the image's model
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
+    auto_title: bool = False  # name an untitled session after its first turn (sessions/title.py)
+    title_model: str | None = None  # the model that names it; None = the image's model
 
 
 def turn_settings(
@@ -67,6 +70,8 @@ def turn_settings(
         compaction_threshold_tokens=settings.compaction_threshold_tokens,
         compaction_model=settings.compaction_model,
         turn_deadline_s=settings.turn_deadline_s,
+        auto_title=settings.auto_title,
+        title_model=settings.title_model,
     )
 
 
@@ -176,6 +181,9 @@ class Runtime:
     tenant_purge: TenantPurge | None = None
     # Admin keys of this tenant are platform admins (tenants, server settings, platform resources).
     platform_tenant: str = "platform"
+    # The session centre's store (agentvm/sessions): imports, forks, message search. None: this host
+    # serves no /v1/sessions import, fork or search.
+    sessions: SessionArchive | None = None
 
 
 __all__ = [

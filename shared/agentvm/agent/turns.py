@@ -201,6 +201,10 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     await sink.aclose()
     rt.signals.forget(job.turnId)
     await compact_after_turn(rt, job, image, context, outcome)  # after the reply; never raises
+    if rt.turns.auto_title:  # name an untitled session (opt-in; sessions/title.py); never raises
+        from agentvm.sessions.title import title_after_turn
+
+        await title_after_turn(rt, job, image, context, outcome)
     return outcome
 
 

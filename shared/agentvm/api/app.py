@@ -108,6 +108,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "description": "Over the key's requests per minute (`rate_limited`, with `limit` and `resetAt`)",
         "headers": {"Retry-After": {**_HEADER, "description": "seconds until the limit resets"}},
     },
+    507: {"description": "The tenant's storage quota is used up (`storage_quota_exceeded`: `limit`, `used`)"},
 }
 
 
@@ -396,6 +397,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.tenants import tenant_routes
 
     v1.include_router(tenant_routes(runtime, _errors, admin))
+    from agentvm.api.sessions import session_routes
+
+    v1.include_router(session_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

@@ -88,6 +88,9 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
     runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces")
+    from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
+
+    runtime.sessions = SqliteSessionArchive(store)  # session centre: imports, forks, search (FTS5)
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,
