@@ -11,11 +11,13 @@ holds, per session, the last seq indexed; the messages after it are tokenized
 (``agentvm.sessions.search.tokens``, the one tokenizer both stores use) and added to the FTS5
 table ``message_fts`` (``tokenize='ascii'`` over the already normalised tokens, so FTS5 and the
 Python matcher agree exactly). A row's id is ``sid << 32 | seq``: one session's rows are one id
-range. Each row's ``scope`` holds a token for its tenant and one for its container, so the FTS
-query itself narrows to the caller's tenant. Deleting an image marks its session (a trigger on
-``images``, plain SQL, so deleting never needs FTS5); the next search, or the next start, deletes
-its rows. The first search of a container of 10,000 messages indexes them all (BENCHMARKS.md,
-"Session search"); later ones only what was written since.
+range. A search walks the caller's conversations (of the tenant, or of one container) in result
+order and reads each one's range newest first, only as far as the page needs. Deleting an image
+marks its session (a trigger on ``images``, plain SQL, so deleting never needs FTS5); the next
+search, or the next start, deletes its rows. The first search of a container of 10,000 messages
+indexes them all (about half a second; BENCHMARKS.md, "Session search"); later ones only what
+was written since. Prefixes of 2 and 3 characters have their own index (``prefix='2 3'``), so a
+short prefix* stays fast.
 
 **Without FTS5** (a Python whose SQLite lacks it: logged once at start) search reads the messages
 and matches them in Python (``sessions.search.scan``), as the DynamoDB adapter does: the same
@@ -24,7 +26,6 @@ results, slower on long histories.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import sqlite3
@@ -67,21 +68,9 @@ CREATE TRIGGER IF NOT EXISTS search_sessions_forget AFTER DELETE ON images BEGIN
     UPDATE search_sessions SET deleted = 1 WHERE session_id = OLD.session_id;
 END;
 """
-_FTS = "CREATE VIRTUAL TABLE IF NOT EXISTS message_fts USING fts5(scope, text, tokenize='ascii')"
+_FTS = "CREATE VIRTUAL TABLE IF NOT EXISTS message_fts USING fts5(text, tokenize='ascii', prefix='2 3')"
 _SEQ_MASK = 0xFFFFFFFF
 _PAGE = 500  # messages per read while indexing or scanning
-
-
-def _scope_token(*parts: str) -> str:
-    return hashlib.sha256("\0".join(parts).encode()).hexdigest()[:24]
-
-
-def tenant_token(tenant_id: str) -> str:
-    return "t" + _scope_token(tenant_id)
-
-
-def container_token(tenant_id: str, container_id: str) -> str:
-    return "c" + _scope_token(tenant_id, container_id)
 
 
 def _phrase(term: SearchTerm) -> str:
@@ -212,34 +201,50 @@ class SqliteSessionArchive:
         with transaction(self._conn):
             self._sweep()
             self._catch_up(tenant_id, container_id)
-        scope = container_token(tenant_id, container_id) if container_id else tenant_token(tenant_id)
-        match = " AND ".join([f'scope : "{scope}"', *(_phrase(t) for t in terms)])
+        match = " AND ".join(_phrase(t) for t in terms)
+        # The conversations in result order; each one's hits are one rowid range of the index,
+        # read newest first and only as far as the page needs (a frequent word stops early).
         sql = (
-            "SELECT i.record, f.rowid & ?, m.message FROM message_fts f"
-            " JOIN search_sessions s ON s.sid = (f.rowid >> 32)"
-            " JOIN images i ON i.session_id = s.session_id AND i.tenant_id = ?"
-            " JOIN messages m ON m.session_id = s.session_id AND m.seq = (f.rowid & ?)"
-            " WHERE message_fts MATCH ?"
+            "SELECT s.sid, i.record FROM images i JOIN search_sessions s ON s.session_id = i.session_id"
+            " WHERE i.tenant_id = ?"
         )
-        params: list[Any] = [_SEQ_MASK, tenant_id, _SEQ_MASK, match]
+        params: list[Any] = [tenant_id]
         if container_id is not None:
             sql += " AND i.container_id = ?"
             params.append(container_id)
         if after is not None:
-            sql += " AND (i.created_at, i.image_id, f.rowid & ?) < (?, ?, ?)"
-            params += [_SEQ_MASK, after.created_at, after.image_id, after.seq]
-        sql += " ORDER BY i.created_at DESC, i.image_id DESC, f.rowid & ? DESC LIMIT ?"
-        params += [_SEQ_MASK, limit + 1]
+            sql += " AND (i.created_at, i.image_id) <= (?, ?)"
+            params += [after.created_at, after.image_id]
+        sql += " ORDER BY i.created_at DESC, i.image_id DESC"
         self._store.queries += 1
-        rows = self._conn.execute(sql, params).fetchall()
-        hits = [
-            MessageHit(ImageRecord.model_validate_json(record), seq, message_from_wire(body))
-            for record, seq, body in rows[:limit]
-        ]
-        more = len(rows) > limit
-        last = hits[-1] if hits else None
-        next_ = SearchPosition(last.image.createdAt, last.image.imageId, last.seq) if more and last else None
-        return SearchPage(hits, next_)
+        hits: list[MessageHit] = []
+        for sid, record in self._conn.execute(sql, params).fetchall():
+            image = ImageRecord.model_validate_json(record)
+            top = _SEQ_MASK
+            if after is not None and (image.createdAt, image.imageId) == (after.created_at, after.image_id):
+                top = after.seq - 1
+            self._store.queries += 1
+            rows = self._conn.execute(
+                "SELECT f.rowid & ?, m.message FROM message_fts f"
+                " JOIN messages m ON m.session_id = ? AND m.seq = (f.rowid & ?)"
+                " WHERE message_fts MATCH ? AND f.rowid BETWEEN ? AND ? ORDER BY f.rowid DESC LIMIT ?",
+                (
+                    _SEQ_MASK,
+                    image.sessionId,
+                    _SEQ_MASK,
+                    match,
+                    sid << 32,
+                    (sid << 32) | top,
+                    limit + 1 - len(hits),
+                ),
+            ).fetchall()
+            hits += [MessageHit(image, seq, message_from_wire(body)) for seq, body in rows]
+            if len(hits) > limit:
+                last = hits[limit - 1]
+                return SearchPage(
+                    hits[:limit], SearchPosition(last.image.createdAt, last.image.imageId, last.seq)
+                )
+        return SearchPage(hits, None)
 
     def _sweep(self) -> None:
         """Delete the index rows of sessions whose image was deleted (marked by the trigger)."""
@@ -252,7 +257,7 @@ class SqliteSessionArchive:
     def _catch_up(self, tenant_id: str, container_id: str | None) -> None:
         """Index the messages written since the last search of these sessions."""
         sql = (
-            "SELECT i.session_id, i.container_id, s.sid, COALESCE(s.indexed_seq, 0),"
+            "SELECT i.session_id, s.sid, COALESCE(s.indexed_seq, 0),"
             " (SELECT MAX(seq) FROM messages m WHERE m.session_id = i.session_id)"
             " FROM images i LEFT JOIN search_sessions s ON s.session_id = i.session_id WHERE i.tenant_id = ?"
         )
@@ -260,8 +265,7 @@ class SqliteSessionArchive:
         if container_id is not None:
             sql += " AND i.container_id = ?"
             params += (container_id,)
-        tenant = tenant_token(tenant_id)
-        for session_id, container, sid, indexed, last in self._conn.execute(sql, params).fetchall():
+        for session_id, sid, indexed, last in self._conn.execute(sql, params).fetchall():
             if last is None or last <= indexed:
                 continue
             if sid is None:
@@ -269,7 +273,6 @@ class SqliteSessionArchive:
                     "INSERT INTO search_sessions (session_id, tenant_id) VALUES (?, ?) RETURNING sid",
                     (session_id, tenant_id),
                 ).fetchone()[0]
-            scope = f"{tenant} {container_token(tenant_id, container)}"
             seq = indexed
             while seq < last:
                 batch = self._conn.execute(
@@ -283,8 +286,8 @@ class SqliteSessionArchive:
                 for n, body in batch:
                     text = searchable_text(json.loads(body))
                     if text:
-                        rows.append(((sid << 32) | n, scope, " ".join(tokens(text))))
-                self._conn.executemany("INSERT INTO message_fts (rowid, scope, text) VALUES (?, ?, ?)", rows)
+                        rows.append(((sid << 32) | n, " ".join(tokens(text))))
+                self._conn.executemany("INSERT INTO message_fts (rowid, text) VALUES (?, ?)", rows)
                 seq = batch[-1][0]
             self._conn.execute("UPDATE search_sessions SET indexed_seq = ? WHERE sid = ?", (last, sid))
 
@@ -304,4 +307,4 @@ class SqliteSessionArchive:
             upper = page[-1][0]
 
 
-__all__ = ["SqliteSessionArchive", "container_token", "tenant_token"]
+__all__ = ["SqliteSessionArchive"]
