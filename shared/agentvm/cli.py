@@ -90,6 +90,9 @@ def _parser() -> argparse.ArgumentParser:
     from agentvm.cli_remote import add_remote_commands
 
     add_remote_commands(sub)  # resources, config, tenants: over HTTP to a running server
+    from agentvm.cli_sessions import add_session_commands
+
+    add_session_commands(sub)  # sessions: export, import, search, fork, title over HTTP
     return parser
 
 
@@ -119,6 +122,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.cli_remote import run_remote
 
         return run_remote(args)
+    if args.command == "sessions":
+        from agentvm.cli_sessions import run_sessions
+
+        return run_sessions(args)
     if args.command in ("keys", "budgets"):
         from agentvm.errors import AgentVMError
 
