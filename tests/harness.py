@@ -13,6 +13,7 @@ from agentvm.adapters.local.sqlite_config import SqliteConfigStore
 from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
+from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
 from agentvm.adapters.local.sqlite_store import SqliteStore
 from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
 from agentvm.adapters.local.sqlite_usage import SqliteUsageRollups
@@ -102,6 +103,7 @@ class Harness:
         self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces")
         self.rt.usage = SqliteUsageRollups(self.store)
         self.rt.running = SqliteRunningTurns(":memory:", self.store)
+        self.rt.sessions = SqliteSessionArchive(self.store)
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

@@ -96,6 +96,9 @@ def _parser() -> argparse.ArgumentParser:
     from agentvm.cli_observe import add_observe_commands
 
     add_observe_commands(sub)  # usage, turns: over HTTP to a running server
+    from agentvm.cli_sessions import add_session_commands
+
+    add_session_commands(sub)  # sessions: export, import, search, fork, title over HTTP
     return parser
 
 
@@ -133,6 +136,10 @@ def main(argv: list[str] | None = None) -> int:
         from agentvm.cli_observe import run_observe
 
         return run_observe(args)
+    if args.command == "sessions":
+        from agentvm.cli_sessions import run_sessions
+
+        return run_sessions(args)
     if args.command in ("keys", "budgets"):
         from agentvm.errors import AgentVMError
 

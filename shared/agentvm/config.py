@@ -69,6 +69,9 @@ class Settings(BaseSettings):
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.
     compaction_threshold_tokens: int = Field(default=8000, ge=0)
     compaction_model: str | None = None  # "provider/model" that summarises; None = the image's model
+    # Sessions are named after their first turn by a (cheap) model, when opted in (sessions/title.py)
+    auto_title: bool = False
+    title_model: str | None = None  # "provider/model" that names sessions; None = the image's model
     echo_delay_ms: int = 20  # pause between words of the echo model
     turn_deadline_s: float = Field(default=600.0, ge=0)  # a whole turn, all steps and tools; 0 = none
     # How often the local server looks for suspended turns' waits past their deadline (agent/waits.py);

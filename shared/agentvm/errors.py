@@ -9,11 +9,17 @@
     │       ├── InvalidGrouping     invalid_grouping  unknown, repeated, or not kept at that period
     │       ├── InvalidRange        invalid_range     unreadable, empty or misaligned from/to/month
     │       └── RangeTooLarge       range_too_large   too long for one answer
+    │   ├── InvalidImport           invalid_import    a session export that cannot be imported; carries line
+    │   │   └── ResourceUnavailable resource_unavailable  it names a resource the importer cannot read
+    │   ├── InvalidQuery            invalid_query     search syntax this server does not support
+    │   └── ExportTooLarge          export_too_large  a session too large to export in one answer
     ├── Unauthorized                unauthorized      no or invalid credentials
     ├── Forbidden                   forbidden         valid credentials, scope does not allow it
     ├── NotFound                    not_found         unknown id, or an id of another tenant
+    │   └── MessageNotFound         message_not_found no such message in the session (fork)
     ├── Conflict                    conflict          the request conflicts with the current state
-    │   └── SessionBusy             session_busy      a turn is running and the policy is `reject`
+    │   ├── SessionBusy             session_busy      a turn is running and the policy is `reject`
+    │   └── ImportInProgress        import_in_progress  the same export is being imported right now
     ├── QuotaExceeded               quota_exceeded    a token budget was reached; carries limit, reset_at
     │   └── RateLimited             rate_limited      a key's request rate limit was reached
     ├── ProviderError               provider_error    the LLM provider failed
@@ -203,6 +209,49 @@ class RangeTooLarge(InvalidUsageQuery):
     code = "range_too_large"
 
 
+class InvalidImport(BadRequest):
+    """A session export that cannot be imported (``line``: the 1-based line at fault, if one is)."""
+
+    code = "invalid_import"
+
+    def __init__(self, message: str, *, line: int | None = None) -> None:
+        super().__init__(f"line {line}: {message}" if line is not None else message)
+        self.line = line
+
+    def wire_fields(self) -> dict[str, object]:
+        return {} if self.line is None else {"line": self.line}
+
+
+class ResourceUnavailable(InvalidImport):
+    """The export names a resource the importing tenant cannot read."""
+
+    code = "resource_unavailable"
+
+
+class InvalidQuery(BadRequest):
+    """Search syntax this server does not support (plain words, "quoted phrases" and prefix*)."""
+
+    code = "invalid_query"
+
+
+class ExportTooLarge(BadRequest):
+    """The session is too large to export in one answer."""
+
+    code = "export_too_large"
+
+
+class ImportInProgress(Conflict):
+    """An import with this export id is being written right now; retry in a few seconds."""
+
+    code = "import_in_progress"
+
+
+class MessageNotFound(NotFound):
+    """The message is not part of this session."""
+
+    code = "message_not_found"
+
+
 class QuotaExceeded(AgentVMError):
     """A token budget was reached."""
 
@@ -334,6 +383,12 @@ class ConnectionGone(AgentVMError):
 
 
 __all__ = [
+    "ExportTooLarge",
+    "ImportInProgress",
+    "InvalidImport",
+    "InvalidQuery",
+    "MessageNotFound",
+    "ResourceUnavailable",
     "DependencyCycle",
     "InvalidConfig",
     "InvalidGrouping",

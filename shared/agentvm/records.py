@@ -14,7 +14,7 @@ ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
 WaitKind = Literal["approval", "client", "sandbox"]
 WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
-UsageKind = Literal["turn", "step", "compaction"]
+UsageKind = Literal["turn", "step", "compaction", "title"]
 Scope = Literal["admin", "client"]
 TenantStatus = Literal["active", "deleting", "deleted"]
 
@@ -337,6 +337,8 @@ class UsageRecord(_Record):
     # the "turn" record itself), so every step's tokens are billed as soon as the step ends.
     # "compaction": the tokens of summarising a session's older history (core/compaction.py),
     # billed like a turn's; its turnId is "<turn that triggered it>:compact:<upToSeq>".
+    # "title": the tokens of naming a session after its first turn (sessions/title.py), turnId
+    # "<turn>:title".
     kind: UsageKind = "turn"
     # True when the provider never reported the usage (an interrupted or cut stream): output is the
     # text deltas received, input what the provider said at the start, else a chars/4 estimate.
@@ -358,6 +360,26 @@ class SessionSummary(_Record):
     inputTokens: int = 0
     outputTokens: int = 0
     createdAt: int = 0
+
+
+class SessionImport(_Record):
+    """The ledger entry of an import (or a fork) into a container (``agentvm.sessions``): what makes
+    it idempotent by its ``key`` (per tenant) and lets a crashed one be finished or cleaned up.
+
+    Claimed ``importing`` by ``owner`` before anything is written, ``done`` once the image, its
+    session and every message are; a claim older than the lease whose writer died is taken over.
+    """
+
+    tenantId: str
+    key: str  # "import:<exportId>:<containerId>" or "fork:<sessionId>:<requestId>"
+    containerId: str
+    imageId: str
+    sessionId: str
+    status: Literal["importing", "done"] = "importing"
+    owner: str
+    claimedAt: int
+    messages: int = 0
+    source: dict[str, Any] = Field(default_factory=dict)  # what was imported: the export's header
 
 
 class ApiKeyRecord(_Record):
@@ -418,6 +440,7 @@ __all__ = [
     "ResourceHead",
     "ResourceVersion",
     "SandboxJob",
+    "SessionImport",
     "TenantRecord",
     "TenantStatus",
     "ToolWait",

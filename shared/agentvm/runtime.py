@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         RunningTurns,
         Sandbox,
         SandboxJobs,
+        SessionArchive,
         Store,
         TenantPurge,
         TenantStore,
@@ -57,6 +58,8 @@ class TurnSettings:
     compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
     compaction_model: str | None = None  # None = the image's model
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
+    auto_title: bool = False  # name an untitled session after its first turn (sessions/title.py)
+    title_model: str | None = None  # the model that names it; None = the image's model
 
 
 def turn_settings(
@@ -74,6 +77,8 @@ def turn_settings(
         compaction_threshold_tokens=settings.compaction_threshold_tokens,
         compaction_model=settings.compaction_model,
         turn_deadline_s=settings.turn_deadline_s,
+        auto_title=settings.auto_title,
+        title_model=settings.title_model,
     )
 
 
@@ -200,6 +205,9 @@ class Runtime:
     running: RunningTurns | None = None
     # What the model calls streaming in this process have produced so far (observability/running.py).
     progress: TurnProgress = field(default_factory=lambda: _progress())
+    # The session centre's store (agentvm/sessions): imports, forks, message search. None: this host
+    # serves no /v1/sessions import, fork or search.
+    sessions: SessionArchive | None = None
 
 
 __all__ = [

@@ -83,6 +83,11 @@ ROUTE_ERRORS = {
     ("delete", "/v1/resources/{plural}/{name}"): {400, 404, 409},
     ("get", "/v1/metrics"): {400, 503},  # bad format or time range; 503: a Logs Insights query timed out
     ("get", "/v1/logs"): {400, 404, 503},  # bad level, cursor or range; no log store; query timeout
+    ("get", "/v1/sessions/search"): {400},  # invalid_query, a bad cursor or limit
+    ("get", "/v1/sessions/{session_id}/export"): {400, 404},  # 400: export_too_large
+    ("post", "/v1/containers/{container_id}/sessions/import"): {400, 409, 507},
+    ("post", "/v1/sessions/{session_id}/fork"): {400, 404, 409, 507},
+    ("put", "/v1/sessions/{session_id}/title"): {400, 404},
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 
@@ -156,6 +161,7 @@ async def test_real_refusals_answer_only_statuses_the_openapi_documents(http, ha
         url = path.replace("{key_id}", "abcdefghijkl").replace("{container_id}", "c1")
         url = url.replace("{plural}", "prompts").replace("{name}", "support/greeting")
         url = url.replace("{turn_id}", "turn_missing_0000")
+        url = url.replace("{session_id}", "sess_missing")
         for headers, body in attempts:
             r = await http.request(method.upper(), url, content=body, headers={**headers, **json_type})
             seen.add(r.status_code)

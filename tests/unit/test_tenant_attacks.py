@@ -418,6 +418,9 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
     await world.rt.sandbox.write("tenant-a", v.container, "notes.txt", b"tenant A's private notes")
     before = await snapshot(world, v)
     sent: list[tuple[str, str]] = []  # every request B sends: each /v1 route must be among them
+    said = (await v.client.request("image_messages", imageId=v.image["imageId"]))["messages"]
+    async with world.http("tenant-a") as http:  # an export of A's, as B might have come by one
+        exported = (await http.get(f"/v1/sessions/{v.image['sessionId']}/export")).content
     async with world.http("tenant-b") as http:
         http.event_hooks["request"].append(_recorder(sent))
         keys = (await http.get("/v1/auth/keys")).json()["keys"]
@@ -497,6 +500,17 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("POST", "/v1/resources", "private/plan", "private/none", None),
             ("PUT", "/v1/resources/agents/{}", "planner", "nobody", {"spec": {"systemPrompt": "B's"}}),
             ("POST", "/v1/registry/link", "planner", "nobody", None),  # their next versions
+            # the session centre
+            ("GET", "/v1/sessions/{}/export", v.image["sessionId"], "sess_missing_0000", None),
+            ("PUT", "/v1/sessions/{}/title", v.image["sessionId"], "sess_missing_0000", {"title": "pwned"}),
+            (
+                "POST",
+                "/v1/sessions/{}/fork",
+                v.image["sessionId"],
+                "sess_missing_0000",
+                {"messageId": said[0]["id"], "requestId": "r1"},
+            ),
+            ("GET", "/v1/sessions/search?q=private&containerId={}", v.container, "user-missing", None),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -535,6 +549,14 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             absent = await http.request(method, path.format(miss), json=make(miss) if make else body)
             assert foreign.status_code == absent.status_code, path
             assert normalise(_body(foreign), own) == normalise(_body(absent), miss), path
+        # searching finds nothing of A's; importing into A's container id makes B's own container
+        assert (await http.get("/v1/sessions/search?q=private")).json() == {"results": [], "next": None}
+        imports = [
+            await http.post(f"/v1/containers/{c}/sessions/import", content=exported)
+            for c in (v.container, "user-missing")
+        ]
+        assert [r.status_code for r in imports] == [201, 201]
+        assert normalise(imports[0].json(), v.container) == normalise(imports[1].json(), "user-missing")
         # publishing at A's locator makes B's own resource; A's stays as it was (the snapshot)
         mine = await http.post(
             "/v1/registry/publish", json={"locator": "private/plan.prompt@1", "content": "B"}

@@ -234,6 +234,10 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         rt, job, status, None if failure is None else {"code": failure.code, "message": failure.message}
     )
     await compact_after_turn(rt, job, image, context, outcome)  # after the reply; never raises
+    if rt.turns.auto_title:  # name an untitled session (opt-in; sessions/title.py); never raises
+        from agentvm.sessions.title import title_after_turn
+
+        await title_after_turn(rt, job, image, context, outcome)
     return outcome
 
 

@@ -112,6 +112,7 @@ _ERRORS: dict[int, dict[str, Any]] = {
         "headers": {"Retry-After": {**_HEADER, "description": "seconds until the limit resets"}},
     },
     503: {"description": "A query that did not finish in time (`query_timeout`): narrow it and retry"},
+    507: {"description": "The tenant's storage quota is used up (`storage_quota_exceeded`: `limit`, `used`)"},
 }
 
 
@@ -491,6 +492,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     from agentvm.api.turns import turn_routes
 
     v1.include_router(turn_routes(runtime, _errors, admin))
+    from agentvm.api.sessions import session_routes
+
+    v1.include_router(session_routes(runtime, _errors, admin))
     app.include_router(v1)
     default_openapi = app.openapi
 

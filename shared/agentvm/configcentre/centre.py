@@ -27,7 +27,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any, Literal
 
-from agentvm.configcentre.keys import KEYS, MASK, check, key
+from agentvm.configcentre.keys import KEYS, MASK, MODEL_KEYS, check, key
 from agentvm.errors import Conflict, Forbidden, InvalidConfig
 from agentvm.records import ConfigChange, ConfigValues
 
@@ -52,6 +52,8 @@ _TURN_FIELDS = {
     "turns.historyWindow": "history_window",
     "compaction.thresholdTokens": "compaction_threshold_tokens",
     "compaction.model": "compaction_model",
+    "sessions.autoTitle": "auto_title",
+    "sessions.titleModel": "title_model",
 }
 _PROVIDER_KEYS = (
     "llm.timeoutS",
@@ -201,7 +203,7 @@ class ConfigCentre:
                     key=name,
                 )
             checked[name] = check(name, value)
-            if name in ("llm.defaultModel", "compaction.model") and checked[name] and check_model:
+            if name in MODEL_KEYS and checked[name] and check_model:
                 try:
                     check_model(checked[name])
                 except Exception as exc:

@@ -21,6 +21,7 @@ from agentvm.errors import InvalidConfig
 from agentvm.observability.pricing import PriceTable
 
 MASK = "********"
+MODEL_KEYS = ("llm.defaultModel", "compaction.model", "sessions.titleModel")  # provider/model values
 
 
 @dataclass(frozen=True)
@@ -105,6 +106,19 @@ KEYS: dict[str, Key] = {
             PriceTable,
             "per-model prices over the list prices, USD per million tokens: "
             '{"provider/model": {"input", "output", "cacheRead", "cacheWrite"}}',
+        Key(
+            "sessions.autoTitle",
+            "auto_title",
+            bool,
+            "name a session after its first turn with sessions.titleModel (billed as usage kind title)",
+            tenant=True,
+        ),
+        Key(
+            "sessions.titleModel",
+            "title_model",
+            str,
+            "the model that names sessions (provider/model; unset = the image's model)",
+            tenant=True,
         ),
     )
 }
@@ -147,9 +161,9 @@ def check(name: str, value: Any) -> Any:
             raise InvalidConfig(f"{name}: must be 1-2000 characters", key=name)
         if name.endswith("baseUrl") and not checked.startswith(("http://", "https://")):
             raise InvalidConfig(f"{name}: must be an http:// or https:// URL", key=name)
-        if name in ("llm.defaultModel", "compaction.model") and "/" not in checked:
+        if name in MODEL_KEYS and "/" not in checked:
             raise InvalidConfig(f"{name}: must be provider/model, e.g. anthropic/claude-haiku-4-5", key=name)
     return checked
 
 
-__all__ = ["KEYS", "MASK", "Key", "check", "key"]
+__all__ = ["KEYS", "MASK", "MODEL_KEYS", "Key", "check", "key"]

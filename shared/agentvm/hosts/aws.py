@@ -103,6 +103,9 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.dynamodb_running import DynamoRunningTurns
 
     runtime.running = DynamoRunningTurns(settings.table_name)
+    from agentvm.adapters.aws.dynamodb_sessions import DynamoSessionArchive
+
+    runtime.sessions = DynamoSessionArchive(settings.table_name)  # session centre (search reads messages)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre refuses secrets here.

@@ -106,6 +106,9 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
 
     runtime.running = SqliteRunningTurns(settings.data_dir / "agentvm.db", store)
+    from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
+
+    runtime.sessions = SqliteSessionArchive(store)  # session centre: imports, forks, search (FTS5)
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,

@@ -185,6 +185,12 @@ class SqliteStore:
     def close(self) -> None:
         self._conn.close()
 
+    @property
+    def connection(self) -> sqlite3.Connection:
+        """The store's connection, for adapters that write its tables in their own transactions
+        (``sqlite_sessions``: a whole imported session at once)."""
+        return self._conn
+
     # reads go through these two so that ``queries`` counts every one of them
 
     def _one(self, sql: str, params: tuple[Any, ...]) -> tuple[Any, ...] | None:
