@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from agentvm.api.openapi import examples, ok
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -48,11 +50,40 @@ _EXPORT = "\n".join(
     ]
 )
 
+_SEARCH = {
+    "results": [
+        {
+            "containerId": "user-alice",
+            "imageId": "img_mjw1x2y3_0k4m5n6p7q",
+            "sessionId": "sess_mjw1x2y3_0k4m5n6p7r",
+            "name": "Trip to Lisbon",
+            "messageId": "msg_mjw1x2y3_0k4m5n6p7t",
+            "seq": 2,
+            "role": "assistant",
+            "timestamp": 1767225001000,
+            "snippet": "Try Alfama.",
+        }
+    ],
+    "next": None,
+}
+_IMPORTED = {"created": True, "exportId": "exp_mjw1x2y3_0k4m5n6p7s", "messages": 2, "record": _RECORD}
+_FORKED = {
+    "created": True,
+    "messages": 2,
+    "forkedFrom": {
+        "sessionId": "sess_mjw1x2y3_0k4m5n6p7r",
+        "messageId": "msg_mjw1x2y3_0k4m5n6p7t",
+        "seq": 2,
+    },
+    "record": {**_RECORD, "name": "Lisbon, take two"},
+}
+_TITLED = {"record": _RECORD}
+
 
 class Record(BaseModel):
     """An image as ``image_list`` shows it (AgentX's ImageListItem): ``name`` is the session's title."""
 
-    model_config = ConfigDict(extra="allow", json_schema_extra={"examples": [_RECORD]})
+    model_config = ConfigDict(extra="allow", json_schema_extra=examples(_RECORD))
 
     imageId: str
     containerId: str
@@ -64,13 +95,7 @@ class Record(BaseModel):
 
 
 class Imported(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {"created": True, "exportId": "exp_mjw1x2y3_0k4m5n6p7s", "messages": 2, "record": _RECORD}
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra=examples(_IMPORTED))
 
     created: bool = Field(description="false: this export was imported into this container before")
     exportId: str
@@ -91,28 +116,7 @@ class SearchResult(BaseModel):
 
 
 class SearchResults(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "results": [
-                        {
-                            "containerId": "user-alice",
-                            "imageId": "img_mjw1x2y3_0k4m5n6p7q",
-                            "sessionId": "sess_mjw1x2y3_0k4m5n6p7r",
-                            "name": "Trip to Lisbon",
-                            "messageId": "msg_mjw1x2y3_0k4m5n6p7t",
-                            "seq": 2,
-                            "role": "assistant",
-                            "timestamp": 1767225001000,
-                            "snippet": "Try Alfama.",
-                        }
-                    ],
-                    "next": None,
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra=examples(_SEARCH))
 
     results: list[SearchResult]
     next: str | None = Field(description="the cursor of the next page; null at the end")
@@ -122,9 +126,7 @@ class Fork(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
         strict=True,
-        json_schema_extra={
-            "examples": [{"messageId": "msg_mjw1x2y3_0k4m5n6p7t", "name": "Lisbon, take two"}]
-        },
+        json_schema_extra=examples({"messageId": "msg_mjw1x2y3_0k4m5n6p7t", "name": "Lisbon, take two"}),
     )
 
     messageId: StrictStr = Field(min_length=1, max_length=128, description="the last message the fork keeps")
@@ -137,22 +139,7 @@ class Fork(BaseModel):
 
 
 class Forked(BaseModel):
-    model_config = ConfigDict(
-        json_schema_extra={
-            "examples": [
-                {
-                    "created": True,
-                    "messages": 2,
-                    "forkedFrom": {
-                        "sessionId": "sess_mjw1x2y3_0k4m5n6p7r",
-                        "messageId": "msg_mjw1x2y3_0k4m5n6p7t",
-                        "seq": 2,
-                    },
-                    "record": {**_RECORD, "name": "Lisbon, take two"},
-                }
-            ]
-        }
-    )
+    model_config = ConfigDict(json_schema_extra=examples(_FORKED))
 
     created: bool
     messages: int = Field(description="how many messages the fork's history holds")
@@ -162,24 +149,21 @@ class Forked(BaseModel):
 
 class Title(BaseModel):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra={"examples": [{"title": "Trip to Lisbon"}]}
+        extra="forbid", strict=True, json_schema_extra=examples({"title": "Trip to Lisbon"})
     )
 
     title: StrictStr = Field(min_length=1, max_length=200)
 
 
 class Titled(BaseModel):
-    model_config = ConfigDict(json_schema_extra={"examples": [{"record": _RECORD}]})
+    model_config = ConfigDict(json_schema_extra=examples(_TITLED))
 
     record: Record
 
 
-def _ok(status: int, model: Any, text: str, *, also: int | None = None) -> dict[int | str, dict[str, Any]]:
-    """The success response(s) as documented (schema and example); answers are not filtered by it."""
-    out: dict[int | str, dict[str, Any]] = {status: {"model": model, "description": text}}
-    if also is not None:
-        out[also] = {"model": model, "description": "the same request made before: its first result"}
-    return out
+def _again(model: Any, example: Any) -> dict[int | str, dict[str, Any]]:
+    """The 200 of a request made before (import, fork): its first result."""
+    return ok(200, model, {**example, "created": False}, "the same request made before: its first result")
 
 
 def session_routes(
@@ -192,7 +176,10 @@ def session_routes(
     @router.get(
         "/sessions/search",
         response_model=SearchResults,
-        responses={**_ok(200, SearchResults, "one page of matching messages, newest first"), **errors(400)},
+        responses={
+            **ok(200, SearchResults, _SEARCH, "one page of matching messages, newest first"),
+            **errors(400),
+        },
     )
     async def search_sessions(
         request: Request,
@@ -239,7 +226,8 @@ def session_routes(
         status_code=201,
         response_model=Imported,
         responses={
-            **_ok(201, Imported, "imported: a new image in the container", also=200),
+            **ok(201, Imported, _IMPORTED, "imported: a new image in the container"),
+            **_again(Imported, _IMPORTED),
             **errors(400, 409, 507),
         },
         openapi_extra={
@@ -268,7 +256,8 @@ def session_routes(
         status_code=201,
         response_model=Forked,
         responses={
-            **_ok(201, Forked, "a new image whose history ends at messageId", also=200),
+            **ok(201, Forked, _FORKED, "a new image whose history ends at messageId"),
+            **_again(Forked, _FORKED),
             **errors(400, 404, 409, 507),
         },
     )
@@ -295,7 +284,7 @@ def session_routes(
     @router.put(
         "/sessions/{session_id}/title",
         response_model=Titled,
-        responses={**_ok(200, Titled, "the image, renamed"), **errors(400, 404)},
+        responses={**ok(200, Titled, _TITLED, "the image, renamed"), **errors(400, 404)},
     )
     async def title_session(request: Request, session_id: str, body: Title) -> dict[str, Any]:
         """Set the session's title: its image's ``name``, as ``image_list`` shows it."""

@@ -106,6 +106,7 @@ KEYS: dict[str, Key] = {
             PriceTable,
             "per-model prices over the list prices, USD per million tokens: "
             '{"provider/model": {"input", "output", "cacheRead", "cacheWrite"}}',
+        ),
         Key(
             "sessions.autoTitle",
             "auto_title",
