@@ -200,3 +200,16 @@ async def test_the_local_host_wires_prometheus_metrics(tmp_path):
         assert isinstance(host.runtime.metrics, PrometheusMetrics)
     finally:
         host.queue.close()
+
+
+def test_the_estimated_cost_uses_billings_list_prices():
+    from agentvm.observability.pricing import list_price
+
+    opus = list_price("anthropic/claude-opus-4-5")
+    assert opus is not None
+    assert estimated_cost_usd("anthropic/claude-opus-4-5-20251101", 1_000_000, 1_000_000) == pytest.approx(
+        float(opus.input + opus.output)
+    )
+    assert estimated_cost_usd("openai/gpt-4o-mini", 2_000_000, 0) == pytest.approx(0.30)
+    assert estimated_cost_usd("echo/echo-1", 10**6, 10**6) == 0.0
+    assert estimated_cost_usd("acme/unknown", 10**6, 10**6) == pytest.approx(6.0)  # Haiku-class

@@ -23,9 +23,9 @@ process-wide ones (connections without a tenant, queue, dead letters). Container
 turn ids are never labels or dimensions (each distinct value would be a new series, and on AWS a
 billed metric): they ride along as properties of the EMF line.
 
-The estimated cost is tokens times a list price per model family (``PRICES_PER_MTOK``, USD per
-million tokens, input and output), an estimate for dashboards, not a bill: the bill is the usage
-records (``/v1/usage``).
+The estimated cost is tokens times the model's list price (billing's table in
+``observability/pricing.py``, input and output), an estimate for dashboards, not a bill: the bill
+is the usage records (``/v1/usage``).
 """
 
 from __future__ import annotations
@@ -45,25 +45,22 @@ Transport = Literal["http", "ws"]
 TurnStatus = Literal["completed", "failed", "interrupted", "suspended"]
 ACTIVE_WINDOW_S = 900  # a container is active if one of its turns ran in the last 15 minutes (local)
 
-# USD per million tokens (input, output), by the start of "provider/model"; first match wins.
-# List prices (anthropic.com/pricing, openai.com/api/pricing); unknown models: DEFAULT_PRICE.
-PRICES_PER_MTOK: tuple[tuple[str, float, float], ...] = (
-    ("echo/", 0.0, 0.0),
-    ("scripted/", 0.0, 0.0),
-    ("anthropic/claude-haiku", 1.0, 5.0),
-    ("anthropic/claude-sonnet", 3.0, 15.0),
-    ("anthropic/claude-opus", 15.0, 75.0),
-    ("openai/gpt-4o-mini", 0.15, 0.60),
-    ("openai/gpt-4o", 2.50, 10.0),
-)
-DEFAULT_PRICE = (1.0, 5.0)  # a Haiku-class model (COST_MODEL.md's reference price)
+# USD per million tokens (input, output) of a model billing has no price for: a Haiku-class model
+# (COST_MODEL.md's reference price), so that an unknown model shows on the dashboard; the test
+# models (echo, scripted) cost nothing.
+DEFAULT_PRICE = (1.0, 5.0)
+_FREE = ("echo/", "scripted/")
 
 
 def estimated_cost_usd(model: str, input_tokens: int, output_tokens: int) -> float:
-    """Tokens times the model family's list price (an estimate for dashboards, not the bill)."""
-    price_in, price_out = next(
-        ((i, o) for prefix, i, o in PRICES_PER_MTOK if model.startswith(prefix)), DEFAULT_PRICE
-    )
+    """Tokens times the model's list price (billing's table, ``observability/pricing.py``, without
+    the cache discounts): an estimate for dashboards, not the bill."""
+    if model.startswith(_FREE):
+        return 0.0
+    from agentvm.observability.pricing import list_price
+
+    price = list_price(model)
+    price_in, price_out = (float(price.input), float(price.output)) if price else DEFAULT_PRICE
     return (input_tokens * price_in + output_tokens * price_out) / 1e6
 
 
@@ -226,7 +223,6 @@ def record_turn(
 __all__ = [
     "ACTIVE_WINDOW_S",
     "DEFAULT_PRICE",
-    "PRICES_PER_MTOK",
     "Metrics",
     "MetricsQuery",
     "NoMetrics",

@@ -240,6 +240,14 @@ class Pricing:
         return {"currency": CURRENCY, "pricesAsOf": PRICES_AS_OF, "prices": charged}
 
 
+_LIST = Pricing()
+
+
+def list_price(model: str) -> ModelPrice | None:
+    """A model's list price (no overrides), matched as billing matches it; None: unknown."""
+    return _LIST.price(model)
+
+
 def micro(amount: Decimal) -> float:
     return float(amount.quantize(_MICRO, rounding=ROUND_HALF_EVEN))
 
@@ -267,6 +275,7 @@ __all__ = [
     "PriceSetting",
     "PriceTable",
     "Pricing",
+    "list_price",
     "micro",
     "price_of",
     "pricing_for",
