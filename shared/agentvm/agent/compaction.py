@@ -41,9 +41,10 @@ from typing import TYPE_CHECKING, Any
 from agentvm.agent.context import estimate_tokens, load_context, model_text
 from agentvm.agent.history import result_of
 from agentvm.agent.loop import complete
+from agentvm.agent.side_calls import bill_side_call
 from agentvm.llm import ChatTurn, ModelRequest
 from agentvm.messages import ToolCallMessage, ToolResultMessage, UserMessage
-from agentvm.records import SessionSummary, UsageRecord
+from agentvm.records import SessionSummary
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Sequence
@@ -243,29 +244,16 @@ async def _compact(
     outcome = await complete(client, request, clock=rt.clock)
     text = outcome.text.strip()[: summary_max_tokens(threshold) * 4]
     ok = outcome.error is None and bool(text)
-    if outcome.input_tokens or outcome.output_tokens:
-        billed = await rt.store.put_usage(
-            UsageRecord(
-                turnId=f"{job.turnId}:compact:{up_to_seq}",
-                tenantId=job.tenantId,
-                containerId=job.containerId,
-                imageId=job.imageId,
-                sessionId=job.sessionId,
-                model=model_ref,
-                inputTokens=outcome.input_tokens,
-                outputTokens=outcome.output_tokens,
-                cacheReadTokens=outcome.cache_read_tokens,
-                cacheWriteTokens=outcome.cache_write_tokens,
-                durationMs=int((rt.clock.monotonic() - started) * 1000),
-                status="completed" if ok else "failed",
-                kind="compaction",
-                estimated=outcome.usage_estimated,
-                createdAt=rt.clock.now_ms(),
-            )
-        )
-        if billed and rt.budgets is not None:
-            tokens = outcome.input_tokens + outcome.output_tokens
-            await rt.budgets.record(job.tenantId, job.containerId, tokens)
+    await bill_side_call(
+        rt,
+        job,
+        outcome,
+        turn_id=f"{job.turnId}:compact:{up_to_seq}",
+        kind="compaction",
+        model_ref=model_ref,
+        started=started,
+        ok=ok,
+    )
     if not ok:
         code = outcome.error.code if outcome.error is not None else "empty_summary"
         log.warning("compaction model call failed", extra={"session_id": job.sessionId, "error": code})

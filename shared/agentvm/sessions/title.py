@@ -21,7 +21,6 @@ from typing import TYPE_CHECKING
 from agentvm.errors import BadRequest
 from agentvm.llm import ChatTurn, ModelRequest
 from agentvm.messages import UserMessage, text_of
-from agentvm.records import UsageRecord
 from agentvm.sessions.export import session_image
 
 if TYPE_CHECKING:
@@ -86,6 +85,7 @@ async def _title(
     rt: Runtime, job: TurnJob, context: TurnContext, outcome: TurnOutcome, default_name: str
 ) -> str | None:
     from agentvm.agent.loop import complete
+    from agentvm.agent.side_calls import bill_side_call
 
     question = next(
         (m for m in context.messages if m.id == job.userMessageId and isinstance(m, UserMessage)), None
@@ -111,26 +111,16 @@ async def _title(
     started = rt.clock.monotonic()
     result = await complete(client, request, clock=rt.clock)
     title = clean_title(result.text) if result.error is None else ""
-    if result.input_tokens or result.output_tokens:
-        billed = await rt.store.put_usage(
-            UsageRecord(
-                turnId=f"{job.turnId}:title",
-                tenantId=job.tenantId,
-                containerId=job.containerId,
-                imageId=job.imageId,
-                sessionId=job.sessionId,
-                model=model_ref,
-                inputTokens=result.input_tokens,
-                outputTokens=result.output_tokens,
-                durationMs=int((rt.clock.monotonic() - started) * 1000),
-                status="completed" if title else "failed",
-                kind="title",
-                estimated=result.usage_estimated,
-                createdAt=rt.clock.now_ms(),
-            )
-        )
-        if billed and rt.budgets is not None:
-            await rt.budgets.record(job.tenantId, job.containerId, result.input_tokens + result.output_tokens)
+    await bill_side_call(
+        rt,
+        job,
+        result,
+        turn_id=f"{job.turnId}:title",
+        kind="title",
+        model_ref=model_ref,
+        started=started,
+        ok=bool(title),
+    )
     if not title:
         return None
     # Read again: someone may have named it while the model was answering.
