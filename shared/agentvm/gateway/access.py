@@ -8,9 +8,11 @@ key, a connection counts against its small unauthenticated allowance.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING
 
 from agentvm.errors import AgentVMError, Unauthorized
+from agentvm.logs import client_source, log_refusal
 from agentvm.ports import ConnectionInfo
 
 if TYPE_CHECKING:
@@ -76,4 +78,18 @@ async def is_admin(rt: Runtime, conn: ConnectionInfo) -> bool:
         return False
 
 
-__all__ = ["admit", "authenticate", "is_admin"]
+def log_refused_frame(log: logging.Logger, connection_id: str, exc: AgentVMError) -> None:
+    """One line about a frame refused before any command ran (either protocol), rate-limited per
+    client address (``logs.log_refusal``)."""
+    log_refusal(
+        log,
+        "frame refused",
+        source=client_source.get() or connection_id,
+        level=logging.WARNING if isinstance(exc, Unauthorized) else logging.INFO,
+        connection_id=connection_id,
+        code=exc.code,
+        reason=exc.message,
+    )
+
+
+__all__ = ["admit", "authenticate", "is_admin", "log_refused_frame"]

@@ -73,11 +73,10 @@ from agentvm.errors import (
 )
 from agentvm.events import dumps, system_error
 from agentvm.gateway import commands
-from agentvm.gateway.access import admit, authenticate, is_admin
+from agentvm.gateway.access import admit, authenticate, is_admin, log_refused_frame
 from agentvm.gateway.agentx_v1 import MAX_DEPTH, REQUEST_MODELS, describe_error, unsafe_content
 from agentvm.gateway.commands import COMMANDS, CommandContext
 from agentvm.gateway.tally import counted_for, failed
-from agentvm.logs import client_source, log_refusal
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
 from agentvm.streaming.agentx_v2_events import render_frame, send_result_body, v2_history
 from agentvm.streaming.resume import subscribe_after
@@ -278,15 +277,7 @@ def _refused(connection_id: str, rpc_id: str | int | None, exc: AgentVMError) ->
 
 
 def _log_refusal(connection_id: str, exc: AgentVMError) -> None:
-    log_refusal(
-        log,
-        "frame refused",
-        source=client_source.get() or connection_id,
-        level=logging.WARNING if isinstance(exc, Unauthorized) else logging.INFO,
-        connection_id=connection_id,
-        code=exc.code,
-        reason=exc.message,
-    )
+    log_refused_frame(log, connection_id, exc)
 
 
 def _valid_id(value: Any) -> bool:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 from agentvm.errors import AgentVMError, NotFound, Unauthorized
 from agentvm.events import dumps, response, system_error
 from agentvm.gateway import agentx_v2
-from agentvm.gateway.access import admit, authenticate, is_admin
+from agentvm.gateway.access import admit, authenticate, is_admin, log_refused_frame
 from agentvm.gateway.agentx_v1 import (
     AuthFrame,
     FrameError,
@@ -40,7 +40,6 @@ from agentvm.gateway.agentx_v1 import (
 from agentvm.gateway.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
 from agentvm.gateway.tally import Tally, counted_for, failed, not_counted
 from agentvm.gateway.tally import current as current_tally
-from agentvm.logs import client_source, log_refusal
 from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_request
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
@@ -203,15 +202,7 @@ def _refused(
 ) -> list[str]:
     """The answer to a frame refused before any command ran (malformed, unauthenticated, over a
     limit), and one log line, rate-limited per client address (logs.log_refusal)."""
-    log_refusal(
-        log,
-        "frame refused",
-        source=client_source.get() or connection_id,
-        level=logging.WARNING if isinstance(exc, Unauthorized) else logging.INFO,
-        connection_id=connection_id,
-        code=exc.code,
-        reason=exc.message,
-    )
+    log_refused_frame(log, connection_id, exc)
     return _error_frames(rt, exc, request_type=request_type, request_id=request_id, data={})
 
 
