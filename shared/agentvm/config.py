@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # turns
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)
     flush_max_ms: int = 0  # if larger than flush_ms, the window doubles per frame up to this
+    # connections that declared batched frames (?frames=batch, streaming/batching.py) get text on
+    # their own cadence: one message per window, doubling from flush_ms up to this
+    batch_flush_max_ms: int = Field(default=2000, ge=0)
     history_window: int = 50  # messages a turn reads; older history is not re-read
     # Compaction (agent/compaction.py): past this estimated context (chars/4 of system prompt +
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.

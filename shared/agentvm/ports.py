@@ -350,6 +350,9 @@ class ConnectionInfo:
     # The protocol its first frame chose (``PROTOCOLS``); None: no frame yet, or (AWS) v1, which
     # is never recorded (docs/protocol.md, "AgentX v2").
     protocol: str | None = None
+    # Declared at the upgrade (``?frames=batch``, streaming/batching.py): one WebSocket message may
+    # carry several frames (a JSON array). False: one frame per message, as AgentX clients expect.
+    batch: bool = False
 
 
 PROTOCOL_V1 = "v1"  # AgentX 1.x SystemEvent frames
@@ -364,6 +367,7 @@ class Subscription:
     connection_id: str
     after_seq: int | None = None
     protocol: str = PROTOCOL_V1
+    batch: bool = False  # its connection takes batched frames (ConnectionInfo.batch)
 
 
 class Connections(Protocol):

@@ -332,3 +332,30 @@ async def test_authenticating_again_keeps_the_protocol(connections: Connections)
     await connections.register(replace(info("c1"), protocol=PROTOCOL_V2))  # the auth frame's
 
     assert (await connections.get("c1")).protocol == PROTOCOL_V2  # type: ignore[union-attr]
+
+
+# batched frames: declared at the upgrade, carried by the connection's subscriptions
+
+
+async def test_a_batched_connection_and_its_subscriptions_say_so(connections: Connections) -> None:
+    await connections.register(replace(info("c1"), batch=True))
+    await connections.register(info("c2"))
+    await connections.subscribe("c1", "ses_1", after_seq=7)
+    await connections.subscribe("c2", "ses_1")
+
+    assert (await connections.get("c1")) == replace(info("c1"), batch=True)
+    assert (await connections.get("c2")).batch is False  # type: ignore[union-attr]
+    assert set(await connections.subscriptions("ses_1")) == {
+        Subscription("c1", 7, PROTOCOL_V1, batch=True),
+        Subscription("c2", None, PROTOCOL_V1),
+    }
+
+
+async def test_authenticating_again_keeps_batched_frames(connections: Connections) -> None:
+    await connections.register(replace(info("c1", tenant=None), batch=True))
+
+    await connections.register(replace(info("c1"), batch=True))  # the auth frame's (gateway.access)
+    await connections.subscribe("c1", "ses_1")
+
+    assert (await connections.get("c1")).batch is True  # type: ignore[union-attr]
+    assert [s.batch for s in await connections.subscriptions("ses_1")] == [True]

@@ -160,9 +160,12 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         flush_max_s=rt.turns.flush_max_s,
         subscriber_refresh_s=rt.turns.subscriber_refresh_s,
         first_seq=_first_seq(job, turn, attempt),
+        batch_flush_max_s=rt.turns.batch_flush_max_s,
     )
     if not resuming:
-        sink.emit_frame(_persisted(rt, job))  # every attempt's first frame (a continuation's: its results)
+        # every attempt's first frame (a continuation's: its results); it goes out with the turn's
+        # message_start, one flush window later at most (one WebSocket pass less: streaming.sink)
+        sink.emit_frame(_persisted(rt, job), linger=True)
     stored = result_of(history, job.userMessageId)
     if stored is not None:
         # A previous attempt persisted the reply and died before finishing: finish from storage.

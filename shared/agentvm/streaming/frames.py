@@ -151,6 +151,12 @@ class FrameLog:
         hi = upto - self.first + 1
         return self._payloads[lo:hi] if hi > lo else []
 
+    def text_only(self, after: int, upto: int) -> bool:
+        """Whether every frame with ``after < seq <= upto`` is a ``text_delta`` (batched
+        subscribers get those on their own cadence: ``streaming.sink``)."""
+        lo = max(after + 1 - self.first, 0)
+        return all(isinstance(kind, int) for kind in self._kinds[lo : upto - self.first + 1])
+
     def v2_payloads(self, after: int, upto: int) -> list[str]:
         """``payloads`` as AgentX v2 notifications (``streaming.agentx_v2_events``): every frame
         with ``after < seq <= upto`` rendered, in order (two notifications may share a seq)."""

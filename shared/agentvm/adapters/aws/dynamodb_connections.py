@@ -16,6 +16,9 @@ copies it (``subscribe`` reads ``META`` anyway), so a turn's worker learns each 
 from the one index Query it already makes. AgentX v1 is never recorded: v1 connections cost what they
 did. A v2 frame on a connection without a record is its first one unless the connection subscribed
 to a session already (a v1 client did): one consistent Query of its partition, on that frame only.
+
+Batched frames (``?frames=batch``, ``streaming.batching``) are recorded the same way, for free:
+``frames: "batch"`` on ``META`` by the ``$connect`` write, copied into each subscription.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     subscription_sk,
 )
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
+from agentvm.streaming.batching import BATCH
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -85,6 +89,7 @@ class DynamoConnections:
             connectedAt=info.connected_at,
             expiresAt=expires,
             protocol=info.protocol if info.protocol == PROTOCOL_V2 else None,
+            frames=BATCH if info.batch else None,
         )
         await asyncio.to_thread(item.save)
 
@@ -109,6 +114,7 @@ class DynamoConnections:
             connected_at=int(item.connectedAt),
             key_id=item.keyId,
             protocol=item.protocol,
+            batch=item.frames == BATCH,
         )
 
     async def remove(self, connection_id: str) -> None:
@@ -141,6 +147,8 @@ class DynamoConnections:
             actions.append(sub.afterSeq.set(after_seq))
         if meta.protocol == PROTOCOL_V2:  # the worker reads it with the subscribers: no extra read
             actions.append(sub.protocol.set(PROTOCOL_V2))
+        if meta.frames == BATCH:  # likewise
+            actions.append(sub.frames.set(BATCH))
         # UpdateItem creates or updates: one write, as a PutItem would be.
         await asyncio.to_thread(item.update, actions=actions)
 
@@ -168,6 +176,7 @@ class DynamoConnections:
                 connection_id_of(item.pk),
                 None if item.afterSeq is None else int(item.afterSeq),
                 item.protocol or PROTOCOL_V1,
+                item.frames == BATCH,
             )
             for item in await self._subscriptions(session_id)
         ]

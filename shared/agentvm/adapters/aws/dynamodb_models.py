@@ -204,12 +204,14 @@ class ConnectionItem(TableItem):
     keyId = UnicodeAttribute(null=True)  # the API key that authenticated it: re-checked on every frame
     connectedAt = NumberAttribute()
     protocol = UnicodeAttribute(null=True)  # "v2" once a JSON-RPC frame chose it (v1 is not recorded)
+    frames = UnicodeAttribute(null=True)  # "batch": declared at the upgrade (streaming/batching.py)
 
 
 class SubscriptionItem(TableItem):
     sessionId = UnicodeAttribute()
     afterSeq = NumberAttribute(null=True)  # the resume cursor it subscribed with (``core.resume``)
     protocol = UnicodeAttribute(null=True)  # its connection's, copied when subscribing (None: v1)
+    frames = UnicodeAttribute(null=True)  # its connection's, copied likewise (None: one per message)
 
 
 @dataclass(frozen=True, slots=True)
