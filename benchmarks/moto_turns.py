@@ -98,6 +98,9 @@ class StandardTurn:
     # The client's protocol: "v1" (AgentX 1.x frames) or "v2" (JSON-RPC 2.0: ``image.list``
     # subscribes the caller server-side, ``message.send`` is answered by the worker at the turn's end).
     protocol: str = "v1"
+    # Whether the client declared batched frames at the upgrade (``?frames=batch``, as the SDK and
+    # the playground do: streaming/batching.py), or takes one frame per message (AgentX clients).
+    batch: bool = False
 
     @property
     def model_wall_s(self) -> float:
@@ -430,7 +433,7 @@ class Host:
         self.loop = loop
         self.model = StandardTurnModel(standard, self.cpu_clock)
         self.standard = standard
-        self.inbox: dict[str, list[str]] = {}  # connection -> the frames it received
+        self.inbox: dict[str, list[str]] = {}  # connection -> the messages it received
         self.sent: dict[str, list[str]] = {}  # connection -> the frames it sent
         self.invocations: list[Invocation] = []
         self.runtimes: dict[str, Any] = {}
@@ -648,7 +651,7 @@ class Session:
             self.host.sent.setdefault(self.connection_id, []).append(body)
             inv = self.host.invoke("ws_default", event, bucket)
             inv.inbound_ws_units = math.ceil(len(body.encode()) / WS_UNIT_BYTES)
-        replies = [json.loads(p) for p in self.host.inbox.get(self.connection_id, [])[seen:]]
+        replies = [f for p in self.host.inbox.get(self.connection_id, [])[seen:] for f in _frames_of(p)]
         if frame.get("jsonrpc") == "2.0":
             answer = next((r for r in replies if "method" not in r and r.get("id") == frame.get("id")), None)
             return None if answer is None else answer.get("result", answer)
@@ -703,6 +706,8 @@ class Session:
             else self.host.setup
         )
         connect = self._event("apigw-ws-connect.json")
+        if self.standard.batch:  # what the SDK's upgrade URL carries: ?frames=batch
+            connect["queryStringParameters"] = {"frames": "batch"}
         if "ws_authorizer" in self.host.handlers:
             event = self._event("apigw-ws-authorizer.json")
             event["headers"]["Authorization"] = f"Bearer {self.token}"
@@ -824,6 +829,12 @@ def _rpc(method: str, **params: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "method": method, "params": params, "id": next(_rpc_ids)}
 
 
+def _frames_of(message: str) -> list[Any]:
+    """The frames of one message a client received: a batched message is a JSON array of them."""
+    decoded = json.loads(message)
+    return decoded if isinstance(decoded, list) else [decoded]
+
+
 def _event_type(frame: Any) -> str:
     """A received frame's type: a v1 frame's, a v2 notification's event's, or a JSON-RPC response."""
     if isinstance(frame, dict) and "type" in frame:
@@ -854,6 +865,7 @@ class Scenario:
     sessions: int
     invocations: list[Invocation]
     frames_received: int  # by the clients, through @connections
+    messages_received: int  # ... in this many messages (fewer with batched frames)
     frames_sent: int  # by the clients
     frame_types: dict[str, int]  # the frames received, by type
     flush_s: float  # the flush window
@@ -912,7 +924,8 @@ def run_scenario(
             unattributed += 1
         elif inv is not SETUP:
             inv.calls.append(call)
-    received = [json.loads(p) for frames in host.inbox.values() for p in frames]
+    messages = [p for payloads in host.inbox.values() for p in payloads]
+    received = [f for p in messages for f in _frames_of(p)]
     return Scenario(
         name=name,
         batch=batch,
@@ -920,6 +933,7 @@ def run_scenario(
         sessions=cohorts * batch,
         invocations=host.invocations,
         frames_received=len(received),
+        messages_received=len(messages),
         frames_sent=sum(map(len, host.sent.values())),
         frame_types=dict(Counter(_event_type(f) for f in received)),
         flush_s=host.flush_s,
