@@ -118,10 +118,16 @@ async def test_a_batched_subscriber_gets_every_frame_of_a_plain_one_in_far_fewer
     assert [f["seq"] for f in plain.frames] == list(range(1, len(plain.frames) + 1))
     assert len(plain.messages) == len(plain.frames)  # one frame per message, as AgentX expects
     assert len(batched.messages) * 2 < len(plain.messages)
-    first, second = (json.loads(m) for _, m in batched.messages[:2])
-    # The persisted frame lingered until the turn's start: one message; the first text at once.
-    assert [f["type"] for f in first] == ["message_persisted", "message_start", "conversation_start"]
-    assert [f["type"] for f in second] == ["text_delta", "conversation_responding"]
+    first = json.loads(batched.messages[0][1])
+    # The turn's opening frames waited for its first text, which went at once: one message.
+    assert [f["type"] for f in first] == [
+        "message_persisted",
+        "message_start",
+        "conversation_start",
+        "text_delta",
+        "conversation_responding",
+    ]
+    assert first[3]["data"]["text"] == " t0"
     last = json.loads(batched.messages[-1][1])
     assert [f["type"] for f in last][-3:] == ["text_delta", "message_stop", "conversation_end"]
 
@@ -163,6 +169,18 @@ async def test_closing_the_sink_sends_a_batched_subscriber_what_waited_for_its_w
     )
 
 
+async def test_a_messages_opening_frames_wait_for_its_text_at_most_the_longest_window():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.01, batch_flush_max_s=0.1)
+    sink.emit("message_start", {"messageId": "m"})
+    sink.emit("conversation_start", {"messageId": "m"})
+    await asyncio.sleep(0.03)
+    assert len(plain.messages) == 2 and batched.messages == []  # a slow first token: they wait...
+    await asyncio.sleep(0.2)
+    assert batched.frames == plain.frames  # ...a window at most
+    await sink.aclose()
+
+
 async def test_a_lingering_frame_goes_out_after_one_window_if_nothing_follows():
     plain, batched = _Subscriber(), _Subscriber()
     sink = await _sink_with(plain, batched, flush_s=0.02)
@@ -170,8 +188,9 @@ async def test_a_lingering_frame_goes_out_after_one_window_if_nothing_follows():
     await asyncio.sleep(0.005)
     assert plain.messages == []  # waiting for company
     await asyncio.sleep(0.1)
-    assert [f["type"] for f in plain.frames] == ["message_persisted"] == [f["type"] for f in batched.frames]
+    assert [f["type"] for f in plain.frames] == ["message_persisted"]
     await sink.aclose()
+    assert batched.frames == plain.frames
 
 
 # -- through the gateway and a worker (the local host's wiring) ------------------------------------

@@ -19,8 +19,9 @@ normally tens of milliseconds later) or after one flush window at the latest. ``
 last buffered text with the terminal frames, so a reply's end is one pass. A subscriber whose
 connection takes batched frames (``streaming.batching``) gets each pass as one message, and
 text-only passes on its own cadence: at most one per window, the window doubling per message up
-to ``batch_flush_max_s``; a pass with any other event (the turn's start, a message's first text,
-tool events, the end) goes at once with the text before it. A timer makes sure text waiting for
+to ``batch_flush_max_s``; the frames that open a message (``message_start``...) wait for its first
+text (``batch_flush_max_s`` at most); a pass with any other event (a message's first text, which
+comes with ``conversation_responding``, tool events, the end) goes at once with what waited. A timer makes sure text waiting for
 such a subscriber goes out when its window ends, and ``aclose`` sends it whatever is left.
 """
 
@@ -232,15 +233,20 @@ class CoalescingSink:
 
     def _due_for(self, conn: str, mark: int, upto: int, now: float) -> bool:
         """Whether a batched subscriber is sent the frames ``(mark, upto]`` now: any event other
-        than text, or its window is over (then the window doubles). Else a timer is set for when
-        its window ends, and False."""
-        due, window = self._cadence.get(conn, (0.0, self._batch_first))
-        text_only = self._log.text_only(mark, upto)
-        if text_only and now < due:
-            self._wake_batched_at(due)
-            return False
-        if text_only:
-            window = min(window * 2, self._batch_max) if due else window
+        than text and a message's opening frames, or its window is over (then the window doubles
+        if they are text). A message's opening frames seen first wait for its first text, at most
+        the longest window. Else a timer is set for when the wait ends, and False."""
+        urgency = self._log.urgency(mark, upto)
+        known = self._cadence.get(conn)
+        if urgency != "urgent":
+            if known is None and urgency == "start":
+                known = self._cadence[conn] = (now + self._batch_max, self._batch_first)
+            if known is not None and now < known[0]:
+                self._wake_batched_at(known[0])
+                return False
+        window = self._batch_first if known is None else known[1]
+        if known is not None and urgency == "text":
+            window = min(window * 2, self._batch_max)
         self._cadence[conn] = (now + window, window)
         return True
 
