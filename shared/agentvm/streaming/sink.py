@@ -21,8 +21,9 @@ connection takes batched frames (``streaming.batching``) gets each pass as one m
 text-only passes on its own cadence: at most one per window, the window doubling per message up
 to ``batch_flush_max_s``; the frames that open a message (``message_start``...) wait for its first
 text (``batch_flush_max_s`` at most); a pass with any other event (a message's first text, which
-comes with ``conversation_responding``, tool events, the end) goes at once with what waited. A timer makes sure text waiting for
-such a subscriber goes out when its window ends, and ``aclose`` sends it whatever is left.
+comes with ``conversation_responding``, tool events, the end) goes at once with what waited. A
+timer makes sure what waits for such a subscriber goes out when its wait ends, and ``aclose`` sends
+it whatever is left.
 """
 
 from __future__ import annotations
