@@ -147,7 +147,9 @@ class Settings(BaseSettings):
     provider_keys_parameter: str | None = None  # SSM SecureString (JSON) holding provider keys
     # SSM SecureString (JSON) holding AVM_AUTH_SECRET (+ AVM_AUTH_SECRET_PREVIOUS): read on first use
     auth_secret_parameter: str | None = None
-    cancel_poll_ms: int = 500  # how often an AWS worker looks for an interrupt mark
+    # how often an AWS worker looks for an interrupt mark (an eventually consistent read, 0.5 RRU;
+    # docs/cost.md): an interrupt stops the model within about this
+    cancel_poll_ms: int = 1000
 
     # observability (docs/observability.md)
     # AWS: the functions' one log group; /v1/logs and /v1/metrics query it with Logs Insights

@@ -126,7 +126,10 @@ class Store(Protocol):
 
     # interrupt marks: set by the gateway, checked by the worker between flushes
     async def request_cancel(self, session_id: str, turn_id: str) -> None: ...
-    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool: ...
+    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
+        """``fresh=False``: a poll that looks again soon may read a mark a moment late (on
+        DynamoDB an eventually consistent read, half the price)."""
+        ...
 
 
 class ToolWaits(Protocol):

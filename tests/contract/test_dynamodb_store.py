@@ -176,6 +176,27 @@ async def test_queries_counts_read_requests_and_no_writes(store: DynamoStore) ->
     assert store.queries - before == 4  # the 50-message window is one Query request
 
 
+async def test_a_workers_cancel_poll_reads_eventually_consistent_and_a_turns_start_strongly(
+    store: DynamoStore,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    events = store._m.base._get_connection().connection.client.meta.events
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        calls.append(params)
+
+    events.register("provide-client-params.dynamodb.GetItem", record)
+    try:
+        await store.request_cancel("ses_1", "turn_1")
+        assert await store.is_cancel_requested("ses_1", "turn_1") is True  # when the turn starts
+        assert await store.is_cancel_requested("ses_1", "turn_1", fresh=False) is True  # each poll
+        assert await store.is_cancel_requested("ses_1", "turn_2", fresh=False) is False
+    finally:
+        events.unregister("provide-client-params.dynamodb.GetItem", record)
+    # a poll is half the price (0.5 RRU): a mark read late is read at the next poll
+    assert [c.get("ConsistentRead") for c in calls] == [True, False, False]
+
+
 async def test_an_append_reads_once_and_a_repeated_key_reads_three_times(store: DynamoStore) -> None:
     await store.append_message("ses_1", user("a"), idempotency_key="req_1")
     before = store.queries

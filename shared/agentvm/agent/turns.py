@@ -690,7 +690,8 @@ async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> N
     while not cancelled.is_set():
         await asyncio.sleep(rt.turns.cancel_poll_s)
         try:
-            if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
+            # eventually consistent (half the price): a mark read late is read at the next poll
+            if await rt.store.is_cancel_requested(job.sessionId, job.turnId, fresh=False):
                 cancelled.set()
         except Exception as exc:  # a failed read must not fail a turn that streams fine: poll again
             log.warning("cancel poll failed", extra={"turn_id": job.turnId, "error": type(exc).__name__})

@@ -41,7 +41,8 @@ put_turn (status update)           1 WRU (the terminal one holds the turn's fram
                                    the standard turn; +1 WRU per KB past that, ~80+ text frames)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
 recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq)
-get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn)
+get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn);
+                                   a worker's poll (``fresh=False``): 0.5 RRU, eventually consistent
 get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s>``/``SUMMARY``)
 =================================  ======================================================
 
@@ -168,12 +169,12 @@ class DynamoStore:
 
     # requests, each in a worker thread
 
-    async def _get(self, model: type[_M], pk: str, sk: str) -> _M | None:
-        """A strongly consistent GetItem; None when the item does not exist."""
+    async def _get(self, model: type[_M], pk: str, sk: str, *, consistent: bool = True) -> _M | None:
+        """A GetItem (strongly consistent unless told); None when the item does not exist."""
 
         def get() -> _M | None:
             try:
-                return model.get(pk, sk, consistent_read=True)
+                return model.get(pk, sk, consistent_read=consistent)
             except DoesNotExist:
                 return None
 
@@ -473,8 +474,8 @@ class DynamoStore:
     async def request_cancel(self, session_id: str, turn_id: str) -> None:
         await self._put(self._m.cancel(session_pk(session_id), cancel_sk(turn_id), turnId=turn_id))
 
-    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
-        item = await self._get(self._m.cancel, session_pk(session_id), cancel_sk(turn_id))
+    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
+        item = await self._get(self._m.cancel, session_pk(session_id), cancel_sk(turn_id), consistent=fresh)
         return item is not None
 
 

@@ -400,7 +400,7 @@ class SqliteStore:
             (session_id, turn_id),
         )
 
-    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
+    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
         row = self._one(
             "SELECT 1 FROM cancel_marks WHERE session_id = ? AND turn_id = ?"
             " UNION ALL SELECT 1 FROM cancels WHERE session_id = ? AND turn_id = ? LIMIT 1",
