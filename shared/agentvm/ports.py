@@ -6,7 +6,7 @@ FastAPI. Every port is async: adapters with blocking clients run them off the ev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -356,6 +356,9 @@ class ConnectionInfo:
     # Declared at the upgrade (``?frames=batch``, streaming/batching.py): one WebSocket message may
     # carry several frames (a JSON array). False: one frame per message, as AgentX clients expect.
     batch: bool = False
+    # When the adapter forgets it (epoch seconds; None: never, e.g. in memory). Read with the
+    # connection, so that ``subscribe(..., known=info)`` need not read it again.
+    expires_at: int | None = field(default=None, compare=False)
 
 
 PROTOCOL_V1 = "v1"  # AgentX 1.x SystemEvent frames
@@ -379,10 +382,18 @@ class Connections(Protocol):
     async def register(self, info: ConnectionInfo) -> None: ...
     async def get(self, connection_id: str) -> ConnectionInfo | None: ...
     async def remove(self, connection_id: str) -> None: ...
-    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
+    async def subscribe(
+        self,
+        connection_id: str,
+        session_id: str,
+        after_seq: int | None = None,
+        *,
+        known: ConnectionInfo | None = None,
+    ) -> None:
         """Subscribe (idempotent). ``after_seq``: the last frame seq the connection has of the session,
         so the running turn's worker sends it what came after (resume). Subscribing again without
-        one keeps the cursor a previous call stored; with one, replaces it."""
+        one keeps the cursor a previous call stored; with one, replaces it. ``known``: the
+        connection as ``get`` returned it for this very frame (an adapter need not read it again)."""
         ...
 
     async def subscribers(self, session_id: str) -> Sequence[str]: ...

@@ -9,7 +9,7 @@ run on DynamoDB alone.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -359,3 +359,41 @@ async def test_authenticating_again_keeps_batched_frames(connections: Connection
 
     assert (await connections.get("c1")).batch is True  # type: ignore[union-attr]
     assert [s.batch for s in await connections.subscriptions("ses_1")] == [True]
+
+
+# repeated subscribes (every message_send_request makes one) change nothing and read nothing more
+
+
+async def test_a_repeated_subscribe_leaves_the_subscription_as_it_was(connections: Connections) -> None:
+    await connections.register(info("c1"))
+    for _ in range(3):
+        await connections.subscribe("c1", "ses_1", after_seq=0)
+    await connections.subscribe("c1", "ses_1")
+    assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 0, PROTOCOL_V1)]
+    await connections.subscribe("c1", "ses_1", after_seq=7)  # a cursor that changes: written
+    assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 7, PROTOCOL_V1)]
+
+
+async def test_a_subscribe_given_the_connection_it_just_read_does_not_read_it_again(aws: None) -> None:
+    connections = dynamo_connections()
+    await connections.register(replace(info("c1"), batch=True))
+    known = await connections.get("c1")
+    assert known is not None and known.expires_at is not None
+    operations: list[str] = []
+    events = connections._m.base._get_connection().connection.client.meta.events
+
+    def record(model: Any, **_: Any) -> None:
+        operations.append(model.name)
+
+    events.register("before-call.dynamodb", record)
+    try:
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)  # a repeat: its condition fails
+    finally:
+        events.unregister("before-call.dynamodb", record)
+    assert operations == ["UpdateItem", "UpdateItem"]
+    (sub,) = await connections.subscriptions("ses_1")
+    assert sub == Subscription("c1", 0, PROTOCOL_V1, batch=True)
+    table = boto3.resource("dynamodb").Table(TABLE)
+    stored = table.get_item(Key={"pk": "CONN#c1", "sk": "SUB#ses_1"})["Item"]
+    assert int(stored["expiresAt"]) == known.expires_at  # it never outlives its connection

@@ -163,9 +163,11 @@ async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -
         if session is None:
             raise NotFound(f"Session not found: {frame.session_id}")
         if frame.after_seq is None:
-            await rt.connections.subscribe(conn.connection_id, frame.session_id)
+            await rt.connections.subscribe(conn.connection_id, frame.session_id, known=conn)
         else:
-            await subscribe_after(rt, conn.connection_id, session, frame.after_seq, batch=conn.batch)
+            await subscribe_after(
+                rt, conn.connection_id, session, frame.after_seq, batch=conn.batch, known=conn
+            )
     except AgentVMError as exc:
         return _error_frames(rt, exc, request_type=None, request_id=None, data={})
     except Exception:
@@ -183,6 +185,7 @@ async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> li
         request_id=frame.request_id,
         admin=await is_admin(rt, conn),
         key_id=conn.key_id,
+        connection=conn,
     )
     payload = frame.payload.model_dump(exclude_none=True)
     try:

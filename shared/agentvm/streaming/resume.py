@@ -38,6 +38,7 @@ from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
 REPLAYABLE = TERMINAL | {"suspended"}
 
 if TYPE_CHECKING:
+    from agentvm.ports import ConnectionInfo
     from agentvm.records import SessionRecord
     from agentvm.runtime import Runtime
 
@@ -52,15 +53,17 @@ async def subscribe_after(
     *,
     protocol: str = PROTOCOL_V1,
     batch: bool = False,
+    known: ConnectionInfo | None = None,
 ) -> None:
     """Catch ``connection_id`` up on ``session`` from ``after_seq`` and subscribe it (steps 1-3).
-    ``batch``: the connection takes batched frames (each turn's replay is one message)."""
+    ``batch``: the connection takes batched frames (each turn's replay is one message). ``known``:
+    the connection as this frame read it (``Connections.subscribe``)."""
     v2 = protocol == PROTOCOL_V2
     try:
         cursor = await _replay_finished(
             rt, connection_id, session, after_seq, merge_text=True, v2=v2, batch=batch
         )
-        await rt.connections.subscribe(connection_id, session.sessionId, after_seq=cursor)
+        await rt.connections.subscribe(connection_id, session.sessionId, after_seq=cursor, known=known)
         await _replay_finished(rt, connection_id, session, cursor, merge_text=False, v2=v2, batch=batch)
     except ConnectionGone:
         log.info("caller gone while resuming", extra={"connection_id": connection_id})

@@ -71,7 +71,14 @@ class InMemoryConnections:
                 if not subs:
                     del self._by_session[session_id]
 
-    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
+    async def subscribe(
+        self,
+        connection_id: str,
+        session_id: str,
+        after_seq: int | None = None,
+        *,
+        known: ConnectionInfo | None = None,
+    ) -> None:
         if connection_id not in self._infos:
             return
         subs = self._by_session.setdefault(session_id, {})
