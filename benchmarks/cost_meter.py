@@ -47,6 +47,8 @@ from benchmarks.moto_turns import (
     StandardTurn,
     run_scenario,
 )
+from benchmarks.worker_memory import Memory
+from benchmarks.worker_memory import render as render_memory
 
 ROOT = Path(__file__).resolve().parents[1]
 TARGETS = {"idle": 45.0, "load": 20.0}  # $ per million standard turns (COST_MODEL.md, issue 14)
@@ -129,6 +131,11 @@ def read_template(path: Path = ROOT / "template.yaml") -> Deployment:
 
     template = load(str(path))
     defaults = template["Globals"]["Function"]
+    parameters = template.get("Parameters", {})
+
+    def value(v: object) -> object:  # a literal, or a parameter's default
+        return parameters[v["Ref"]]["Default"] if isinstance(v, dict) and "Ref" in v else v
+
     memory, batch_size, env = {}, 1, {}
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::DynamoDB::Table":
@@ -138,7 +145,7 @@ def read_template(path: Path = ROOT / "template.yaml") -> Deployment:
         props = {**defaults, **resource["Properties"]}
         if props["Architectures"] != ["arm64"]:
             raise ValueError("benchmarks/prices.py has the arm64 Lambda price only")
-        memory[Path(props["CodeUri"]).name] = int(props["MemorySize"])
+        memory[Path(props["CodeUri"]).name] = int(value(props["MemorySize"]))  # type: ignore[call-overload]
         for scope in (defaults, resource["Properties"]):
             variables = scope.get("Environment", {}).get("Variables", {})
             env |= {k: v for k, v in variables.items() if k.startswith("POWERTOOLS_") and isinstance(v, str)}
@@ -280,6 +287,8 @@ class Result:
     sdk_tool_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
     # The totals of the last BENCHMARKS.md, by table ("standard", "tool") and shape: $ per million.
     previous: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # What the turn worker's memory size rests on (benchmarks/worker_memory.py); None: not measured.
+    worker_memory: Memory | None = None
 
 
 def _shapes(standard: StandardTurn, d: Deployment, turns: int, label: str = "") -> dict[str, Scenario]:
@@ -684,6 +693,11 @@ def _observations(r: Result) -> list[str]:
         f"Billed as measured instead, the totals would be {_usd(r.full_core['idle'].total)} idle and "
         f"{_usd(r.full_core['load'].total)} under load.",
         f"* Logs: {idle.units[LOGS]:,.0f} bytes per turn idle, {load.units[LOGS]:,.0f} under load.",
+        *(
+            [f"* {render_memory(r.worker_memory, r.deployment.memory_mb['turn_worker'])}"]
+            if r.worker_memory is not None
+            else []
+        ),
         "* Lambda init measured here (import and runtime build, fresh interpreter): "
         + (
             ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in r.init_s.items())
@@ -746,8 +760,12 @@ def _import_as_in_lambda() -> None:
 
 def report(quick: bool = False) -> str:
     """The Markdown section of BENCHMARKS.md (``benchmarks/run_all.py``)."""
+    from benchmarks import worker_memory
+
     _import_as_in_lambda()
-    return render(run(50 if quick else 100, init_runs=1 if quick else 3))  # 50: whole sessions under load
+    result = run(50 if quick else 100, init_runs=1 if quick else 3)  # 50: whole sessions under load
+    result.worker_memory = worker_memory.measure(result.deployment.batch_size)
+    return render(result)
 
 
 def main() -> None:
