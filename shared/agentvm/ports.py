@@ -99,11 +99,15 @@ class Store(Protocol):
         """The last ``limit`` messages, oldest first."""
         ...
 
-    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+    async def recent_messages_after(
+        self, session_id: str, after_seq: int, limit: int, *, fresh: bool = True
+    ) -> list[SeqMessage]:
         """The last ``limit`` messages whose seq is above ``after_seq``, oldest first, with their seqs.
 
         What a turn reads (``after_seq``: what the session's compaction summary covers): one
-        bounded read, whatever the length of the history.
+        bounded read, whatever the length of the history. ``fresh=False``: the newest messages
+        may be missing for a moment (on DynamoDB an eventually consistent read, half the price);
+        the caller checks what it needs is there (``agent.context.load_context``).
         """
         ...
 

@@ -197,6 +197,25 @@ async def test_a_workers_cancel_poll_reads_eventually_consistent_and_a_turns_sta
     assert [c.get("ConsistentRead") for c in calls] == [True, False, False]
 
 
+async def test_a_history_read_that_need_not_be_fresh_is_eventually_consistent(store: DynamoStore) -> None:
+    for i in range(3):
+        await store.append_message("ses_1", user(f"m{i}"))
+    calls: list[dict[str, Any]] = []
+    events = store._m.base._get_connection().connection.client.meta.events
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        calls.append(params)
+
+    events.register("provide-client-params.dynamodb.Query", record)
+    try:
+        lagging = await store.recent_messages_after("ses_1", 0, 50, fresh=False)
+        fresh = await store.recent_messages_after("ses_1", 0, 50)
+    finally:
+        events.unregister("provide-client-params.dynamodb.Query", record)
+    assert [m.seq for m in lagging] == [m.seq for m in fresh] == [1, 2, 3]  # moto is never behind
+    assert [bool(c.get("ConsistentRead")) for c in calls] == [False, True]
+
+
 async def test_an_append_reads_once_and_a_repeated_key_reads_three_times(store: DynamoStore) -> None:
     await store.append_message("ses_1", user("a"), idempotency_key="req_1")
     before = store.queries

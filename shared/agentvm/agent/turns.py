@@ -149,7 +149,10 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         await _answer_send(rt, job, "failed", {"code": "not_found", "message": "the image was deleted"})
         return None
     # The summary of older history (if any) and the messages after it: bounded reads (compaction.py).
-    context = await prepare_context(rt, job, image)
+    # A first attempt (nothing of it stored: its status is still the gateway's `queued`) needs only
+    # the history up to its user message: read eventually consistent, checked whole (context.py).
+    first_attempt = job.resume is None and (turn is None or turn.status == "queued")
+    context = await prepare_context(rt, job, image, first_attempt=first_attempt)
     history = context.messages
     sink = CoalescingSink(
         session_id=job.sessionId,

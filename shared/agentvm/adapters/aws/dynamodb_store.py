@@ -40,7 +40,8 @@ put_usage (~0.4 KB)                one transaction with its hour and day sums (d
 put_turn (status update)           1 WRU (the terminal one holds the turn's frame map: ~0.6 KB for
                                    the standard turn; +1 WRU per KB past that, ~80+ text frames)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
-recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq)
+recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq);
+                                   a turn's first attempt reads it eventually consistent: 6.5
 get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn);
                                    a worker's poll (``fresh=False``): 0.5 RRU, eventually consistent
 get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s>``/``SUMMARY``)
@@ -407,7 +408,9 @@ class DynamoStore:
         )
         return [message_from_wire(item.body) for item in reversed(items)]
 
-    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+    async def recent_messages_after(
+        self, session_id: str, after_seq: int, limit: int, *, fresh: bool = True
+    ) -> list[SeqMessage]:
         if limit <= 0:
             return []
         # One Query, newest first with Limit, on the message keys above the summary's: bounded
@@ -416,7 +419,7 @@ class DynamoStore:
             self._m.message,
             session_pk(session_id),
             self._m.message.sk.between(message_sk(max(after_seq, 0) + 1), _LAST_MESSAGE_SK),
-            consistent_read=True,
+            consistent_read=fresh,
             scan_index_forward=False,
             limit=limit,
         )

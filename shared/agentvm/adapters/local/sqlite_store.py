@@ -332,7 +332,9 @@ class SqliteStore:
         )
         return [message_from_wire(r[0]) for r in reversed(rows)]
 
-    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+    async def recent_messages_after(
+        self, session_id: str, after_seq: int, limit: int, *, fresh: bool = True
+    ) -> list[SeqMessage]:
         if limit <= 0:
             return []
         rows = self._all(
