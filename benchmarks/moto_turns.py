@@ -64,8 +64,28 @@ TABLE = "agentvm-cost-meter"
 ENDPOINT = "https://a1b2c3d4e5.execute-api.us-east-1.amazonaws.com/prod"
 ACCOUNT = "123456789012"  # moto's default account
 TURNS_PER_SESSION = 5  # COST_MODEL.md: a session averages 5 turns
-# The words of the model's reply and of the users' messages (~5.5 bytes each with the space).
-_WORDS = ("the", "model", "streams", "a", "short", "answer", "about", "serverless", "agents", "costs")
+# The text of the model's reply and of the users' messages: plain English prose (read from a random
+# place, in order), so that what depends on the text (compressed message items: adapters/aws/
+# message_bodies.py, ~55-60 % at 1 KB) behaves as it would with real chat. Each ~6 bytes a word.
+_PROSE = """
+Thanks for the question. The short answer is that the service keeps every conversation in a
+small table and streams the reply back over the open socket while the model writes it. When you
+send a message, the gateway stores it first, then a worker picks the turn from the queue, reads
+the recent history, calls the model and forwards the text in a few larger pieces rather than one
+word at a time. That is why the first words arrive almost at once and the rest follows in steady
+chunks. If the connection drops in the middle, your client asks again from the last number it
+saw and receives exactly what it missed, nothing twice. Tools work the same way: the model asks
+for a call, the worker runs it, stores the result and goes on with the answer. Costs stay low
+because a worker shares its wait on the model with other conversations, because small events
+travel together, and because nothing is written twice. For a typical reply of two hundred tokens
+the infrastructure costs a small fraction of a cent, far less than the tokens themselves, and the
+bill you see lists exactly what each user consumed. Let me know if you would like the numbers for
+your own traffic, or a walk through the settings that trade a little latency for a lower bill.
+Most teams start with the defaults, watch the dashboard for a week, and then decide whether the
+longer windows suit their users better. Either way, the history, the usage records and the limits
+you set keep working without any change on your side.
+"""
+_WORDS = tuple(_PROSE.split())
 
 
 @dataclass(frozen=True)
@@ -849,10 +869,11 @@ def _now_ms() -> int:
 
 
 def _text(size: int) -> str:
-    """About ``size`` bytes of words."""
+    """About ``size`` bytes of the prose, from a random word on (wrapping around)."""
     out: list[str] = []
+    start = secrets.randbelow(len(_WORDS))
     while sum(len(w) + 1 for w in out) < size:
-        out.append(_WORDS[secrets.randbelow(len(_WORDS))])
+        out.append(_WORDS[(start + len(out)) % len(_WORDS)])
     return " ".join(out)
 
 
