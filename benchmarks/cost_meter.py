@@ -100,7 +100,8 @@ UNIT_PRICES = {  # component -> (unit, $ per unit)
 _BY_KIND = {WS_MESSAGE: WS, SQS_REQUEST: SQS, DDB_WRITE: WRITES, DDB_READ: READS, S3_WRITE: S3W, S3_READ: S3R}
 LEVERS = {  # COST_MODEL.md, "Levers"
     WS: "coalesce deltas (first delta at once, then AVM_FLUSH_MS windows: a longer window sends fewer "
-    "frames); do not send one frame per state event when a single frame carries the same information",
+    "frames); batched frames (?frames=batch) for the clients that declare them: one message per pass, "
+    "text on a 2 s cadence (docs/cost.md)",
     GBS.format("turn_worker"): "share one worker invocation's wait across a batch of turns for different "
     "sessions; arm64 and small memory",
     GBS.format("ws_default"): "arm64 and small memory; fewer AWS calls per frame (the handler waits on each)",
