@@ -4,7 +4,7 @@ The worker is billed per GB-second of its wait on the models (docs/cost.md), so 
 the main lever of its cost, and the one risk of going lower is running out: Lambda kills an
 invocation at its limit, and with it every turn of its batch. Two measurements, added up:
 
-1. **The environment after init** (a fresh interpreter, ``ru_maxrss``): the handler module imported
+1. **The environment after init** (a fresh interpreter, its peak RSS: ``VmHWM``): the handler module imported
    as Lambda imports it, its runtime built (every boto3 client the worker holds), and the provider
    SDKs a turn loads on first use (``anthropic`` and ``openai``, imported and a client made).
 2. **A batch at work**: the Python heap a worker invocation of ``--batch`` standard turns allocates
@@ -38,7 +38,12 @@ LAMBDA_RUNTIME_MB = 25  # assumed: Lambda's Python runtime in the function's pro
 _INIT = r"""
 import json, os, resource, sys
 sys.path[:0] = [ROOT, ROOT + "/shared"]
-def rss(): return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def rss():  # this process's peak RSS (VmHWM: not the parent's, which ru_maxrss may carry over a fork)
+    try:
+        with open("/proc/self/status") as f:
+            return next(int(l.split()[1]) for l in f if l.startswith("VmHWM:")) / 1024
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 bare = rss()
 os.environ.update({
     "AVM_TABLE_NAME": "agentvm", "AVM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/t.fifo",
