@@ -21,6 +21,7 @@ import importlib
 import importlib.util
 import math
 import os
+import re
 import statistics
 import time
 import uuid
@@ -46,9 +47,12 @@ from benchmarks.moto_turns import (
     StandardTurn,
     run_scenario,
 )
+from benchmarks.worker_memory import Memory
+from benchmarks.worker_memory import render as render_memory
 
 ROOT = Path(__file__).resolve().parents[1]
-TARGETS = {"idle": 60.0, "load": 20.0}  # $ per million standard turns (COST_MODEL.md, the issue)
+TARGETS = {"idle": 45.0, "load": 20.0}  # $ per million standard turns (COST_MODEL.md, issue 14)
+PREVIOUS = ROOT / "BENCHMARKS.md"  # the figures of the last run, compared with this one's
 
 # -- assumptions, each named where the report states it --------------------------------------------
 CONNECTION_MINUTES_PER_TURN = 2  # COST_MODEL.md: the socket stays open between turns
@@ -96,7 +100,8 @@ UNIT_PRICES = {  # component -> (unit, $ per unit)
 _BY_KIND = {WS_MESSAGE: WS, SQS_REQUEST: SQS, DDB_WRITE: WRITES, DDB_READ: READS, S3_WRITE: S3W, S3_READ: S3R}
 LEVERS = {  # COST_MODEL.md, "Levers"
     WS: "coalesce deltas (first delta at once, then AVM_FLUSH_MS windows: a longer window sends fewer "
-    "frames); do not send one frame per state event when a single frame carries the same information",
+    "frames); batched frames (?frames=batch) for the clients that declare them: one message per pass, "
+    "text on a 2 s cadence (docs/cost.md)",
     GBS.format("turn_worker"): "share one worker invocation's wait across a batch of turns for different "
     "sessions; arm64 and small memory",
     GBS.format("ws_default"): "arm64 and small memory; fewer AWS calls per frame (the handler waits on each)",
@@ -127,6 +132,11 @@ def read_template(path: Path = ROOT / "template.yaml") -> Deployment:
 
     template = load(str(path))
     defaults = template["Globals"]["Function"]
+    parameters = template.get("Parameters", {})
+
+    def value(v: object) -> object:  # a literal, or a parameter's default
+        return parameters[v["Ref"]]["Default"] if isinstance(v, dict) and "Ref" in v else v
+
     memory, batch_size, env = {}, 1, {}
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::DynamoDB::Table":
@@ -136,7 +146,7 @@ def read_template(path: Path = ROOT / "template.yaml") -> Deployment:
         props = {**defaults, **resource["Properties"]}
         if props["Architectures"] != ["arm64"]:
             raise ValueError("benchmarks/prices.py has the arm64 Lambda price only")
-        memory[Path(props["CodeUri"]).name] = int(props["MemorySize"])
+        memory[Path(props["CodeUri"]).name] = int(value(props["MemorySize"]))  # type: ignore[call-overload]
         for scope in (defaults, resource["Properties"]):
             variables = scope.get("Environment", {}).get("Variables", {})
             env |= {k: v for k, v in variables.items() if k.startswith("POWERTOOLS_") and isinstance(v, str)}
@@ -270,6 +280,16 @@ class Result:
     # The standard turn from an AgentX v2 (JSON-RPC 2.0) client (StandardTurn.protocol = "v2").
     v2_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
     v2_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
+    # The standard turn and tool turn from the SDK's client, which declares batched frames
+    # (StandardTurn.batch); ``scenarios``/``tool_scenarios`` are a plain AgentX v1 client's.
+    sdk_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
+    sdk_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
+    sdk_tool_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
+    sdk_tool_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
+    # The totals of the last BENCHMARKS.md, by table ("standard", "tool") and shape: $ per million.
+    previous: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
+    # What the turn worker's memory size rests on (benchmarks/worker_memory.py); None: not measured.
+    worker_memory: Memory | None = None
 
 
 def _shapes(standard: StandardTurn, d: Deployment, turns: int, label: str = "") -> dict[str, Scenario]:
@@ -303,6 +323,10 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
     sandbox_bills = {name: bill(s, d, init_s) for name, s in sandbox_scenarios.items()}
     v2_scenarios = _shapes(dataclasses.replace(standard, protocol="v2"), d, turns, "v2 ")
     v2_bills = {name: bill(s, d, init_s) for name, s in v2_scenarios.items()}
+    sdk_scenarios = _shapes(dataclasses.replace(standard, batch=True), d, turns, "sdk ")
+    sdk_bills = {name: bill(s, d, init_s) for name, s in sdk_scenarios.items()}
+    sdk_tool = _shapes(dataclasses.replace(standard, batch=True, tool_call=True), d, turns, "sdk tool ")
+    sdk_tool_bills = {name: bill(s, d, init_s) for name, s in sdk_tool.items()}
     wall_s = time.monotonic() - started
     return Result(
         standard,
@@ -318,10 +342,39 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
         sandbox_bills,
         v2_scenarios,
         v2_bills,
+        sdk_scenarios,
+        sdk_bills,
+        sdk_tool,
+        sdk_tool_bills,
+        previous_totals(),
     )
 
 
-# -- the report ----------------------------------------------------------------------------------
+def previous_totals(path: Path = PREVIOUS) -> dict[str, dict[str, float]]:
+    """The totals of the report this one replaces (a BENCHMARKS.md written by ``render``), $ per
+    million turns by table and shape: ``standard``/``tool`` (a plain AgentX v1 client's), and
+    ``standard sdk``/``tool sdk`` where that report had the SDK's client too."""
+    if not path.exists():
+        return {}
+    out: dict[str, dict[str, float]] = {}
+    table = None
+    for line in path.read_text().splitlines():
+        if line.startswith("## AWS cost"):
+            table = "standard"
+        elif line.startswith("### The standard tool turn"):
+            table = "tool"
+        elif line.startswith("## ") and table is not None:
+            break
+        money = [float(m.replace(",", "")) for m in re.findall(r"\*\*\$([\d,.]+)\*\*", line)]
+        if table is None or not line.startswith("| **total**") or len(money) < 2 or table in out:
+            continue
+        if len(money) >= 4:  # the SDK's client, then the plain v1 client
+            out[f"{table} sdk"] = {"idle": money[0], "load": money[1]}
+            money = money[2:]
+        out[table] = {"idle": money[0], "load": money[1]}
+    return out
+
+
 def _usd(dollars: float) -> str:
     return f"${dollars * 1e6:,.2f}"
 
@@ -330,10 +383,40 @@ def _num(value: float) -> str:
     return f"{value:,.0f}" if value >= 1000 else f"{value:.3g}"
 
 
+def _verdict(total: float, target: float) -> str:
+    if total <= target:
+        return f"met (≤ ${target * 1e6:g})"
+    return f"**missed** by {_usd(total - target)} ({total / target:.2f}x)"
+
+
+def _side_by_side(sdk: dict[str, Bill], v1: dict[str, Bill]) -> list[str]:
+    """Per component, units and dollars of the SDK's client, and dollars of a plain v1 client."""
+    rows = sorted(
+        (k for k in UNIT_PRICES if any(b.units[k] for b in (*sdk.values(), *v1.values()))),
+        key=lambda k: -sdk["load"].dollars[k],
+    )
+    out = [
+        "| component | unit | SDK client idle: units/turn | idle: $/M turns | SDK client load: units/turn "
+        "| load: $/M turns | AgentX v1 client idle: $/M | v1 load: $/M |",
+        "|---|---|---:|---:|---:|---:|---:|---:|",
+    ]
+    for k in rows:
+        out.append(
+            f"| {k} | {UNIT_PRICES[k][0]} | {_num(sdk['idle'].units[k])} | {_usd(sdk['idle'].dollars[k])} "
+            f"| {_num(sdk['load'].units[k])} | {_usd(sdk['load'].dollars[k])} "
+            f"| {_usd(v1['idle'].dollars[k])} | {_usd(v1['load'].dollars[k])} |"
+        )
+    out.append(
+        f"| **total** | | | **{_usd(sdk['idle'].total)}** | | **{_usd(sdk['load'].total)}** "
+        f"| **{_usd(v1['idle'].total)}** | **{_usd(v1['load'].total)}** |"
+    )
+    return out
+
+
 def render(r: Result) -> str:
-    idle, load = r.bills["idle"], r.bills["load"]
+    sdk, v1 = r.sdk_bills or r.bills, r.bills
     s_idle, s_load = r.scenarios["idle"], r.scenarios["load"]
-    rows = sorted((k for k in UNIT_PRICES if idle.units[k] or load.units[k]), key=lambda k: -load.dollars[k])
+    goal = {name: TARGETS[name] / 1e6 for name in TARGETS}
     out = [
         "## AWS cost per standard turn (real handlers and adapters on moto)\n",
         (__doc__ or "").split("\n\n", 1)[1].split("Run:")[0].strip() + "\n",
@@ -342,18 +425,34 @@ def render(r: Result) -> str:
         f"after {r.standard.ttft_s:g} s, then {r.standard.tokens_per_s:g}/s: {r.standard.model_wall_s:.2f} s "
         "per turn), flush windows, cancel polls and subscriber refreshes keep their real timing, AWS "
         f"requests take none; the run took {r.wall_s:.0f} s.\n",
-        "| component | unit | idle: units/turn | idle: $/M turns | load: units/turn | load: $/M turns |",
-        "|---|---|---:|---:|---:|---:|",
-    ]
-    for k in rows:
-        out.append(
-            f"| {k} | {UNIT_PRICES[k][0]} | {_num(idle.units[k])} | {_usd(idle.dollars[k])} "
-            f"| {_num(load.units[k])} | {_usd(load.dollars[k])} |"
-        )
-    out += [
-        f"| **total** | | | **{_usd(idle.total)}** | | **{_usd(load.total)}** |",
-        f"| target | | | ≤ ${TARGETS['idle']:g} | | ≤ ${TARGETS['load']:g} |",
+        "Two clients of the same turns: the **SDK's client** (`agentvm.client`, and the playground), which "
+        "declares batched frames (`?frames=batch`: several frames per WebSocket message, docs/protocol.md), "
+        "and a plain **AgentX v1 client** (one frame per message, as every AgentX client gets).\n",
+        *_side_by_side(sdk, v1),
+        f"| goal | | | ≤ ${TARGETS['idle']:g} | | ≤ ${TARGETS['load']:g} | ≤ ${TARGETS['idle']:g} "
+        f"| ≤ ${TARGETS['load']:g} |",
         "",
+        "### Against the goals (issue 14)\n",
+        f"| the standard turn | idle (goal ≤ ${TARGETS['idle']:g}) "
+        f"| under load (goal ≤ ${TARGETS['load']:g}) |",
+        "|---|---|---|",
+        f"| SDK client (batched frames) | {_usd(sdk['idle'].total)}: "
+        f"{_verdict(sdk['idle'].total, goal['idle'])} "
+        f"| {_usd(sdk['load'].total)}: {_verdict(sdk['load'].total, goal['load'])} |",
+        f"| AgentX v1 client | {_usd(v1['idle'].total)}: {_verdict(v1['idle'].total, goal['idle'])} "
+        f"| {_usd(v1['load'].total)}: {_verdict(v1['load'].total, goal['load'])} |",
+    ]
+    if r.tool_bills:
+        t_sdk, t_v1 = r.sdk_tool_bills or r.tool_bills, r.tool_bills
+        out += [
+            f"| the standard tool turn, SDK client (no goal) | {_usd(t_sdk['idle'].total)} "
+            f"| {_usd(t_sdk['load'].total)} |",
+            f"| the standard tool turn, AgentX v1 client | {_usd(t_v1['idle'].total)} "
+            f"| {_usd(t_v1['load'].total)} |",
+        ]
+    out += [
+        "",
+        *_comparison(r),
         *_where_the_money_goes(r),
         *_tool_turn(r),
         *_sandbox_turn(r),
@@ -365,14 +464,50 @@ def render(r: Result) -> str:
     return "\n".join(out) + "\n"
 
 
+def _comparison(r: Result) -> list[str]:
+    """This run against the report it replaces (BENCHMARKS.md before it is written again)."""
+    if not r.previous:
+        return []
+    now = {
+        "standard": r.bills,
+        "standard sdk": r.sdk_bills,
+        "tool": r.tool_bills,
+        "tool sdk": r.sdk_tool_bills,
+    }
+    names = {
+        "standard": "standard turn, AgentX v1 client",
+        "standard sdk": "standard turn, SDK client",
+        "tool": "standard tool turn, AgentX v1 client",
+        "tool sdk": "standard tool turn, SDK client",
+    }
+    out = [
+        "### Compared with the previous figures\n",
+        "The totals of the BENCHMARKS.md this run replaces (before it, the only client measured was a "
+        "plain AgentX v1 client; the SDK's client is compared with that where it has no figure of its "
+        "own).\n",
+        "| scenario | previous idle | now idle | previous load | now load |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for key, bills in now.items():
+        if not bills:
+            continue
+        before = r.previous.get(key) or r.previous.get(key.removesuffix(" sdk"))
+        if before is None:
+            continue
+        cells = []
+        for shape in ("idle", "load"):
+            after = bills[shape].total * 1e6
+            cells += [f"${before[shape]:,.2f}", f"${after:,.2f} ({after - before[shape]:+,.2f})"]
+        out.append(f"| {names[key]} | " + " | ".join(cells) + " |")
+    return [*out, ""]
+
+
 def _tool_turn(r: Result) -> list[str]:
     """The standard tool turn beside the standard turn: $ per million, by component."""
     if not r.tool_bills:
         return []
-    t_idle, t_load = r.tool_bills["idle"], r.tool_bills["load"]
-    idle, load = r.bills["idle"], r.bills["load"]
-    used = [k for k in UNIT_PRICES if t_idle.units[k] or t_load.units[k]]
-    rows = sorted(used, key=lambda k: -t_load.dollars[k])
+    t_sdk, t_v1 = r.sdk_tool_bills or r.tool_bills, r.tool_bills
+    sdk, v1 = r.sdk_bills or r.bills, r.bills
     s = r.standard
     out = [
         "### The standard tool turn\n",
@@ -382,25 +517,20 @@ def _tool_turn(r: Result) -> list[str]:
         f"after {s.tool_latency_s:g} s, the second call ({s.second_input_tokens} input tokens) streams the "
         f"standard {s.output_tokens}-token answer. The real HttpTool, Toolbox, persistence (the call and "
         "the result as messages, each step's usage record) and frames run on moto like everything else.\n",
-        "| component | idle: units/turn | idle: $/M turns | load: units/turn | load: $/M turns |",
-        "|---|---:|---:|---:|---:|",
-    ]
-    for k in rows:
-        out.append(
-            f"| {k} | {_num(t_idle.units[k])} | {_usd(t_idle.dollars[k])} "
-            f"| {_num(t_load.units[k])} | {_usd(t_load.dollars[k])} |"
-        )
-    out += [
-        f"| **total** | | **{_usd(t_idle.total)}** | | **{_usd(t_load.total)}** |",
-        f"| vs the standard turn | | {t_idle.total / idle.total:.2f}x | | {t_load.total / load.total:.2f}x |",
+        *_side_by_side(t_sdk, t_v1),
+        f"| vs the standard turn | | | {t_sdk['idle'].total / sdk['idle'].total:.2f}x | "
+        f"| {t_sdk['load'].total / sdk['load'].total:.2f}x | {t_v1['idle'].total / v1['idle'].total:.2f}x "
+        f"| {t_v1['load'].total / v1['load'].total:.2f}x |",
         "",
     ]
-    extra = sorted(((k, t_load.dollars[k] - load.dollars[k]) for k in UNIT_PRICES), key=lambda kv: -kv[1])[:3]
+    extra = sorted(
+        ((k, t_sdk["load"].dollars[k] - sdk["load"].dollars[k]) for k in UNIT_PRICES), key=lambda kv: -kv[1]
+    )[:3]
     out.append(
-        "Under load the tool turn costs more mostly in: "
+        "Under load the tool turn (SDK client) costs more mostly in: "
         + ", ".join(f"{k} (+{_usd(v)}/M)" for k, v in extra if v > 0)
         + " (the worker waits on the tool and a second model call; two more messages and a step usage "
-        "record are written; about ten more frames are sent).\n"
+        "record are written; the tool's frames are sent).\n"
     )
     return out
 
@@ -487,19 +617,16 @@ def _v2_turn(r: Result) -> list[str]:
 
 def _where_the_money_goes(r: Result) -> list[str]:
     out = ["### Where the money goes\n"]
-    for name, b in r.bills.items():
-        top = sorted(b.dollars.items(), key=lambda kv: -kv[1])[:3]
-        shares = ", ".join(f"{k} {v / b.total:.0%}" for k, v in top)
-        target = TARGETS[name] / 1e6
-        verdict = (
-            f"meets its target (≤ ${TARGETS[name]:g})"
-            if b.total <= target
-            else f"**misses its target (≤ ${TARGETS[name]:g}) by {_usd(b.total - target)}, "
-            f"{b.total / target:.1f}x**"
-        )
-        out.append(f"* **{name}**: {_usd(b.total)} per million turns, {verdict}. Top: {shares}.")
-        if b.total > target:
-            out += [f"  * {k}: {LEVERS[k]}." for k, _ in top if k in LEVERS]
+    for client, bills in (("SDK client", r.sdk_bills or r.bills), ("AgentX v1 client", r.bills)):
+        for name, b in bills.items():
+            top = sorted(b.dollars.items(), key=lambda kv: -kv[1])[:3]
+            shares = ", ".join(f"{k} {v / b.total:.0%}" for k, v in top)
+            target = TARGETS[name] / 1e6
+            out.append(
+                f"* **{client}, {name}**: {_usd(b.total)}, {_verdict(b.total, target)}. Top: {shares}."
+            )
+            if b.total > target:
+                out += [f"  * {k}: {LEVERS[k]}." for k, _ in top if k in LEVERS]
     windows = ", ".join(
         f"{ms} ms: {ideal_text_frames(r.standard, ms / 1000)}" for ms in (100, 250, 500, 1000, 2000)
     )
@@ -508,16 +635,18 @@ def _where_the_money_goes(r: Result) -> list[str]:
 
 
 def _by_operation(r: Result) -> list[str]:
+    scenarios = r.sdk_scenarios or r.scenarios
     out = [
         "### AWS requests per turn, by function\n",
-        "Session requests (the upgrade, `image_list`, `subscribe`, `$disconnect`) are spread over "
+        f"The {'SDK' if r.sdk_scenarios else 'AgentX v1'} client's standard turn. Session requests (the "
+        "upgrade, `image_list`, `subscribe`, `$disconnect`) are spread over "
         f"{TURNS_PER_SESSION} turns; `sqs_poller` is Lambda's event source mapping.\n",
         "| function | service | operation | idle: requests | idle: billed units "
         "| load: requests | load: billed units |",
         "|---|---|---|---:|---:|---:|---:|",
     ]
     tables: dict[str, dict[tuple[str, str, str], list[float]]] = {}
-    for name, s in r.scenarios.items():
+    for name, s in scenarios.items():
         table = tables[name] = {}
         for inv in s.invocations:
             for c in inv.calls:
@@ -544,6 +673,19 @@ def _observations(r: Result) -> list[str]:
         + f"; `text_delta` expected from the token schedule and windows of {s_idle.flush_s * 1000:g} ms "
         f"growing to {max(s_idle.flush_max_s, s_idle.flush_s) * 1000:g} ms: "
         f"{ideal}.",
+        *(
+            [
+                "* WebSocket messages the clients received per turn (the sessions' included): SDK client "
+                + ", ".join(
+                    f"{sc.messages_received / sc.turns:.1f} {name} "
+                    f"(carrying {sc.frames_received / sc.turns:.1f} frames)"
+                    for name, sc in r.sdk_scenarios.items()
+                )
+                + f"; AgentX v1 client {s_idle.messages_received / s_idle.turns:.1f} (one frame each)."
+            ]
+            if r.sdk_scenarios
+            else []
+        ),
         f"* Billed worker duration per invocation: {idle.worker_s:.2f} s idle (1 turn), "
         f"{load.worker_s:.2f} s under load ({s_load.batch} turns); model stream "
         f"{statistics.median(s_idle.stream_s + s_load.stream_s):.2f} s.",
@@ -552,6 +694,11 @@ def _observations(r: Result) -> list[str]:
         f"Billed as measured instead, the totals would be {_usd(r.full_core['idle'].total)} idle and "
         f"{_usd(r.full_core['load'].total)} under load.",
         f"* Logs: {idle.units[LOGS]:,.0f} bytes per turn idle, {load.units[LOGS]:,.0f} under load.",
+        *(
+            [f"* {render_memory(r.worker_memory, r.deployment.memory_mb['turn_worker'])}"]
+            if r.worker_memory is not None
+            else []
+        ),
         "* Lambda init measured here (import and runtime build, fresh interpreter): "
         + (
             ", ".join(f"{k} {v * 1000:.0f} ms" for k, v in r.init_s.items())
@@ -614,8 +761,12 @@ def _import_as_in_lambda() -> None:
 
 def report(quick: bool = False) -> str:
     """The Markdown section of BENCHMARKS.md (``benchmarks/run_all.py``)."""
+    from benchmarks import worker_memory
+
     _import_as_in_lambda()
-    return render(run(50 if quick else 100, init_runs=1 if quick else 3))  # 50: whole sessions under load
+    result = run(50 if quick else 100, init_runs=1 if quick else 3)  # 50: whole sessions under load
+    result.worker_memory = worker_memory.measure(result.deployment.batch_size)
+    return render(result)
 
 
 def main() -> None:

@@ -81,12 +81,12 @@ class PollFailingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
+    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
         self.polls += 1
         if self.polls > 1 and self.remaining > 0:  # the first read is before the stream
             self.remaining -= 1
             raise RuntimeError("ProvisionedThroughputExceededException")
-        return await self.inner.is_cancel_requested(session_id, turn_id)
+        return await self.inner.is_cancel_requested(session_id, turn_id, fresh=fresh)
 
 
 __all__ = ["CrashingStore", "DyingModel", "PollFailingStore", "WorkerCrash"]

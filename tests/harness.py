@@ -38,14 +38,18 @@ class ProtocolClient:
         self.rt = rt
         self.connection_id = connection_id
         self.frames: list[dict[str, Any]] = []
+        self.messages: list[str] = []  # every WebSocket message received (a batch is one)
         self._push = push
         push.attach(connection_id, self._receive)
 
     async def _receive(self, payload: str) -> None:
-        self.frames.append(json.loads(payload))
+        self.messages.append(payload)
+        self.frames.extend(_frames_of(payload))
 
     async def send_raw(self, raw: str | bytes) -> list[dict[str, Any]]:
-        out = [json.loads(p) for p in await handle_frame(self.rt, self.connection_id, raw)]
+        payloads = await handle_frame(self.rt, self.connection_id, raw)
+        self.messages.extend(payloads)
+        out = [frame for payload in payloads for frame in _frames_of(payload)]
         self.frames.extend(out)
         return out
 
@@ -81,6 +85,12 @@ class ProtocolClient:
         return [f["type"] for f in self.frames]
 
 
+def _frames_of(payload: str) -> list[dict[str, Any]]:
+    """The frames of one message: a batched message (``?frames=batch``) is a JSON array of them."""
+    decoded = json.loads(payload)
+    return decoded if isinstance(decoded, list) else [decoded]
+
+
 class Harness:
     def __init__(self, tmp_path: Any) -> None:
         self.model = ScriptedModelClient()
@@ -112,9 +122,12 @@ class Harness:
         )
         self._conns = itertools.count(1)
 
-    async def client(self, tenant: str = "tenant-a") -> ProtocolClient:
+    async def client(self, tenant: str = "tenant-a", *, batch: bool = False) -> ProtocolClient:
+        """A connection of ``tenant``; ``batch``: it declared batched frames at the upgrade."""
         conn_id = f"conn_{next(self._conns)}"
-        await self.rt.connections.register(ConnectionInfo(conn_id, tenant, self.rt.clock.now_ms()))
+        await self.rt.connections.register(
+            ConnectionInfo(conn_id, tenant, self.rt.clock.now_ms(), batch=batch)
+        )
         return ProtocolClient(self.rt, self.push, conn_id)
 
     async def run_turns(self) -> None:

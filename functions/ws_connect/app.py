@@ -7,6 +7,8 @@ answers 410). The tenant and the API key come from the authorizer's context
 (``requestContext.authorizer.tenantId`` / ``keyId``). A connection opened without credentials has
 neither: it is registered unauthenticated, and may send only an ``auth`` frame (browser clients),
 which registers it again with its key's tenant (``core.gateway``). There is no default tenant.
+A client may declare batched frames with ``?frames=batch`` (``streaming.batching``): recorded by
+the same write; an unknown ``frames`` value refuses the upgrade (400).
 """
 
 from __future__ import annotations
@@ -16,9 +18,11 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
+from agentvm.errors import AgentVMError
 from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.observability.metrics import record_connection
 from agentvm.ports import ConnectionInfo
+from agentvm.streaming.batching import wants_batches
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,7 +43,12 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
         connection_id = request["connectionId"]
         logger.append_keys(connection_id=connection_id, tenant_id=tenant_id, key_id=key_id)
         connected_at = request.get("connectedAt") or rt.clock.now_ms()
-        info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id)
+        try:  # ?frames=batch: this client takes several frames per message (streaming/batching.py)
+            batch = wants_batches(event.get("queryStringParameters") or {})
+        except AgentVMError as exc:
+            logger.info("upgrade refused", extra={"code": exc.code, "reason": exc.message})
+            return {"statusCode": 400}
+        info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id, batch=batch)
         run_sync(rt.connections.register(info))
         record_connection(rt, tenant_id, opened=True)  # one EMF line (observability/metrics.py)
         logger.info("connected", extra={"authenticated": tenant_id is not None})  # else: awaits an auth frame

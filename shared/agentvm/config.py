@@ -64,6 +64,9 @@ class Settings(BaseSettings):
     # turns
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)
     flush_max_ms: int = 0  # if larger than flush_ms, the window doubles per frame up to this
+    # connections that declared batched frames (?frames=batch, streaming/batching.py) get text on
+    # their own cadence: one message per window, doubling from flush_ms up to this
+    batch_flush_max_ms: int = Field(default=2000, ge=0)
     history_window: int = 50  # messages a turn reads; older history is not re-read
     # Compaction (agent/compaction.py): past this estimated context (chars/4 of system prompt +
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.
@@ -144,7 +147,9 @@ class Settings(BaseSettings):
     provider_keys_parameter: str | None = None  # SSM SecureString (JSON) holding provider keys
     # SSM SecureString (JSON) holding AVM_AUTH_SECRET (+ AVM_AUTH_SECRET_PREVIOUS): read on first use
     auth_secret_parameter: str | None = None
-    cancel_poll_ms: int = 500  # how often an AWS worker looks for an interrupt mark
+    # how often an AWS worker looks for an interrupt mark (an eventually consistent read, 0.5 RRU;
+    # docs/cost.md): an interrupt stops the model within about this
+    cancel_poll_ms: int = 1000
 
     # observability (docs/observability.md)
     # AWS: the functions' one log group; /v1/logs and /v1/metrics query it with Logs Insights

@@ -6,7 +6,7 @@ FastAPI. Every port is async: adapters with blocking clients run them off the ev
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -99,11 +99,15 @@ class Store(Protocol):
         """The last ``limit`` messages, oldest first."""
         ...
 
-    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+    async def recent_messages_after(
+        self, session_id: str, after_seq: int, limit: int, *, fresh: bool = True
+    ) -> list[SeqMessage]:
         """The last ``limit`` messages whose seq is above ``after_seq``, oldest first, with their seqs.
 
         What a turn reads (``after_seq``: what the session's compaction summary covers): one
-        bounded read, whatever the length of the history.
+        bounded read, whatever the length of the history. ``fresh=False``: the newest messages
+        may be missing for a moment (on DynamoDB an eventually consistent read, half the price);
+        the caller checks what it needs is there (``agent.context.load_context``).
         """
         ...
 
@@ -126,7 +130,10 @@ class Store(Protocol):
 
     # interrupt marks: set by the gateway, checked by the worker between flushes
     async def request_cancel(self, session_id: str, turn_id: str) -> None: ...
-    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool: ...
+    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
+        """``fresh=False``: a poll that looks again soon may read a mark a moment late (on
+        DynamoDB an eventually consistent read, half the price)."""
+        ...
 
 
 class ToolWaits(Protocol):
@@ -350,6 +357,12 @@ class ConnectionInfo:
     # The protocol its first frame chose (``PROTOCOLS``); None: no frame yet, or (AWS) v1, which
     # is never recorded (docs/protocol.md, "AgentX v2").
     protocol: str | None = None
+    # Declared at the upgrade (``?frames=batch``, streaming/batching.py): one WebSocket message may
+    # carry several frames (a JSON array). False: one frame per message, as AgentX clients expect.
+    batch: bool = False
+    # When the adapter forgets it (epoch seconds; None: never, e.g. in memory). Read with the
+    # connection, so that ``subscribe(..., known=info)`` need not read it again.
+    expires_at: int | None = field(default=None, compare=False)
 
 
 PROTOCOL_V1 = "v1"  # AgentX 1.x SystemEvent frames
@@ -364,6 +377,7 @@ class Subscription:
     connection_id: str
     after_seq: int | None = None
     protocol: str = PROTOCOL_V1
+    batch: bool = False  # its connection takes batched frames (ConnectionInfo.batch)
 
 
 class Connections(Protocol):
@@ -372,10 +386,18 @@ class Connections(Protocol):
     async def register(self, info: ConnectionInfo) -> None: ...
     async def get(self, connection_id: str) -> ConnectionInfo | None: ...
     async def remove(self, connection_id: str) -> None: ...
-    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
+    async def subscribe(
+        self,
+        connection_id: str,
+        session_id: str,
+        after_seq: int | None = None,
+        *,
+        known: ConnectionInfo | None = None,
+    ) -> None:
         """Subscribe (idempotent). ``after_seq``: the last frame seq the connection has of the session,
         so the running turn's worker sends it what came after (resume). Subscribing again without
-        one keeps the cursor a previous call stored; with one, replaces it."""
+        one keeps the cursor a previous call stored; with one, replaces it. ``known``: the
+        connection as ``get`` returned it for this very frame (an adapter need not read it again)."""
         ...
 
     async def subscribers(self, session_id: str) -> Sequence[str]: ...

@@ -49,6 +49,7 @@ class TurnSettings:
 
     flush_s: float = 0.25
     flush_max_s: float = 0.0  # the window grows (x2 per flush) up to this; <= flush_s = fixed
+    batch_flush_max_s: float = 2.0  # batched connections' text cadence grows up to this (streaming.sink)
     history_window: int = 50
     max_output_tokens: int = 1024
     cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
@@ -68,6 +69,7 @@ def turn_settings(
     return TurnSettings(
         flush_s=settings.flush_ms / 1000,
         flush_max_s=settings.flush_max_ms / 1000,
+        batch_flush_max_s=settings.batch_flush_max_ms / 1000,
         history_window=settings.history_window,
         max_output_tokens=settings.max_output_tokens,
         cancel_poll_s=cancel_poll_s,

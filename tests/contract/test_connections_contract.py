@@ -9,7 +9,7 @@ run on DynamoDB alone.
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import boto3
 import pytest
@@ -332,3 +332,68 @@ async def test_authenticating_again_keeps_the_protocol(connections: Connections)
     await connections.register(replace(info("c1"), protocol=PROTOCOL_V2))  # the auth frame's
 
     assert (await connections.get("c1")).protocol == PROTOCOL_V2  # type: ignore[union-attr]
+
+
+# batched frames: declared at the upgrade, carried by the connection's subscriptions
+
+
+async def test_a_batched_connection_and_its_subscriptions_say_so(connections: Connections) -> None:
+    await connections.register(replace(info("c1"), batch=True))
+    await connections.register(info("c2"))
+    await connections.subscribe("c1", "ses_1", after_seq=7)
+    await connections.subscribe("c2", "ses_1")
+
+    assert (await connections.get("c1")) == replace(info("c1"), batch=True)
+    assert (await connections.get("c2")).batch is False  # type: ignore[union-attr]
+    assert set(await connections.subscriptions("ses_1")) == {
+        Subscription("c1", 7, PROTOCOL_V1, batch=True),
+        Subscription("c2", None, PROTOCOL_V1),
+    }
+
+
+async def test_authenticating_again_keeps_batched_frames(connections: Connections) -> None:
+    await connections.register(replace(info("c1", tenant=None), batch=True))
+
+    await connections.register(replace(info("c1"), batch=True))  # the auth frame's (gateway.access)
+    await connections.subscribe("c1", "ses_1")
+
+    assert (await connections.get("c1")).batch is True  # type: ignore[union-attr]
+    assert [s.batch for s in await connections.subscriptions("ses_1")] == [True]
+
+
+# repeated subscribes (every message_send_request makes one) change nothing and read nothing more
+
+
+async def test_a_repeated_subscribe_leaves_the_subscription_as_it_was(connections: Connections) -> None:
+    await connections.register(info("c1"))
+    for _ in range(3):
+        await connections.subscribe("c1", "ses_1", after_seq=0)
+    await connections.subscribe("c1", "ses_1")
+    assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 0, PROTOCOL_V1)]
+    await connections.subscribe("c1", "ses_1", after_seq=7)  # a cursor that changes: written
+    assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 7, PROTOCOL_V1)]
+
+
+async def test_a_subscribe_given_the_connection_it_just_read_does_not_read_it_again(aws: None) -> None:
+    connections = dynamo_connections()
+    await connections.register(replace(info("c1"), batch=True))
+    known = await connections.get("c1")
+    assert known is not None and known.expires_at is not None
+    operations: list[str] = []
+    events = connections._m.base._get_connection().connection.client.meta.events
+
+    def record(model: Any, **_: Any) -> None:
+        operations.append(model.name)
+
+    events.register("before-call.dynamodb", record)
+    try:
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)  # a repeat: its condition fails
+    finally:
+        events.unregister("before-call.dynamodb", record)
+    assert operations == ["UpdateItem", "UpdateItem"]
+    (sub,) = await connections.subscriptions("ses_1")
+    assert sub == Subscription("c1", 0, PROTOCOL_V1, batch=True)
+    table = boto3.resource("dynamodb").Table(TABLE)
+    stored = table.get_item(Key={"pk": "CONN#c1", "sk": "SUB#ses_1"})["Item"]
+    assert int(stored["expiresAt"]) == known.expires_at  # it never outlives its connection

@@ -176,6 +176,73 @@ async def test_queries_counts_read_requests_and_no_writes(store: DynamoStore) ->
     assert store.queries - before == 4  # the 50-message window is one Query request
 
 
+async def test_a_workers_cancel_poll_reads_eventually_consistent_and_a_turns_start_strongly(
+    store: DynamoStore,
+) -> None:
+    calls: list[dict[str, Any]] = []
+    events = store._m.base._get_connection().connection.client.meta.events
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        calls.append(params)
+
+    events.register("provide-client-params.dynamodb.GetItem", record)
+    try:
+        await store.request_cancel("ses_1", "turn_1")
+        assert await store.is_cancel_requested("ses_1", "turn_1") is True  # when the turn starts
+        assert await store.is_cancel_requested("ses_1", "turn_1", fresh=False) is True  # each poll
+        assert await store.is_cancel_requested("ses_1", "turn_2", fresh=False) is False
+    finally:
+        events.unregister("provide-client-params.dynamodb.GetItem", record)
+    # a poll is half the price (0.5 RRU): a mark read late is read at the next poll
+    assert [c.get("ConsistentRead") for c in calls] == [True, False, False]
+
+
+async def test_a_history_read_that_need_not_be_fresh_is_eventually_consistent(store: DynamoStore) -> None:
+    for i in range(3):
+        await store.append_message("ses_1", user(f"m{i}"))
+    calls: list[dict[str, Any]] = []
+    events = store._m.base._get_connection().connection.client.meta.events
+
+    def record(params: dict[str, Any], **_: Any) -> None:
+        calls.append(params)
+
+    events.register("provide-client-params.dynamodb.Query", record)
+    try:
+        lagging = await store.recent_messages_after("ses_1", 0, 50, fresh=False)
+        fresh = await store.recent_messages_after("ses_1", 0, 50)
+    finally:
+        events.unregister("provide-client-params.dynamodb.Query", record)
+    assert [m.seq for m in lagging] == [m.seq for m in fresh] == [1, 2, 3]  # moto is never behind
+    assert [bool(c.get("ConsistentRead")) for c in calls] == [False, True]
+
+
+async def test_long_messages_are_stored_compressed_and_read_back_exactly(store: DynamoStore) -> None:
+    prose = " ".join(
+        f"The agent read line {i} of the report, checked the figures and wrote a short note about them."
+        for i in range(12)
+    )  # ~1.1 KB of chat-like text: 2 WRU as text, 1 compressed
+    await store.append_message("ses_1", user(prose), idempotency_key="req_1")
+    await store.append_message("ses_1", user("short"))
+    table = boto3.client("dynamodb").query(
+        TableName=TABLE,
+        KeyConditionExpression="pk = :pk AND begins_with(sk, :msg)",
+        ExpressionAttributeValues={":pk": {"S": "SESSION#ses_1"}, ":msg": {"S": "MSG#"}},
+    )["Items"]
+    assert [sorted(k for k in item if k.startswith("body")) for item in table] == [["bodyz"], ["body"]]
+    assert len(table[0]["bodyz"]["B"]) < 1024 - 100  # the item fits in one write unit
+    texts = [m.content for m in await store.list_messages("ses_1")]
+    assert texts == [prose, "short"]
+    again = await store.append_message("ses_1", user(prose), idempotency_key="req_1")  # a retried request
+    assert (again.created, again.message.content) == (False, prose)
+    window = await store.recent_messages_after("ses_1", 0, 10, fresh=False)
+    assert [m.message.content for m in window] == [prose, "short"]
+
+
+async def test_messages_stored_as_text_before_compression_still_read(store: DynamoStore) -> None:
+    write_message("ses_1", 1, user("x" * 2000), None)  # an item of the previous layout: plain body
+    assert [m.content for m in await store.recent_messages("ses_1", 5)] == ["x" * 2000]
+
+
 async def test_an_append_reads_once_and_a_repeated_key_reads_three_times(store: DynamoStore) -> None:
     await store.append_message("ses_1", user("a"), idempotency_key="req_1")
     before = store.queries

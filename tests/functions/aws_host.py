@@ -111,9 +111,9 @@ class AwsHost:
 
     # -- the client side -------------------------------------------------------------------------
 
-    def connect(self, connection_id: str, tenant: str = "default") -> str:
+    def connect(self, connection_id: str, tenant: str = "default", *, batch: bool = False) -> str:
         connections = DynamoConnections(TABLE)
-        run_sync(connections.register(ConnectionInfo(connection_id, tenant, 0)))
+        run_sync(connections.register(ConnectionInfo(connection_id, tenant, 0, batch=batch)))
         return connection_id
 
     def event(self, connection_id: str, body: dict[str, Any] | str) -> dict[str, Any]:

@@ -79,6 +79,27 @@ async def test_sockets_closed_by_the_gateway_mid_turn_are_reopened_and_resumed(b
     assert seqs == sorted(set(seqs))
 
 
+async def test_a_batched_client_gets_the_same_turn_in_fewer_posts_on_the_aws_host(bridge):
+    seen: dict[bool, tuple[list[str], int]] = {}
+    for batch in (True, False):
+        async with AgentVMClient.connect(bridge.url, batch=batch) as client:
+            image = await client.create_image(f"user-{batch}")
+            (conn,) = bridge.sockets  # the bridge's id of this client's connection
+            before = sum(1 for c, _ in bridge.host.posts if c == conn)
+            turn = await client.send(image.imageId, LONG)
+            posts = [p for c, p in bridge.host.posts if c == conn][before:]
+            seen[batch] = ([type(e).__name__ for e in turn.events], len(posts))
+            assert turn.text == "Echo: " + LONG
+            if batch:
+                assert any(isinstance(p, list) for p in posts)  # arrays of frames (one post each)
+            else:
+                assert all(isinstance(p, dict) for p in posts)
+
+    kinds = {batch: [t for t in types if t != "TextDeltaEvent"] for batch, (types, _) in seen.items()}
+    assert kinds[True] == kinds[False]
+    assert seen[True][1] * 2 < seen[False][1]
+
+
 def test_avm_chat_against_the_aws_host(bridge):
     config = json.dumps({"tools": [CALC]})
     term = Terminal(["chat", "--url", bridge.url, "--config", config], base_env(NO_COLOR="1"))

@@ -42,3 +42,22 @@ def test_connect_logs_with_connection_and_request_ids(
     assert line["correlation_id"] == event["requestContext"]["requestId"]
     assert (line["tenant_id"], line["key_id"], line["authenticated"]) == ("tenant-acme", "k7q2m9x4a1b3", True)
     assert line["function_request_id"] == context.aws_request_id
+
+
+def test_connect_records_batched_frames_when_the_upgrade_asks_for_them(rt, load_event, context):
+    # `?frames=batch` (streaming/batching.py): recorded by the one write $connect makes anyway.
+    event = load_event("apigw-ws-connect-batch.json")
+    assert build_handler(rt)(event, context) == {"statusCode": 200}
+    info = run_sync(rt.connections.get("Q3xYzfGIoAMCJqg="))
+    assert info is not None and info.batch is True
+    plain = load_event("apigw-ws-connect-authorizer.json")
+    plain["requestContext"]["connectionId"] = "other"
+    build_handler(rt)(plain, context)
+    assert run_sync(rt.connections.get("other")).batch is False  # type: ignore[union-attr]
+
+
+def test_connect_refuses_an_unknown_frames_mode_and_registers_nothing(rt, load_event, context):
+    event = load_event("apigw-ws-connect-batch.json")
+    event["queryStringParameters"] = {"frames": "everything"}
+    assert build_handler(rt)(event, context) == {"statusCode": 400}
+    assert run_sync(rt.connections.get("Q3xYzfGIoAMCJqg=")) is None

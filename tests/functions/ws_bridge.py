@@ -19,6 +19,7 @@ import threading
 import time
 import uuid
 from typing import TYPE_CHECKING, Any
+from urllib.parse import parse_qsl, urlsplit
 
 from websockets.exceptions import ConnectionClosed
 
@@ -26,6 +27,7 @@ import agentvm.hosts.aws as aws_hosting
 from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
 from agentvm.agent.tool_sources import ToolSources
 from agentvm.hosts.aws import run_sync
+from agentvm.streaming.batching import wants_batches
 from tests.functions.aws_host import TABLE, GoneAwareClient
 
 if TYPE_CHECKING:
@@ -123,7 +125,11 @@ class WsBridge:
 
     async def _connection(self, ws: Any) -> None:
         connection_id = f"conn-{uuid.uuid4().hex[:12]}="
-        await asyncio.to_thread(self._call, lambda: self.host.connect(connection_id, self.tenant))
+        # ?frames=batch: what $connect records (functions/ws_connect, streaming/batching.py)
+        batch = wants_batches(dict(parse_qsl(urlsplit(ws.request.path).query)))
+        await asyncio.to_thread(
+            self._call, lambda: self.host.connect(connection_id, self.tenant, batch=batch)
+        )
         self.sockets[connection_id] = ws
         try:
             async for raw in ws:

@@ -15,6 +15,7 @@ is never run. If either is missing the module is skipped, loudly (a warning in t
 from __future__ import annotations
 
 import importlib.util
+import json
 import os
 import re
 import shutil
@@ -201,6 +202,28 @@ def test_a_user_chats_sees_the_reply_stream_runs_a_tool_and_finds_the_history_af
     expect(page.get_by_label("API key")).to_have_value("")
 
 
+def test_the_page_asks_for_batched_frames_and_shows_a_reply_that_arrives_batched(page, server):
+    received: list[str] = []
+    sockets = []
+
+    def watch(ws) -> None:
+        sockets.append(ws.url)
+        ws.on("framereceived", lambda payload: received.append(str(payload)))
+
+    page.on("websocket", watch)
+    sign_in(page, server)
+    open_new_image(page, "batched")
+    message = "several frames travel in one message"
+    send(page, message)
+    expect(replies(page).last).to_have_text("Echo: " + message)
+    expect(page.get_by_role("button", name="Stop")).to_be_disabled()  # the end was seen
+    assert sockets == [server.url + "?frames=batch"]
+    batches = [json.loads(p) for p in received if p.startswith("[")]
+    assert batches, received  # the turn's start and its end each came as one array
+    types = [frame["type"] for batch in batches for frame in batch]
+    assert "message_start" in types and "conversation_end" in types
+
+
 def test_stop_interrupts_a_streaming_reply_and_keeps_what_was_said(page, server):
     sign_in(page, server)
     open_new_image(page, "interrupt")
@@ -261,6 +284,17 @@ def test_a_dropped_websocket_reconnects_and_resumes_the_reply_from_its_last_seq(
                      {subtree: true, childList: true, characterData: true});
         }"""
     )
+    # The text of every text_delta the page handled (after its seq check), batched or not.
+    page.evaluate(
+        """() => {
+          window.deltas = [];
+          const connection = agentvmPlayground.connection, handle = connection.onEvent;
+          connection.onEvent = (frame) => {
+            if (frame.type === 'text_delta') window.deltas.push(frame.data.text);
+            handle(frame);
+          };
+        }"""
+    )
     send(page, LONG)
     reply = replies(page).last
     expect(reply).to_contain_text("word2")
@@ -270,12 +304,14 @@ def test_a_dropped_websocket_reconnects_and_resumes_the_reply_from_its_last_seq(
     final = "Echo: " + LONG
     expect(reply).to_have_text(final)
     expect(page.get_by_role("button", name="Stop")).to_be_disabled()
-    assert len(sockets) == 2 and {ws.url for ws in sockets} == {server.url}  # no key in the URL
+    # no key in the URL; batched frames asked for (docs/protocol.md, "Batched frames")
+    assert len(sockets) == 2 and {ws.url for ws in sockets} == {server.url + "?frames=batch"}
     texts = page.evaluate("window.replyTexts")
-    # The deltas alone rebuilt the whole reply, each state a prefix of the next (nothing twice,
-    # nothing missing), before assistant_message set the stored text (the same).
+    # Every state the page showed is a prefix of the reply, and the deltas alone rebuilt the whole
+    # reply (nothing twice, nothing missing) before assistant_message set the stored text (the same).
     assert all(final.startswith(t) for t in texts), texts
-    assert texts[-2:] == [final, final], texts
+    assert texts[-1] == final, texts
+    assert "".join(page.evaluate("window.deltas")) == final
     assert replies(page).count() == 1
 
 

@@ -273,3 +273,47 @@ async def test_frames_of_the_turn_are_yielded_once_even_when_the_server_replays_
     assert types.count("message_persisted") == 1 and types.count("conversation_end") == 1
     assert turn.text == "Echo: replayed"
     assert json.dumps([e.seq for e in turn.events]) == json.dumps(sorted({e.seq for e in turn.events}))
+
+
+async def test_batched_and_plain_clients_see_the_same_turn_the_batched_one_in_fewer_messages(server):
+    token = server.admin_token()
+    counts: dict[bool, int] = {}
+    events: dict[bool, list[tuple[str, str]]] = {}
+    for batch in (True, False):
+        async with AgentVMClient.connect(server.url, token=token, batch=batch) as client:
+            received = 0
+            on_raw = client._on_raw
+
+            async def counted(raw, on_raw=on_raw):
+                nonlocal received
+                received += 1
+                await on_raw(raw)
+
+            client._on_raw = counted  # every WebSocket message the client reads
+            image = await client.create_image("u")
+            before = received
+            turn = [e async for e in client.send(image.imageId, LONG)]
+            counts[batch] = received - before
+            events[batch] = [
+                (type(e).__name__, e.data.text if isinstance(e, TextDeltaEvent) else "") for e in turn
+            ]
+
+    def text(batch: bool) -> str:
+        return "".join(t for _, t in events[batch])
+
+    assert text(True) == text(False) == "Echo: " + LONG
+    assert [n for n, _ in events[True] if n != "TextDeltaEvent"] == [
+        n for n, _ in events[False] if n != "TextDeltaEvent"
+    ]
+    assert counts[True] * 2 < counts[False]
+
+
+async def test_an_upgrade_with_an_unknown_frames_mode_is_refused_with_400(server):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    with pytest.raises(InvalidStatus) as refused:
+        headers = {"Authorization": f"Bearer {server.admin_token()}"}
+        await connect(server.url + "?frames=everything", additional_headers=headers)
+    assert refused.value.response.status_code == 400
+    assert json.loads(refused.value.response.body)["error"]["code"] == "bad_request"

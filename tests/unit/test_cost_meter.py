@@ -17,14 +17,28 @@ def result() -> cost_meter.Result:
     return cost_meter.run(2, init_runs=0)  # INIT is measured in fresh interpreters: seconds, not checked here
 
 
-def test_websocket_messages_billed_are_the_frames_the_clients_received_and_sent(result):
-    for s in result.scenarios.values():
+def test_websocket_messages_billed_are_the_messages_the_clients_received_and_sent(result):
+    for s in [*result.scenarios.values(), *result.sdk_scenarios.values()]:
         billed = sum(
             inv.inbound_ws_units + sum(c.units for c in inv.calls if c.kind == WS_MESSAGE)
             for inv in s.invocations
         )
         assert s.frames_received > 0 and s.frames_sent > 0
-        assert billed / s.turns == (s.frames_received + s.frames_sent) / s.turns  # every frame < 32 KB
+        assert billed / s.turns == (s.messages_received + s.frames_sent) / s.turns  # every one < 32 KB
+    for s in result.scenarios.values():
+        assert s.messages_received == s.frames_received  # a plain AgentX client: one frame per message
+
+
+def test_the_sdk_client_gets_the_same_frames_in_fewer_messages(result):
+    for name, s in result.sdk_scenarios.items():
+        plain = result.scenarios[name]
+        assert s.frame_types == plain.frame_types
+        assert s.messages_received < 0.6 * plain.messages_received
+        assert (
+            result.sdk_bills[name].units["WebSocket messages"]
+            < result.bills[name].units["WebSocket messages"]
+        )
+        assert result.sdk_bills[name].units["DynamoDB writes"] == result.bills[name].units["DynamoDB writes"]
 
 
 def test_every_request_is_priced_and_belongs_to_an_invocation(result):
@@ -59,7 +73,8 @@ def test_a_batch_shares_the_worker_wait_so_load_costs_less_per_turn(result):
 
 def test_the_report_names_the_targets(result):
     text = cost_meter.render(result)
-    assert "| **total** |" in text and "≤ $20" in text and "≤ $60" in text
+    assert "| **total** |" in text and "≤ $20" in text and "≤ $45" in text
+    assert "### Against the goals" in text and "SDK client" in text and "AgentX v1 client" in text
 
 
 def test_the_standard_tool_turn_bills_its_tool_step(result):

@@ -279,10 +279,12 @@ async def test_a_subscribe_while_the_turn_ends_is_caught_up_exactly_once(harness
             return
         await put_turn(turn)
 
-    async def subscribing(connection_id: str, session_id: str, after_seq: int | None = None) -> None:
+    async def subscribing(
+        connection_id: str, session_id: str, after_seq: int | None = None, **known: Any
+    ) -> None:
         # subscribed after the gateway's first look found the turn running, and the turn ends
         # before its second look: the worker catches it up, and the second look sends it again
-        await subscribe(connection_id, session_id, after_seq)
+        await subscribe(connection_id, session_id, after_seq, **known)
         if connection_id == b.connection_id:
             await asyncio.wait_for(asyncio.shield(run[0]), 5)
 

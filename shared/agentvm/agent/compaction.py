@@ -86,9 +86,19 @@ def count_trigger(window: int) -> int:
     return max(2, window - max(1, window // 4))
 
 
-async def prepare_context(rt: Runtime, job: TurnJob, image: ImageRecord) -> TurnContext:
-    """What the turn reads (summary + the messages after it), compacted first only when needed."""
-    context = await load_context(rt.store, job.sessionId, rt.turns.history_window, summarised=enabled(rt))
+async def prepare_context(
+    rt: Runtime, job: TurnJob, image: ImageRecord, *, first_attempt: bool = False
+) -> TurnContext:
+    """What the turn reads (summary + the messages after it), compacted first only when needed.
+    ``first_attempt``: nothing of the turn is stored yet, so only the messages up to its user
+    message matter (read eventually consistent first: ``agent.context.load_context``)."""
+    context = await load_context(
+        rt.store,
+        job.sessionId,
+        rt.turns.history_window,
+        summarised=enabled(rt),
+        through_seq=job.userSeq if first_attempt and job.userSeq else None,
+    )
     if not enabled(rt) or result_of(context.messages, job.userMessageId) is not None:
         return context  # nothing to do, or a redelivery finishing from its stored reply
     if context.estimated_tokens(image.systemPrompt) <= 2 * rt.turns.compaction_threshold_tokens:

@@ -103,15 +103,35 @@ class TurnContext:
         )
 
 
-async def load_context(store: Store, session_id: str, window: int, *, summarised: bool = True) -> TurnContext:
+async def load_context(
+    store: Store, session_id: str, window: int, *, summarised: bool = True, through_seq: int | None = None
+) -> TurnContext:
     """Two bounded reads: the session's summary, then the last ``window`` messages after it.
 
     ``summarised=False`` (compaction off) skips the summary: the turn reads the plain window.
+    ``through_seq``: only the messages up to this seq matter (a turn's first attempt: its user
+    message's), so the messages are read eventually consistent first (half the price on DynamoDB),
+    and read again strongly consistent if that read may have missed one: seqs have no gaps, so the
+    read is whole when it holds ``through_seq`` and every seq from its oldest one up to it.
     """
     summary = await store.get_summary(session_id) if summarised else None
     after = summary.upToSeq if summary is not None else 0
+    if through_seq is not None:
+        entries = await store.recent_messages_after(session_id, after, window, fresh=False)
+        if _whole_through(entries, after, through_seq):
+            return TurnContext(summary=summary, entries=tuple(entries), window=window)
     entries = await store.recent_messages_after(session_id, after, window)
     return TurnContext(summary=summary, entries=tuple(entries), window=window)
+
+
+def _whole_through(entries: list[SeqMessage], after: int, seq: int) -> bool:
+    """Whether a read of the messages above ``after`` holds every one up to ``seq`` that a read of
+    the same window would (a lagging read misses the newest: never a message in the middle)."""
+    seqs = [e.seq for e in entries]
+    if seq not in seqs:
+        return False
+    upto = seqs[: seqs.index(seq) + 1]
+    return upto == list(range(upto[0], seq + 1))
 
 
 __all__ = [

@@ -149,7 +149,10 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         await _answer_send(rt, job, "failed", {"code": "not_found", "message": "the image was deleted"})
         return None
     # The summary of older history (if any) and the messages after it: bounded reads (compaction.py).
-    context = await prepare_context(rt, job, image)
+    # A first attempt (nothing of it stored: its status is still the gateway's `queued`) needs only
+    # the history up to its user message: read eventually consistent, checked whole (context.py).
+    first_attempt = job.resume is None and (turn is None or turn.status == "queued")
+    context = await prepare_context(rt, job, image, first_attempt=first_attempt)
     history = context.messages
     sink = CoalescingSink(
         session_id=job.sessionId,
@@ -160,9 +163,12 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         flush_max_s=rt.turns.flush_max_s,
         subscriber_refresh_s=rt.turns.subscriber_refresh_s,
         first_seq=_first_seq(job, turn, attempt),
+        batch_flush_max_s=rt.turns.batch_flush_max_s,
     )
     if not resuming:
-        sink.emit_frame(_persisted(rt, job))  # every attempt's first frame (a continuation's: its results)
+        # every attempt's first frame (a continuation's: its results); it goes out with the turn's
+        # message_start, one flush window later at most (one WebSocket pass less: streaming.sink)
+        sink.emit_frame(_persisted(rt, job), linger=True)
     stored = result_of(history, job.userMessageId)
     if stored is not None:
         # A previous attempt persisted the reply and died before finishing: finish from storage.
@@ -687,7 +693,8 @@ async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> N
     while not cancelled.is_set():
         await asyncio.sleep(rt.turns.cancel_poll_s)
         try:
-            if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
+            # eventually consistent (half the price): a mark read late is read at the next poll
+            if await rt.store.is_cancel_requested(job.sessionId, job.turnId, fresh=False):
                 cancelled.set()
         except Exception as exc:  # a failed read must not fail a turn that streams fine: poll again
             log.warning("cancel poll failed", extra={"turn_id": job.turnId, "error": type(exc).__name__})

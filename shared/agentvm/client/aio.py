@@ -60,6 +60,7 @@ from agentvm.client.responses import (
 from agentvm.client.tools import ClientTool, tool_from_function
 from agentvm.client.turn import Turn
 from agentvm.events import request as request_frame
+from agentvm.streaming.batching import BATCH, FRAMES_PARAM
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
@@ -154,13 +155,16 @@ class AgentVMClient:
         reconnect: bool = True,
         reconnect_within: float = 120.0,
         open_timeout: float = 10.0,
+        batch: bool = True,
     ) -> AsyncIterator[AgentVMClient]:
         """Open a client on ``url`` (``ws://host:port/ws``, or the AWS stack's ``wss://`` URL).
 
         ``token``: an API key, sent as ``Authorization: Bearer`` on the upgrade request.
         ``reconnect``: open the socket again when it drops and resume (for up to
         ``reconnect_within`` seconds of failed attempts). ``resume_from``: the client of a lost
-        connection, to ``resume()`` its sessions here."""
+        connection, to ``resume()`` its sessions here. ``batch``: ask for batched frames
+        (``?frames=batch``: several frames per WebSocket message, fewer billed messages on AWS;
+        docs/protocol.md, "Batched frames"); the events the app sees are the same."""
         client = await cls.open(
             url,
             token=token,
@@ -169,6 +173,7 @@ class AgentVMClient:
             reconnect=reconnect,
             reconnect_within=reconnect_within,
             open_timeout=open_timeout,
+            batch=batch,
         )
         try:
             yield client
@@ -186,12 +191,13 @@ class AgentVMClient:
         reconnect: bool = True,
         reconnect_within: float = 120.0,
         open_timeout: float = 10.0,
+        batch: bool = True,
     ) -> AgentVMClient:
         """``connect`` without the ``async with``: call ``close()`` when done."""
         if token is not None:
             headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
         client = cls(resume_from=resume_from)
-        client._url = url
+        client._url = with_frames_mode(url) if batch else url
         client._headers = headers
         client._open_timeout = open_timeout
         client._reconnect_within = reconnect_within if reconnect else None
@@ -324,7 +330,12 @@ class AgentVMClient:
         self._connected.set()  # wake whoever waits to send: they see ``_lost``
 
     async def _on_raw(self, raw: str | bytes) -> None:
-        frame = json.loads(raw)
+        decoded = json.loads(raw)
+        # a batched message (``?frames=batch``) is a JSON array of frames, in order
+        for frame in decoded if isinstance(decoded, list) else [decoded]:
+            await self._on_frame(frame)
+
+    async def _on_frame(self, frame: Any) -> None:
         if not isinstance(frame, dict):
             return
         if "__payload" in frame:  # AgentX's reliable wrapper, if a server uses it
@@ -676,6 +687,17 @@ _WIRE_NAMES = {
     "mcp_servers": "mcpServers",
     "max_steps": "maxSteps",
 }
+
+
+def with_frames_mode(url: str) -> str:
+    """``url`` with ``frames=batch`` in its query (kept if the caller set ``frames`` already)."""
+    from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+    parts = urlsplit(url)
+    query = parse_qsl(parts.query, keep_blank_values=True)
+    if any(name == FRAMES_PARAM for name, _ in query):
+        return url
+    return urlunsplit(parts._replace(query=urlencode([*query, (FRAMES_PARAM, BATCH)])))
 
 
 def _image_config(**fields: Any) -> dict[str, Any]:

@@ -61,6 +61,7 @@ class SyncAgentVMClient:
         reconnect: bool = True,
         reconnect_within: float = 120.0,
         open_timeout: float = 10.0,
+        batch: bool = True,
     ) -> Iterator[SyncAgentVMClient]:
         """Open a client (the arguments are ``AgentVMClient.connect``'s); closed on exit."""
         client = cls.open(
@@ -70,6 +71,7 @@ class SyncAgentVMClient:
             reconnect=reconnect,
             reconnect_within=reconnect_within,
             open_timeout=open_timeout,
+            batch=batch,
         )
         try:
             yield client

@@ -63,6 +63,7 @@ async def authenticate(
         connected_at=conn.connected_at if conn is not None else rt.clock.now_ms(),
         key_id=principal.key_id,
         protocol=protocol if protocol is not None else conn.protocol if conn is not None else None,
+        batch=conn is not None and conn.batch,
     )
     await rt.connections.register(info)  # may refuse: too many connections for this key
     return principal.tenant_id

@@ -46,6 +46,7 @@ if TYPE_CHECKING:
         ImageUpdate,
         MessageSend,
     )
+    from agentvm.ports import ConnectionInfo
     from agentvm.resources.centre import ResourceCentre
     from agentvm.runtime import Runtime
 
@@ -62,6 +63,8 @@ class CommandContext:
     # stdio MCP servers does: they run commands on the server.
     admin: bool = False
     key_id: str | None = None  # the caller's API key (None: the open dev mode)
+    # the caller's connection as this frame read it (``Connections.subscribe(known=...)``)
+    connection: ConnectionInfo | None = None
     # frames for the caller only, sent before the response (e.g. agent_registered)
     before_response: list[Json] = field(default_factory=list)
 
@@ -194,7 +197,7 @@ def _context(image: ImageRecord, agent_id: str | None = None) -> EventContext:
 
 
 async def _subscribe(ctx: CommandContext, session_id: str) -> None:
-    await ctx.rt.connections.subscribe(ctx.connection_id, session_id)
+    await ctx.rt.connections.subscribe(ctx.connection_id, session_id, known=ctx.connection)
 
 
 # -- containers ---------------------------------------------------------------------------------
@@ -278,7 +281,7 @@ async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | i
     # The sender always sees its own stream, even if it never listed the image (AgentX's
     # "stuck in Queued" bug, protocol §1.5). With a cursor: a turn's worker that finds the sender
     # only at a later subscriber lookup (the AWS index lags) still sends it the turn from its start.
-    await ctx.rt.connections.subscribe(ctx.connection_id, image.sessionId, after_seq=0)
+    await ctx.rt.connections.subscribe(ctx.connection_id, image.sessionId, after_seq=0, known=ctx.connection)
 
     # What to do if a turn is already running: the request's option beats the image's policy.
     policy = (req.options.concurrency if req.options else None) or image.concurrency

@@ -43,6 +43,7 @@ from agentvm.gateway.tally import current as current_tally
 from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_request
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
+from agentvm.streaming.batching import pack
 from agentvm.streaming.resume import subscribe_after
 
 if TYPE_CHECKING:
@@ -89,6 +90,18 @@ async def _handle_frame(rt: Runtime, connection_id: str, raw: str | bytes) -> li
         return []  # acks and echoed responses cost nothing; the local host bounds their rate
     conn = await rt.connections.get(connection_id)
     counted_for(conn.tenant_id if conn is not None else None)
+    out = await _handle_parsed(rt, connection_id, conn, frame)
+    # a connection that declared batched frames gets its answer (a response and the frames before
+    # it, or an error and its response) as one message (streaming/batching.py)
+    return pack(out) if conn is not None and conn.batch and len(out) > 1 else out
+
+
+async def _handle_parsed(
+    rt: Runtime,
+    connection_id: str,
+    conn: ConnectionInfo | None,
+    frame: AuthFrame | SubscribeFrame | RequestFrame,
+) -> list[str]:
     request_type, request_id = (
         (frame.type, frame.request_id) if isinstance(frame, RequestFrame) else (None, None)
     )
@@ -149,9 +162,11 @@ async def _subscribe(rt: Runtime, conn: ConnectionInfo, frame: SubscribeFrame) -
         if session is None:
             raise NotFound(f"Session not found: {frame.session_id}")
         if frame.after_seq is None:
-            await rt.connections.subscribe(conn.connection_id, frame.session_id)
+            await rt.connections.subscribe(conn.connection_id, frame.session_id, known=conn)
         else:
-            await subscribe_after(rt, conn.connection_id, session, frame.after_seq)
+            await subscribe_after(
+                rt, conn.connection_id, session, frame.after_seq, batch=conn.batch, known=conn
+            )
     except AgentVMError as exc:
         return _error_frames(rt, exc, request_type=None, request_id=None, data={})
     except Exception:
@@ -169,6 +184,7 @@ async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> li
         request_id=frame.request_id,
         admin=await is_admin(rt, conn),
         key_id=conn.key_id,
+        connection=conn,
     )
     payload = frame.payload.model_dump(exclude_none=True)
     try:

@@ -32,6 +32,7 @@ from agentvm.gateway.dispatch import handle_frame, refuse_frame
 from agentvm.hosts.http_guard import guarded_http_protocol
 from agentvm.logs import client_source, log_refusal, upgrade_refused
 from agentvm.ports import ConnectionInfo
+from agentvm.streaming.batching import wants_batches
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -139,15 +140,22 @@ def create_local_app(host: LocalHost) -> FastAPI:
             except AgentVMError as exc:
                 await _deny(websocket, exc, 401, address)
                 return
+        try:
+            batch = wants_batches(websocket.query_params)  # ?frames=batch (streaming/batching.py)
+        except AgentVMError as exc:
+            await _deny(websocket, exc, 400, address)
+            return
         per_address[address] = per_address.get(address, 0) + 1
         try:
-            await _serve_socket(websocket, principal, address)
+            await _serve_socket(websocket, principal, address, batch)
         finally:
             per_address[address] -= 1
             if per_address[address] <= 0:
                 per_address.pop(address, None)
 
-    async def _serve_socket(websocket: WebSocket, principal: Principal | None, address: str) -> None:
+    async def _serve_socket(
+        websocket: WebSocket, principal: Principal | None, address: str, batch: bool = False
+    ) -> None:
         conn_id = rt.ids.new("conn")
         try:
             # Registered before the upgrade completes: a key past its connection cap is refused
@@ -158,6 +166,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
                     tenant_id=open_tenant or (principal.tenant_id if principal else None),
                     connected_at=rt.clock.now_ms(),
                     key_id=principal.key_id if principal else None,
+                    batch=batch,
                 )
             )
         except AgentVMError as exc:

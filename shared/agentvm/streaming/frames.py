@@ -46,6 +46,9 @@ MAX_ATTEMPTS = TURN_SPAN // ATTEMPT_SPAN  # a later retry numbers in the last ba
 # emitted with a ``ref``, the id of the stored message their data comes from).
 FROM_STORAGE = frozenset({"message_persisted", "assistant_message", "error_message", "error_occurred"})
 REF = "$ref"
+# Frames that open a model message: a batched subscriber may get them with the message's first
+# text (which comes with ``conversation_responding``) rather than on their own (streaming.sink).
+WAIT_FOR_TEXT = frozenset({"message_persisted", "message_start", "conversation_start"})
 
 
 def message_frame_data(kind: str, message: Message) -> Json | None:
@@ -150,6 +153,16 @@ class FrameLog:
         lo = max(after + 1 - self.first, 0)
         hi = upto - self.first + 1
         return self._payloads[lo:hi] if hi > lo else []
+
+    def urgency(self, after: int, upto: int) -> str:
+        """What the frames with ``after < seq <= upto`` are, for a batched subscriber's cadence
+        (``streaming.sink``): ``"start"`` (only the frames that open a message, which may wait for
+        its first text), ``"text"`` (text deltas, maybe with those), else ``"urgent"``."""
+        lo = max(after + 1 - self.first, 0)
+        kinds = self._kinds[lo : upto - self.first + 1]
+        if not all(isinstance(kind, int) or kind in WAIT_FOR_TEXT for kind in kinds):
+            return "urgent"
+        return "text" if any(isinstance(kind, int) for kind in kinds) else "start"
 
     def v2_payloads(self, after: int, upto: int) -> list[str]:
         """``payloads`` as AgentX v2 notifications (``streaming.agentx_v2_events``): every frame

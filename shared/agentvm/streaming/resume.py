@@ -30,6 +30,7 @@ from agentvm.errors import ConnectionGone
 from agentvm.messages import UserMessage
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
 from agentvm.streaming.agentx_v2_events import V2Renderer, notification
+from agentvm.streaming.batching import pack
 from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
 
 # A suspended turn's frames up to ``turn_suspended`` are stored like a finished turn's: a client
@@ -37,6 +38,7 @@ from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
 REPLAYABLE = TERMINAL | {"suspended"}
 
 if TYPE_CHECKING:
+    from agentvm.ports import ConnectionInfo
     from agentvm.records import SessionRecord
     from agentvm.runtime import Runtime
 
@@ -44,20 +46,38 @@ log = logging.getLogger("agentvm.resume")
 
 
 async def subscribe_after(
-    rt: Runtime, connection_id: str, session: SessionRecord, after_seq: int, *, protocol: str = PROTOCOL_V1
+    rt: Runtime,
+    connection_id: str,
+    session: SessionRecord,
+    after_seq: int,
+    *,
+    protocol: str = PROTOCOL_V1,
+    batch: bool = False,
+    known: ConnectionInfo | None = None,
 ) -> None:
-    """Catch ``connection_id`` up on ``session`` from ``after_seq`` and subscribe it (steps 1-3)."""
+    """Catch ``connection_id`` up on ``session`` from ``after_seq`` and subscribe it (steps 1-3).
+    ``batch``: the connection takes batched frames (each turn's replay is one message). ``known``:
+    the connection as this frame read it (``Connections.subscribe``)."""
     v2 = protocol == PROTOCOL_V2
     try:
-        cursor = await _replay_finished(rt, connection_id, session, after_seq, merge_text=True, v2=v2)
-        await rt.connections.subscribe(connection_id, session.sessionId, after_seq=cursor)
-        await _replay_finished(rt, connection_id, session, cursor, merge_text=False, v2=v2)
+        cursor = await _replay_finished(
+            rt, connection_id, session, after_seq, merge_text=True, v2=v2, batch=batch
+        )
+        await rt.connections.subscribe(connection_id, session.sessionId, after_seq=cursor, known=known)
+        await _replay_finished(rt, connection_id, session, cursor, merge_text=False, v2=v2, batch=batch)
     except ConnectionGone:
         log.info("caller gone while resuming", extra={"connection_id": connection_id})
 
 
 async def _replay_finished(
-    rt: Runtime, connection_id: str, session: SessionRecord, after: int, *, merge_text: bool, v2: bool = False
+    rt: Runtime,
+    connection_id: str,
+    session: SessionRecord,
+    after: int,
+    *,
+    merge_text: bool,
+    v2: bool = False,
+    batch: bool = False,
 ) -> int:
     """Push the frames above ``after`` of the finished turns from the cursor's turn on; returns the
     cursor past them."""
@@ -101,7 +121,7 @@ async def _replay_finished(
                 merge_text=False,
             )
             payloads = _rendered(seen, payloads, cursor)
-        for payload in payloads:
+        for payload in pack(payloads) if batch else payloads:
             await rt.push.send(connection_id, payload)
         cursor = last_seq(turn.frames)
     return cursor

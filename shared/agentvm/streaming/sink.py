@@ -12,6 +12,18 @@ from now on, or, if it subscribed with a cursor (a client resuming mid-turn), fi
 this turn above its cursor. The subscriber list is looked up again every ``subscriber_refresh_s``
 (0: on every send, where the lookup is in memory) and once more before the turn's terminal frames
 (``release``), so a client that subscribed while the turn was ending is caught up too.
+
+Fewer WebSocket messages (docs/cost.md): ``message_persisted`` is emitted first but *lingers*
+(``emit_frame(..., linger=True)``): it goes out with the next frame (the turn's ``message_start``,
+normally tens of milliseconds later) or after one flush window at the latest. ``hold`` keeps the
+last buffered text with the terminal frames, so a reply's end is one pass. A subscriber whose
+connection takes batched frames (``streaming.batching``) gets each pass as one message, and
+text-only passes on its own cadence: at most one per window, the window doubling per message up
+to ``batch_flush_max_s``; the frames that open a message (``message_start``...) wait for its first
+text (``batch_flush_max_s`` at most); a pass with any other event (a message's first text, which
+comes with ``conversation_responding``, tool events, the end) goes at once with what waited. A
+timer makes sure what waits for such a subscriber goes out when its wait ends, and ``aclose`` sends
+it whatever is left.
 """
 
 from __future__ import annotations
@@ -22,6 +34,7 @@ from typing import TYPE_CHECKING
 
 from agentvm.events import agent_event
 from agentvm.ports import PROTOCOL_V2
+from agentvm.streaming.batching import pack
 from agentvm.streaming.frames import ATTEMPT_SPAN, FrameLog
 
 if TYPE_CHECKING:
@@ -47,6 +60,7 @@ class CoalescingSink:
         flush_max_s: float = 0.0,
         subscriber_refresh_s: float = 2.0,
         first_seq: int = 1,
+        batch_flush_max_s: float = 0.0,
     ) -> None:
         self._session_id = session_id
         self._context = context
@@ -57,6 +71,14 @@ class CoalescingSink:
         self._window = flush_s
         self._max_window = max(flush_max_s, flush_s)
         self._refresh_s = subscriber_refresh_s
+        # batched subscribers' cadence: from the flush window, doubling up to this
+        self._batch_first = flush_s
+        self._batch_max = max(batch_flush_max_s, self._max_window)
+        self._cadence: dict[str, tuple[float, float]] = {}  # connection -> (next due, window)
+        self._batch_timer: asyncio.TimerHandle | None = None
+        self._batch_timer_at = 0.0
+        self._batch_due = False  # the timer fired: a pass for the batched subscribers only
+        self._linger: asyncio.TimerHandle | None = None
         self._log = FrameLog(first_seq, agent_id=context.agentId)
         self._buffer: list[str] = []
         self._sent_first_delta = False
@@ -78,10 +100,11 @@ class CoalescingSink:
         message the data is made from (the frame map keeps the id, not the data)."""
         self.emit_frame(agent_event(type_, data, now_ms=self._clock.now_ms(), context=self._context), ref=ref)
 
-    def emit_frame(self, frame: Json, *, ref: str | None = None) -> None:
-        """Queue any frame of the turn (e.g. ``message_persisted``); it gets the next seq."""
+    def emit_frame(self, frame: Json, *, ref: str | None = None, linger: bool = False) -> None:
+        """Queue any frame of the turn (e.g. ``message_persisted``); it gets the next seq. With
+        ``linger`` it waits for the next frame, one flush window at most, to go out with it."""
         self._flush_buffer()
-        self._add(frame, ref=ref)
+        self._add(frame, ref=ref, linger=linger)
 
     def text(self, text: str) -> None:
         if not text:
@@ -104,9 +127,10 @@ class CoalescingSink:
 
     def hold(self) -> None:
         """From now on frames are numbered and logged but not sent until ``release``: the terminal
-        frames, while the turn's status and frame map are stored (persist before the end is seen)."""
-        self._flush_buffer()
+        frames, while the turn's status and frame map are stored (persist before the end is seen).
+        The text still buffered is held too: it goes out with them, in one pass."""
         self._held = True
+        self._flush_buffer()
 
     def release(self) -> None:
         """Send the held frames, after looking the subscribers up again."""
@@ -135,12 +159,25 @@ class CoalescingSink:
                 agent_event("text_delta", {"text": text}, now_ms=self._clock.now_ms(), context=self._context)
             )
 
-    def _add(self, frame: Json, *, ref: str | None = None) -> None:
+    def _add(self, frame: Json, *, ref: str | None = None, linger: bool = False) -> None:
         self._log.add(frame, ref=ref)
+        if self._held:
+            return
+        if linger:
+            if self._linger is None:
+                self._linger = asyncio.get_running_loop().call_later(self._window, self._linger_over)
+            return
+        self._ready_upto(self._log.last)
+
+    def _linger_over(self) -> None:
+        self._linger = None
         if not self._held:
             self._ready_upto(self._log.last)
 
     def _ready_upto(self, seq: int) -> None:
+        if self._linger is not None:
+            self._linger.cancel()
+            self._linger = None
         self._ready = seq
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_loop())
@@ -157,28 +194,37 @@ class CoalescingSink:
 
     async def _send_loop(self) -> None:
         while True:
-            if self._ready > self._sent:
+            if self._ready > self._sent or self._batch_due:
                 # Whatever is ready by now goes out in one pass over the subscribers.
+                self._batch_due = False
                 await self._deliver(self._sent, self._ready)
                 continue
             if self._closing:
+                if any(mark < self._sent for mark in self._marks.values()):
+                    await self._deliver(self._sent, self._sent, force=True)  # batched text left
+                if self._batch_timer is not None:
+                    self._batch_timer.cancel()
                 return
             self._wake.clear()
             await self._wake.wait()
 
-    async def _deliver(self, after: int, upto: int) -> None:
+    async def _deliver(self, after: int, upto: int, *, force: bool = False) -> None:
         plan: list[tuple[str, list[str]]] = []
+        now = self._clock.monotonic()
         for sub in await self._targets():
             conn, cursor = sub.connection_id, sub.after_seq
             mark = self._marks.get(conn)
             if mark is None:  # new: live from this pass on, or every frame above its cursor
                 mark = after if cursor is None else cursor
             if upto > mark:
+                if sub.batch and not force and not self._due_for(conn, mark, upto, now):
+                    self._marks[conn] = mark  # its text waits for its window (a timer wakes us)
+                    continue
                 # each subscriber in its connection's protocol (AgentX v1 frames, or v2 notifications)
                 v2 = sub.protocol == PROTOCOL_V2
                 payloads = self._log.v2_payloads(mark, upto) if v2 else self._log.payloads(mark, upto)
                 if payloads:
-                    plan.append((conn, payloads))
+                    plan.append((conn, pack(payloads) if sub.batch else payloads))
                 mark = upto
             self._marks[conn] = mark
         gone = await self._fanout.deliver(plan)
@@ -186,11 +232,48 @@ class CoalescingSink:
             self._subscribers = [sub for sub in self._subscribers if sub.connection_id not in gone]
         self._sent = upto
 
+    def _due_for(self, conn: str, mark: int, upto: int, now: float) -> bool:
+        """Whether a batched subscriber is sent the frames ``(mark, upto]`` now: any event other
+        than text and a message's opening frames, or its window is over (then the window doubles
+        if they are text). A message's opening frames seen first wait for its first text, at most
+        the longest window. Else a timer is set for when the wait ends, and False."""
+        urgency = self._log.urgency(mark, upto)
+        known = self._cadence.get(conn)
+        if urgency != "urgent":
+            if known is None and urgency == "start":
+                known = self._cadence[conn] = (now + self._batch_max, self._batch_first)
+            if known is not None and now < known[0]:
+                self._wake_batched_at(known[0])
+                return False
+        window = self._batch_first if known is None else known[1]
+        if known is not None and urgency == "text":
+            window = min(window * 2, self._batch_max)
+        self._cadence[conn] = (now + window, window)
+        return True
+
+    def _wake_batched_at(self, when: float) -> None:
+        if self._batch_timer is not None and self._batch_timer_at <= when:
+            return
+        if self._batch_timer is not None:
+            self._batch_timer.cancel()
+        self._batch_timer_at = when
+        delay = max(0.0, when - self._clock.monotonic())
+        self._batch_timer = asyncio.get_running_loop().call_later(delay, self._batch_window_over)
+
+    def _batch_window_over(self) -> None:
+        self._batch_timer = None
+        self._batch_due = True
+        if self._sender is None:
+            self._sender = asyncio.create_task(self._send_loop())
+        self._wake.set()
+
     async def aclose(self) -> None:
         """Flush what is buffered and wait until every frame was handed to the fanout."""
         self._flush_buffer()
         if self._held:
             self.release()
+        elif self._ready < self._log.last:  # a lingering frame
+            self._ready_upto(self._log.last)
         self._closing = True
         if self._sender is None:
             return

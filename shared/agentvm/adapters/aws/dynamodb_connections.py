@@ -16,6 +16,9 @@ copies it (``subscribe`` reads ``META`` anyway), so a turn's worker learns each 
 from the one index Query it already makes. AgentX v1 is never recorded: v1 connections cost what they
 did. A v2 frame on a connection without a record is its first one unless the connection subscribed
 to a session already (a v1 client did): one consistent Query of its partition, on that frame only.
+
+Batched frames (``?frames=batch``, ``streaming.batching``) are recorded the same way, for free:
+``frames: "batch"`` on ``META`` by the ``$connect`` write, copied into each subscription.
 """
 
 from __future__ import annotations
@@ -38,6 +41,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     subscription_sk,
 )
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
+from agentvm.streaming.batching import BATCH
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -85,6 +89,7 @@ class DynamoConnections:
             connectedAt=info.connected_at,
             expiresAt=expires,
             protocol=info.protocol if info.protocol == PROTOCOL_V2 else None,
+            frames=BATCH if info.batch else None,
         )
         await asyncio.to_thread(item.save)
 
@@ -109,6 +114,8 @@ class DynamoConnections:
             connected_at=int(item.connectedAt),
             key_id=item.keyId,
             protocol=item.protocol,
+            batch=item.frames == BATCH,
+            expires_at=None if item.expiresAt is None else int(item.expiresAt.timestamp()),
         )
 
     async def remove(self, connection_id: str) -> None:
@@ -125,9 +132,17 @@ class DynamoConnections:
 
         await asyncio.to_thread(remove_partition)
 
-    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
-        meta = await self._meta(connection_id)
-        if meta is None:  # unknown or expired connection: nothing would ever be delivered to it
+    async def subscribe(
+        self,
+        connection_id: str,
+        session_id: str,
+        after_seq: int | None = None,
+        *,
+        known: ConnectionInfo | None = None,
+    ) -> None:
+        if known is None or known.connection_id != connection_id:
+            known = await self.get(connection_id)
+        if known is None:  # unknown or expired connection: nothing would ever be delivered to it
             return
         sub = self._m.subscription
         item = sub(connection_pk(connection_id), subscription_sk(session_id))
@@ -135,14 +150,26 @@ class DynamoConnections:
             sub.sessionId.set(session_id),
             sub.gsi1pk.set(subscribers_gsi1pk(session_id)),
             sub.gsi1sk.set(connection_pk(connection_id)),
-            sub.expiresAt.set(meta.expiresAt),  # a subscription never outlives its connection
         ]
+        if known.expires_at is not None:  # a subscription never outlives its connection
+            actions.append(sub.expiresAt.set(datetime.fromtimestamp(known.expires_at, tz=UTC)))
+        # Written only if it changes something: a subscription is fixed but for its cursor, so a
+        # repeated subscribe (each message_send_request makes one) fails its condition, which bills
+        # the item alone (1 WRU), not its index entry too.
+        changes = sub.pk.does_not_exist()
         if after_seq is not None:  # without one, a cursor stored before stays
             actions.append(sub.afterSeq.set(after_seq))
-        if meta.protocol == PROTOCOL_V2:  # the worker reads it with the subscribers: no extra read
+            changes = changes | sub.afterSeq.does_not_exist() | (sub.afterSeq != after_seq)
+        if known.protocol == PROTOCOL_V2:  # the worker reads it with the subscribers: no extra read
             actions.append(sub.protocol.set(PROTOCOL_V2))
+        if known.batch:  # likewise
+            actions.append(sub.frames.set(BATCH))
         # UpdateItem creates or updates: one write, as a PutItem would be.
-        await asyncio.to_thread(item.update, actions=actions)
+        try:
+            await asyncio.to_thread(item.update, actions=actions, condition=changes)
+        except UpdateError as exc:
+            if exc.cause_response_code != "ConditionalCheckFailedException":
+                raise
 
     async def _subscriptions(self, session_id: str) -> list[SubscriptionItem]:
         sub = self._m.subscription
@@ -168,6 +195,7 @@ class DynamoConnections:
                 connection_id_of(item.pk),
                 None if item.afterSeq is None else int(item.afterSeq),
                 item.protocol or PROTOCOL_V1,
+                item.frames == BATCH,
             )
             for item in await self._subscriptions(session_id)
         ]

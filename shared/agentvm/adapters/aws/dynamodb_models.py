@@ -27,7 +27,8 @@ Subscription   CONN#<id>      SUB#<s>         SUBS#<s>      CONN#<id>
 Attributes besides the keys: records (container, image, session, turn, usage) hold ``data``, the
 record's pydantic JSON (as in ``SqliteStore``: exact round trips, new fields get their defaults),
 and ``tenantId`` where the record has one; a message holds ``body`` (its wire JSON) and ``idem``
-(the idempotency key that wrote it, if any); a claim ``seq``, ``owner``, ``claimedAt`` (ms); a
+(the idempotency key that wrote it, if any; ``bodyz`` instead of ``body`` when compressed:
+``message_bodies``); a claim ``seq``, ``owner``, ``claimedAt`` (ms); a
 cancel mark ``turnId`` (one item per cancelled turn); a compaction summary ``upToSeq`` and
 ``data`` (its item class lives in ``dynamodb_store``); a connection ``tenantId`` and ``keyId``
 (both absent until authenticated), ``connectedAt`` and ``expiresAt``; a subscription
@@ -58,9 +59,11 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import TypeVar
 
-from pynamodb.attributes import NumberAttribute, TTLAttribute, UnicodeAttribute
+from pynamodb.attributes import BinaryAttribute, NumberAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
+
+from agentvm.adapters.aws.message_bodies import stored_body
 
 GSI1 = "gsi1"
 TTL_ATTRIBUTE = "expiresAt"
@@ -183,8 +186,15 @@ class RecordItem(TableItem):
 
 
 class MessageItem(TableItem):
-    body = UnicodeAttribute()  # the message's wire JSON
+    # The message's wire JSON: as text (``body``) or zlib-compressed (``bodyz``): message_bodies.py
+    body = UnicodeAttribute(null=True)
+    bodyz = BinaryAttribute(null=True, legacy_encoding=False)
     idem = UnicodeAttribute(null=True)  # the idempotency key of the append that wrote it
+
+    @property
+    def text(self) -> str:
+        """The message's wire JSON, however it is stored."""
+        return stored_body(self.body, self.bodyz)
 
 
 class IdemItem(TableItem):
@@ -204,12 +214,14 @@ class ConnectionItem(TableItem):
     keyId = UnicodeAttribute(null=True)  # the API key that authenticated it: re-checked on every frame
     connectedAt = NumberAttribute()
     protocol = UnicodeAttribute(null=True)  # "v2" once a JSON-RPC frame chose it (v1 is not recorded)
+    frames = UnicodeAttribute(null=True)  # "batch": declared at the upgrade (streaming/batching.py)
 
 
 class SubscriptionItem(TableItem):
     sessionId = UnicodeAttribute()
     afterSeq = NumberAttribute(null=True)  # the resume cursor it subscribed with (``core.resume``)
     protocol = UnicodeAttribute(null=True)  # its connection's, copied when subscribing (None: v1)
+    frames = UnicodeAttribute(null=True)  # its connection's, copied likewise (None: one per message)
 
 
 @dataclass(frozen=True, slots=True)

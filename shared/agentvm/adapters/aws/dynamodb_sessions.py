@@ -50,6 +50,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     tenant_pk,
 )
 from agentvm.adapters.aws.dynamodb_store import SUMMARY, DynamoStore, SummaryItem, conditional_write
+from agentvm.adapters.aws.message_bodies import body_attributes, raw_body
 from agentvm.errors import Conflict
 from agentvm.messages import message_to_wire
 from agentvm.records import SessionImport
@@ -124,7 +125,7 @@ class DynamoSessionArchive:
             with model.batch_write() as batch:
                 for seq, message in enumerate(messages, 1):
                     body = json.dumps(message_to_wire(message), separators=(",", ":"), ensure_ascii=False)
-                    batch.save(model(pk, message_sk(seq), body=body))
+                    batch.save(model(pk, message_sk(seq), **body_attributes(body)))
 
         await asyncio.to_thread(write_messages)
         if summary is not None:
@@ -184,7 +185,7 @@ class DynamoSessionArchive:
             model.sk.between(message_sk(1), high),
             scan_index_forward=False,
             consistent_read=False,  # half the read units; a search a second behind is fine
-            attributes_to_get=["sk", "body"],
+            attributes_to_get=["sk", "body", "bodyz"],
         )
         pages: Any = iter(results.page_iter)
         while True:
@@ -192,7 +193,7 @@ class DynamoSessionArchive:
             if page is None:
                 return
             self.queries += 1
-            yield [(seq_of(raw["sk"]["S"]), raw["body"]["S"]) for raw in page.get("Items", ())]
+            yield [(seq_of(raw["sk"]["S"]), raw_body(raw)) for raw in page.get("Items", ())]
 
 
 __all__ = ["IMPORT_PREFIX", "SCAN_BUDGET_BYTES", "DynamoSessionArchive"]

@@ -31,7 +31,8 @@ included, $0.625/M; 1 RRU per 4 KB read strongly consistent, half that eventuall
 $0.125/M; a write to an item with ``gsi1`` keys also writes the index):
 
 =================================  ======================================================
-append_message, item <= 1 KB       1 RRU (last seq) + 1 WRU
+append_message, item <= 1 KB       1 RRU (last seq) + 1 WRU (a message's JSON of 0.5 KB or more is
+                                   stored zlib-compressed: ``message_bodies``; ~1 KB of chat is 1 WRU)
 append_message with a key          1 RRU + 2 WRU (claim + message); a repeated key: 1 WRU (the
                                    failed claim) + 3 RRU (last seq, claim, message), no append
 put_usage (~0.4 KB)                one transaction with its hour and day sums (dynamodb_usage):
@@ -40,8 +41,10 @@ put_usage (~0.4 KB)                one transaction with its hour and day sums (d
 put_turn (status update)           1 WRU (the terminal one holds the turn's frame map: ~0.6 KB for
                                    the standard turn; +1 WRU per KB past that, ~80+ text frames)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
-recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq)
-get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn)
+recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq);
+                                   a turn's first attempt reads it eventually consistent: 6.5
+get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn);
+                                   a worker's poll (``fresh=False``): 0.5 RRU, eventually consistent
 get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s>``/``SUMMARY``)
 =================================  ======================================================
 
@@ -86,6 +89,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     usage_gsi1sk,
 )
 from agentvm.adapters.aws.dynamodb_usage import DynamoUsageWriter
+from agentvm.adapters.aws.message_bodies import body_attributes
 from agentvm.errors import Conflict
 from agentvm.messages import message_from_wire, message_to_wire
 from agentvm.ports import AppendResult, SeqMessage
@@ -168,12 +172,12 @@ class DynamoStore:
 
     # requests, each in a worker thread
 
-    async def _get(self, model: type[_M], pk: str, sk: str) -> _M | None:
-        """A strongly consistent GetItem; None when the item does not exist."""
+    async def _get(self, model: type[_M], pk: str, sk: str, *, consistent: bool = True) -> _M | None:
+        """A GetItem (strongly consistent unless told); None when the item does not exist."""
 
         def get() -> _M | None:
             try:
-                return model.get(pk, sk, consistent_read=True)
+                return model.get(pk, sk, consistent_read=consistent)
             except DoesNotExist:
                 return None
 
@@ -339,7 +343,7 @@ class DynamoStore:
         return seq_of(items[0].sk) if items else 0
 
     async def _put_message(self, pk: str, seq: int, body: str, key: str | None) -> bool:
-        item = self._m.message(pk, message_sk(seq), body=body, idem=key)
+        item = self._m.message(pk, message_sk(seq), idem=key, **body_attributes(body))
         return await self._put(item, self._m.message.sk.does_not_exist())
 
     async def _claim(self, pk: str, key: str, seq: int, owner: str) -> bool:
@@ -367,7 +371,7 @@ class DynamoStore:
                 continue
             stored = await self._get(self._m.message, pk, message_sk(claim.seq))
             if stored is not None and stored.idem == key:
-                return AppendResult(message=message_from_wire(stored.body), seq=claim.seq, created=False)
+                return AppendResult(message=message_from_wire(stored.text), seq=claim.seq, created=False)
             if _now_ms() - claim.claimedAt > CLAIM_LEASE_MS:
                 seq = await self._last_seq(pk) + 1
                 if await self._take_over(claim, owner, seq):
@@ -390,7 +394,7 @@ class DynamoStore:
             self._m.message.sk.startswith(MSG_PREFIX),
             consistent_read=True,
         )
-        return [message_from_wire(item.body) for item in items]
+        return [message_from_wire(item.text) for item in items]
 
     async def recent_messages(self, session_id: str, limit: int) -> list[Message]:
         if limit <= 0:
@@ -404,9 +408,11 @@ class DynamoStore:
             scan_index_forward=False,
             limit=limit,
         )
-        return [message_from_wire(item.body) for item in reversed(items)]
+        return [message_from_wire(item.text) for item in reversed(items)]
 
-    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+    async def recent_messages_after(
+        self, session_id: str, after_seq: int, limit: int, *, fresh: bool = True
+    ) -> list[SeqMessage]:
         if limit <= 0:
             return []
         # One Query, newest first with Limit, on the message keys above the summary's: bounded
@@ -415,11 +421,11 @@ class DynamoStore:
             self._m.message,
             session_pk(session_id),
             self._m.message.sk.between(message_sk(max(after_seq, 0) + 1), _LAST_MESSAGE_SK),
-            consistent_read=True,
+            consistent_read=fresh,
             scan_index_forward=False,
             limit=limit,
         )
-        return [SeqMessage(seq_of(item.sk), message_from_wire(item.body)) for item in reversed(items)]
+        return [SeqMessage(seq_of(item.sk), message_from_wire(item.text)) for item in reversed(items)]
 
     # compaction summaries
 
@@ -473,8 +479,8 @@ class DynamoStore:
     async def request_cancel(self, session_id: str, turn_id: str) -> None:
         await self._put(self._m.cancel(session_pk(session_id), cancel_sk(turn_id), turnId=turn_id))
 
-    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
-        item = await self._get(self._m.cancel, session_pk(session_id), cancel_sk(turn_id))
+    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
+        item = await self._get(self._m.cancel, session_pk(session_id), cancel_sk(turn_id), consistent=fresh)
         return item is not None
 
 

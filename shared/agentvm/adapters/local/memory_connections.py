@@ -1,7 +1,8 @@
 """In-memory connection registry: the local host's live WebSocket connections and subscriptions.
 
 A connection's protocol (AgentX v1 or v2) is recorded by its first frame, whichever it is: here it
-costs nothing. Subscribers are sent frames in their connection's protocol.
+costs nothing. Subscribers are sent frames in their connection's protocol, batched if the
+connection declared it at the upgrade (``ConnectionInfo.batch``).
 
 One API key holds at most ``max_per_key`` live connections (0 = no cap): registering one more,
 at the upgrade or by an ``auth`` frame, raises ``RateLimited``. A leaked key spread over many
@@ -47,6 +48,8 @@ class InMemoryConnections:
             self._release(old_key)
         if old is not None and info.protocol is None and old.protocol is not None:
             info = dataclasses.replace(info, protocol=old.protocol)  # re-registered by an auth frame
+        if old is not None and old.batch and not info.batch:
+            info = dataclasses.replace(info, batch=True)  # declared at the upgrade, kept likewise
         self._infos[info.connection_id] = info
 
     def _release(self, key_id: str) -> None:
@@ -68,7 +71,14 @@ class InMemoryConnections:
                 if not subs:
                     del self._by_session[session_id]
 
-    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
+    async def subscribe(
+        self,
+        connection_id: str,
+        session_id: str,
+        after_seq: int | None = None,
+        *,
+        known: ConnectionInfo | None = None,
+    ) -> None:
         if connection_id not in self._infos:
             return
         subs = self._by_session.setdefault(session_id, {})
@@ -87,7 +97,7 @@ class InMemoryConnections:
         for conn, cursor in self._by_session.get(session_id, {}).items():
             info = self._infos.get(conn)
             protocol = info.protocol if info is not None and info.protocol else PROTOCOL_V1
-            out.append(Subscription(conn, cursor, protocol))
+            out.append(Subscription(conn, cursor, protocol, info is not None and info.batch))
         return out
 
     async def claim_protocol(self, connection_id: str, protocol: str) -> str:

@@ -332,7 +332,9 @@ class SqliteStore:
         )
         return [message_from_wire(r[0]) for r in reversed(rows)]
 
-    async def recent_messages_after(self, session_id: str, after_seq: int, limit: int) -> list[SeqMessage]:
+    async def recent_messages_after(
+        self, session_id: str, after_seq: int, limit: int, *, fresh: bool = True
+    ) -> list[SeqMessage]:
         if limit <= 0:
             return []
         rows = self._all(
@@ -400,7 +402,7 @@ class SqliteStore:
             (session_id, turn_id),
         )
 
-    async def is_cancel_requested(self, session_id: str, turn_id: str) -> bool:
+    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
         row = self._one(
             "SELECT 1 FROM cancel_marks WHERE session_id = ? AND turn_id = ?"
             " UNION ALL SELECT 1 FROM cancels WHERE session_id = ? AND turn_id = ? LIMIT 1",

@@ -1,0 +1,247 @@
+"""Batched frames (``?frames=batch``, streaming/batching.py): a client that declares the mode gets
+exactly the frames a plain AgentX client gets, in the same order with the same seqs, in fewer
+WebSocket messages; a client that does not declare it keeps one frame per message."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+import pytest
+
+from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.push import LocalPush
+from agentvm.errors import BadRequest
+from agentvm.events import EventContext
+from agentvm.ports import ConnectionInfo
+from agentvm.runtime import SystemClock
+from agentvm.streaming.batching import MAX_BATCH_BYTES, pack, unpack, wants_batches
+from agentvm.streaming.fanout import Fanout
+from agentvm.streaming.sink import CoalescingSink
+from tests.harness import Harness
+
+WORDS = " ".join(f"w{i}" for i in range(60))
+
+
+# -- the mode's declaration and its message format -------------------------------------------------
+
+
+def test_the_upgrade_declares_batches_with_frames_batch_and_nothing_else():
+    assert wants_batches({"frames": "batch"}) is True
+    assert wants_batches({}) is False
+    assert wants_batches({"frames": "single", "token": "x"}) is False
+    with pytest.raises(BadRequest, match="unknown frames mode"):
+        wants_batches({"frames": "all"})
+
+
+def test_frames_are_packed_into_json_arrays_in_order_and_a_lone_frame_stays_itself():
+    frames = [json.dumps({"type": "t", "seq": i}) for i in range(5)]
+    (message,) = pack(frames)
+    assert json.loads(message) == [json.loads(f) for f in frames]
+    assert unpack(message) == frames
+    assert pack(frames[:1]) == frames[:1]
+    assert unpack(frames[0]) == frames[:1]
+
+
+def test_an_array_never_passes_one_billed_unit_and_a_big_frame_goes_alone():
+    small = [json.dumps({"type": "t", "data": "x" * 10_000, "seq": i}) for i in range(7)]
+    big = json.dumps({"type": "big", "data": "y" * 40_000})
+    messages = pack([*small[:3], big, *small[3:]])
+    assert all(len(m.encode()) <= MAX_BATCH_BYTES for m in messages if m != big)
+    assert big in messages
+    assert [f for m in messages for f in unpack(m)] == [
+        json.dumps(json.loads(f)) for f in [*small[:3], big, *small[3:]]
+    ]
+
+
+# -- the sink: one stream, a plain and a batched subscriber ---------------------------------------
+
+
+class _Subscriber:
+    def __init__(self) -> None:
+        self.messages: list[tuple[float, str]] = []
+
+    async def receive(self, payload: str) -> None:
+        self.messages.append((asyncio.get_running_loop().time(), payload))
+
+    @property
+    def frames(self) -> list[dict[str, Any]]:
+        out: list[dict[str, Any]] = []
+        for _, message in self.messages:
+            decoded = json.loads(message)
+            out.extend(decoded if isinstance(decoded, list) else [decoded])
+        return out
+
+
+async def _sink_with(plain: _Subscriber, batched: _Subscriber, **windows: float) -> CoalescingSink:
+    connections, push = InMemoryConnections(), LocalPush()
+    await connections.register(ConnectionInfo("plain", "t", 0))
+    await connections.register(ConnectionInfo("batched", "t", 0, batch=True))
+    for conn, sub in (("plain", plain), ("batched", batched)):
+        await connections.subscribe(conn, "s")
+        push.attach(conn, sub.receive)
+    return CoalescingSink(
+        session_id="s",
+        context=EventContext(containerId="c", imageId="i", agentId="a", sessionId="s"),
+        fanout=Fanout(connections, push),
+        clock=SystemClock(),
+        subscriber_refresh_s=0,
+        **windows,
+    )
+
+
+async def _play_turn(sink: CoalescingSink, tokens: int, interval_s: float) -> None:
+    """What a turn's worker does: the lingering first frame, the start, text, then the held end."""
+    sink.emit_frame({"type": "message_persisted", "data": {}, "source": "session"}, linger=True)
+    await asyncio.sleep(0.005)  # the worker reads and writes before the model starts
+    sink.emit("message_start", {"messageId": "m"})
+    sink.emit("conversation_start", {"messageId": "m"})
+    await asyncio.sleep(0.005)  # the model's time to first token
+    for i in range(tokens):
+        sink.text(f" t{i}")
+        await asyncio.sleep(interval_s)
+    sink.hold()
+    sink.emit("message_stop", {"stopReason": "end_turn"})
+    sink.emit("conversation_end", {"reason": "completed"})
+    await asyncio.sleep(0.005)  # the status write
+    sink.release()
+    await sink.aclose()
+
+
+async def test_a_batched_subscriber_gets_every_frame_of_a_plain_one_in_far_fewer_messages():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.01, flush_max_s=0.02, batch_flush_max_s=0.16)
+    await _play_turn(sink, tokens=80, interval_s=0.004)
+
+    assert batched.frames == plain.frames  # the same frames, seqs and order
+    assert [f["seq"] for f in plain.frames] == list(range(1, len(plain.frames) + 1))
+    assert len(plain.messages) == len(plain.frames)  # one frame per message, as AgentX expects
+    assert len(batched.messages) * 2 < len(plain.messages)
+    first = json.loads(batched.messages[0][1])
+    # The turn's opening frames waited for its first text, which went at once: one message.
+    assert [f["type"] for f in first] == [
+        "message_persisted",
+        "message_start",
+        "conversation_start",
+        "text_delta",
+        "conversation_responding",
+    ]
+    assert first[3]["data"]["text"] == " t0"
+    last = json.loads(batched.messages[-1][1])
+    assert [f["type"] for f in last][-3:] == ["text_delta", "message_stop", "conversation_end"]
+
+
+async def test_the_last_text_waits_for_the_end_and_goes_with_it_for_every_subscriber():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.5)
+    await _play_turn(sink, tokens=3, interval_s=0.001)  # all text after the first within one window
+    types = [f["type"] for f in plain.frames]
+    assert types[-3:] == ["text_delta", "message_stop", "conversation_end"]
+    assert "".join(f["data"]["text"] for f in plain.frames if f["type"] == "text_delta") == " t0 t1 t2"
+    assert json.loads(batched.messages[-1][1])[0]["data"]["text"] == " t1 t2"
+
+
+async def test_text_waiting_for_a_batched_subscriber_goes_out_when_its_window_ends():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.01, batch_flush_max_s=0.08)
+    sink.emit("message_start", {"messageId": "m"})
+    for i in range(30):  # text for ~0.15 s: the batched window has grown to its maximum
+        sink.text(f" t{i}")
+        await asyncio.sleep(0.005)
+    await asyncio.sleep(0.3)  # then the model stalls: no frame comes to carry the text
+    sent = [f for f in batched.frames if f["type"] == "text_delta"]
+    assert sent == [f for f in plain.frames if f["type"] == "text_delta"]
+    await sink.aclose()
+
+
+async def test_closing_the_sink_sends_a_batched_subscriber_what_waited_for_its_window():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.005, batch_flush_max_s=5.0)
+    sink.emit("message_start", {"messageId": "m"})
+    for i in range(40):
+        sink.text(f" t{i}")
+        await asyncio.sleep(0.002)
+    await sink.aclose()  # no terminal frame (e.g. a failed attempt): nothing is left behind
+    assert batched.frames == plain.frames
+    assert "".join(f["data"]["text"] for f in batched.frames if f["type"] == "text_delta") == "".join(
+        f" t{i}" for i in range(40)
+    )
+
+
+async def test_a_messages_opening_frames_wait_for_its_text_at_most_the_longest_window():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.01, batch_flush_max_s=0.1)
+    sink.emit("message_start", {"messageId": "m"})
+    sink.emit("conversation_start", {"messageId": "m"})
+    await asyncio.sleep(0.03)
+    assert len(plain.messages) == 2 and batched.messages == []  # a slow first token: they wait...
+    await asyncio.sleep(0.2)
+    assert batched.frames == plain.frames  # ...a window at most
+    await sink.aclose()
+
+
+async def test_a_lingering_frame_goes_out_after_one_window_if_nothing_follows():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.02)
+    sink.emit_frame({"type": "message_persisted", "data": {}, "source": "session"}, linger=True)
+    await asyncio.sleep(0.005)
+    assert plain.messages == []  # waiting for company
+    await asyncio.sleep(0.1)
+    assert [f["type"] for f in plain.frames] == ["message_persisted"]
+    await sink.aclose()
+    assert batched.frames == plain.frames
+
+
+# -- through the gateway and a worker (the local host's wiring) ------------------------------------
+
+
+async def _two_clients(harness: Harness):
+    plain = await harness.client()
+    batched = await harness.client(batch=True)
+    img = (await plain.request("image_create", containerId="u", config={"name": "A"}))["record"]
+    await plain.subscribe(img["sessionId"])
+    await batched.subscribe(img["sessionId"])
+    return plain, batched, img
+
+
+async def test_a_turn_reaches_a_batched_and_a_plain_client_alike(tmp_path):
+    harness = Harness(tmp_path)
+    plain, batched, img = await _two_clients(harness)
+    harness.model.word_delay_s = 0.004
+    harness.model.add(WORDS)
+    await plain.request("message_send", imageId=img["imageId"], content="go")
+    await harness.run_turns()
+
+    assert batched.turn_frames() == plain.turn_frames()
+    assert plain.turn_frames()[-1]["type"] == "conversation_end"
+    batched_messages = [m for m in batched.messages if m.startswith("[") or '"seq"' in m]
+    assert len(batched_messages) * 2 < len(plain.turn_frames())
+
+
+async def test_a_batched_client_resuming_gets_each_missed_turn_in_one_message(tmp_path):
+    harness = Harness(tmp_path)
+    plain, batched, img = await _two_clients(harness)
+    for text in ("first reply", "second reply"):
+        harness.model.add(text)
+        await plain.request("message_send", imageId=img["imageId"], content="go")
+        await harness.run_turns()
+
+    late = await harness.client(batch=True)
+    await late.subscribe(img["sessionId"], after_seq=0)
+    turns = [json.loads(m) for m in late.messages]
+    assert [(t[0]["type"], t[-1]["type"]) for t in turns] == [("message_persisted", "conversation_end")] * 2
+    assert ["".join(f["data"]["text"] for f in t if f["type"] == "text_delta") for t in turns] == [
+        "first reply",
+        "second reply",
+    ]
+    assert {f["seq"] for f in late.turn_frames()} <= {f["seq"] for f in plain.turn_frames()}
+
+
+async def test_a_failed_request_of_a_batched_client_is_answered_in_one_message(tmp_path):
+    harness = Harness(tmp_path)
+    batched = await harness.client(None, batch=True)  # not authenticated: refused
+    request = {"type": "image_get_request", "data": {"requestId": "r1", "imageId": "img_1"}}
+    frames = await batched.send_raw(json.dumps(request))
+    assert [f["type"] for f in frames] == ["system_error", "image_get_response"]
+    assert len(batched.messages) == 1 and batched.messages[0].startswith("[")
