@@ -11,8 +11,17 @@ runtime took to deliver it. Definitions (all in milliseconds):
 - inter-delta lag: for every merged frame after the first, receipt minus the moment it was due
   (emit of its first token + the flush window), floored at 0: the delay the runtime adds beyond
   its coalescing design.
+- turn start: from sending ``message_send`` to the provider's first token, minus the provider's
+  own time to first token (500 ms): the gateway, the queue, the turn's set-up and the request,
+  before the provider's clock starts (the rest of the user's time to first token).
 
-Run: ``./dev python -m benchmarks.local_load [--clients 10 100 1000]``
+How the 2 cores are split: the server runs alone on CPU 0 (``taskset``); the fake provider and this
+load client share CPU 1, so the server's figures are its own. The rig on one core is the weaker
+side at 1,000 streams (35,000 SSE events a second to write, and 1,000 sockets to read), so the
+server's own CPU per token (``server_cpu_us_per_token``: its CPU time over the tokens its clients
+received) is reported as well: it is comparable across splits and machines.
+
+Run: ``./dev python -m benchmarks.local_load [--clients 10 100 1000] [--profile DIR]``
 """
 
 from __future__ import annotations
@@ -20,16 +29,20 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import os
 import statistics
+import subprocess
 import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from agentvm.client import AgentVMClient
-from benchmarks.procs import avm_serve, fake_llm, raise_fd_limit
+from benchmarks.procs import Proc, avm_serve, fake_llm, pin_self, raise_fd_limit
 
 FLUSH_MS = 250
+TTFT_S = 0.5  # the standard turn's --ttft-ms
+SERVER_CPUS, RIG_CPUS = ("0", "1") if (os.cpu_count() or 1) >= 2 else (None, None)
 STANDARD_TURN = [
     "--ttft-ms",
     "500",
@@ -45,6 +58,7 @@ STANDARD_TURN = [
 @dataclass
 class TurnSample:
     first_delta_ms: float | None = None
+    start_ms: float | None = None  # from sending message_send to the provider's first token, minus its TTFT
     token_lags_ms: list[float] = field(default_factory=list)
     frame_lags_ms: list[float] = field(default_factory=list)
     tokens: int = 0
@@ -63,6 +77,7 @@ async def _one_client(url: str, idx: int, ready: asyncio.Barrier, sample: TurnSa
             )
         )["record"]
         await ready.wait()
+        sent = time.time()
         await client.request(
             "message_send", imageId=img["imageId"], content="standard turn " * 100, check=True
         )
@@ -77,6 +92,7 @@ async def _one_client(url: str, idx: int, ready: asyncio.Barrier, sample: TurnSa
                 sample.token_lags_ms.extend((now - s) * 1000 for s in stamps)
                 if first:
                     sample.first_delta_ms = (now - stamps[0]) * 1000
+                    sample.start_ms = (stamps[0] - TTFT_S - sent) * 1000
                     first = False
                 else:
                     due = stamps[0] + FLUSH_MS / 1000
@@ -92,7 +108,14 @@ def _pct(values: list[float], p: float) -> float:
     return values[min(len(values) - 1, int(round(p / 100 * (len(values) - 1))))]
 
 
-async def _phase(url: str, n: int, server, sampler_period: float = 0.1) -> dict[str, object]:
+async def _phase(
+    url: str,
+    n: int,
+    server: Proc,
+    sampler_period: float = 0.1,
+    profile: Path | None = None,
+    fake: Proc | None = None,
+) -> dict[str, object]:
     samples = [TurnSample() for _ in range(n)]
     ready = asyncio.Barrier(n + 1)
     rss_base = server.rss_bytes()
@@ -100,7 +123,9 @@ async def _phase(url: str, n: int, server, sampler_period: float = 0.1) -> dict[
     await ready.wait()  # every client is connected with its image: the idle state
     await asyncio.sleep(0.5)
     rss_idle = server.rss_bytes()
+    spy = _py_spy(server.popen.pid, profile / f"server-{n}.txt") if profile else None
     cpu0, t0 = server.cpu_seconds(), time.monotonic()
+    rig0 = (fake.cpu_seconds() if fake else 0.0, time.process_time())
     peak = rss_idle
     pending = set(tasks)
     while pending:
@@ -109,8 +134,14 @@ async def _phase(url: str, n: int, server, sampler_period: float = 0.1) -> dict[
     for t in tasks:
         t.result()
     wall, cpu = time.monotonic() - t0, server.cpu_seconds() - cpu0
+    fake_cpu = (fake.cpu_seconds() if fake else 0.0) - rig0[0]
+    client_cpu = time.process_time() - rig0[1]
+    if spy is not None:
+        spy.send_signal(2)  # SIGINT: py-spy writes its flame graph and exits
+        spy.wait(60)
     ok = [s for s in samples if s.ok]
     firsts = [s.first_delta_ms for s in ok if s.first_delta_ms is not None]
+    starts = [s.start_ms for s in ok if s.start_ms is not None]
     token_lags = [x for s in ok for x in s.token_lags_ms]
     frame_lags = [x for s in ok for x in s.frame_lags_ms]
     return {
@@ -119,6 +150,8 @@ async def _phase(url: str, n: int, server, sampler_period: float = 0.1) -> dict[
         "tokens_per_turn": statistics.median(s.tokens for s in ok) if ok else 0,
         "first_delta_added_ms_p50": round(_pct(firsts, 50), 2),
         "first_delta_added_ms_p99": round(_pct(firsts, 99), 2),
+        "turn_start_ms_p50": round(_pct(starts, 50), 1),
+        "turn_start_ms_p99": round(_pct(starts, 99), 1),
         "token_lag_ms_p50": round(_pct(token_lags, 50), 1),
         "token_lag_ms_p99": round(_pct(token_lags, 99), 1),
         "inter_delta_lag_ms_p50": round(_pct(frame_lags, 50), 2),
@@ -126,15 +159,48 @@ async def _phase(url: str, n: int, server, sampler_period: float = 0.1) -> dict[
         "turns_per_s": round(len(ok) / wall, 1),
         "wall_s": round(wall, 2),
         "server_cpu_ms_per_turn": round(cpu / max(len(ok), 1) * 1000, 2),
+        "server_cpu_us_per_token": round(cpu / max(sum(s.tokens for s in ok), 1) * 1e6, 1),
         "rss_per_idle_connection_kb": round((rss_idle - rss_base) / n / 1024, 1),
         "rss_per_active_turn_kb": round((peak - rss_idle) / n / 1024, 1),
+        # the rig's own load over the turns (100 = one core busy): a saturated rig delays tokens
+        "server_cpu_pct": round(cpu / wall * 100),
+        "fake_provider_cpu_pct": round(fake_cpu / wall * 100) if fake else None,
+        "load_client_cpu_pct": round(client_cpu / wall * 100),
     }
 
 
-async def run(clients: list[int]) -> list[dict[str, object]]:
+def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
+    """py-spy sampling the server: collapsed stacks in ``out`` (for flamegraph.pl or speedscope)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    cmd = [
+        "py-spy",
+        "record",
+        "--pid",
+        str(pid),
+        "--output",
+        str(out),
+        "--format",
+        "raw",
+        "--rate",
+        "200",
+        "--nonblocking",
+    ]
+    return subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+
+
+async def run(
+    clients: list[int],
+    *,
+    server_cpus: str | None = SERVER_CPUS,
+    rig_cpus: str | None = RIG_CPUS,
+    profile: Path | None = None,
+    env: dict[str, str] | None = None,
+    turn: list[str] = STANDARD_TURN,
+) -> list[dict[str, object]]:
     raise_fd_limit()
+    pin_self(rig_cpus)
     results = []
-    with fake_llm(*STANDARD_TURN, "--stamp-tokens") as fake:
+    with fake_llm(*turn, "--stamp-tokens", cpus=rig_cpus) as fake:
         for n in clients:
             with (
                 tempfile.TemporaryDirectory() as data_dir,
@@ -144,10 +210,12 @@ async def run(clients: list[int]) -> list[dict[str, object]]:
                         "ANTHROPIC_API_KEY": "bench",
                         "ANTHROPIC_BASE_URL": fake.url,
                         "AVM_FLUSH_MS": str(FLUSH_MS),
+                        **(env or {}),
                     },
+                    cpus=server_cpus,
                 ) as server,
             ):
-                result = await _phase(server.url, n, server)
+                result = await _phase(server.url, n, server, profile=profile, fake=fake)
                 print(json.dumps(result))
                 results.append(result)
     return results
@@ -159,8 +227,27 @@ def main() -> None:
     )
     parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--out", type=Path, help="write the results as JSON here")
+    parser.add_argument(
+        "--profile", type=Path, help="py-spy the server into DIR/server-N.txt (collapsed stacks)"
+    )
+    parser.add_argument("--server-cpus", default=SERVER_CPUS, help="taskset list for the server")
+    parser.add_argument("--rig-cpus", default=RIG_CPUS, help="for the fake provider and this client")
+    parser.add_argument("--env", nargs="*", default=[], help="extra KEY=VALUE for the server")
+    parser.add_argument(
+        "--turn", default="", help='fake-llm flags over the standard turn\'s, e.g. --turn="--reply-tokens 20"'
+    )
     args = parser.parse_args()
-    results = asyncio.run(run(args.clients))
+    env = dict(kv.split("=", 1) for kv in args.env)
+    results = asyncio.run(
+        run(
+            args.clients,
+            server_cpus=args.server_cpus,
+            rig_cpus=args.rig_cpus,
+            profile=args.profile,
+            env=env,
+            turn=[*STANDARD_TURN, *args.turn.split()],
+        )
+    )
     if args.out:
         args.out.write_text(json.dumps(results, indent=2))
 

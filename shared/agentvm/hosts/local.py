@@ -74,8 +74,9 @@ def local_runtime(settings: Settings) -> LocalHost:
         push=push,
         models=SettingsModelResolver(settings),
         # Subscribers are an in-memory lookup here: looked up on every send, so a client that
-        # resumes mid-turn is caught up at the next frame.
-        turns=turn_settings(settings, subscriber_refresh_s=0.0),
+        # resumes mid-turn is caught up at the next frame. Model streams are read once per flush
+        # window (agent/pacing.py): a thousand streams on two cores.
+        turns=turn_settings(settings, subscriber_refresh_s=0.0, pace_reads=True),
         tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),

@@ -295,6 +295,20 @@ def _keep_log_lines(host: LocalHost) -> None:
         add_log_handler(host.runtime.logs.handler())
 
 
+def _tune_garbage_collector() -> None:
+    """A long-lived server with a thousand connections holds millions of objects: with CPython's
+    default thresholds (700, 10, 10) a full collection walks all of them several times a minute
+    under load, a pause of hundreds of milliseconds each (3 of the 13 CPU-seconds of the
+    1,000-stream benchmark). What exists at start (modules, SDKs, schemas) is frozen out of
+    collection, young collections run every 50,000 allocations instead of 700, and full ones
+    about a hundred times less often. Cycles are still collected; they live a little longer."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
 def serve(host: LocalHost) -> None:
     import uvicorn
 
@@ -328,6 +342,10 @@ def serve(host: LocalHost) -> None:
         },
     )
     _raise_descriptor_limit()
+    _tune_garbage_collector()
+    prepare = getattr(host.runtime.models, "prepare", None)
+    if prepare is not None:
+        prepare()  # provider SDKs imported and warmed before the first turn, not during it
     uvicorn.run(
         create_local_app(host),
         host=settings.host,
@@ -341,6 +359,7 @@ def serve(host: LocalHost) -> None:
         ws_max_size=max(settings.max_frame_bytes * 4, 1 << 20),  # we answer oversize frames ourselves
         ws_ping_interval=30,
         ws_ping_timeout=30,
+        ws_per_message_deflate=settings.ws_deflate,
     )
 
 
