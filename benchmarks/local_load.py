@@ -42,6 +42,7 @@ from benchmarks.procs import Proc, avm_serve, fake_llm, pin_self, raise_fd_limit
 
 FLUSH_MS = 250
 TTFT_S = 0.5  # the standard turn's --ttft-ms
+STANDARD_TURN_S = TTFT_S + 200 / 35  # to its last token
 SERVER_CPUS, RIG_CPUS = ("0", "1") if (os.cpu_count() or 1) >= 2 else (None, None)
 STANDARD_TURN = [
     "--ttft-ms",
@@ -61,6 +62,8 @@ class TurnSample:
     start_ms: float | None = None  # from sending message_send to the provider's first token, minus its TTFT
     token_lags_ms: list[float] = field(default_factory=list)
     frame_lags_ms: list[float] = field(default_factory=list)
+    flush_lags_ms: list[float] = field(default_factory=list)  # the part of frame_lags before the send
+    delivery_ms: list[float] = field(default_factory=list)  # made by the server -> received here
     tokens: int = 0
     ok: bool = False
 
@@ -69,36 +72,55 @@ def _stamps(text: str) -> list[float]:
     return [float(w[1:]) for w in text.split() if w.startswith("@")]
 
 
-async def _one_client(url: str, idx: int, ready: asyncio.Barrier, sample: TurnSample) -> None:
+async def _one_turn(client: AgentVMClient, image_id: str, sample: TurnSample) -> None:
+    sent = time.time()
+    await client.request("message_send", imageId=image_id, content="standard turn " * 100, check=True)
+    first = True
+    async for frame in client.turn_events(timeout=120):
+        if frame["type"] == "text_delta":
+            now = time.time()
+            stamps = _stamps(frame["data"]["text"])
+            if not stamps:
+                continue
+            sample.tokens += len(stamps)
+            sample.token_lags_ms.extend((now - s) * 1000 for s in stamps)
+            if first:
+                sample.first_delta_ms = (now - stamps[0]) * 1000
+                sample.start_ms = (stamps[0] - TTFT_S - sent) * 1000
+                first = False
+            else:
+                due = stamps[0] + FLUSH_MS / 1000
+                sample.frame_lags_ms.append(max(0.0, (now - due) * 1000))
+                # the frame's own timestamp is when the server made it (flushed the window)
+                made = frame.get("timestamp", 0) / 1000
+                sample.flush_lags_ms.append(max(0.0, (made - due) * 1000))
+                sample.delivery_ms.append(max(0.0, (now - made) * 1000))
+        elif frame["type"] == "conversation_end":
+            sample.ok = True
+
+
+async def _one_client(
+    url: str,
+    idx: int,
+    connected: asyncio.Barrier,
+    ready: asyncio.Barrier,
+    samples: list[TurnSample],
+    offset_s: float,
+) -> None:
+    """Connect, create an image, then run ``len(samples)`` turns back to back, the first one
+    ``offset_s`` after every client is ready."""
     async with AgentVMClient.connect(url) as client:
+        await connected.wait()
         img = (
             await client.request(
                 "image_create", containerId=f"user-{idx}", config={"name": "bench"}, check=True
             )
         )["record"]
         await ready.wait()
-        sent = time.time()
-        await client.request(
-            "message_send", imageId=img["imageId"], content="standard turn " * 100, check=True
-        )
-        first = True
-        async for frame in client.turn_events(timeout=120):
-            if frame["type"] == "text_delta":
-                now = time.time()
-                stamps = _stamps(frame["data"]["text"])
-                if not stamps:
-                    continue
-                sample.tokens += len(stamps)
-                sample.token_lags_ms.extend((now - s) * 1000 for s in stamps)
-                if first:
-                    sample.first_delta_ms = (now - stamps[0]) * 1000
-                    sample.start_ms = (stamps[0] - TTFT_S - sent) * 1000
-                    first = False
-                else:
-                    due = stamps[0] + FLUSH_MS / 1000
-                    sample.frame_lags_ms.append(max(0.0, (now - due) * 1000))
-            elif frame["type"] == "conversation_end":
-                sample.ok = True
+        if offset_s:
+            await asyncio.sleep(offset_s)
+        for sample in samples:
+            await _one_turn(client, img["imageId"], sample)
 
 
 def _pct(values: list[float], p: float) -> float:
@@ -115,15 +137,29 @@ async def _phase(
     sampler_period: float = 0.1,
     profile: Path | None = None,
     fake: Proc | None = None,
+    mode: str = "burst",
 ) -> dict[str, object]:
-    samples = [TurnSample() for _ in range(n)]
-    ready = asyncio.Barrier(n + 1)
+    """``burst``: every client sends its turn at the same moment. ``steady``: client i starts
+    i/n of a turn's length later and runs two turns back to back; only the second turns are
+    measured, which all run while about n streams are live (the server's steady state, with a
+    new turn starting every turn-length/n)."""
+    steady = mode == "steady"
+    turns = [[TurnSample() for _ in range(2 if steady else 1)] for _ in range(n)]
+    connected, ready = asyncio.Barrier(n + 1), asyncio.Barrier(n + 1)
     rss_base = server.rss_bytes()
-    tasks = [asyncio.create_task(_one_client(url, i, ready, samples[i])) for i in range(n)]
-    await ready.wait()  # every client is connected with its image: the idle state
+    tasks = [
+        asyncio.create_task(
+            _one_client(url, i, connected, ready, turns[i], STANDARD_TURN_S * i / n if steady else 0.0)
+        )
+        for i in range(n)
+    ]
+    await connected.wait()  # every client is connected: bare sockets
+    await asyncio.sleep(0.5)
+    rss_bare = server.rss_bytes()
+    await ready.wait()  # every client has its image too: the idle state
     await asyncio.sleep(0.5)
     rss_idle = server.rss_bytes()
-    spy = _py_spy(server.popen.pid, profile / f"server-{n}.txt") if profile else None
+    spy = _py_spy(server.popen.pid, profile / f"server-{mode}-{n}.txt") if profile else None
     cpu0, t0 = server.cpu_seconds(), time.monotonic()
     rig0 = (fake.cpu_seconds() if fake else 0.0, time.process_time())
     peak = rss_idle
@@ -139,12 +175,17 @@ async def _phase(
     if spy is not None:
         spy.send_signal(2)  # SIGINT: py-spy writes its flame graph and exits
         spy.wait(60)
-    ok = [s for s in samples if s.ok]
+    all_turns = [t for per_client in turns for t in per_client]
+    ok = [t[-1] for t in turns if t[-1].ok]  # the measured turns: the last of each client
     firsts = [s.first_delta_ms for s in ok if s.first_delta_ms is not None]
     starts = [s.start_ms for s in ok if s.start_ms is not None]
     token_lags = [x for s in ok for x in s.token_lags_ms]
     frame_lags = [x for s in ok for x in s.frame_lags_ms]
+    flush_lags = [x for s in ok for x in s.flush_lags_ms]
+    deliveries = [x for s in ok for x in s.delivery_ms]
+    tokens = sum(t.tokens for t in all_turns if t.ok)
     return {
+        "mode": mode,
         "clients": n,
         "turns_ok": len(ok),
         "tokens_per_turn": statistics.median(s.tokens for s in ok) if ok else 0,
@@ -156,11 +197,18 @@ async def _phase(
         "token_lag_ms_p99": round(_pct(token_lags, 99), 1),
         "inter_delta_lag_ms_p50": round(_pct(frame_lags, 50), 2),
         "inter_delta_lag_ms_p99": round(_pct(frame_lags, 99), 2),
-        "turns_per_s": round(len(ok) / wall, 1),
+        # of which: the frame made late (the server's loop) / made on time, received late (the
+        # server's send path, the kernel, this client): millisecond timestamps, so +-1 ms
+        "flush_lag_ms_p99": round(_pct(flush_lags, 99), 1),
+        "delivery_ms_p50": round(_pct(deliveries, 50), 1),
+        "delivery_ms_p99": round(_pct(deliveries, 99), 1),
+        "turns_per_s": round(sum(t.ok for t in all_turns) / wall, 1),
         "wall_s": round(wall, 2),
-        "server_cpu_ms_per_turn": round(cpu / max(len(ok), 1) * 1000, 2),
-        "server_cpu_us_per_token": round(cpu / max(sum(s.tokens for s in ok), 1) * 1e6, 1),
+        # CPU over every turn of the phase (in steady mode, the ramp's first turns too)
+        "server_cpu_ms_per_turn": round(cpu / max(sum(t.ok for t in all_turns), 1) * 1000, 2),
+        "server_cpu_us_per_token": round(cpu / max(tokens, 1) * 1e6, 1),
         "rss_per_idle_connection_kb": round((rss_idle - rss_base) / n / 1024, 1),
+        "rss_per_bare_connection_kb": round((rss_bare - rss_base) / n / 1024, 1),
         "rss_per_active_turn_kb": round((peak - rss_idle) / n / 1024, 1),
         # the rig's own load over the turns (100 = one core busy): a saturated rig delays tokens
         "server_cpu_pct": round(cpu / wall * 100),
@@ -196,12 +244,13 @@ async def run(
     profile: Path | None = None,
     env: dict[str, str] | None = None,
     turn: list[str] = STANDARD_TURN,
+    modes: tuple[str, ...] = ("burst",),
 ) -> list[dict[str, object]]:
     raise_fd_limit()
     pin_self(rig_cpus)
     results = []
     with fake_llm(*turn, "--stamp-tokens", cpus=rig_cpus) as fake:
-        for n in clients:
+        for mode, n in [(m, n) for m in modes for n in clients]:
             with (
                 tempfile.TemporaryDirectory() as data_dir,
                 avm_serve(
@@ -215,7 +264,7 @@ async def run(
                     cpus=server_cpus,
                 ) as server,
             ):
-                result = await _phase(server.url, n, server, profile=profile, fake=fake)
+                result = await _phase(server.url, n, server, profile=profile, fake=fake, mode=mode)
                 print(json.dumps(result))
                 results.append(result)
     return results
@@ -233,6 +282,7 @@ def main() -> None:
     parser.add_argument("--server-cpus", default=SERVER_CPUS, help="taskset list for the server")
     parser.add_argument("--rig-cpus", default=RIG_CPUS, help="for the fake provider and this client")
     parser.add_argument("--env", nargs="*", default=[], help="extra KEY=VALUE for the server")
+    parser.add_argument("--modes", nargs="+", default=["burst"], choices=["burst", "steady"])
     parser.add_argument(
         "--turn", default="", help='fake-llm flags over the standard turn\'s, e.g. --turn="--reply-tokens 20"'
     )
@@ -246,6 +296,7 @@ def main() -> None:
             profile=args.profile,
             env=env,
             turn=[*STANDARD_TURN, *args.turn.split()],
+            modes=tuple(args.modes),
         )
     )
     if args.out:
