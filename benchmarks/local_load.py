@@ -217,6 +217,14 @@ async def _phase(
     }
 
 
+async def _until_workers_listen(data_dir: Path, workers: int) -> None:
+    for _ in range(300):
+        if len(list((data_dir / "workers").glob("*.sock"))) >= workers:
+            return
+        await asyncio.sleep(0.1)
+    raise RuntimeError("the workers did not start")
+
+
 def _py_spy(pid: int, out: Path) -> subprocess.Popen[bytes]:
     """py-spy sampling the server: collapsed stacks in ``out`` (for flamegraph.pl or speedscope)."""
     out.parent.mkdir(parents=True, exist_ok=True)
@@ -245,6 +253,7 @@ async def run(
     env: dict[str, str] | None = None,
     turn: list[str] = STANDARD_TURN,
     modes: tuple[str, ...] = ("burst",),
+    workers: int = 1,
 ) -> list[dict[str, object]]:
     raise_fd_limit()
     pin_self(rig_cpus)
@@ -259,12 +268,16 @@ async def run(
                         "ANTHROPIC_API_KEY": "bench",
                         "ANTHROPIC_BASE_URL": fake.url,
                         "AVM_FLUSH_MS": str(FLUSH_MS),
+                        "AVM_WORKERS": str(workers),
                         **(env or {}),
                     },
                     cpus=server_cpus,
                 ) as server,
             ):
+                if workers > 1:
+                    await _until_workers_listen(Path(data_dir), workers)
                 result = await _phase(server.url, n, server, profile=profile, fake=fake, mode=mode)
+                result["workers"] = workers
                 print(json.dumps(result))
                 results.append(result)
     return results
@@ -283,6 +296,7 @@ def main() -> None:
     parser.add_argument("--rig-cpus", default=RIG_CPUS, help="for the fake provider and this client")
     parser.add_argument("--env", nargs="*", default=[], help="extra KEY=VALUE for the server")
     parser.add_argument("--modes", nargs="+", default=["burst"], choices=["burst", "steady"])
+    parser.add_argument("--workers", type=int, default=1, help="avm serve --workers (docs/scaling.md)")
     parser.add_argument(
         "--turn", default="", help='fake-llm flags over the standard turn\'s, e.g. --turn="--reply-tokens 20"'
     )
@@ -297,6 +311,7 @@ def main() -> None:
             env=env,
             turn=[*STANDARD_TURN, *args.turn.split()],
             modes=tuple(args.modes),
+            workers=args.workers,
         )
     )
     if args.out:

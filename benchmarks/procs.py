@@ -57,12 +57,30 @@ class Proc:
     popen: subprocess.Popen[bytes]
     url: str
 
+    def pids(self) -> list[int]:
+        """The process and its descendants (``avm serve --workers N`` serves from its children)."""
+        out, todo = [], [self.popen.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return out
+
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        total = 0.0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        return total
 
     def rss_bytes(self) -> int:
-        return int(Path(f"/proc/{self.popen.pid}/statm").read_text().split()[1]) * PAGE
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+        return total
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:

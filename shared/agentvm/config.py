@@ -34,6 +34,12 @@ class Settings(BaseSettings):
     # lines about refused client input (bad frames, refused upgrades, 401, 413) per source (client
     # address) per minute, then one line saying how many were suppressed; 0 = no limit (logs.py)
     log_refusals_per_minute: int = Field(default=10, ge=0)
+    # several worker processes on one data dir behind one port (docs/scaling.md): `avm serve
+    # --workers N` starts N processes, each with its AVM_WORKER_ID, binding the port with
+    # SO_REUSEPORT; they share the SQLite store, queue and connection registry
+    workers: int = Field(default=1, ge=1, le=256)
+    worker_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    reuse_port: bool = False  # bind with SO_REUSEPORT (set for each worker)
     # the websockets frame and handshake log (DEBUG, under uvicorn.error): off even at DEBUG, since a
     # frame cut short can keep the end of a token the masks cannot recognise
     log_ws_frames: bool = False

@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import socket
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -104,9 +105,14 @@ def create_local_app(host: LocalHost) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from agentvm.adapters.local.relay import RelayPush
+
+        relay = host.push if isinstance(host.push, RelayPush) else None
+        if relay is not None:  # one of several workers: the others reach our sockets through it
+            await relay.start()
         consumer = asyncio.create_task(host.queue.run(run_job))
         sweeper = asyncio.create_task(_sweep_waits(rt, settings.wait_sweep_s))
-        log.info("turn queue consumer started")
+        log.info("turn queue consumer started", extra={"worker": settings.worker_id})
         try:
             yield
         finally:
@@ -114,6 +120,8 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if relay is not None:
+                await relay.aclose()
 
     app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
     app.include_router(playground_routes())  # the web playground at / (static files, no key)
@@ -346,7 +354,7 @@ def serve(host: LocalHost) -> None:
     prepare = getattr(host.runtime.models, "prepare", None)
     if prepare is not None:
         prepare()  # provider SDKs imported and warmed before the first turn, not during it
-    uvicorn.run(
+    config = uvicorn.Config(
         create_local_app(host),
         host=settings.host,
         port=settings.port,
@@ -361,6 +369,24 @@ def serve(host: LocalHost) -> None:
         ws_ping_timeout=30,
         ws_per_message_deflate=settings.ws_deflate,
     )
+    server = uvicorn.Server(config)
+    # One of several workers on one port: each binds it with SO_REUSEPORT, and the kernel spreads
+    # new connections over them (docs/scaling.md).
+    sockets = [_reuse_port_socket(settings.host, settings.port)] if settings.reuse_port else None
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=sockets)
+    if not server.started:
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE (the port is taken, ...), as uvicorn.run
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
 
 
 __all__ = ["LOCAL_TENANT", "create_local_app", "is_loopback", "open_mode_error", "serve"]
