@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from fastapi import FastAPI
+    from starlette.types import Receive, Scope, Send
 
     from agentvm.config import Settings
     from agentvm.hosts.local import LocalHost
@@ -242,7 +243,29 @@ def create_local_app(host: LocalHost) -> FastAPI:
             )
             await writer.close_now(AUTH_DEADLINE_CLOSE, "authenticate within the deadline (auth frame)")
 
+    app.state.ws_endpoint = ws
     return app
+
+
+class WebSocketFirst:
+    """``/ws`` straight to its endpoint, everything else (HTTP, lifespan) to the FastAPI app.
+
+    Through the app, every live socket keeps a dozen middleware frames suspended for its whole
+    life (error handling, telemetry, body and metrics middlewares that only act on HTTP, the
+    router, the exception wrappers) and every frame it sends passes their ``send`` wrappers: at a
+    thousand idle connections, a good part of each one's memory (docs/scaling.md). The endpoint
+    is the same one the app routes ``/ws`` to (tests reach it through the app)."""
+
+    def __init__(self, app: FastAPI, path: str = "/ws") -> None:
+        self.app = app
+        self.path = path
+        self.endpoint = app.state.ws_endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope.get("path") == self.path:
+            await self.endpoint(WebSocket(scope, receive=receive, send=send))
+            return
+        await self.app(scope, receive, send)
 
 
 async def _deny(websocket: WebSocket, exc: AgentVMError, status: int, address: str) -> None:
@@ -355,7 +378,7 @@ def serve(host: LocalHost) -> None:
     if prepare is not None:
         prepare()  # provider SDKs imported and warmed before the first turn, not during it
     config = uvicorn.Config(
-        create_local_app(host),
+        WebSocketFirst(create_local_app(host)),
         host=settings.host,
         port=settings.port,
         http=guarded_http_protocol(
