@@ -431,8 +431,8 @@ async def _stream_step(
 
     async def consume() -> None:
         next_send_at = getattr(hooks, "next_send_at", None)
-        if next_send_at is not None:
-            pace_reads_by(next_send_at)  # this task's context: the adapter's reads (agent/pacing.py)
+        if next_send_at is not None:  # this task's context: the adapter's reads (agent/pacing.py)
+            pace_reads_by(next_send_at, hooks.send_text_now)  # type: ignore[attr-defined]
         async for ev in client.stream(request):
             if isinstance(ev, TextDelta):
                 if step.ttft_s is None:
