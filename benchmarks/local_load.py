@@ -164,9 +164,11 @@ async def _phase(
     rig0 = (fake.cpu_seconds() if fake else 0.0, time.process_time())
     peak = rss_idle
     pending = set(tasks)
+    cpu_series = [(time.monotonic(), cpu0)]
     while pending:
         done, pending = await asyncio.wait(pending, timeout=sampler_period)
         peak = max(peak, server.rss_bytes())
+        cpu_series.append((time.monotonic(), server.cpu_seconds()))
     for t in tasks:
         t.result()
     wall, cpu = time.monotonic() - t0, server.cpu_seconds() - cpu0
@@ -212,9 +214,22 @@ async def _phase(
         "rss_per_active_turn_kb": round((peak - rss_idle) / n / 1024, 1),
         # the rig's own load over the turns (100 = one core busy): a saturated rig delays tokens
         "server_cpu_pct": round(cpu / wall * 100),
+        "server_cpu_pct_peak_1s": _peak_share(cpu_series, 1.0),
         "fake_provider_cpu_pct": round(fake_cpu / wall * 100) if fake else None,
         "load_client_cpu_pct": round(client_cpu / wall * 100),
     }
+
+
+def _peak_share(series: list[tuple[float, float]], window_s: float) -> int:
+    """The server's busiest ``window_s``: its CPU share (100 = one core) in that window."""
+    best = 0.0
+    j = 0
+    for i, (t, c) in enumerate(series):
+        while series[j][0] < t - window_s and j < i:
+            j += 1
+        if t - series[j][0] >= window_s * 0.9:
+            best = max(best, (c - series[j][1]) / (t - series[j][0]))
+    return round(best * 100)
 
 
 async def _until_workers_listen(data_dir: Path, workers: int) -> None:

@@ -87,8 +87,9 @@ def _local_section(rows: list[dict[str, object]]) -> str:
                 ),
                 "server CPU ms per turn": r["server_cpu_ms_per_turn"],
                 "turns/s": r["turns_per_s"],
-                "CPU % server / fake / client": (
-                    f"{r['server_cpu_pct']} / {r['fake_provider_cpu_pct']} / {r['load_client_cpu_pct']}"
+                "CPU %: server (its busiest second) / fake / client": (
+                    f"{r['server_cpu_pct']} ({r.get('server_cpu_pct_peak_1s', '?')}) / "
+                    f"{r['fake_provider_cpu_pct']} / {r['load_client_cpu_pct']}"
                 ),
             }
         )
@@ -98,10 +99,55 @@ def _local_section(rows: list[dict[str, object]]) -> str:
         + doc
         + "\n\n"
         + _table(compact)
+        + "\n"
+        + _local_goals(rows)
         + "\n<details><summary>Every figure of these runs</summary>\n\n"
         + _table(rows)
         + "\n</details>\n"
     )
+
+
+def _local_goals(rows: list[dict[str, object]]) -> str:
+    """Issue 14's and the architecture's local goals, each against this run's figure."""
+
+    def row(mode: str, clients: int) -> dict[str, object] | None:
+        return next(
+            (r for r in rows if r["mode"] == mode and r["clients"] == clients and r["workers"] == 1), None
+        )
+
+    lines = []
+    hundred = row("burst", 100)
+    if hundred is not None:
+        lines.append(
+            "added first-delta latency p50 <= 5 ms at 100 concurrent sessions: "
+            + _verdict(hundred["first_delta_added_ms_p50"], 5.0)
+        )
+    for mode, label in (("burst", "all at once"), ("steady", "steady")):
+        big = row(mode, 1000)
+        if big is not None:
+            lines.append(
+                f"1,000 streams ({label}), p99 inter-delta lag <= {LAG_GOAL_MS:g} ms: "
+                + _verdict(big["inter_delta_lag_ms_p99"], LAG_GOAL_MS)
+                + f"; <= {RSS_GOAL_KB:g} KB per idle connection: "
+                + _verdict(big["rss_per_idle_connection_kb"], RSS_GOAL_KB)
+                + f"; server CPU per token within one core ({CPU_BUDGET_US:.1f} us): "
+                + _verdict(big["server_cpu_us_per_token"], CPU_BUDGET_US)
+            )
+    return "".join(f"* {line}\n" for line in lines)
+
+
+def _peer_goal(rows: list[dict[str, object]]) -> str:
+    """The architecture's peer goal: at least 5x less added latency than LangGraph's server."""
+    parts = [f"{r['clients']} clients: " + _ratio_verdict(r["added_latency_ratio_p50"]) for r in rows]
+    return (
+        "\n* at least 5x less added first-token latency than LangGraph's local server: "
+        + ", ".join(parts)
+        + "\n"
+    )
+
+
+def _ratio_verdict(ratio: object) -> str:
+    return f"{ratio}x (met)" if isinstance(ratio, (int, float)) and ratio >= 5 else f"**{ratio}x (missed)**"
 
 
 def _flatten_peer(rows: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -190,6 +236,7 @@ def main() -> None:
         + (peer_langgraph.__doc__ or "").split("Run:")[0].split("\n", 1)[1].strip()
         + "\n\n"
         + _table(_flatten_peer(peer))
+        + _peer_goal(peer)
     )
 
     header = (

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 
 LEAD_S = 0.005  # read this long before the window ends, so the read's text makes that window
 
+
 class _Pacer:
     __slots__ = ("flush", "next_send", "target")
 
