@@ -198,10 +198,10 @@ def main() -> None:
         sections.append(cost_meter.report(quick=args.quick))
 
     big = 100 if args.quick else 1000
-    load_rows = asyncio.run(local_load.run([10, 100, big] if not args.quick else [10, 100]))
-    load_rows += asyncio.run(local_load.run([big], modes=("steady",)))
+    load_rows = local_load.run_client(local_load.run([10, 100, big] if not args.quick else [10, 100]))
+    load_rows += local_load.run_client(local_load.run([big], modes=("steady",)))
     # part 3 (docs/scaling.md): two workers on one port; no CPU left for the rig alone on two cores
-    load_rows += asyncio.run(
+    load_rows += local_load.run_client(
         local_load.run([big], modes=("steady",), workers=2, server_cpus=None, rig_cpus=None)
     )
     sections.append(_local_section(load_rows))

@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from agentvm.adapters.llm.anthropic import MessageStreamParser
 from agentvm.adapters.llm.openai import ChunkStreamParser
@@ -212,3 +214,22 @@ def test_text_before_an_error_in_the_same_read_is_handed_out_then_the_error_rais
     ]
     with pytest.raises(ProviderUnavailable, match="server_error"):
         chunks.finish()
+
+
+@given(st.text(), st.booleans())
+def test_a_text_delta_read_without_parsing_the_whole_event_is_what_json_reads(text, compact):
+    from agentvm.adapters.llm.anthropic import _text_delta
+
+    event = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+    data = json.dumps(event, separators=(",", ":") if compact else None, ensure_ascii=compact).encode()
+    assert _text_delta(data) == json.loads(data)["delta"]["text"]
+
+
+def test_other_deltas_and_other_key_orders_are_parsed_whole():
+    from agentvm.adapters.llm.anthropic import _text_delta
+
+    assert (
+        _text_delta(b'{"type":"content_block_delta","delta":{"type":"input_json_delta","partial_json":"{"}}')
+        is None
+    )
+    assert _text_delta(b'{"delta":{"text":"a","type":"text_delta"}}') is None  # text before its type
