@@ -188,9 +188,11 @@ def test_importing_the_adapters_does_not_import_the_sdks():
 
 
 @pytest.mark.parametrize(("choice", "lean"), [("auto", True), ("lean", True), ("sdk", False)])
-def test_provider_sdks_get_the_lean_transport_unless_told_otherwise(fakes, choice, lean):
+def test_provider_sdks_get_the_lean_transport_unless_told_otherwise(fakes, choice, lean, monkeypatch):
     from agentvm.adapters.llm.transport import ProviderTransport
 
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
     resolver = SettingsModelResolver(_settings(anthropic_api_key=SECRET, provider_transport=choice))
     client, _, _ = resolver.resolve("anthropic/claude-x")
     http_client = client.inner.kwargs["http_client"]
@@ -207,3 +209,10 @@ def test_prepare_makes_every_configured_provider_client_before_the_first_turn(fa
     assert len(fakes["OpenAIModelClient"].created) == 1
     resolver.resolve("anthropic/claude-x")
     assert len(fakes["AnthropicModelClient"].created) == 1  # cached, not made again
+
+
+def test_with_an_http_proxy_in_the_environment_the_sdks_keep_their_own_transport(fakes, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")  # httpx would not apply it to ours
+    resolver = SettingsModelResolver(_settings(anthropic_api_key=SECRET))
+    client, _, _ = resolver.resolve("anthropic/claude-x")
+    assert client.inner.kwargs["http_client"] is None

@@ -19,8 +19,8 @@ what changes is below them:
   once on a new one, before any byte of a response was seen, so no request is answered twice.
 
 TLS uses the SDK's trust settings (``httpx2.create_ssl_context``); HTTP/2, proxies and Unix
-sockets are not spoken here: with a proxy in the environment httpx routes those requests through
-its own transport (``trust_env``), and ``AVM_PROVIDER_TRANSPORT=sdk`` turns this one off. Errors
+sockets are not spoken here: with a proxy in the environment (``HTTPS_PROXY``...) the SDKs keep
+their own transport, and ``AVM_PROVIDER_TRANSPORT=sdk`` turns this one off. Errors
 are httpx's own (``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ``ReadError``,
 ``RemoteProtocolError``), so the SDKs and ``adapters/llm/errors.py`` translate them as before.
 """
@@ -28,8 +28,10 @@ are httpx's own (``ConnectError``, ``ConnectTimeout``, ``ReadTimeout``, ``ReadEr
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 import time
+import urllib.request
 from collections import deque
 from typing import TYPE_CHECKING, Any
 
@@ -38,6 +40,8 @@ import httpx2
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
+
+log = logging.getLogger("agentvm.llm.transport")
 
 _DEFAULT_PORTS = {"http": 80, "https": 443}
 
@@ -53,6 +57,7 @@ class _Connection(asyncio.Protocol):
         self.origin = origin
         self.transport: asyncio.Transport | None = None
         self.idle_until = 0.0
+        self.in_flight = False  # a request was sent and its response is not done with
         self._paused = False
         self._closed = False  # the server closed, or the socket failed
         self._error: Exception | None = None
@@ -76,6 +81,9 @@ class _Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]
 
     def data_received(self, data: bytes) -> None:
+        if not self.in_flight:  # bytes nobody asked for on an idle connection: not reusable
+            self._fail(httpx2.RemoteProtocolError("unexpected bytes on an idle connection"))
+            return
         self.seen_bytes = True
         try:
             self._parser.feed_data(data)
@@ -130,6 +138,7 @@ class _Connection(asyncio.Protocol):
 
     def send(self, data: bytes) -> None:
         assert self.transport is not None
+        self.in_flight = True
         self.transport.write(data)
 
     async def read_head(self, timeout: float | None) -> None:
@@ -166,6 +175,7 @@ class _Connection(asyncio.Protocol):
         """Ready for the next request (the response was read to its end, the server keeps it)."""
         if not (self.complete and self.reusable and self._keep and not self._until_close):
             return False
+        self.in_flight = False
         self._start_response()
         if self._paused and self.transport is not None:
             self.transport.resume_reading()  # idle: see the server close it
@@ -356,8 +366,13 @@ async def _encode(request: httpx2.Request) -> tuple[bytes, bytes]:
     return head, b"".join(parts)
 
 
-def sdk_http_client(timeout_s: float) -> httpx2.AsyncClient:
-    """An ``httpx2.AsyncClient`` on this transport, for an SDK's ``http_client``."""
+def sdk_http_client(timeout_s: float) -> httpx2.AsyncClient | None:
+    """An ``httpx2.AsyncClient`` on this transport, for an SDK's ``http_client``; None when the
+    environment names an HTTP proxy (``HTTPS_PROXY``...): httpx does not apply those to a client
+    given its own transport, so the SDKs keep theirs, which does."""
+    if any(scheme in urllib.request.getproxies() for scheme in ("http", "https", "all")):
+        log.info("an HTTP proxy is configured: the provider SDKs keep their own transport")
+        return None
     return httpx2.AsyncClient(transport=ProviderTransport(), timeout=timeout_s, follow_redirects=True)
 
 
