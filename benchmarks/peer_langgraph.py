@@ -11,7 +11,10 @@ Added latency is receipt minus the provider's emit stamp of the first token, as 
 frame is a billed message on AWS); LangGraph sends every token, so only first-token latency and
 throughput are compared.
 
-Run: ``./dev python -m benchmarks.peer_langgraph``
+Both servers run on the same CPU (the server's of ``benchmarks/local_load.py``), the fake provider
+and both load clients on the other, so each server's figures are its own.
+
+Run: ``./dev python -m benchmarks.peer_langgraph [--clients 10 100 1000]``
 """
 
 from __future__ import annotations
@@ -27,8 +30,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from benchmarks.local_load import STANDARD_TURN, _pct, _phase
-from benchmarks.procs import Proc, avm_serve, fake_llm, free_port, raise_fd_limit
+from benchmarks.local_load import RIG_CPUS, SERVER_CPUS, STANDARD_TURN, _pct, _phase
+from benchmarks.procs import Proc, avm_serve, fake_llm, free_port, pin_self, pinned, raise_fd_limit
 
 ROOT = Path(__file__).resolve().parent.parent
 PEER_DIR = ROOT / "benchmarks" / "peer"
@@ -46,6 +49,7 @@ def ensure_peer_venv() -> Path:
 
 
 def _langgraph_phase(python: Path, fake_url: str, n: int) -> dict[str, object]:
+    """LangGraph's server on the server's CPU, its load client (in the peer's venv) on the rig's."""
     port = free_port()
     env = {
         **os.environ,
@@ -61,7 +65,11 @@ def _langgraph_phase(python: Path, fake_url: str, n: int) -> dict[str, object]:
         for name in ("graph.py", "langgraph.json"):
             (Path(workdir) / name).write_text((PEER_DIR / name).read_text())
         server = subprocess.Popen(
-            cmd, cwd=workdir, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+            pinned(cmd, SERVER_CPUS),
+            cwd=workdir,
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
         )
         try:
             proc = Proc(server, f"http://127.0.0.1:{port}")
@@ -72,7 +80,7 @@ def _langgraph_phase(python: Path, fake_url: str, n: int) -> dict[str, object]:
                 time.sleep(0.3)
             cpu0 = proc.cpu_seconds()
             out = subprocess.run(
-                [str(python), str(PEER_DIR / "lg_client.py"), proc.url, str(n)],
+                pinned([str(python), str(PEER_DIR / "lg_client.py"), proc.url, str(n)], RIG_CPUS),
                 capture_output=True,
                 text=True,
                 check=True,
@@ -99,13 +107,16 @@ def _langgraph_phase(python: Path, fake_url: str, n: int) -> dict[str, object]:
 async def run(clients: list[int]) -> list[dict[str, object]]:
     raise_fd_limit()
     python = ensure_peer_venv()
+    pin_self(RIG_CPUS)
     rows = []
-    with fake_llm(*STANDARD_TURN, "--stamp-tokens") as fake:
+    with fake_llm(*STANDARD_TURN, "--stamp-tokens", cpus=RIG_CPUS) as fake:
         for n in clients:
             with (
                 tempfile.TemporaryDirectory() as data_dir,
                 avm_serve(
-                    Path(data_dir), {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake.url}
+                    Path(data_dir),
+                    {"ANTHROPIC_API_KEY": "bench", "ANTHROPIC_BASE_URL": fake.url},
+                    cpus=SERVER_CPUS,
                 ) as server,
             ):
                 ours = await _phase(server.url, n, server)
@@ -128,7 +139,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter
     )
-    parser.add_argument("--clients", type=int, nargs="+", default=[10, 100])
+    parser.add_argument("--clients", type=int, nargs="+", default=[10, 100, 1000])
     parser.add_argument("--out", type=Path)
     args = parser.parse_args()
     rows = asyncio.run(run(args.clients))

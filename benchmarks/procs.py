@@ -1,10 +1,16 @@
-"""Starting AgentVM and the fake provider as real processes, and reading their CPU and memory."""
+"""Starting AgentVM and the fake provider as real processes, and reading their CPU and memory.
+
+``cpus``: pin a process to these CPUs with ``taskset -c`` (every thread it starts inherits it), so
+the server does not share its cores with the load it is measured under (see ``benchmarks/local_load.py``
+for how this 2-core machine is split).
+"""
 
 from __future__ import annotations
 
 import contextlib
 import os
 import resource
+import shutil
 import socket
 import subprocess
 import sys
@@ -27,6 +33,19 @@ def raise_fd_limit() -> None:
     resource.setrlimit(resource.RLIMIT_NOFILE, (hard, hard))
 
 
+def pinned(cmd: list[str], cpus: str | None) -> list[str]:
+    """``cmd`` run on ``cpus`` (e.g. ``"0"`` or ``"1"``) with taskset, or as is without."""
+    if cpus is None or shutil.which("taskset") is None:
+        return cmd
+    return ["taskset", "-c", cpus, *cmd]
+
+
+def pin_self(cpus: str | None) -> None:
+    """Pin this process (the load client) to ``cpus``."""
+    if cpus is not None and hasattr(os, "sched_setaffinity"):
+        os.sched_setaffinity(0, {int(c) for c in cpus.split(",")})
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -38,12 +57,30 @@ class Proc:
     popen: subprocess.Popen[bytes]
     url: str
 
+    def pids(self) -> list[int]:
+        """The process and its descendants (``avm serve --workers N`` serves from its children)."""
+        out, todo = [], [self.popen.pid]
+        while todo:
+            pid = todo.pop()
+            out.append(pid)
+            with contextlib.suppress(OSError):
+                todo += [int(c) for c in Path(f"/proc/{pid}/task/{pid}/children").read_text().split()]
+        return out
+
     def cpu_seconds(self) -> float:
-        fields = Path(f"/proc/{self.popen.pid}/stat").read_text().rsplit(")", 1)[1].split()
-        return (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        total = 0.0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+                total += (int(fields[11]) + int(fields[12])) / CLK_TCK  # utime + stime
+        return total
 
     def rss_bytes(self) -> int:
-        return int(Path(f"/proc/{self.popen.pid}/statm").read_text().split()[1]) * PAGE
+        total = 0
+        for pid in self.pids():
+            with contextlib.suppress(OSError):
+                total += int(Path(f"/proc/{pid}/statm").read_text().split()[1]) * PAGE
+        return total
 
 
 def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> None:
@@ -59,10 +96,10 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
 
 
 @contextlib.contextmanager
-def fake_llm(*args: str) -> Iterator[Proc]:
+def fake_llm(*args: str, cpus: str | None = None) -> Iterator[Proc]:
     port = free_port()
     cmd = [sys.executable, "-m", "agentvm.cli", "fake-llm", "--port", str(port), *args]
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(pinned(cmd, cpus), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_fake/stats", proc)
         yield Proc(proc, f"http://127.0.0.1:{port}")
@@ -72,7 +109,9 @@ def fake_llm(*args: str) -> Iterator[Proc]:
 
 
 @contextlib.contextmanager
-def avm_serve(data_dir: Path, env: dict[str, str], *, open_mode: bool = True) -> Iterator[Proc]:
+def avm_serve(
+    data_dir: Path, env: dict[str, str], *, open_mode: bool = True, cpus: str | None = None
+) -> Iterator[Proc]:
     """``avm serve`` on a free port: key-less (one tenant) unless ``open_mode`` is False, in which
     case clients need keys made with ``create_key`` on the same data dir."""
     port = free_port()
@@ -91,7 +130,9 @@ def avm_serve(data_dir: Path, env: dict[str, str], *, open_mode: bool = True) ->
     cmd = [sys.executable, "-m", "agentvm.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
     if open_mode and "--open" in _serve_help():
         cmd.append("--open")
-    proc = subprocess.Popen(cmd, env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    proc = subprocess.Popen(
+        pinned(cmd, cpus), env=full_env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
     try:
         _wait_http(f"http://127.0.0.1:{port}/health", proc)
         yield Proc(proc, f"ws://127.0.0.1:{port}/ws")

@@ -1,7 +1,9 @@
 """Regenerate BENCHMARKS.md: every benchmark in one run, with the command, machine and date.
 
-Run: ``./dev python -m benchmarks.run_all`` (about 5 minutes; ``--quick`` for a smoke run).
-Each benchmark also runs on its own (``python -m benchmarks.<name> --help``).
+Run: ``./dev python -m benchmarks.run_all`` (about 15 minutes; ``--quick`` for a smoke run, and
+``--out`` to write somewhere else). Each benchmark also runs on its own
+(``python -m benchmarks.<name> --help``). The BENCHMARKS.md being replaced is read first: its
+headline figures are printed next to this run's (``benchmarks/compare.py``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ import datetime as dt
 import os
 import platform
 from pathlib import Path
+
+from benchmarks import local_load
+from benchmarks.compare import comparison
 
 ROOT = Path(__file__).resolve().parent.parent
 OUT = ROOT / "BENCHMARKS.md"
@@ -38,6 +43,111 @@ def _table(rows: list[dict[str, object]]) -> str:
     out = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     out += ["| " + " | ".join(str(r.get(k, "")) for k in keys) + " |" for r in rows]
     return "\n".join(out) + "\n"
+
+
+# Issue 14's goals for the local host, and the CPU budget they imply: 1,000 standard streams are
+# 35,000 tokens a second, so one core leaves 28.6 us of server CPU per token for everything
+# (the turn's set-up and end included).
+LAG_GOAL_MS = 100.0
+RSS_GOAL_KB = 50.0
+CPU_BUDGET_US = 1e6 / (1000 * 35)
+
+
+def _verdict(value: object, goal: float) -> str:
+    return f"{value} (met)" if isinstance(value, (int, float)) and value <= goal else f"**{value} (missed)**"
+
+
+def _pair(row: dict[str, object], name: str) -> str:
+    return f"{row[name + '_p50']} / {row[name + '_p99']}"
+
+
+def _local_section(rows: list[dict[str, object]]) -> str:
+    compact = []
+    for r in rows:
+        run = "all at once" if r["mode"] == "burst" else "steady"
+        if r.get("workers", 1) != 1:
+            run += f", {r['workers']} workers on both cores"
+        compact.append(
+            {
+                "run": run,
+                "clients": r["clients"],
+                "first delta added ms p50 / p99": _pair(r, "first_delta_added_ms"),
+                "turn start ms p50 / p99": _pair(r, "turn_start_ms"),
+                "inter-delta lag ms p50": r["inter_delta_lag_ms_p50"],
+                f"inter-delta lag ms p99 (goal <= {LAG_GOAL_MS:g})": _verdict(
+                    r["inter_delta_lag_ms_p99"], LAG_GOAL_MS
+                ),
+                "of which: flush lag p99 / delivery p99": f"{r['flush_lag_ms_p99']} / {r['delivery_ms_p99']}",
+                f"RSS per idle connection KB (goal <= {RSS_GOAL_KB:g})": _verdict(
+                    r["rss_per_idle_connection_kb"], RSS_GOAL_KB
+                ),
+                "bare connection KB": r["rss_per_bare_connection_kb"],
+                f"server CPU us per token (budget {CPU_BUDGET_US:.1f})": _verdict(
+                    r["server_cpu_us_per_token"], CPU_BUDGET_US
+                ),
+                "server CPU ms per turn": r["server_cpu_ms_per_turn"],
+                "turns/s": r["turns_per_s"],
+                "CPU %: server (its busiest second) / fake / client": (
+                    f"{r['server_cpu_pct']} ({r.get('server_cpu_pct_peak_1s', '?')}) / "
+                    f"{r['fake_provider_cpu_pct']} / {r['load_client_cpu_pct']}"
+                ),
+            }
+        )
+    doc = (local_load.__doc__ or "").split("Run:")[0].strip()
+    return (
+        "## Local latency and concurrency (`avm serve` + fake provider, standard turn)\n\n"
+        + doc
+        + "\n\n"
+        + _table(compact)
+        + "\n"
+        + _local_goals(rows)
+        + "\n<details><summary>Every figure of these runs</summary>\n\n"
+        + _table(rows)
+        + "\n</details>\n"
+    )
+
+
+def _local_goals(rows: list[dict[str, object]]) -> str:
+    """Issue 14's and the architecture's local goals, each against this run's figure."""
+
+    def row(mode: str, clients: int) -> dict[str, object] | None:
+        return next(
+            (r for r in rows if r["mode"] == mode and r["clients"] == clients and r["workers"] == 1), None
+        )
+
+    lines = []
+    hundred = row("burst", 100)
+    if hundred is not None:
+        lines.append(
+            "added first-delta latency p50 <= 5 ms at 100 concurrent sessions: "
+            + _verdict(hundred["first_delta_added_ms_p50"], 5.0)
+        )
+    for mode, label in (("burst", "all at once"), ("steady", "steady")):
+        big = row(mode, 1000)
+        if big is not None:
+            lines.append(
+                f"1,000 streams ({label}), p99 inter-delta lag <= {LAG_GOAL_MS:g} ms: "
+                + _verdict(big["inter_delta_lag_ms_p99"], LAG_GOAL_MS)
+                + f"; <= {RSS_GOAL_KB:g} KB per idle connection: "
+                + _verdict(big["rss_per_idle_connection_kb"], RSS_GOAL_KB)
+                + f"; server CPU per token within one core ({CPU_BUDGET_US:.1f} us): "
+                + _verdict(big["server_cpu_us_per_token"], CPU_BUDGET_US)
+            )
+    return "".join(f"* {line}\n" for line in lines)
+
+
+def _peer_goal(rows: list[dict[str, object]]) -> str:
+    """The architecture's peer goal: at least 5x less added latency than LangGraph's server."""
+    parts = [f"{r['clients']} clients: " + _ratio_verdict(r["added_latency_ratio_p50"]) for r in rows]
+    return (
+        "\n* at least 5x less added first-token latency than LangGraph's local server: "
+        + ", ".join(parts)
+        + "\n"
+    )
+
+
+def _ratio_verdict(ratio: object) -> str:
+    return f"{ratio}x (met)" if isinstance(ratio, (int, float)) and ratio >= 5 else f"**{ratio}x (missed)**"
 
 
 def _flatten_peer(rows: list[dict[str, object]]) -> list[dict[str, object]]:
@@ -68,13 +178,14 @@ def main() -> None:
     parser.add_argument(
         "--quick", action="store_true", help="small loads only (a smoke run, not for the record)"
     )
+    parser.add_argument("--out", type=Path, default=OUT, help="where to write (default BENCHMARKS.md)")
     args = parser.parse_args()
     from benchmarks import (
         cold_start,
         history_scaling,
-        local_load,
         noisy_neighbour,
         peer_langgraph,
+        session_search,
         tool_steps,
     )
 
@@ -86,14 +197,14 @@ def main() -> None:
 
         sections.append(cost_meter.report(quick=args.quick))
 
-    loads = [10, 100] if args.quick else [10, 100, 1000]
-    load_rows = asyncio.run(local_load.run(loads))
-    sections.append(
-        "## Local latency and concurrency (`avm serve` + fake provider, standard turn)\n\n"
-        + (local_load.__doc__ or "").split("Run:")[0].strip()
-        + "\n\n"
-        + _table(load_rows)
+    big = 100 if args.quick else 1000
+    load_rows = local_load.run_client(local_load.run([10, 100, big] if not args.quick else [10, 100]))
+    load_rows += local_load.run_client(local_load.run([big], modes=("steady",)))
+    # part 3 (docs/scaling.md): two workers on one port; no CPU left for the rig alone on two cores
+    load_rows += local_load.run_client(
+        local_load.run([big], modes=("steady",), workers=2, server_cpus=None, rig_cpus=None)
     )
+    sections.append(_local_section(load_rows))
 
     scaling = asyncio.run(history_scaling.run([10, 10_000], 11 if args.quick else 31))
     sections.append(
@@ -110,10 +221,22 @@ def main() -> None:
 
     sections.append(cold_start.report(quick=args.quick))
 
-    peer = asyncio.run(peer_langgraph.run([10, 100]))
+    search = asyncio.run(session_search.run(2_000 if args.quick else 10_000, 5 if args.quick else 20))
+    sections.append(
+        "## Session search at 10,000 messages (SQLite FTS5 locally, DynamoDB on moto)\n\n"
+        + (session_search.__doc__ or "").split("Run:")[0].split("\n", 1)[1].strip()
+        + "\n\n"
+        + search
+        + "\n"
+    )
+
+    peer = asyncio.run(peer_langgraph.run([10, 100] if args.quick else [10, 100, 1000]))
     sections.append(
         "## Peer side by side: AgentVM vs LangGraph local server (same fake provider, same run)\n\n"
+        + (peer_langgraph.__doc__ or "").split("Run:")[0].split("\n", 1)[1].strip()
+        + "\n\n"
         + _table(_flatten_peer(peer))
+        + _peer_goal(peer)
     )
 
     header = (
@@ -124,9 +247,16 @@ def main() -> None:
         "Benchmarks print figures; they are not pass/fail tests. The target analysis ends the file.\n\n"
     )
     analysis = ROOT / "benchmarks" / "ANALYSIS.md"
-    body = header + "\n".join(sections) + ("\n" + analysis.read_text() if analysis.exists() else "")
-    OUT.write_text(body)
-    print(f"wrote {OUT}")
+    tail = "\n".join(sections) + ("\n" + analysis.read_text() if analysis.exists() else "")
+    out = args.out
+    previous = OUT.read_text() if OUT.exists() else ""  # the run being replaced, for the comparison
+    compared = (
+        "## Compared with the previous run\n\n"
+        "The headline figures of the BENCHMARKS.md this run replaced, and this run's (the previous\n"
+        "run's machine, load and code may differ: see its header).\n\n" + comparison(previous, tail) + "\n"
+    )
+    out.write_text(header + compared + tail)
+    print(f"wrote {out}")
 
 
 if __name__ == "__main__":

@@ -49,6 +49,11 @@ def _parser() -> argparse.ArgumentParser:
         default=None,
         help="key-less dev mode: every connection is tenant 'local'; loopback only (env AVM_OPEN)",
     )
+    serve.add_argument(
+        "--workers",
+        type=int,
+        help="processes sharing the port and the data dir (default 1, env AVM_WORKERS; docs/scaling.md)",
+    )
 
     fake = sub.add_parser("fake-llm", help="run a fake Anthropic/OpenAI streaming server on loopback")
     from agentvm.fakellm import add_arguments
@@ -167,7 +172,9 @@ def _serve(args: argparse.Namespace) -> int:
     from agentvm.logs import configure_logging
     from agentvm.security.setup import ensure_admin_key
 
-    settings = _settings(args, host=args.host, port=args.port, log_level=args.log_level, open=args.open)
+    settings = _settings(
+        args, host=args.host, port=args.port, log_level=args.log_level, open=args.open, workers=args.workers
+    )
     error = open_mode_error(settings)
     if error is not None:
         print(f"avm: {error}", file=sys.stderr)
@@ -201,6 +208,10 @@ def _serve(args: argparse.Namespace) -> int:
         return 2
     if token is not None:
         _announce_admin_key(token, settings)
+    if settings.workers > 1 and settings.worker_id is None:
+        from agentvm.hosts.local_workers import run_workers
+
+        return run_workers(settings, sys.argv[1:])
     serve(host)
     return 0
 

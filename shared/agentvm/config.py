@@ -34,6 +34,12 @@ class Settings(BaseSettings):
     # lines about refused client input (bad frames, refused upgrades, 401, 413) per source (client
     # address) per minute, then one line saying how many were suppressed; 0 = no limit (logs.py)
     log_refusals_per_minute: int = Field(default=10, ge=0)
+    # several worker processes on one data dir behind one port (docs/scaling.md): `avm serve
+    # --workers N` starts N processes, each with its AVM_WORKER_ID, binding the port with
+    # SO_REUSEPORT; they share the SQLite store, queue and connection registry
+    workers: int = Field(default=1, ge=1, le=256)
+    worker_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_-]{1,32}$")
+    reuse_port: bool = False  # bind with SO_REUSEPORT (set for each worker)
     # the websockets frame and handshake log (DEBUG, under uvicorn.error): off even at DEBUG, since a
     # frame cut short can keep the end of a token the masks cannot recognise
     log_ws_frames: bool = False
@@ -55,6 +61,10 @@ class Settings(BaseSettings):
     bedrock_region: str | None = None  # enables provider "bedrock" (credentials from the AWS chain)
     openai_compatible: dict[str, CompatProvider] = Field(default_factory=dict)  # JSON in env
     provider_timeout_s: float = 60.0
+    # the provider SDKs' HTTP transport (adapters/llm/transport.py): "lean" reads streams on demand
+    # with httptools (the 1,000-stream local host); "sdk" keeps the SDKs' own; "auto": lean where
+    # httptools is installed (avm serve), the SDKs' own elsewhere (the Lambda layer has no httptools)
+    provider_transport: Literal["auto", "lean", "sdk"] = "auto"
     # retries on 429 / 5xx / overloaded / timeouts, before any output reached the client
     provider_max_attempts: int = 4
     provider_retry_base_ms: int = 500  # exponential backoff with full jitter from here
@@ -115,6 +125,9 @@ class Settings(BaseSettings):
     ws_send_queue_frames: int = Field(default=1024, ge=16)
     ws_send_timeout_s: float = Field(default=10.0, gt=0)
     ws_auth_deadline_s: float = Field(default=10.0, gt=0)  # a socket with no key must send `auth` by then
+    # permessage-deflate on local WebSockets: off, as frames are small JSON and a zlib context per
+    # connection costs memory and CPU per frame (docs/scaling.md); on for clients on slow links
+    ws_deflate: bool = False
     max_connections_per_address: int = Field(default=256, ge=1)  # live local WebSockets per client IP
     # local HTTP connections not yet upgraded per client IP (hosts/http_guard.py)
     max_http_connections_per_address: int = Field(default=256, ge=1)

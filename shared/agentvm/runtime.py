@@ -61,10 +61,15 @@ class TurnSettings:
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
     auto_title: bool = False  # name an untitled session after its first turn (sessions/title.py)
     title_model: str | None = None  # the model that names it; None = the image's model
+    pace_reads: bool = False  # read model streams once per flush window (agent/pacing.py; local host)
 
 
 def turn_settings(
-    settings: Settings, *, cancel_poll_s: float = 0.0, subscriber_refresh_s: float = 2.0
+    settings: Settings,
+    *,
+    cancel_poll_s: float = 0.0,
+    subscriber_refresh_s: float = 2.0,
+    pace_reads: bool = False,
 ) -> TurnSettings:
     return TurnSettings(
         flush_s=settings.flush_ms / 1000,
@@ -81,6 +86,7 @@ def turn_settings(
         turn_deadline_s=settings.turn_deadline_s,
         auto_title=settings.auto_title,
         title_model=settings.title_model,
+        pace_reads=pace_reads,
     )
 
 

@@ -1,4 +1,5 @@
-"""The ``Connections`` port's contract: the in-memory registry (local host) and DynamoDB (AWS host) on moto.
+"""The ``Connections`` port's contract: the in-memory registry (local host), SQLite (the local host's
+workers, docs/scaling.md) and DynamoDB (AWS host) on moto.
 
 The shared tests use only the port; the order of ``subscribers`` is not part of the contract (the
 in-memory registry keeps insertion order, DynamoDB returns index order), so they compare sets.
@@ -16,6 +17,7 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
 from agentvm.adapters.local.memory_connections import InMemoryConnections
+from agentvm.adapters.local.sqlite_connections import SqliteConnections
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 
 if TYPE_CHECKING:
@@ -41,12 +43,15 @@ def dynamo_connections(clock: FakeClock | None = None, ttl_s: int = 7500) -> Dyn
 @pytest.fixture(
     params=[
         pytest.param("memory", id="memory"),
+        pytest.param("sqlite", id="sqlite"),
         pytest.param("dynamo", id="dynamo", marks=pytest.mark.aws),
     ]
 )
-def connections(request: pytest.FixtureRequest) -> Connections:
+def connections(request: pytest.FixtureRequest, tmp_path) -> Connections:
     if request.param == "memory":
         return InMemoryConnections()
+    if request.param == "sqlite":
+        return SqliteConnections(tmp_path / "agentvm.db", worker="w0")
     request.getfixturevalue("aws")
     return dynamo_connections()
 

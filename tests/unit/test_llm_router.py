@@ -115,9 +115,9 @@ def test_openai_compatible_providers_use_their_base_url_and_name(fakes):
 
     assert (name, canonical) == ("llama3.2", "local/llama3.2")
     assert local.inner.args[1:3] == ("http://127.0.0.1:11434/v1", 9.0)
-    assert local.inner.kwargs == {"provider_name": "local"}
+    assert local.inner.kwargs["provider_name"] == "local"
     assert groq.inner.args[:2] == (SECRET, "https://api.groq.example/v1")
-    assert groq.inner.kwargs == {"provider_name": "groq"}
+    assert groq.inner.kwargs["provider_name"] == "groq"
 
 
 def test_bedrock_needs_a_region(fakes):
@@ -185,3 +185,34 @@ def test_importing_the_adapters_does_not_import_the_sdks():
     )
 
     assert result.returncode == 0, result.stderr
+
+
+@pytest.mark.parametrize(("choice", "lean"), [("auto", True), ("lean", True), ("sdk", False)])
+def test_provider_sdks_get_the_lean_transport_unless_told_otherwise(fakes, choice, lean, monkeypatch):
+    from agentvm.adapters.llm.transport import ProviderTransport
+
+    for name in ("HTTP_PROXY", "HTTPS_PROXY", "ALL_PROXY", "http_proxy", "https_proxy", "all_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    resolver = SettingsModelResolver(_settings(anthropic_api_key=SECRET, provider_transport=choice))
+    client, _, _ = resolver.resolve("anthropic/claude-x")
+    http_client = client.inner.kwargs["http_client"]
+    if lean:
+        assert isinstance(http_client._transport, ProviderTransport)
+    else:
+        assert http_client is None
+
+
+def test_prepare_makes_every_configured_provider_client_before_the_first_turn(fakes):
+    resolver = SettingsModelResolver(_settings(anthropic_api_key=SECRET, openai_api_key=SECRET))
+    resolver.prepare()
+    assert len(fakes["AnthropicModelClient"].created) == 1
+    assert len(fakes["OpenAIModelClient"].created) == 1
+    resolver.resolve("anthropic/claude-x")
+    assert len(fakes["AnthropicModelClient"].created) == 1  # cached, not made again
+
+
+def test_with_an_http_proxy_in_the_environment_the_sdks_keep_their_own_transport(fakes, monkeypatch):
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.internal:3128")  # httpx would not apply it to ours
+    resolver = SettingsModelResolver(_settings(anthropic_api_key=SECRET))
+    client, _, _ = resolver.resolve("anthropic/claude-x")
+    assert client.inner.kwargs["http_client"] is None

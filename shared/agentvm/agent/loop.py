@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal, Protocol
 
 from agentvm.agent.context import estimate_request_tokens
+from agentvm.agent.pacing import pace_reads_by
 from agentvm.errors import AgentVMError, ProviderUnavailable, StepLimitReached, TurnDeadlineExceeded
 from agentvm.llm import (
     ChatTurn,
@@ -429,6 +430,9 @@ async def _stream_step(
     parts: list[str] = []
 
     async def consume() -> None:
+        next_send_at = getattr(hooks, "next_send_at", None)
+        if next_send_at is not None:  # this task's context: the adapter's reads (agent/pacing.py)
+            pace_reads_by(next_send_at, hooks.send_text_now)  # type: ignore[attr-defined]
         async for ev in client.stream(request):
             if isinstance(ev, TextDelta):
                 if step.ttft_s is None:

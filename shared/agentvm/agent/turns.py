@@ -469,6 +469,14 @@ class _TurnHooks:
         self.rt.progress.delta(self.job.turnId)
         self.sink.text(text)
 
+    def next_send_at(self) -> float | None:
+        """When buffered text will be sent (loop time), if model reads are paced (agent/pacing.py)."""
+        return self.sink.next_flush_at() if self.rt.turns.pace_reads else None
+
+    def send_text_now(self) -> None:
+        """Send the buffered text at once (a paced read that came after its window)."""
+        self.sink.flush()
+
     def on_tool_start(self, call_id: str, name: str) -> None:
         self.sink.emit("tool_use_start", {"toolCallId": call_id, "toolName": name})
         self.sink.emit("tool_planned", {"toolId": call_id, "toolName": name})

@@ -22,7 +22,10 @@ from agentvm.security.setup import Security, build_security, server_secrets
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from agentvm.adapters.local.memory_connections import InMemoryConnections
     from agentvm.adapters.local.push import LocalPush
+    from agentvm.adapters.local.relay import RelayPush
+    from agentvm.adapters.local.sqlite_connections import SqliteConnections
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.config import Settings
     from agentvm.ports import Clock
@@ -38,15 +41,14 @@ class LocalHost:
 
     runtime: Runtime
     queue: SqliteTurnQueue
-    push: LocalPush
+    push: LocalPush | RelayPush
     settings: Settings
 
 
 def local_runtime(settings: Settings) -> LocalHost:
     """SQLite store and durable queue under ``settings.data_dir``, in-process push."""
     from agentvm.adapters.llm.router import SettingsModelResolver
-    from agentvm.adapters.local.memory_connections import InMemoryConnections
-    from agentvm.adapters.local.push import LocalPush
+    from agentvm.adapters.local.relay import RelayPush
     from agentvm.adapters.local.sqlite_config import SqliteConfigStore
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
@@ -65,17 +67,22 @@ def local_runtime(settings: Settings) -> LocalHost:
         max_concurrency=settings.turn_slots,
         # The open dev mode has one tenant, who may use every slot.
         max_per_tenant=settings.turn_slots if settings.open else settings.turn_slots_per_tenant,
+        worker_id=settings.worker_id,
     )
-    push = LocalPush()
+    connections, push = _connections_and_push(settings, queue)
     runtime = Runtime(
         store=store,
         queue=queue,
-        connections=InMemoryConnections(max_per_key=settings.max_connections_per_key),
+        connections=connections,
         push=push,
         models=SettingsModelResolver(settings),
         # Subscribers are an in-memory lookup here: looked up on every send, so a client that
-        # resumes mid-turn is caught up at the next frame.
-        turns=turn_settings(settings, subscriber_refresh_s=0.0),
+        # resumes mid-turn is caught up at the next frame (with several workers they are rows of
+        # the shared store: looked up every second, and before the turn's end). Model streams are
+        # read once per flush window (agent/pacing.py): a thousand streams on two cores.
+        turns=turn_settings(
+            settings, subscriber_refresh_s=0.0 if settings.worker_id is None else 1.0, pace_reads=True
+        ),
         tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
@@ -116,7 +123,40 @@ def local_runtime(settings: Settings) -> LocalHost:
         file_values=read_config_file(settings.data_dir),
         cache_s=settings.config_cache_s,
     )
+    if isinstance(push, RelayPush):
+        from agentvm.adapters.local.relay import RelaySignals
+
+        signals = RelaySignals()
+        signals.relay = push
+        push.on_cancel = signals.fire_here
+        runtime.signals = signals
     return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
+
+
+def _connections_and_push(
+    settings: Settings, queue: SqliteTurnQueue
+) -> tuple[InMemoryConnections | SqliteConnections, LocalPush | RelayPush]:
+    """One process: connections in memory, frames straight to the sockets. A worker of several
+    (docs/scaling.md): connections in the shared store, frames for other workers' sockets relayed
+    to them (adapters/local/relay.py), and the queue's wake-ups told to the other workers."""
+    from agentvm.adapters.local.memory_connections import InMemoryConnections
+    from agentvm.adapters.local.push import LocalPush
+
+    if settings.worker_id is None:
+        return InMemoryConnections(max_per_key=settings.max_connections_per_key), LocalPush()
+    from agentvm.adapters.local.relay import RelayPush
+    from agentvm.adapters.local.sqlite_connections import SqliteConnections
+
+    connections = SqliteConnections(
+        settings.data_dir / "agentvm.db",
+        worker=settings.worker_id,
+        max_per_key=settings.max_connections_per_key,
+    )
+    connections.forget_worker()  # what this worker's previous run left
+    push = RelayPush(settings.data_dir / "workers", connections)
+    push.on_wake = queue.wake
+    queue.on_change = push.broadcast_wake
+    return connections, push
 
 
 def local_server_secrets(settings: Settings) -> ServerSecrets:

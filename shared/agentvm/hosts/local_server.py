@@ -15,6 +15,7 @@ import asyncio
 import contextlib
 import ipaddress
 import logging
+import socket
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING
 
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from fastapi import FastAPI
+    from starlette.types import Receive, Scope, Send
 
     from agentvm.config import Settings
     from agentvm.hosts.local import LocalHost
@@ -105,9 +107,14 @@ def create_local_app(host: LocalHost) -> FastAPI:
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
+        from agentvm.adapters.local.relay import RelayPush
+
+        relay = host.push if isinstance(host.push, RelayPush) else None
+        if relay is not None:  # one of several workers: the others reach our sockets through it
+            await relay.start()
         consumer = asyncio.create_task(host.queue.run(run_job))
         sweeper = asyncio.create_task(_sweep_waits(rt, settings.wait_sweep_s))
-        log.info("turn queue consumer started")
+        log.info("turn queue consumer started", extra={"worker": settings.worker_id})
         try:
             yield
         finally:
@@ -115,6 +122,8 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            if relay is not None:
+                await relay.aclose()
 
     app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
     app.include_router(playground_routes())  # the web playground at / (static files, no key)
@@ -243,7 +252,29 @@ def create_local_app(host: LocalHost) -> FastAPI:
             )
             await writer.close_now(AUTH_DEADLINE_CLOSE, "authenticate within the deadline (auth frame)")
 
+    app.state.ws_endpoint = ws
     return app
+
+
+class WebSocketFirst:
+    """``/ws`` straight to its endpoint, everything else (HTTP, lifespan) to the FastAPI app.
+
+    Through the app, every live socket keeps a dozen middleware frames suspended for its whole
+    life (error handling, telemetry, body and metrics middlewares that only act on HTTP, the
+    router, the exception wrappers) and every frame it sends passes their ``send`` wrappers: at a
+    thousand idle connections, a good part of each one's memory (docs/scaling.md). The endpoint
+    is the same one the app routes ``/ws`` to (tests reach it through the app)."""
+
+    def __init__(self, app: FastAPI, path: str = "/ws") -> None:
+        self.app = app
+        self.path = path
+        self.endpoint = app.state.ws_endpoint
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] == "websocket" and scope.get("path") == self.path:
+            await self.endpoint(WebSocket(scope, receive=receive, send=send))
+            return
+        await self.app(scope, receive, send)
 
 
 async def _deny(websocket: WebSocket, exc: AgentVMError, status: int, address: str) -> None:
@@ -304,6 +335,20 @@ def _keep_log_lines(host: LocalHost) -> None:
         add_log_handler(host.runtime.logs.handler())
 
 
+def _tune_garbage_collector() -> None:
+    """A long-lived server with a thousand connections holds millions of objects: with CPython's
+    default thresholds (700, 10, 10) a full collection walks all of them several times a minute
+    under load, a pause of hundreds of milliseconds each (3 of the 13 CPU-seconds of the
+    1,000-stream benchmark). What exists at start (modules, SDKs, schemas) is frozen out of
+    collection, young collections run every 50,000 allocations instead of 700, and full ones
+    about a hundred times less often. Cycles are still collected; they live a little longer."""
+    import gc
+
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(50_000, 20, 100)
+
+
 def serve(host: LocalHost) -> None:
     import uvicorn
 
@@ -337,8 +382,12 @@ def serve(host: LocalHost) -> None:
         },
     )
     _raise_descriptor_limit()
-    uvicorn.run(
-        create_local_app(host),
+    _tune_garbage_collector()
+    prepare = getattr(host.runtime.models, "prepare", None)
+    if prepare is not None:
+        prepare()  # provider SDKs imported and warmed before the first turn, not during it
+    config = uvicorn.Config(
+        WebSocketFirst(create_local_app(host)),
         host=settings.host,
         port=settings.port,
         http=guarded_http_protocol(
@@ -350,7 +399,26 @@ def serve(host: LocalHost) -> None:
         ws_max_size=max(settings.max_frame_bytes * 4, 1 << 20),  # we answer oversize frames ourselves
         ws_ping_interval=30,
         ws_ping_timeout=30,
+        ws_per_message_deflate=settings.ws_deflate,
     )
+    server = uvicorn.Server(config)
+    # One of several workers on one port: each binds it with SO_REUSEPORT, and the kernel spreads
+    # new connections over them (docs/scaling.md).
+    sockets = [_reuse_port_socket(settings.host, settings.port)] if settings.reuse_port else None
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=sockets)
+    if not server.started:
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE (the port is taken, ...), as uvicorn.run
+
+
+def _reuse_port_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+    sock.bind((host, port))
+    sock.set_inheritable(True)
+    return sock
 
 
 __all__ = ["LOCAL_TENANT", "create_local_app", "is_loopback", "open_mode_error", "serve"]

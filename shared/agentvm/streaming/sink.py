@@ -119,6 +119,16 @@ class CoalescingSink:
         if self._timer is None and len(self._log) < ATTEMPT_SPAN - _RESERVED_FRAMES:
             self._timer = asyncio.get_running_loop().call_later(self._window, self._timed_flush)
 
+    def flush(self) -> None:
+        """Send the buffered text now, not at the window's end (a paced read that came late,
+        ``agent/pacing.py``)."""
+        self._flush_buffer()
+
+    def next_flush_at(self) -> float | None:
+        """The event loop time at which buffered text is due to be sent, or None if none waits
+        (``agent/pacing.py`` reads the model's stream just before it)."""
+        return self._timer.when() if self._timer is not None else None
+
     def new_message(self) -> None:
         """A new model message starts (a tool turn's next step): its first delta goes out at once,
         with its own ``conversation_responding``, like the turn's first."""

@@ -1,11 +1,18 @@
 """ModelClient for the Anthropic Messages API, through the official ``anthropic`` SDK.
 
+The SDK builds, authenticates and sends the request and raises its typed errors for a failed
+status; the streamed body is read with the lean SSE reader (``adapters/llm/sse.py``) into our
+model events, without the SDK's per-event pydantic models (most of the CPU per token before).
+
 The SDK is imported in the constructor, not at module level: importing it costs hundreds of
 milliseconds, and most cold starts never call Anthropic.
 """
 
 from __future__ import annotations
 
+import json
+import re
+from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.llm.errors import (
@@ -14,6 +21,8 @@ from agentvm.adapters.llm.errors import (
     safe_error_type,
     transport_errors,
 )
+from agentvm.adapters.llm.sse import SSEReader
+from agentvm.agent.pacing import read_pause
 from agentvm.errors import ProviderRateLimited, ProviderUnavailable
 from agentvm.llm import (
     ModelStart,
@@ -46,13 +55,28 @@ _STOP_REASONS: dict[str, StopReason] = {
 class AnthropicModelClient:
     """Streams a ModelRequest from Anthropic; the SDK's own retries are off (RetryingModelClient)."""
 
-    def __init__(self, api_key: str, base_url: str | None = None, timeout_s: float = 60.0) -> None:
+    def __init__(
+        self,
+        api_key: str,
+        base_url: str | None = None,
+        timeout_s: float = 60.0,
+        *,
+        http_client: Any = None,
+    ) -> None:
+        """``http_client``: an ``httpx2.AsyncClient`` for the SDK (``adapters/llm/transport.py``),
+        or None for the SDK's own."""
         import anthropic
 
         self._sdk = anthropic
         self._client = anthropic.AsyncAnthropic(
-            api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
+            api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0, http_client=http_client
         )
+
+    def warm(self) -> None:
+        """Before serving: what the SDK would otherwise resolve during the first requests."""
+        from agentvm.adapters.llm.sdk_warmup import warm_sdk_client
+
+        warm_sdk_client(self._client)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         params: dict[str, Any] = {
@@ -69,61 +93,22 @@ class AnthropicModelClient:
                 for t in request.tools
             ]
         failures = (self._sdk.APIError, *transport_errors())
+        # The SDK sends the request and raises its typed error for a failed status; the body is
+        # read here with the lean SSE reader (adapters/llm/sse.py), not the SDK's event models.
+        # `async with` closes the HTTP response however we leave, including aclose() by the
+        # caller, so the provider sees the connection go and stops generating.
         try:
-            stream = await self._client.messages.create(**params)
+            async with self._client.messages.with_streaming_response.create(**params) as response:
+                parser = MessageStreamParser()
+                async for chunk in response.http_response.aiter_bytes():
+                    for event in parser.feed(chunk):
+                        yield event
+                    if parser.stopped:
+                        return
+                    await read_pause()  # read again when buffered text is due (agent/pacing.py)
+                parser.end()
         except failures as exc:
             raise self._translate(exc) from None
-        input_tokens = output_tokens = cache_read = cache_write = 0
-        stop_reason: StopReason = "end_turn"
-        call: dict[str, Any] | None = None  # the tool_use block being streamed: id, name, json pieces
-        # `async with` closes the HTTP response however we leave, including aclose() by the caller,
-        # so the provider sees the connection go and stops generating.
-        async with stream:
-            try:
-                async for event in stream:
-                    if event.type == "message_start":
-                        input_tokens = _input_tokens(event.message.usage)
-                        output_tokens = event.message.usage.output_tokens or 0
-                        cache_read, cache_write = _cache_tokens(event.message.usage)
-                        yield ModelStart(
-                            message_id=event.message.id,
-                            model=event.message.model,
-                            input_tokens=input_tokens,
-                            cache_read_tokens=cache_read,
-                            cache_write_tokens=cache_write,
-                        )
-                    elif event.type == "content_block_delta" and event.delta.type == "text_delta":
-                        yield TextDelta(event.delta.text)
-                    elif event.type == "content_block_start" and event.content_block.type == "tool_use":
-                        block = event.content_block
-                        call = {"id": block.id, "name": block.name, "json": []}
-                        yield ToolCallStart(block.id, block.name)
-                    elif event.type == "content_block_delta" and event.delta.type == "input_json_delta":
-                        if call is not None:
-                            call["json"].append(event.delta.partial_json)
-                            yield ToolCallDelta(call["id"], event.delta.partial_json)
-                    elif event.type == "content_block_stop" and call is not None:
-                        arguments, problem = parse_tool_input("".join(call["json"]))
-                        yield ToolCallEnd(call["id"], call["name"], arguments, input_error=problem)
-                        call = None
-                    elif event.type == "message_delta":
-                        output_tokens = event.usage.output_tokens
-                        if event.usage.input_tokens is not None:  # cumulative when present
-                            input_tokens = _input_tokens(event.usage)
-                            cache_read, cache_write = _cache_tokens(event.usage)
-                        if event.delta.stop_reason:
-                            stop_reason = _STOP_REASONS.get(event.delta.stop_reason, "end_turn")
-                    elif event.type == "message_stop":
-                        yield ModelStop(
-                            stop_reason,
-                            input_tokens=input_tokens,
-                            output_tokens=output_tokens,
-                            cache_read_tokens=cache_read,
-                            cache_write_tokens=cache_write,
-                        )
-                        return
-            except failures as exc:
-                raise self._translate(exc) from None
         raise ProviderUnavailable(f"{PROVIDER}: stream ended before message_stop")
 
     def _translate(self, exc: Exception) -> ProviderError:
@@ -135,16 +120,152 @@ class AnthropicModelClient:
             return ProviderUnavailable(f"{PROVIDER}: connection failed ({type(exc).__name__})")
         if isinstance(exc, sdk.APIStatusError):
             error_type = _error_type(exc.body)
-            if exc.status_code < 400:
-                # An `event: error` inside a 200 stream (e.g. overloaded_error mid-answer).
-                detail = error_type or "error event"
-                if error_type == "rate_limit_error":
-                    return ProviderRateLimited(f"{PROVIDER}: rate limited in stream ({detail})")
-                return ProviderUnavailable(f"{PROVIDER}: error in stream ({detail})")
             return error_for_status(
                 PROVIDER, exc.status_code, error_type, retry_after_seconds(exc.response.headers)
             )
         return ProviderUnavailable(f"{PROVIDER}: invalid response ({type(exc).__name__})")
+
+
+class MessageStreamParser:
+    """An Anthropic Messages stream's raw body, fed as it arrives, as our model events.
+
+    Reads the few fields each event needs from its JSON (``message_start``: id, model, usage;
+    ``content_block_*``: text and tool_use pieces; ``message_delta``: usage, stop reason;
+    ``message_stop``; ``error``); pings and unnamed events are skipped, as the SDK skips them."""
+
+    def __init__(self) -> None:
+        self._reader = SSEReader()
+        self.input_tokens = self.output_tokens = self.cache_read = self.cache_write = 0
+        self.stop_reason: StopReason = "end_turn"
+        self._call: dict[str, Any] | None = None  # the tool_use block being streamed
+        self.stopped = False  # message_stop was seen: nothing after it counts
+        self._failed: ProviderError | None = None  # an error event after events not yet handed out
+
+    def feed(self, chunk: bytes) -> list[ModelEvent]:
+        """The events ``chunk`` completes. An error event raises, after the events before it (in
+        the same read) were returned: the next ``feed`` or ``end`` raises it."""
+        self.end()
+        out: list[ModelEvent] = []
+        for name, data in self._reader.feed(chunk):
+            if self.stopped:
+                break
+            if name == b"content_block_delta":
+                text = _text_delta(data)
+                if text is not None:  # the common case, read without parsing the whole event
+                    out.append(TextDelta(text))
+                    continue
+                delta = _json(data)["delta"]
+                kind = delta.get("type")
+                if kind == "text_delta":
+                    out.append(TextDelta(delta["text"]))
+                elif kind == "input_json_delta" and self._call is not None:
+                    self._call["json"].append(delta["partial_json"])
+                    out.append(ToolCallDelta(self._call["id"], delta["partial_json"]))
+            elif name == b"error":
+                if not out:
+                    raise _stream_error(data)
+                self._failed = _stream_error(data)
+                break
+            elif name in _SKIPPED or not name:
+                continue
+            else:
+                self._other(name, _json(data), out)
+        return out
+
+    def end(self) -> None:
+        """Raise the error event that ``feed`` kept back, if any."""
+        if self._failed is not None:
+            raise self._failed
+
+    def _other(self, name: bytes, event: dict[str, Any], out: list[ModelEvent]) -> None:
+        if name == b"message_start":
+            message = event["message"]
+            usage = message.get("usage") or {}
+            self.input_tokens = _input_tokens(usage)
+            self.output_tokens = usage.get("output_tokens") or 0
+            self.cache_read, self.cache_write = _cache_tokens(usage)
+            out.append(
+                ModelStart(
+                    message_id=message["id"],
+                    model=message.get("model") or "",
+                    input_tokens=self.input_tokens,
+                    cache_read_tokens=self.cache_read,
+                    cache_write_tokens=self.cache_write,
+                )
+            )
+        elif name == b"content_block_start":
+            block = event["content_block"]
+            if block.get("type") == "tool_use":
+                self._call = {"id": block["id"], "name": block["name"], "json": []}
+                out.append(ToolCallStart(block["id"], block["name"]))
+        elif name == b"content_block_stop":
+            if self._call is not None:
+                call, self._call = self._call, None
+                arguments, problem = parse_tool_input("".join(call["json"]))
+                out.append(ToolCallEnd(call["id"], call["name"], arguments, input_error=problem))
+        elif name == b"message_delta":
+            usage = event.get("usage") or {}
+            self.output_tokens = usage.get("output_tokens") or 0
+            if usage.get("input_tokens") is not None:  # cumulative when present
+                self.input_tokens = _input_tokens(usage)
+                self.cache_read, self.cache_write = _cache_tokens(usage)
+            reason = (event.get("delta") or {}).get("stop_reason")
+            if reason:
+                self.stop_reason = _STOP_REASONS.get(reason, "end_turn")
+        elif name == b"message_stop":
+            self.stopped = True
+            out.append(
+                ModelStop(
+                    self.stop_reason,
+                    input_tokens=self.input_tokens,
+                    output_tokens=self.output_tokens,
+                    cache_read_tokens=self.cache_read,
+                    cache_write_tokens=self.cache_write,
+                )
+            )
+
+
+_SKIPPED = (b"ping",)
+_TEXT_DELTA = b'"text_delta"'
+_TEXT_KEY = re.compile(rb'"text"\s*:\s*"')
+
+
+def _text_delta(data: bytes) -> str | None:
+    """The text of a ``text_delta`` event, read straight from its JSON (most events of a stream
+    are these, and a whole ``json.loads`` was half of the parser's time): the delta's type and
+    then its ``"text"`` string, decoded by the json module's own string scanner. Anything else
+    (another delta, another key order) returns None and is parsed whole."""
+    at = data.find(_TEXT_DELTA)
+    if at < 0:
+        return None
+    key = _TEXT_KEY.search(data, at + len(_TEXT_DELTA))
+    if key is None:
+        return None
+    try:
+        text, end = scanstring(data.decode(), key.end())
+    except (UnicodeDecodeError, ValueError):
+        return None
+    return text
+
+
+def _json(data: bytes) -> Any:
+    try:
+        return json.loads(data)
+    except ValueError:
+        raise ProviderUnavailable(f"{PROVIDER}: invalid response (an event that is not JSON)") from None
+
+
+def _stream_error(data: bytes) -> ProviderError:
+    """An ``event: error`` inside a 200 stream (e.g. ``overloaded_error`` mid-answer)."""
+    try:
+        body = json.loads(data)
+    except ValueError:
+        body = None
+    error_type = _error_type(body)
+    detail = error_type or "error event"
+    if error_type == "rate_limit_error":
+        return ProviderRateLimited(f"{PROVIDER}: rate limited in stream ({detail})")
+    return ProviderUnavailable(f"{PROVIDER}: error in stream ({detail})")
 
 
 def _message(turn: ChatTurn) -> dict[str, Any]:
@@ -194,21 +315,21 @@ def _error_type(body: object) -> str | None:
     return safe_error_type(error.get("type")) if isinstance(error, dict) else None
 
 
-def _input_tokens(usage: Any) -> int:
+def _input_tokens(usage: dict[str, Any]) -> int:
     """All input tokens of a usage object: uncached plus cache writes plus cache reads."""
     parts = (
-        usage.input_tokens,
-        getattr(usage, "cache_creation_input_tokens", None),
-        getattr(usage, "cache_read_input_tokens", None),
+        usage.get("input_tokens"),
+        usage.get("cache_creation_input_tokens"),
+        usage.get("cache_read_input_tokens"),
     )
     return sum(part or 0 for part in parts)
 
 
-def _cache_tokens(usage: Any) -> tuple[int, int]:
+def _cache_tokens(usage: dict[str, Any]) -> tuple[int, int]:
     """(read from, written to) the prompt cache: parts of ``_input_tokens``."""
-    read = getattr(usage, "cache_read_input_tokens", None) or 0
-    written = getattr(usage, "cache_creation_input_tokens", None) or 0
+    read = usage.get("cache_read_input_tokens") or 0
+    written = usage.get("cache_creation_input_tokens") or 0
     return int(read), int(written)
 
 
-__all__ = ["AnthropicModelClient"]
+__all__ = ["AnthropicModelClient", "MessageStreamParser"]

@@ -1,5 +1,9 @@
 """ModelClient for OpenAI Chat Completions and any OpenAI-compatible endpoint (``base_url``).
 
+The SDK builds, authenticates and sends the request and raises its typed errors for a failed
+status; the streamed body is read with the lean SSE reader (``adapters/llm/sse.py``) into our
+model events, without the SDK's per-chunk pydantic models (most of the CPU per token before).
+
 The ``openai`` SDK is imported in the constructor, not at module level, to keep cold starts fast.
 """
 
@@ -14,6 +18,8 @@ from agentvm.adapters.llm.errors import (
     safe_error_type,
     transport_errors,
 )
+from agentvm.adapters.llm.sse import SSEReader
+from agentvm.agent.pacing import read_pause
 from agentvm.errors import ProviderUnavailable
 from agentvm.llm import (
     ModelStart,
@@ -48,14 +54,24 @@ class OpenAIModelClient:
         base_url: str | None = None,
         timeout_s: float = 60.0,
         provider_name: str = "openai",
+        *,
+        http_client: Any = None,
     ) -> None:
+        """``http_client``: an ``httpx2.AsyncClient`` for the SDK (``adapters/llm/transport.py``),
+        or None for the SDK's own."""
         import openai
 
         self._sdk = openai
         self._provider = provider_name
         self._client = openai.AsyncOpenAI(
-            api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0
+            api_key=api_key, base_url=base_url, timeout=timeout_s, max_retries=0, http_client=http_client
         )
+
+    def warm(self) -> None:
+        """Before serving: what the SDK would otherwise resolve during the first requests."""
+        from agentvm.adapters.llm.sdk_warmup import warm_sdk_client
+
+        warm_sdk_client(self._client)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
         messages: list[dict[str, Any]] = []
@@ -81,49 +97,20 @@ class OpenAIModelClient:
         limit_name = "max_completion_tokens" if self._provider == "openai" else "max_tokens"
         params[limit_name] = request.max_tokens
         failures = (self._sdk.APIError, *transport_errors())
+        # The SDK sends the request and raises its typed error for a failed status; the body is
+        # read here with the lean SSE reader (adapters/llm/sse.py), not the SDK's chunk models.
+        # `async with` closes the HTTP response however we leave, including aclose() by the caller.
+        parser = ChunkStreamParser(self._provider)
         try:
-            stream = await self._client.chat.completions.create(**params)
+            async with self._client.chat.completions.with_streaming_response.create(**params) as response:
+                async for chunk in response.http_response.aiter_bytes():
+                    for event in parser.feed(chunk):
+                        yield event
+                    await read_pause()  # read again when buffered text is due (agent/pacing.py)
         except failures as exc:
             raise self._translate(exc) from None
-        started = False
-        finish_reason: str | None = None
-        input_tokens = output_tokens = cached = 0
-        calls = _StreamedCalls()
-        # `async with` closes the HTTP response however we leave, including aclose() by the caller.
-        async with stream:
-            try:
-                async for chunk in stream:
-                    if not started:
-                        started = True
-                        yield ModelStart(message_id=chunk.id, model=chunk.model)
-                    if chunk.usage is not None:
-                        input_tokens = chunk.usage.prompt_tokens
-                        output_tokens = chunk.usage.completion_tokens
-                        details = getattr(chunk.usage, "prompt_tokens_details", None)
-                        cached = (getattr(details, "cached_tokens", None) or 0) if details else 0
-                    for choice in chunk.choices:
-                        if choice.index != 0:
-                            continue
-                        if choice.delta is not None and choice.delta.content:
-                            yield TextDelta(choice.delta.content)
-                        for delta in (choice.delta.tool_calls or []) if choice.delta is not None else []:
-                            for event in calls.feed(delta):
-                                yield event
-                        if choice.finish_reason:
-                            finish_reason = choice.finish_reason
-            except failures as exc:
-                raise self._translate(exc) from None
-        if finish_reason is None:
-            # The SDK ends quietly when the body ends, so a cut stream shows only as a missing reason.
-            raise ProviderUnavailable(f"{self._provider}: stream ended without a finish_reason")
-        for event in calls.finish():
+        for event in parser.finish():
             yield event
-        yield ModelStop(
-            _FINISH_REASONS.get(finish_reason, "end_turn"),
-            input_tokens=input_tokens,
-            output_tokens=output_tokens,
-            cache_read_tokens=min(cached, input_tokens),  # prompt_tokens includes them
-        )
 
     def _translate(self, exc: Exception) -> ProviderError:
         """The ProviderError for an SDK or transport failure."""
@@ -142,6 +129,92 @@ class OpenAIModelClient:
         return ProviderUnavailable(f"{provider}: error in stream ({error_type or type(exc).__name__})")
 
 
+class ChunkStreamParser:
+    """A Chat Completions stream's raw body, fed as it arrives, as our model events.
+
+    Reads the few fields it needs from each chunk's JSON (id, model, usage, choice 0's content,
+    tool call pieces and finish reason); ``data: [DONE]`` ends it; a chunk carrying ``error`` is
+    an error inside the 200 stream, as the SDK reads it."""
+
+    def __init__(self, provider: str) -> None:
+        self._provider = provider
+        self._reader = SSEReader()
+        self._started = False
+        self._done = False
+        self.finish_reason: str | None = None
+        self.input_tokens = self.output_tokens = self.cached = 0
+        self._calls = _StreamedCalls()
+        self._failed: ProviderError | None = None  # an error chunk after events not yet handed out
+
+    def feed(self, chunk: bytes) -> list[ModelEvent]:
+        """The events ``chunk`` completes. An error chunk raises, after the events before it (in
+        the same read) were returned: the next ``feed`` or ``finish`` raises it."""
+        if self._failed is not None:
+            raise self._failed
+        out: list[ModelEvent] = []
+        for _name, data in self._reader.feed(chunk):
+            if self._done or data.startswith(b"[DONE]"):
+                self._done = True  # the rest of the body is read (and ignored): the connection is reused
+                continue
+            try:
+                event = json.loads(data)
+            except ValueError:
+                raise ProviderUnavailable(
+                    f"{self._provider}: invalid response (a chunk that is not JSON)"
+                ) from None
+            if not isinstance(event, dict):
+                continue
+            if event.get("error"):
+                if not out:
+                    raise self._stream_error(event["error"])
+                self._failed = self._stream_error(event["error"])
+                break
+            if not self._started:
+                self._started = True
+                out.append(ModelStart(message_id=event.get("id") or "", model=event.get("model") or ""))
+            usage = event.get("usage")
+            if usage:
+                self.input_tokens = usage.get("prompt_tokens") or 0
+                self.output_tokens = usage.get("completion_tokens") or 0
+                details = usage.get("prompt_tokens_details")
+                self.cached = (details.get("cached_tokens") or 0) if isinstance(details, dict) else 0
+            for choice in event.get("choices") or ():
+                if choice.get("index", 0) != 0:
+                    continue
+                delta = choice.get("delta")
+                if delta:
+                    content = delta.get("content")
+                    if content:
+                        out.append(TextDelta(content))
+                    for piece in delta.get("tool_calls") or ():
+                        out.extend(self._calls.feed(piece))
+                if choice.get("finish_reason"):
+                    self.finish_reason = choice["finish_reason"]
+        return out
+
+    def finish(self) -> list[ModelEvent]:
+        """After the body ended: the last tool call and the stop (or the error of a cut stream)."""
+        if self._failed is not None:
+            raise self._failed
+        if self.finish_reason is None:
+            # A stream cut short shows only as a missing reason (the body may end cleanly).
+            raise ProviderUnavailable(f"{self._provider}: stream ended without a finish_reason")
+        return [
+            *self._calls.finish(),
+            ModelStop(
+                _FINISH_REASONS.get(self.finish_reason, "end_turn"),
+                input_tokens=self.input_tokens,
+                output_tokens=self.output_tokens,
+                cache_read_tokens=min(self.cached, self.input_tokens),  # prompt_tokens includes them
+            ),
+        ]
+
+    def _stream_error(self, error: object) -> ProviderError:
+        """An error object inside a 200 stream."""
+        error_type = safe_error_type(error.get("type")) if isinstance(error, dict) else None
+        return ProviderUnavailable(f"{self._provider}: error in stream ({error_type or 'APIError'})")
+
+
 class _StreamedCalls:
     """Tool calls arrive as deltas keyed by ``index``: the first carries the id and name, the rest
     pieces of the arguments. A call ends when the next index starts, or at the end of the stream."""
@@ -149,16 +222,17 @@ class _StreamedCalls:
     def __init__(self) -> None:
         self._open: dict[str, Any] | None = None
 
-    def feed(self, delta: Any) -> list[ModelEvent]:
+    def feed(self, delta: dict[str, Any]) -> list[ModelEvent]:
         events: list[ModelEvent] = []
-        function = delta.function
-        if self._open is None or delta.index != self._open["index"]:
+        function = delta.get("function") or {}
+        index = delta.get("index", 0)
+        if self._open is None or index != self._open["index"]:
             events += self.finish()
-            call_id = delta.id or f"call_{delta.index}"
-            name = (function.name if function is not None else None) or ""
-            self._open = {"index": delta.index, "id": call_id, "name": name, "json": []}
+            call_id = delta.get("id") or f"call_{index}"
+            name = function.get("name") or ""
+            self._open = {"index": index, "id": call_id, "name": name, "json": []}
             events.append(ToolCallStart(call_id, name))
-        piece = function.arguments if function is not None else None
+        piece = function.get("arguments")
         if piece:
             self._open["json"].append(piece)
             events.append(ToolCallDelta(self._open["id"], piece))
@@ -205,4 +279,4 @@ def _attachment(a: Attachment) -> dict[str, Any]:
     return {"type": "text", "text": a.unsent_note()}
 
 
-__all__ = ["OpenAIModelClient"]
+__all__ = ["ChunkStreamParser", "OpenAIModelClient"]

@@ -1,7 +1,9 @@
 """Resolves ``provider/model`` references to ModelClients, as configured by Settings.
 
 Clients (and with them the provider SDKs) are created on first use and cached per provider,
-so a process that only ever talks to one provider never imports the others.
+so a process that only ever talks to one provider never imports the others; ``avm serve`` makes
+them before it listens (``prepare``). Each client has its own HTTP connection pool, on the lean
+transport where httptools is installed (``AVM_PROVIDER_TRANSPORT``, ``adapters/llm/transport.py``).
 """
 
 from __future__ import annotations
@@ -65,6 +67,29 @@ class SettingsModelResolver:
             max_total_s=s.provider_retry_max_total_s,
         )
 
+    def prepare(self) -> None:
+        """Make the configured providers' clients now (their SDKs imported, hundreds of ms): for a
+        long-lived server, before it listens, so its first turns do not wait for them."""
+        for provider in self.configured_providers():
+            client = self.client_for(provider)
+            warm = getattr(getattr(client, "inner", client), "warm", None)
+            if warm is not None:
+                warm()
+
+    def _http_client(self) -> object:
+        """The SDKs' HTTP client: on the lean transport (``adapters/llm/transport.py``), or None
+        for their own (``AVM_PROVIDER_TRANSPORT``)."""
+        choice = self._settings.provider_transport
+        if choice == "sdk":
+            return None
+        try:
+            from agentvm.adapters.llm.transport import sdk_http_client
+        except ImportError:  # no httptools (the Lambda layer): the SDKs' own transport
+            if choice == "lean":
+                raise
+            return None
+        return sdk_http_client(self._settings.provider_timeout_s)
+
     def _create(self, provider: str) -> ModelClient:
         s = self._settings
         if provider == "echo":
@@ -77,14 +102,22 @@ class SettingsModelResolver:
             from agentvm.adapters.llm.anthropic import AnthropicModelClient
 
             key = s.anthropic_api_key.get_secret_value()
-            return self._retrying(AnthropicModelClient(key, s.anthropic_base_url, s.provider_timeout_s))
+            return self._retrying(
+                AnthropicModelClient(
+                    key, s.anthropic_base_url, s.provider_timeout_s, http_client=self._http_client()
+                )
+            )
         if provider == "openai":
             if s.openai_api_key is None:
                 raise _not_configured(provider, "set OPENAI_API_KEY")
             from agentvm.adapters.llm.openai import OpenAIModelClient
 
             key = s.openai_api_key.get_secret_value()
-            return self._retrying(OpenAIModelClient(key, s.openai_base_url, s.provider_timeout_s))
+            return self._retrying(
+                OpenAIModelClient(
+                    key, s.openai_base_url, s.provider_timeout_s, http_client=self._http_client()
+                )
+            )
         if provider == "bedrock":
             if not s.bedrock_region:
                 raise _not_configured(provider, "set AVM_BEDROCK_REGION")
@@ -97,7 +130,13 @@ class SettingsModelResolver:
 
             key = compat.api_key.get_secret_value() if compat.api_key else _NO_KEY
             return self._retrying(
-                OpenAIModelClient(key, compat.base_url, s.provider_timeout_s, provider_name=provider)
+                OpenAIModelClient(
+                    key,
+                    compat.base_url,
+                    s.provider_timeout_s,
+                    provider_name=provider,
+                    http_client=self._http_client(),
+                )
             )
         known = ", ".join(self.configured_providers())
         raise BadRequest(f"unknown model provider {provider!r}; configured providers: {known}")

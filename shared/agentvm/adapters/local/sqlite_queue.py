@@ -17,7 +17,14 @@ a crash of the process. The consumer runs in the same process and event loop:
   every pass until it lands: the row never stays ``running`` for the life of the process, and the
   session's next turn runs as soon as space returns, with no restart.
 
-One consumer per file: a second one would re-queue the first one's running jobs at start.
+Several worker processes of one data dir (``avm serve --workers N``, docs/scaling.md) may each
+run a consumer on the same file when each has its own ``worker_id``: a row is claimed by an atomic
+``UPDATE ... WHERE state = 'queued'`` that records its owner, so exactly one worker runs it, and a
+session's next turn still waits for the running one whichever worker runs it. Each consumer
+renews a lease in ``queue_workers``; at start a worker re-queues its own rows left ``running``,
+and any worker re-queues the rows of one whose lease ran out (it crashed). Slots and tenant
+shares are per worker. Without a ``worker_id`` (one process), a consumer at start re-queues every
+``running`` row, as before: then one consumer per file.
 """
 
 from __future__ import annotations
@@ -54,7 +61,12 @@ CREATE TABLE IF NOT EXISTS turn_jobs (
 );
 CREATE INDEX IF NOT EXISTS turn_jobs_by_session ON turn_jobs (session_id, state, seq);
 CREATE INDEX IF NOT EXISTS turn_jobs_by_state ON turn_jobs (state, seq);
+CREATE TABLE IF NOT EXISTS queue_workers (
+    worker      TEXT PRIMARY KEY,
+    alive_until REAL NOT NULL  -- wall-clock seconds: past it, the worker's running rows are re-queued
+);
 """
+LEASE_S = 15.0  # a worker that has not renewed its lease for this long is taken for dead
 
 # Each live session's head (its oldest row not dead) when that head is waiting to run. A head
 # that is 'running' or waiting for a retry blocks the rest of its session.
@@ -78,9 +90,17 @@ class SqliteTurnQueue:
         max_concurrency: int = 1000,
         max_per_tenant: int | None = None,
         poll_interval_s: float = 1.0,
+        worker_id: str | None = None,
     ) -> None:
         self._conn = connect(path)
         self._conn.executescript(_SCHEMA)
+        if not any(row[1] == "owner" for row in self._conn.execute("PRAGMA table_info(turn_jobs)")):
+            self._conn.execute("ALTER TABLE turn_jobs ADD COLUMN owner TEXT")  # files made before workers
+        self.worker_id = worker_id
+        self._lease_renewed_at = 0.0
+        # Told when a job is enqueued or finished, so other workers look at the queue at once
+        # (adapters/local/relay.py); their poll is the safety net.
+        self.on_change: Callable[[], None] | None = None
         self.max_attempts = max_attempts
         self.retry_delay_s = retry_delay_s
         self.max_concurrency = max_concurrency
@@ -105,6 +125,12 @@ class SqliteTurnQueue:
             " VALUES (?, ?, 'queued', ?, ?) ON CONFLICT (turn_id) DO NOTHING",
             (job.jobKey, job.sessionId, time.time(), job.model_dump_json()),
         )
+        self._wake.set()
+        if self.on_change is not None:
+            self.on_change()
+
+    def wake(self) -> None:
+        """Look at the queue now (another worker enqueued or finished a job)."""
         self._wake.set()
 
     # inspection, for tests and operators
@@ -149,11 +175,21 @@ class SqliteTurnQueue:
             raise RuntimeError("this queue already has a consumer")
         self._consuming = True
         try:
-            # Whatever is 'running' now was started by a consumer that is gone (crash or cancel).
-            self._conn.execute("UPDATE turn_jobs SET state = 'queued' WHERE state = 'running'")
+            # Whatever is 'running' now was started by a consumer that is gone (crash or cancel):
+            # every such row with one worker; this worker's own (and dead workers') with several.
+            if self.worker_id is None:
+                self._conn.execute("UPDATE turn_jobs SET state = 'queued' WHERE state = 'running'")
+            else:
+                self._conn.execute(
+                    "UPDATE turn_jobs SET state = 'queued', owner = NULL"
+                    " WHERE state = 'running' AND owner = ?",
+                    (self.worker_id,),
+                )
             while True:
                 # Cleared before scanning: an enqueue or a finished job after the scan sets it again.
                 self._wake.clear()
+                if self.worker_id is not None:
+                    self._renew_lease()
                 self._settle_pending()
                 next_retry_at = self._start_ready(handler)
                 if until_idle and not self._inflight and not self._unsettled and not self._has_live_jobs():
@@ -181,6 +217,27 @@ class SqliteTurnQueue:
             self._running.clear()
             self._consuming = False
 
+    def _renew_lease(self) -> None:
+        """Say this worker is alive (at most every few seconds), and re-queue the running rows of
+        workers whose lease ran out: they crashed, and their turns run again here or elsewhere."""
+        now = time.time()
+        if now - self._lease_renewed_at < LEASE_S / 5:
+            return
+        self._lease_renewed_at = now
+        self._conn.execute(
+            "INSERT INTO queue_workers (worker, alive_until) VALUES (?, ?)"
+            " ON CONFLICT (worker) DO UPDATE SET alive_until = excluded.alive_until",
+            (self.worker_id, now + LEASE_S),
+        )
+        requeued = self._conn.execute(
+            "UPDATE turn_jobs SET state = 'queued', owner = NULL WHERE state = 'running'"
+            " AND (owner IS NULL OR (owner != ? AND owner NOT IN"
+            " (SELECT worker FROM queue_workers WHERE alive_until > ?)))",
+            (self.worker_id, now),
+        ).rowcount
+        if requeued:
+            log.warning("re-queued the running turns of a worker that stopped", extra={"turns": requeued})
+
     def _has_live_jobs(self) -> bool:
         row = self._conn.execute("SELECT 1 FROM turn_jobs WHERE state != 'dead' LIMIT 1").fetchone()
         return row is not None
@@ -206,17 +263,24 @@ class SqliteTurnQueue:
             if running >= self.max_per_tenant:
                 continue  # this tenant is at its share; the others still get slots
             seq, attempts, job_json = waiting[tenant].popleft()
-            self._start(handler, seq, TurnJob.model_validate_json(job_json), attempts)
+            started = self._start(handler, seq, TurnJob.model_validate_json(job_json), attempts)
             if waiting[tenant]:
-                heapq.heappush(ready, (running + 1, waiting[tenant][0][0], tenant))
+                heapq.heappush(ready, (running + started, waiting[tenant][0][0], tenant))
         return next_retry_at
 
-    def _start(self, handler: Handler, seq: int, job: TurnJob, attempts: int) -> None:
-        self._conn.execute("UPDATE turn_jobs SET state = 'running' WHERE seq = ?", (seq,))
+    def _start(self, handler: Handler, seq: int, job: TurnJob, attempts: int) -> int:
+        """Claim the row and run it: 1, or 0 if another worker claimed it first."""
+        claimed = self._conn.execute(
+            "UPDATE turn_jobs SET state = 'running', owner = ? WHERE seq = ? AND state = 'queued'",
+            (self.worker_id, seq),
+        ).rowcount
+        if not claimed:
+            return 0
         self._running[job.tenantId] += 1
         self._inflight[job.sessionId] = asyncio.create_task(
             self._run_one(handler, seq, job, attempts), name=f"turn-{job.turnId}"
         )
+        return 1
 
     async def _run_one(self, handler: Handler, seq: int, job: TurnJob, attempts: int) -> None:
         try:
@@ -237,6 +301,8 @@ class SqliteTurnQueue:
             if self._running[job.tenantId] <= 0:
                 del self._running[job.tenantId]
             self._wake.set()
+            if self.on_change is not None:
+                self.on_change()  # the session's next turn may wait on another worker
 
     def _settle(self, seq: int, write: Callable[[], object]) -> None:
         """Write a job's outcome; if storage is unavailable, keep it and try again each pass (the
@@ -259,7 +325,8 @@ class SqliteTurnQueue:
         # Logs carry ids and the exception type only: exception text may quote user content.
         if attempts < self.max_attempts:
             self._conn.execute(
-                "UPDATE turn_jobs SET state = 'queued', attempts = ?, available_at = ? WHERE seq = ?",
+                "UPDATE turn_jobs SET state = 'queued', owner = NULL, attempts = ?, available_at = ?"
+                " WHERE seq = ?",
                 (attempts, time.time() + self.retry_delay_s, seq),
             )
             log.warning(

@@ -7,6 +7,10 @@ for it forever. Here ``send`` only enqueues; the writer task drains the queue wi
 frame. A client whose queue is full (``max_frames`` or ``max_bytes`` waiting) or whose frame waits
 past ``send_timeout_s`` is closed with code 4008 ("fell behind"): the turn goes on for everyone
 else, and the client reconnects and resumes from the last ``seq`` it received.
+
+The writer task runs only while frames wait: the first frame of a burst starts it, and it ends
+when the queue is empty. An idle connection (most of a thousand) holds no task, coroutine or
+event, only this object (docs/scaling.md: memory per idle connection).
 """
 
 from __future__ import annotations
@@ -46,12 +50,10 @@ class ConnectionWriter:
         self._timeout = send_timeout_s
         self._queue: deque[str] = deque()
         self._bytes = 0
-        self._wake = asyncio.Event()
-        self._drained = asyncio.Event()  # set while nothing waits to be sent
-        self._drained.set()
+        self._drained: asyncio.Event | None = None  # made by close_now(flush=True) to wait on
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
-        self._task = asyncio.create_task(self._run())
+        self._task: asyncio.Task[None] | None = None  # while frames wait
 
     @property
     def closed(self) -> bool:
@@ -66,29 +68,30 @@ class ConnectionWriter:
             raise ConnectionGone(f"connection {self.connection_id} fell behind and was closed")
         self._queue.append(payload)
         self._bytes += len(payload)
-        self._drained.clear()
-        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.create_task(self._run())
 
     async def _run(self) -> None:
-        while True:
-            while not self._queue:
+        try:
+            while self._queue:
+                payload = self._queue[0]
+                try:
+                    # asyncio.timeout, not wait_for: no task per frame (wait_for wraps every send
+                    # in a new task, which doubled the first-delta latency of 100 streams).
+                    async with asyncio.timeout(self._timeout):
+                        await self._send_text(payload)
+                except TimeoutError:
+                    await self._shed(f"a frame waited more than {self._timeout:g} s")
+                    return
+                except Exception:  # the socket went away under us
+                    self._closed = True
+                    return
+                self._queue.popleft()
+                self._bytes -= len(payload)
+        finally:
+            self._task = None
+            if self._drained is not None and not self._queue:
                 self._drained.set()
-                self._wake.clear()
-                await self._wake.wait()
-            payload = self._queue[0]
-            try:
-                # asyncio.timeout, not wait_for: no task per frame (wait_for wraps every send in a
-                # new task, which doubled the first-delta latency of 100 concurrent streams).
-                async with asyncio.timeout(self._timeout):
-                    await self._send_text(payload)
-            except TimeoutError:
-                await self._shed(f"a frame waited more than {self._timeout:g} s")
-                return
-            except Exception:  # the socket went away under us
-                self._closed = True
-                return
-            self._queue.popleft()
-            self._bytes -= len(payload)
 
     async def _shed(self, why: str) -> None:
         if self._closed:
@@ -113,7 +116,8 @@ class ConnectionWriter:
         timeout."""
         if self._closed:
             return
-        if flush:
+        if flush and self._task is not None:
+            self._drained = asyncio.Event()
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self._timeout):
                     await self._drained.wait()
@@ -126,11 +130,12 @@ class ConnectionWriter:
     async def aclose(self) -> None:
         """Stop the writer (the connection ended); frames still queued are dropped."""
         self._closed = True
-        if not self._task.done():
-            self._task.cancel()
+        task = self._task
+        if task is not None and not task.done():
+            task.cancel()
             # A send to a socket that is going away may not return at once, even when cancelled:
             # the handler does not wait for it (it would hang, and with it the server's shutdown).
-            await asyncio.wait({self._task}, timeout=1.0)
+            await asyncio.wait({task}, timeout=1.0)
 
 
 __all__ = ["SLOW_CONSUMER_CLOSE", "ConnectionWriter"]
