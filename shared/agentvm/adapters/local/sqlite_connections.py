@@ -4,7 +4,8 @@ With several ``avm serve`` workers (docs/scaling.md) a client's connection lives
 while the turn it subscribed to may run in another: the turn's worker must find its subscribers,
 their cursors and protocols, and which worker holds each socket, to hand the frames over
 (``adapters/local/relay.py``). This registry is the local twin of the AWS host's DynamoDB one:
-one row per connection (with the worker that holds it) and one per subscription, in the shared
+one row per connection (with the worker that holds it, its protocol and whether it takes batched
+frames) and one per subscription, in the shared
 ``agentvm.db`` (WAL), so every worker sees every connection.
 
 Semantics are the in-memory registry's (the port's contract, tests/contract): subscribing again
@@ -34,7 +35,8 @@ CREATE TABLE IF NOT EXISTS ws_connections (
     tenant_id     TEXT,
     key_id        TEXT,
     connected_at  INTEGER NOT NULL,
-    protocol      TEXT
+    protocol      TEXT,
+    batch         INTEGER NOT NULL DEFAULT 0
 );
 CREATE INDEX IF NOT EXISTS ws_connections_by_key ON ws_connections (key_id);
 CREATE INDEX IF NOT EXISTS ws_connections_by_worker ON ws_connections (worker);
@@ -54,6 +56,9 @@ class SqliteConnections:
     def __init__(self, path: str | Path, *, worker: str, max_per_key: int = 0) -> None:
         self._conn = connect(path)
         self._conn.executescript(_SCHEMA)
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(ws_connections)")}
+        if "batch" not in columns:  # a data dir from before batched frames
+            self._conn.execute("ALTER TABLE ws_connections ADD COLUMN batch INTEGER NOT NULL DEFAULT 0")
         self.worker = worker
         self.max_per_key = max_per_key
         self._local: dict[str, str | None] = {}  # this worker's connections -> tenant (for metrics)
@@ -74,7 +79,8 @@ class SqliteConnections:
     async def register(self, info: ConnectionInfo) -> None:
         with transaction(self._conn):
             old = self._conn.execute(
-                "SELECT key_id, protocol FROM ws_connections WHERE connection_id = ?", (info.connection_id,)
+                "SELECT key_id, protocol, batch FROM ws_connections WHERE connection_id = ?",
+                (info.connection_id,),
             ).fetchone()
             old_key = old[0] if old is not None else None
             if info.key_id is not None and info.key_id != old_key and self.max_per_key > 0:
@@ -88,25 +94,40 @@ class SqliteConnections:
                         reset_at_ms=info.connected_at,  # a slot frees as soon as one of them closes
                     )
             protocol = info.protocol if info.protocol is not None or old is None else old[1]
+            batch = info.batch or (old is not None and bool(old[2]))  # declared at the upgrade, kept
             self._conn.execute(
                 "INSERT INTO ws_connections"
-                " (connection_id, worker, tenant_id, key_id, connected_at, protocol)"
-                " VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET"
+                " (connection_id, worker, tenant_id, key_id, connected_at, protocol, batch)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET"
                 " worker = excluded.worker, tenant_id = excluded.tenant_id, key_id = excluded.key_id,"
-                " connected_at = excluded.connected_at, protocol = excluded.protocol",
-                (info.connection_id, self.worker, info.tenant_id, info.key_id, info.connected_at, protocol),
+                " connected_at = excluded.connected_at, protocol = excluded.protocol, batch = excluded.batch",
+                (
+                    info.connection_id,
+                    self.worker,
+                    info.tenant_id,
+                    info.key_id,
+                    info.connected_at,
+                    protocol,
+                    int(batch),
+                ),
             )
         self._local[info.connection_id] = info.tenant_id
 
     async def get(self, connection_id: str) -> ConnectionInfo | None:
         row = self._conn.execute(
-            "SELECT tenant_id, connected_at, key_id, protocol FROM ws_connections WHERE connection_id = ?",
+            "SELECT tenant_id, connected_at, key_id, protocol, batch FROM ws_connections"
+            " WHERE connection_id = ?",
             (connection_id,),
         ).fetchone()
         if row is None:
             return None
         return ConnectionInfo(
-            connection_id=connection_id, tenant_id=row[0], connected_at=row[1], key_id=row[2], protocol=row[3]
+            connection_id=connection_id,
+            tenant_id=row[0],
+            connected_at=row[1],
+            key_id=row[2],
+            protocol=row[3],
+            batch=bool(row[4]),
         )
 
     def worker_of(self, connection_id: str) -> str | None:
@@ -146,11 +167,14 @@ class SqliteConnections:
 
     async def subscriptions(self, session_id: str) -> Sequence[Subscription]:
         rows = self._conn.execute(
-            "SELECT s.connection_id, s.after_seq, c.protocol FROM ws_subscriptions AS s"
+            "SELECT s.connection_id, s.after_seq, c.protocol, c.batch FROM ws_subscriptions AS s"
             " JOIN ws_connections AS c ON c.connection_id = s.connection_id WHERE s.session_id = ?",
             (session_id,),
         ).fetchall()
-        return [Subscription(conn, cursor, protocol or PROTOCOL_V1) for conn, cursor, protocol in rows]
+        return [
+            Subscription(conn, cursor, protocol or PROTOCOL_V1, bool(batch))
+            for conn, cursor, protocol, batch in rows
+        ]
 
     async def claim_protocol(self, connection_id: str, protocol: str) -> str:
         with transaction(self._conn):
