@@ -114,7 +114,9 @@ async def _one_client(
 ) -> None:
     """Connect, create an image, then run ``len(samples)`` turns back to back, the first one
     ``offset_s`` after every client is ready."""
-    async with AgentVMClient.connect(url) as client:
+    # one frame per message, as an AgentX v1 client gets them: the goal is about the standard
+    # 250 ms stream (batched clients get text on their own, slower cadence: docs/cost.md)
+    async with AgentVMClient.connect(url, batch=False) as client:
         await connected.wait()
         img = (
             await client.request(
