@@ -5,8 +5,8 @@ sums (``DynamoUsageRollups.roll_closed_hours``: at most ``ROLLUP_LIMIT`` tenant 
 
 One Query of the due marks per run, plus a read and a write or two per wait it acts on; nothing
 else. A run that finds nothing costs one Lambda request of a few milliseconds and one read unit:
-about 44,000 runs a month, under $0.03 (COST_MODEL.md prices). The rollup adds one ``gsi2`` Query
-of the open hour markers per run (0.5 RRU when none is due) and, per tenant hour it rolls, a
+about 44,000 runs a month, under $0.03 (COST_MODEL.md prices). The rollup adds eight ``gsi2`` Queries
+of the open hour markers per run (4 RRU when none is due: ~$0.02 a month) and, per tenant hour it rolls, a
 GetItem, a Query of its records and a write per container active in it plus the marker's.
 """
 

@@ -10,7 +10,7 @@ import pytest
 from pynamodb.exceptions import PutError
 
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups, agg_pk
+from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups, agg_pk, open_pk
 from agentvm.observability.periods import DAY_MS, HOUR_MS
 from agentvm.observability.usage import UsageQuery, cells_of, summarise
 from agentvm.records import UsageRecord
@@ -213,7 +213,7 @@ async def test_a_rollup_run_twice_or_concurrently_writes_the_same_sums(store, ro
                 Key={"pk": item["pk"], "sk": item["sk"]},
                 UpdateExpression="SET gsi2pk = :o, gsi2sk = :s",
                 ExpressionAttributeValues={
-                    ":o": {"S": "USAGEOPEN"},
+                    ":o": {"S": open_pk(tenant)},
                     ":s": {"S": f"{item['sk']['S'][2:]}#{tenant}"},
                 },
             )

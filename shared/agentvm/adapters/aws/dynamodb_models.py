@@ -19,7 +19,7 @@ Summary        SESSION#<s>    SUMMARY
 Turn           TURN#<turn>    META
 Usage          TURN#<turn>    USAGE           TENANT#<t>    USAGE#<c>#<createdAt:013d>#<turn>
                                               (gsi2: USAGEHOUR#<t>#<hour> / TURN#<turn>)
-Usage sums     USAGEAGG#<t>   H#<hour>,       (dynamodb_usage: hour markers, in gsi2 USAGEOPEN /
+Usage sums     USAGEAGG#<t>   H#<hour>,       (dynamodb_usage: hour markers, in gsi2 USAGEOPEN#n /
                               D#<day>#<c>     <hour>#<t> until rolled up; day sums by hour)
 Usage tenants  USAGEDIR#<m>   <t>
 Connection     CONN#<id>      META

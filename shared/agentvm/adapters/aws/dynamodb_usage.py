@@ -9,7 +9,7 @@ item               pk                  sk                               gsi2pk /
 =================  ==================  ===============================  ===========================
 usage record       ``TURN#<turn>``     ``USAGE``                        ``USAGEHOUR#<t>#<hour>`` /
                                                                         ``TURN#<turn>``
-hour marker        ``USAGEAGG#<t>``    ``H#<YYYY-MM-DDTHH>``            ``USAGEOPEN`` /
+hour marker        ``USAGEAGG#<t>``    ``H#<YYYY-MM-DDTHH>``            ``USAGEOPEN#<n>`` /
                                                                         ``<hour>#<t>`` (until rolled)
 container day      ``USAGEAGG#<t>``    ``D#<YYYY-MM-DD>#<container>``   (none)
 tenant directory   ``USAGEDIR#<m>``    ``<t>``                          (none)
@@ -27,15 +27,17 @@ written). The touch comes first, so a record never exists without its marker (a 
 a record, when the put then fails, is harmless: its rollup sums nothing).
 
 **The rollup** (``DynamoUsageRollups.roll_closed_hours``, run every minute by
-``functions/wait_sweeper``): it Queries ``gsi2``'s ``USAGEOPEN`` partition for markers of hours that
-ended more than ``GRACE_MS`` (10 minutes) ago, at most ``limit`` per run (oldest first; the next
-run takes the rest). For each: a strongly consistent GetItem of the marker (its version ``v`` and
-last touch ``at``); nothing if touched less than the grace ago; else a Query of the hour's records
-on ``gsi2``, their sums written with plain overwrites: the per-container part of each day item
-(``SET h<HH> = <json>, h<HH>v = v``, refused if a newer version's part is there) then the
-marker (``SET cells = <json>, rv = v REMOVE gsi2pk, gsi2sk``, on condition ``v`` is unchanged: the
-commit). A rollup run twice, or by two jobs at once, writes the same sums; a rollup that dies
-midway leaves the marker unrolled, and the next run redoes it.
+``functions/wait_sweeper``): it Queries ``gsi2``'s ``USAGEOPEN#<n>`` partitions (8, by a hash of the
+tenant, so that the touches at the top of an hour spread) for markers of hours that ended more than
+``GRACE_MS`` (10 minutes) ago, at most ``limit`` per run (oldest first; the next run takes the rest;
+a marker touched within the grace is skipped and comes first again next run, so more than ``limit``
+late-touched hours at once delay the others by up to the grace). For each: a strongly consistent
+GetItem of the marker (its version ``v`` and last touch ``at``); nothing if touched less than the
+grace ago; else a Query of the hour's records on ``gsi2``, their sums written with plain overwrites:
+the per-container part of each day item (``SET h<HH> = <json>, h<HH>v = v``, refused if a newer
+version's part is there) then the marker (``SET cells = <json>, rv = v REMOVE gsi2pk, gsi2sk``, on
+condition ``v`` is unchanged: the commit). A rollup run twice, or by two jobs at once, writes the
+same sums; a rollup that dies midway leaves the marker unrolled, and the next run redoes it.
 
 **Why it is exact.** An hour is *rolled* when its marker's ``rv`` equals its ``v``. Every record
 of an hour touched its marker before its put; a touch after the rollup read the marker makes ``v``
@@ -45,7 +47,8 @@ GetItem but whose put is not yet visible in its Query: the rollup waits until th
 touch, and the hour's end, are ``GRACE_MS`` old, and a non-late write touched while the hour was
 open (the process's touch stays valid only until the hour ends; after, every write touches again
 with its own time). So the one assumption is that a put (botocore's retries included, seconds at
-most) and its ``gsi2`` propagation (normally under a second) take less than 10 minutes from the
+most) and its ``gsi2`` propagation (normally under a second), plus any skew between the writer's
+and the job's clocks (NTP-synchronised on AWS: milliseconds), take less than 10 minutes from the
 moment the write began. A report reads each hour's marker (strongly consistent): for a rolled
 hour its sums, for any other hour (the current one, one within its grace, one the job has not
 reached, one re-opened by a late write) the records themselves (one ``gsi2`` Query each,
@@ -75,6 +78,7 @@ name a tenant whose record then failed (a superset is harmless), never miss one.
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import json
 import logging
 import time
@@ -106,9 +110,10 @@ log = logging.getLogger("agentvm.adapters.aws.usage")
 AGG_PREFIX = "USAGEAGG#"
 DIR_PREFIX = "USAGEDIR#"
 HOUR_PREFIX = "USAGEHOUR#"
-OPEN_PK = "USAGEOPEN"
+OPEN_PREFIX = "USAGEOPEN#"
+OPEN_SHARDS = 8  # gsi2 partitions of the open markers: the top of an hour's touches spread over 8
 GRACE_MS = 10 * 60_000  # an hour is rolled up once it (and its last late write) is this old
-ROLLUP_LIMIT = 25  # hour markers one rollup run takes at most
+ROLLUP_LIMIT = 200  # tenant hours one rollup run takes at most (~5 requests each: seconds)
 _MARKER_SK_LEN = len("H#YYYY-MM-DDTHH")
 _TOP = "\U0010ffff"  # sorts after any character a container id may hold
 _METRICS = {
@@ -133,6 +138,12 @@ def agg_pk(tenant_id: str) -> str:
 
 def floor_hour(ms: int) -> int:
     return ms - ms % HOUR_MS
+
+
+def open_pk(tenant_id: str) -> str:
+    """The ``gsi2`` partition listing a tenant's hours to roll up (one of ``OPEN_SHARDS``)."""
+    shard = int(hashlib.sha256(tenant_id.encode()).hexdigest()[:8], 16) % OPEN_SHARDS
+    return f"{OPEN_PREFIX}{shard}"
 
 
 def marker_sk(start_ms: int) -> str:
@@ -220,7 +231,7 @@ class DynamoUsageWriter:
             ExpressionAttributeNames={"#at": "at", "#v": "v"},
             ExpressionAttributeValues={
                 ":now": {"N": str(now)},
-                ":open": {"S": OPEN_PK},
+                ":open": {"S": open_pk(tenant_id)},
                 ":osk": {"S": f"{hour_key(start_ms)}#{tenant_id}"},
                 ":one": {"N": "1"},
             },
@@ -427,12 +438,19 @@ class DynamoUsageRollups:
 
     def _roll(self, now_ms: int, limit: int) -> RollupRun:
         closed_before = hour_key(floor_hour(now_ms - GRACE_MS))  # hours starting before it ended
-        markers = self._pages(
-            IndexName=GSI2,
-            KeyConditionExpression="gsi2pk = :open AND gsi2sk < :closed",
-            ExpressionAttributeValues={":open": {"S": OPEN_PK}, ":closed": {"S": closed_before}},
-            limit=limit,
-        )
+        markers: list[dict[str, Any]] = []
+        for shard in range(OPEN_SHARDS):
+            if len(markers) >= limit:
+                break
+            markers += self._pages(
+                IndexName=GSI2,
+                KeyConditionExpression="gsi2pk = :open AND gsi2sk < :closed",
+                ExpressionAttributeValues={
+                    ":open": {"S": f"{OPEN_PREFIX}{shard}"},
+                    ":closed": {"S": closed_before},
+                },
+                limit=limit - len(markers),
+            )
         rolled = skipped = 0
         for marker in markers:
             hour_text, tenant_id = marker["gsi2sk"]["S"].split("#", 1)
@@ -554,5 +572,6 @@ __all__ = [
     "agg_pk",
     "day_sk",
     "marker_sk",
+    "open_pk",
     "usage_gsi2pk",
 ]
