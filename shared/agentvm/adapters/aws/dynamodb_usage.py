@@ -80,7 +80,6 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
-import logging
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -105,7 +104,6 @@ if TYPE_CHECKING:
 
     from agentvm.adapters.aws.dynamodb_models import RecordItem
 
-log = logging.getLogger("agentvm.adapters.aws.usage")
 
 AGG_PREFIX = "USAGEAGG#"
 DIR_PREFIX = "USAGEDIR#"
