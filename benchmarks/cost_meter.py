@@ -640,7 +640,9 @@ def _by_operation(r: Result) -> list[str]:
         "### AWS requests per turn, by function\n",
         f"The {'SDK' if r.sdk_scenarios else 'AgentX v1'} client's standard turn. Session requests (the "
         "upgrade, `image_list`, `subscribe`, `$disconnect`) are spread over "
-        f"{TURNS_PER_SESSION} turns; `sqs_poller` is Lambda's event source mapping.\n",
+        f"{TURNS_PER_SESSION} turns; `sqs_poller` is Lambda's event source mapping; `usage_rollup` is the "
+        "usage rollup the wait sweeper runs every minute (its requests, once every hour of the turns "
+        "closed, spread over the turns; its Lambda time is the sweeper's, which runs anyway).\n",
         "| function | service | operation | idle: requests | idle: billed units "
         "| load: requests | load: billed units |",
         "|---|---|---|---:|---:|---:|---:|",
@@ -653,7 +655,7 @@ def _by_operation(r: Result) -> list[str]:
                 row = table.setdefault((inv.function, c.service, c.operation), [0.0, 0.0])
                 row[0] += _weight(s, inv)
                 row[1] += _weight(s, inv) * c.units
-    order = [*FUNCTIONS, "sqs_poller"]
+    order = [*FUNCTIONS, "sqs_poller", "usage_rollup"]
     for key in sorted(set(tables["idle"]) | set(tables["load"]), key=lambda k: (order.index(k[0]), k[1:])):
         cells = [f"{v:.2f}" for name in ("idle", "load") for v in tables[name].get(key, (0.0, 0.0))]
         out.append(f"| {' | '.join(key)} | " + " | ".join(cells) + " |")

@@ -131,7 +131,9 @@ class StandardTurn:
 # -- invocations, and which one a request belongs to ---------------------------------------------
 @dataclass
 class Invocation:
-    function: str  # a folder under functions/, or "sqs_poller" (Lambda's poller: SQS requests only)
+    function: (
+        str  # a folder under functions/, "sqs_poller" (Lambda's poller) or "usage_rollup": requests only
+    )
     bucket: str  # "turn": billed per turn; "session": per session (spread over 5 turns)
     turns: int = 0  # turn jobs of a worker invocation
     cpu_s: float = 0.0  # CPU time of the handler, moto's and the meter's excluded
@@ -528,6 +530,9 @@ class Host:
                 )
             else:
                 handlers[name] = app.build_handler(rt)
+            usage_writer = getattr(rt.store, "_usage", None)
+            if usage_writer is not None:  # records' hours against the same clock, as in Lambda
+                usage_writer.clock = rt.clock.now_ms
             self.runtimes.setdefault(name, rt)
         return handlers
 
@@ -593,6 +598,24 @@ class Host:
             entries = [{"Id": str(i), "ReceiptHandle": m["ReceiptHandle"]} for i, m in enumerate(received)]
             self.sqs.delete_message_batch(QueueUrl=self.queue_url, Entries=entries)
         self.invocations.append(poller)
+
+    def run_usage_rollup(self) -> None:
+        """The scheduled usage rollup (``functions/wait_sweeper``), once every hour of the turns is
+        closed: its AWS requests are billed, spread over the turns (``Invocation("usage_rollup")``,
+        a function the template does not list apart: its Lambda time is the sweeper's, which runs
+        every minute anyway)."""
+        from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups
+        from agentvm.hosts.aws import run_sync
+        from agentvm.observability.periods import HOUR_MS
+
+        now = VirtualClock(self.loop).now_ms()
+        closed = now - now % HOUR_MS + HOUR_MS + GRACE_MS
+        rollups = DynamoUsageRollups(TABLE)
+        inv = Invocation("usage_rollup", "turn")
+        with scope(inv):
+            while run_sync(rollups.roll_closed_hours(closed)).more:
+                pass
+        self.invocations.append(inv)
 
     def run_sandbox_jobs(self, expected: int) -> None:
         """The sandbox worker's event source mapping: one job per invocation (``BatchSize: 1``)."""
@@ -936,6 +959,7 @@ def run_scenario(
                         host.run_worker(len(sessions))
                 for s in sessions:
                     s.disconnect()
+            host.run_usage_rollup()
         finally:
             host.close()
     unattributed = 0

@@ -675,8 +675,8 @@ class UsageCell:
 class UsageRollups(Protocol):
     """The stored usage records, summed per hour and per day (``observability.usage`` reads these).
 
-    Every cell equals the sum of the records it covers, whatever failed or was retried: on AWS the
-    sums are kept in the same transaction as the record's first write; locally SQL sums the records.
+    Every cell equals the sum of the records it covers, whatever failed or was retried: on AWS closed
+    hours are rolled up from the records and the others read from them; locally SQL sums the records.
     """
 
     async def hour_cells(self, tenant_id: str, start_ms: int, end_ms: int) -> list[UsageCell]:

@@ -50,7 +50,8 @@ def create_table(name: str = TABLE) -> None:
         TableName=name,
         BillingMode="PAY_PER_REQUEST",
         AttributeDefinitions=[
-            {"AttributeName": a, "AttributeType": "S"} for a in ("pk", "sk", "gsi1pk", "gsi1sk")
+            {"AttributeName": a, "AttributeType": "S"}
+            for a in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
         ],
         KeySchema=[{"AttributeName": "pk", "KeyType": "HASH"}, {"AttributeName": "sk", "KeyType": "RANGE"}],
         GlobalSecondaryIndexes=[
@@ -61,7 +62,15 @@ def create_table(name: str = TABLE) -> None:
                     {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
                 ],
                 "Projection": {"ProjectionType": "ALL"},
-            }
+            },
+            {
+                "IndexName": "gsi2",
+                "KeySchema": [
+                    {"AttributeName": "gsi2pk", "KeyType": "HASH"},
+                    {"AttributeName": "gsi2sk", "KeyType": "RANGE"},
+                ],
+                "Projection": {"ProjectionType": "ALL"},
+            },
         ],
     )
     client.update_time_to_live(

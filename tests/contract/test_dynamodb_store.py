@@ -116,13 +116,14 @@ def test_create_table_builds_the_fixed_schema_and_is_idempotent(store: DynamoSto
         ("sk", "RANGE"),
     }
     assert table["BillingModeSummary"]["BillingMode"] == "PAY_PER_REQUEST"
-    (gsi,) = table["GlobalSecondaryIndexes"]
-    assert gsi["IndexName"] == "gsi1"
-    assert {(k["AttributeName"], k["KeyType"]) for k in gsi["KeySchema"]} == {
-        ("gsi1pk", "HASH"),
-        ("gsi1sk", "RANGE"),
-    }
-    assert gsi["Projection"] == {"ProjectionType": "ALL"}
+    indexes = {gsi["IndexName"]: gsi for gsi in table["GlobalSecondaryIndexes"]}
+    assert set(indexes) == {"gsi1", "gsi2"}  # gsi2: usage records by hour (dynamodb_usage)
+    for name, gsi in indexes.items():
+        assert {(k["AttributeName"], k["KeyType"]) for k in gsi["KeySchema"]} == {
+            (f"{name}pk", "HASH"),
+            (f"{name}sk", "RANGE"),
+        }
+        assert gsi["Projection"] == {"ProjectionType": "ALL"}
     assert {a["AttributeType"] for a in table["AttributeDefinitions"]} == {"S"}
     assert ttl == {"TimeToLiveStatus": "ENABLED", "AttributeName": "expiresAt"}
 
@@ -147,14 +148,15 @@ async def test_every_operation_uses_gets_queries_and_single_item_writes_only(
     assert "Scan" not in operations and "TransactWriteItems" not in operations
 
 
-async def test_the_usage_record_is_the_one_write_made_in_a_transaction(
+async def test_the_usage_record_is_one_conditional_put_and_no_transaction(
     store: DynamoStore, operations: list[str]
 ) -> None:
-    await store.put_usage(usage("turn_1"))  # the record with its sums (dynamodb_usage)
-    await store.put_usage(usage("turn_1"))  # a repeat: cancelled whole
+    await store.put_usage(usage("turn_1"))  # the record (sums are rolled up later: dynamodb_usage)
+    await store.put_usage(usage("turn_1"))  # a repeat: its condition fails
 
-    # the tenant's month in the usage directory (once per process), then one transaction per write
-    assert operations == ["PutItem", "TransactWriteItems", "TransactWriteItems"]
+    # the tenant's month in the usage directory (once per process), then per write the record's
+    # hour marker (this record's hour, 1970, has ended: every write touches it) and the put
+    assert operations == ["PutItem", "UpdateItem", "PutItem", "UpdateItem", "PutItem"]
 
 
 async def test_queries_counts_read_requests_and_no_writes(store: DynamoStore) -> None:

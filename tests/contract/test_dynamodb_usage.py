@@ -1,20 +1,32 @@
-"""The usage record and its sums are one DynamoDB transaction: all of it is written, or none."""
+"""Usage on DynamoDB: records written once with no transaction, closed hours rolled up by the job,
+and the sums equal to the records before, during and after every rollup (late writes included)."""
 
 from __future__ import annotations
 
+import asyncio
+import json
+
 import pytest
-from botocore.client import BaseClient
-from botocore.exceptions import ClientError
-from pynamodb.exceptions import TransactWriteError
+from pynamodb.exceptions import PutError
 
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.aws.dynamodb_usage import DynamoUsageRollups, agg_pk
+from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups, agg_pk, open_pk
+from agentvm.observability.periods import DAY_MS, HOUR_MS
+from agentvm.observability.usage import UsageQuery, cells_of, summarise
 from agentvm.records import UsageRecord
 from tests.contract.conftest import CONTRACT_TABLE
+from tests.contract.test_usage_rollups_contract import (
+    DAY,
+    USERS,
+    as_rows,
+    expected,
+    groupings,
+    scripted_day,
+)
 
 pytestmark = pytest.mark.aws
 
-DAY = 1_767_225_600_000  # 2026-01-01T00:00:00Z
+AFTER_DAY = DAY + DAY_MS + HOUR_MS + GRACE_MS  # every hour of the scripted day is closed
 
 
 def usage(turn: str = "turn_1", **fields) -> UsageRecord:
@@ -34,88 +46,290 @@ def usage(turn: str = "turn_1", **fields) -> UsageRecord:
     return UsageRecord(**values)
 
 
+class Clock:
+    def __init__(self, now: int) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
 @pytest.fixture
-def store(aws):
+def clock() -> Clock:
+    return Clock(DAY + 2000)  # the writer's wall clock, inside the first hour of the day
+
+
+@pytest.fixture
+def store(aws, clock):
     store = DynamoStore(CONTRACT_TABLE)
     store.create_table()
+    store._usage.clock = clock
     return store
 
 
-async def sums(tenant: str = "acme") -> tuple[list, list]:
-    rollups = DynamoUsageRollups(CONTRACT_TABLE)
+@pytest.fixture
+def rollups(store):
+    return DynamoUsageRollups(CONTRACT_TABLE)
+
+
+def raw_client(store: DynamoStore):
+    return store._m.base._get_connection().connection.client
+
+
+def partition(store: DynamoStore, pk: str) -> list[dict]:
+    return raw_client(store).query(
+        TableName=CONTRACT_TABLE,
+        KeyConditionExpression="pk = :pk",
+        ExpressionAttributeValues={":pk": {"S": pk}},
+        ConsistentRead=True,
+    )["Items"]
+
+
+async def sums(rollups: DynamoUsageRollups, tenant: str = "acme") -> tuple[list, list]:
     return (
-        await rollups.hour_cells(tenant, DAY, DAY + 86_400_000),
-        await rollups.day_cells(tenant, DAY, DAY + 86_400_000),
+        await rollups.hour_cells(tenant, DAY, DAY + DAY_MS),
+        await rollups.day_cells(tenant, DAY, DAY + DAY_MS),
     )
 
 
-async def test_a_failed_transaction_writes_neither_the_record_nor_its_sums(store):
+async def assert_exact(store: DynamoStore, rollups: DynamoUsageRollups) -> None:
+    """Every grouping and period of the day's sums equals the stored records (the contract's check)."""
+    records = [r for t in USERS for r in await store.list_usage(t)]
+    start, end = DAY - DAY_MS, DAY + 2 * DAY_MS
+    levels = {
+        by_day: await cells_of(rollups, list(USERS), UsageQuery(start, end, "range", group_by))
+        for by_day, group_by in ((False, ()), (True, ("container",)))
+    }
+    for group_by in groupings():
+        by_day = bool({"container", "image"} & set(group_by))
+        for period in ("day", "month", "range") if by_day else ("hour", "day", "month", "range"):
+            query = UsageQuery(start, end, period, group_by)  # type: ignore[arg-type]
+            rows, _ = summarise(query, levels[by_day])
+            assert as_rows(query, rows) == expected(query, records), (group_by, period)
+    alice = UsageQuery(DAY, DAY + DAY_MS, "day", ("image", "kind"), container_id="user-alice")
+    rows, _ = summarise(alice, await cells_of(rollups, ["tenant-a"], alice))
+    assert as_rows(alice, rows) == expected(alice, [r for r in records if r.tenantId == "tenant-a"])
+
+
+async def write_day(store: DynamoStore, clock: Clock) -> list[UsageRecord]:
+    """The contract's scripted day, each record written at its own time (and retries, refused)."""
+    records = sorted(scripted_day(), key=lambda r: r.createdAt)
+    for record in records:
+        clock.now = record.createdAt + 5
+        assert await store.put_usage(record)
+    for record in records[::7]:  # retried at once (a retry written later would touch its hour again)
+        clock.now = record.createdAt + 10
+        assert not await store.put_usage(record.model_copy(update={"inputTokens": 999_999}))
+    return records
+
+
+def sums_items(store: DynamoStore) -> list[dict]:
+    """The rolled-up state of both tenants (markers and day items), to compare runs."""
+    return sorted(
+        (item for t in USERS for item in partition(store, agg_pk(t))),
+        key=lambda item: item["sk"]["S"],
+    )
+
+
+# writes
+
+
+async def test_a_failed_put_writes_no_record_and_its_retry_counts_once(store, rollups):
     too_big = usage(model="x" * 420_000)  # over DynamoDB's 400 KB item limit: the put fails
 
-    with pytest.raises(TransactWriteError):
+    with pytest.raises(PutError):
         await store.put_usage(too_big)
 
     assert await store.list_usage("acme") == []
-    assert await sums() == ([], [])
-    # the turn's retry (a valid record this time) writes both, once
+    assert await sums(rollups) == ([], [])
     assert await store.put_usage(usage())
-    hours, days = await sums()
+    hours, days = await sums(rollups)
     assert [(c.records, c.input_tokens, c.cache_read_tokens) for c in hours + days] == [(1, 500, 300)] * 2
 
 
-async def test_a_conflicting_transaction_is_retried_and_counted_once(store, monkeypatch):
-    real = BaseClient._make_api_call
-    calls = []
-
-    def conflict_once(self, operation, params):
-        if operation == "TransactWriteItems":
-            calls.append(1)
-            if len(calls) == 1:  # DynamoDB's answer when another turn was updating the same hour item
-                response = {
-                    "Error": {"Code": "TransactionCanceledException", "Message": "Transaction cancelled"},
-                    "CancellationReasons": [
-                        {"Code": "None"},
-                        {"Code": "TransactionConflict"},
-                        {"Code": "None"},
-                    ],
-                }
-                raise ClientError(response, operation)
-        return real(self, operation, params)
-
-    monkeypatch.setattr(BaseClient, "_make_api_call", conflict_once)
-
-    assert await store.put_usage(usage())
-
-    assert len(calls) == 2
-    hours, days = await sums()
-    assert [c.records for c in hours + days] == [1, 1]
-
-
-async def test_a_record_written_again_is_refused_whole(store):
+async def test_a_record_written_again_is_refused_and_counted_once(store, rollups):
     assert await store.put_usage(usage())
     assert not await store.put_usage(usage(inputTokens=7))  # a redelivered turn, other tokens
 
     [record] = await store.list_usage("acme")
-    hours, days = await sums()
+    hours, days = await sums(rollups)
     assert record.inputTokens == 500
     assert [(c.records, c.input_tokens) for c in hours + days] == [(1, 500), (1, 500)]
 
 
-async def test_one_record_touches_one_hour_item_one_day_item_and_the_tenant_directory(store):
-    await store.put_usage(usage())
-    await store.put_usage(usage("turn_2", containerId="user-bob", createdAt=DAY + 3_600_000 * 5))
+async def test_a_record_is_one_put_with_no_transaction_and_its_hour_is_marked_once(store, monkeypatch):
+    calls: list[str] = []
+    client = raw_client(store)
+    real = type(client)._make_api_call
 
-    client = store._m.base._get_connection().connection.client
-    items = client.query(
-        TableName=CONTRACT_TABLE,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": agg_pk("acme")}},
-    )["Items"]
-    keys = sorted(item["sk"]["S"].rsplit("#", 1)[0] for item in items)
-    assert keys == ["D#2026-01-01", "D#2026-01-01", "H#2026-01-01T00", "H#2026-01-01T05"]
-    directory = client.query(
-        TableName=CONTRACT_TABLE,
-        KeyConditionExpression="pk = :pk",
-        ExpressionAttributeValues={":pk": {"S": "USAGEDIR#2026-01"}},
-    )["Items"]
+    def counting(self, operation, params):
+        calls.append(operation)
+        return real(self, operation, params)
+
+    monkeypatch.setattr(type(client), "_make_api_call", counting)
+    await store.put_usage(usage())
+    await store.put_usage(usage("turn_2", containerId="user-bob"))  # same hour: no second marker write
+    await store.put_usage(usage("turn_3", createdAt=DAY + 3_600_000 * 5 + 1))  # another hour
+
+    assert "TransactWriteItems" not in calls
+    assert calls.count("PutItem") == 4  # the month's directory item, then the three records
+    assert calls.count("UpdateItem") == 2  # the two hours' markers
+    keys = sorted(item["sk"]["S"] for item in partition(store, agg_pk("acme")))
+    assert keys == ["H#2026-01-01T00", "H#2026-01-01T05"]  # no sums before a rollup
+    directory = partition(store, "USAGEDIR#2026-01")
     assert [item["sk"]["S"] for item in directory] == ["acme"]
+
+
+# the rollup
+
+
+async def test_sums_are_exact_before_during_and_after_the_rollup_of_the_day(store, rollups, clock):
+    await write_day(store, clock)
+    await assert_exact(store, rollups)  # nothing rolled: read from the records
+
+    # the job runs during the day: only the hours closed by then are rolled, the rest read raw
+    run = await rollups.roll_closed_hours(DAY + 14 * HOUR_MS + GRACE_MS, limit=100)
+    assert run.rolled == 3 * 2  # hours 0, 7 and 13 of both tenants (one marker per tenant hour)
+    await assert_exact(store, rollups)
+
+    run = await rollups.roll_closed_hours(AFTER_DAY, limit=100)
+    assert (run.rolled, run.more) == (2, False)  # hour 23 of both tenants
+    await assert_exact(store, rollups)
+    markers = [i for i in sums_items(store) if i["sk"]["S"].startswith("H#")]
+    assert markers and all("gsi2pk" not in m and m["rv"] == m["v"] for m in markers)
+
+
+async def test_a_rollup_run_twice_or_concurrently_writes_the_same_sums(store, rollups, clock):
+    await write_day(store, clock)
+    await rollups.roll_closed_hours(AFTER_DAY, limit=100)
+    once = sums_items(store)
+
+    assert (await rollups.roll_closed_hours(AFTER_DAY + 60_000, limit=100)).rolled == 0
+    for item in once:  # force every hour to be rolled again, twice at the same time
+        if item["sk"]["S"].startswith("H#"):
+            tenant = item["pk"]["S"].removeprefix("USAGEAGG#")
+            raw_client(store).update_item(
+                TableName=CONTRACT_TABLE,
+                Key={"pk": item["pk"], "sk": item["sk"]},
+                UpdateExpression="SET gsi2pk = :o, gsi2sk = :s",
+                ExpressionAttributeValues={
+                    ":o": {"S": open_pk(tenant)},
+                    ":s": {"S": f"{item['sk']['S'][2:]}#{tenant}"},
+                },
+            )
+    other = DynamoUsageRollups(CONTRACT_TABLE)
+    await asyncio.gather(
+        rollups.roll_closed_hours(AFTER_DAY + 120_000, limit=100),
+        other.roll_closed_hours(AFTER_DAY + 120_000, limit=100),
+    )
+
+    twice = sums_items(store)
+    strip = [{k: v for k, v in i.items() if k != "rolledAt"} for i in once]
+    assert [{k: v for k, v in i.items() if k != "rolledAt"} for i in twice] == strip
+    await assert_exact(store, rollups)
+
+
+async def test_a_rollup_that_dies_before_its_commit_leaves_the_hour_exact_and_open(
+    store, rollups, clock, monkeypatch
+):
+    await write_day(store, clock)
+    client = raw_client(store)
+    real = type(client)._make_api_call
+
+    def die_at_commit(self, operation, params):
+        if operation == "UpdateItem" and "rv = :v" in params.get("UpdateExpression", ""):
+            raise RuntimeError("the job's Lambda timed out")
+        return real(self, operation, params)
+
+    monkeypatch.setattr(type(client), "_make_api_call", die_at_commit)
+    with pytest.raises(RuntimeError):
+        await rollups.roll_closed_hours(AFTER_DAY, limit=100)
+    monkeypatch.setattr(type(client), "_make_api_call", real)
+
+    await assert_exact(store, rollups)  # a day part written, its hour not committed: read raw
+    assert (await rollups.roll_closed_hours(AFTER_DAY, limit=100)).rolled == 8
+    await assert_exact(store, rollups)
+
+
+async def test_a_record_written_into_an_hour_already_rolled_is_counted(store, rollups, clock):
+    records = await write_day(store, clock)
+    assert (await rollups.roll_closed_hours(AFTER_DAY, limit=100)).rolled == 8
+    await assert_exact(store, rollups)
+
+    # a worker that stalled writes a record of hour 7 the next day, long after its rollup
+    late = records[3].model_copy(update={"turnId": "turn_late", "createdAt": DAY + 7 * HOUR_MS + 10})
+    clock.now = AFTER_DAY + HOUR_MS
+    assert await store.put_usage(late)
+    await assert_exact(store, rollups)  # the hour reads raw again at once
+
+    # the job waits for the grace after the late write, then rolls the hour again
+    assert (await rollups.roll_closed_hours(clock.now + GRACE_MS - 1, limit=100)).rolled == 0
+    await assert_exact(store, rollups)
+    assert (await rollups.roll_closed_hours(clock.now + GRACE_MS, limit=100)).rolled == 1
+    await assert_exact(store, rollups)
+
+
+async def test_a_late_write_during_a_rollup_makes_its_commit_fail(store, rollups, clock, monkeypatch):
+    records = await write_day(store, clock)
+    late = records[0].model_copy(update={"turnId": "turn_late", "createdAt": DAY + 23 * HOUR_MS + 5})
+    real = rollups._records
+    written: list[bool] = []
+
+    def records_then_a_late_write(tenant_id: str, start: int):
+        found = real(tenant_id, start)
+        if tenant_id == late.tenantId and start == DAY + 23 * HOUR_MS and not written:
+            clock.now = AFTER_DAY  # the write lands after the rollup read the hour's records
+            written.append(asyncio.run(store.put_usage(late)))
+        return found
+
+    monkeypatch.setattr(rollups, "_records", records_then_a_late_write)
+    run = await rollups.roll_closed_hours(AFTER_DAY, limit=100)
+    monkeypatch.setattr(rollups, "_records", real)
+
+    assert written == [True] and (run.rolled, run.skipped) == (7, 1)
+    await assert_exact(store, rollups)
+    assert (await rollups.roll_closed_hours(AFTER_DAY + GRACE_MS, limit=100)).rolled == 1
+    await assert_exact(store, rollups)
+
+
+async def test_an_hour_is_not_rolled_within_its_grace(store, rollups):
+    await store.put_usage(usage())
+
+    assert (await rollups.roll_closed_hours(DAY + HOUR_MS + GRACE_MS - 1)).rolled == 0
+    assert (await rollups.roll_closed_hours(DAY + HOUR_MS + GRACE_MS)).rolled == 1
+    hours, days = await sums(rollups)
+    assert [(c.records, c.input_tokens) for c in hours + days] == [(1, 500), (1, 500)]
+
+
+async def test_the_job_bounds_its_work_per_run(store, rollups, clock):
+    for n in range(7):
+        clock.now = DAY + n * HOUR_MS
+        await store.put_usage(usage(f"turn_{n}", tenantId=f"tenant-{n % 3}", createdAt=clock.now + 1))
+
+    runs = []
+    while not runs or runs[-1].more:
+        runs.append(await rollups.roll_closed_hours(AFTER_DAY, limit=3))
+    assert [(r.rolled, r.more) for r in runs] == [(3, True), (3, True), (1, False)]
+    assert rollups.queries < 40  # a few requests per hour rolled, none per hour already rolled
+
+
+async def test_sums_written_by_the_transactional_version_are_still_counted(store, rollups):
+    client = raw_client(store)
+    cell = {"c0123456789_k": {"S": json.dumps(["anthropic/claude-haiku-4-5", "turn"])}}
+    cell |= {"c0123456789_n": {"N": "2"}, "c0123456789_i": {"N": "40"}}
+    client.put_item(
+        TableName=CONTRACT_TABLE, Item={"pk": {"S": "USAGEAGG#acme"}, "sk": {"S": "H#2026-01-01T00#3"}} | cell
+    )
+    day = {"c9876543210_k": {"S": json.dumps(["img_1", "anthropic/claude-haiku-4-5", "turn"])}}
+    day |= {"c9876543210_n": {"N": "2"}, "c9876543210_i": {"N": "40"}}
+    client.put_item(
+        TableName=CONTRACT_TABLE,
+        Item={"pk": {"S": "USAGEAGG#acme"}, "sk": {"S": "D#2026-01-01#user-alice"}} | day,
+    )
+    await store.put_usage(usage())  # a new record in the same hour and day
+
+    for _ in range(2):  # before and after its rollup
+        hours, days = await sums(rollups)
+        assert sum(c.records for c in hours) == sum(c.records for c in days) == 3
+        assert sum(c.input_tokens for c in hours) == sum(c.input_tokens for c in days) == 540
+        assert (await rollups.roll_closed_hours(AFTER_DAY)).rolled in (0, 1)

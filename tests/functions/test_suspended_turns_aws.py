@@ -130,8 +130,8 @@ def test_the_sweeper_function_times_out_an_unanswered_wait(host, model):
     time.sleep(0.1)
 
     sweeper = wait_sweeper.build_handler(host.runtime())
-    assert sweeper({"source": "agentvm.wait-sweeper"}, FakeLambdaContext()) == {"waits": 1}
-    assert sweeper({"source": "agentvm.wait-sweeper"}, FakeLambdaContext()) == {"waits": 0}
+    assert sweeper({"source": "agentvm.wait-sweeper"}, FakeLambdaContext()) == {"waits": 1, "usageHours": 0}
+    assert sweeper({"source": "agentvm.wait-sweeper"}, FakeLambdaContext()) == {"waits": 0, "usageHours": 0}
     _invoke_worker(host)
     [failed] = _events(host, "tool_failed")
     assert "no approval within" in failed["error"]

@@ -221,12 +221,23 @@ def test_table_matches_the_fixed_schema(template):
         ("pk", "HASH"),
         ("sk", "RANGE"),
     ]
-    (gsi,) = table["GlobalSecondaryIndexes"]
-    assert gsi["IndexName"] == "gsi1" and gsi["Projection"] == {"ProjectionType": "ALL"}
-    assert [(k["AttributeName"], k["KeyType"]) for k in gsi["KeySchema"]] == [
-        ("gsi1pk", "HASH"),
-        ("gsi1sk", "RANGE"),
-    ]
+    # gsi1, and the sparse gsi2 of usage records by hour (dynamodb_usage): as create_table builds them
+    assert [gsi["IndexName"] for gsi in table["GlobalSecondaryIndexes"]] == ["gsi1", "gsi2"]
+    for gsi in table["GlobalSecondaryIndexes"]:
+        name = gsi["IndexName"]
+        assert gsi["Projection"] == {"ProjectionType": "ALL"}
+        assert [(k["AttributeName"], k["KeyType"]) for k in gsi["KeySchema"]] == [
+            (f"{name}pk", "HASH"),
+            (f"{name}sk", "RANGE"),
+        ]
+    assert {a["AttributeName"] for a in table["AttributeDefinitions"]} == {
+        "pk",
+        "sk",
+        "gsi1pk",
+        "gsi1sk",
+        "gsi2pk",
+        "gsi2sk",
+    }
     assert table["TimeToLiveSpecification"] == {"AttributeName": "expiresAt", "Enabled": True}
     assert table["PointInTimeRecoverySpecification"]["PointInTimeRecoveryEnabled"] is True
 

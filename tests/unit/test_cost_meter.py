@@ -117,3 +117,13 @@ def test_the_v2_client_gets_its_answer_from_the_worker_and_one_more_event_per_tu
         assert s.frames_received == v1.frames_received + s.turns
         assert s.frame_types["text_delta"] == v1.frame_types["text_delta"]
     assert "AgentX v2 (JSON-RPC 2.0)" in cost_meter.render(result)
+
+
+def test_the_usage_rollup_is_metered_and_spread_over_the_turns(result):
+    for s in result.scenarios.values():
+        [rollup] = [i for i in s.invocations if i.function == "usage_rollup"]
+        operations = {c.operation for c in rollup.calls}
+        # the open hour markers, each tenant hour's marker and records, its sums (day part, commit)
+        assert {"Query", "GetItem", "UpdateItem"} <= operations
+        assert "TransactWriteItems" not in {c.operation for i in s.invocations for c in i.calls}
+    assert "| usage_rollup | " in cost_meter.render(result)

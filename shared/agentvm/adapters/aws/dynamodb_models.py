@@ -1,7 +1,8 @@
 """PynamoDB models of AgentVM's one DynamoDB table, and the key layout every AWS adapter shares.
 
 The table's key schema is fixed (``template.yaml`` declares exactly this): ``pk`` (S, hash), ``sk`` (S,
-range), one global secondary index ``gsi1`` (``gsi1pk`` S hash, ``gsi1sk`` S range, projection ALL),
+range), two global secondary indexes ``gsi1`` (``gsi1pk`` S hash, ``gsi1sk`` S range, projection ALL)
+and the sparse ``gsi2`` (``gsi2pk``/``gsi2sk``, projection ALL: usage records and hour markers only),
 TTL on ``expiresAt`` (Number, epoch seconds), billing PAY_PER_REQUEST. Every access pattern is a
 GetItem or a Query on one partition; nothing ever scans.
 
@@ -17,8 +18,9 @@ Cancel mark    SESSION#<s>    CANCEL#<turn>
 Summary        SESSION#<s>    SUMMARY
 Turn           TURN#<turn>    META
 Usage          TURN#<turn>    USAGE           TENANT#<t>    USAGE#<c>#<createdAt:013d>#<turn>
-Usage sums     USAGEAGG#<t>   H#<hour>#<n>,
-                              D#<day>#<c>     (dynamodb_usage: written with the usage record)
+                                              (gsi2: USAGEHOUR#<t>#<hour> / TURN#<turn>)
+Usage sums     USAGEAGG#<t>   H#<hour>,       (dynamodb_usage: hour markers, in gsi2 USAGEOPEN#n /
+                              D#<day>#<c>     <hour>#<t> until rolled up; day sums by hour)
 Usage tenants  USAGEDIR#<m>   <t>
 Connection     CONN#<id>      META
 Subscription   CONN#<id>      SUB#<s>         SUBS#<s>      CONN#<id>
@@ -66,6 +68,7 @@ from pynamodb.models import Model
 from agentvm.adapters.aws.message_bodies import stored_body
 
 GSI1 = "gsi1"
+GSI2 = "gsi2"  # sparse: usage records by tenant and hour, hours to roll up (dynamodb_usage)
 TTL_ATTRIBUTE = "expiresAt"
 META = "META"
 CANCEL = "CANCEL"
@@ -172,6 +175,9 @@ class TableItem(Model):
     sk = UnicodeAttribute(range_key=True)
     gsi1pk = UnicodeAttribute(null=True)
     gsi1sk = UnicodeAttribute(null=True)
+    # the sparse ``gsi2`` (usage records by tenant and hour, usage hours to roll up: dynamodb_usage)
+    gsi2pk = UnicodeAttribute(null=True)
+    gsi2sk = UnicodeAttribute(null=True)
     # DynamoDB deletes an item some time (typically within two days) after this epoch second; until
     # then it is still returned, so readers of expiring items filter on it themselves.
     expiresAt = TTLAttribute(null=True)
@@ -309,7 +315,8 @@ def create_table(models: Models, *, wait: bool = True) -> None:
             TableName=name,
             BillingMode="PAY_PER_REQUEST",
             AttributeDefinitions=[
-                {"AttributeName": attr, "AttributeType": "S"} for attr in ("pk", "sk", "gsi1pk", "gsi1sk")
+                {"AttributeName": attr, "AttributeType": "S"}
+                for attr in ("pk", "sk", "gsi1pk", "gsi1sk", "gsi2pk", "gsi2sk")
             ],
             KeySchema=[
                 {"AttributeName": "pk", "KeyType": "HASH"},
@@ -323,7 +330,15 @@ def create_table(models: Models, *, wait: bool = True) -> None:
                         {"AttributeName": "gsi1sk", "KeyType": "RANGE"},
                     ],
                     "Projection": {"ProjectionType": "ALL"},
-                }
+                },
+                {
+                    "IndexName": GSI2,
+                    "KeySchema": [
+                        {"AttributeName": "gsi2pk", "KeyType": "HASH"},
+                        {"AttributeName": "gsi2sk", "KeyType": "RANGE"},
+                    ],
+                    "Projection": {"ProjectionType": "ALL"},
+                },
             ],
         )
     except client.exceptions.ResourceInUseException:
@@ -342,6 +357,7 @@ def create_table(models: Models, *, wait: bool = True) -> None:
 __all__ = [
     "CANCEL",
     "GSI1",
+    "GSI2",
     "META",
     "TTL_ATTRIBUTE",
     "USAGE",

@@ -35,9 +35,9 @@ append_message, item <= 1 KB       1 RRU (last seq) + 1 WRU (a message's JSON of
                                    stored zlib-compressed: ``message_bodies``; ~1 KB of chat is 1 WRU)
 append_message with a key          1 RRU + 2 WRU (claim + message); a repeated key: 1 WRU (the
                                    failed claim) + 3 RRU (last seq, claim, message), no append
-put_usage (~0.4 KB)                one transaction with its hour and day sums (dynamodb_usage):
-                                   2 x (1 + 1 + 1) WRU + 1 WRU on gsi1 = 7; a repeat is cancelled
-                                   by the record's condition
+put_usage (~0.4 KB)                a conditional put: 1 WRU + 1 on gsi1 + 1 on gsi2 = 3 (a repeat
+                                   fails its condition: 1); its hour marker once per tenant, hour
+                                   and process (2); sums rolled up later (dynamodb_usage)
 put_turn (status update)           1 WRU (the terminal one holds the turn's frame map: ~0.6 KB for
                                    the standard turn; +1 WRU per KB past that, ~80+ text frames)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
@@ -451,8 +451,8 @@ class DynamoStore:
         return None if item is None else TurnRecord.model_validate_json(item.data)
 
     async def put_usage(self, usage: UsageRecord) -> bool:
-        # Keyed by the turn: the first write wins, so a retried turn never bills twice. The hour and
-        # day sums are written in the same transaction (dynamodb_usage): they equal the records.
+        # Keyed by the turn: the first write wins, so a retried turn never bills twice. The sums are
+        # rolled up from the records by hour (dynamodb_usage): the writer adds the gsi2 keys.
         item = self._m.record(
             turn_pk(usage.turnId),
             USAGE,
