@@ -145,13 +145,16 @@ class Invocation:
 
 
 def template_flush_settings() -> dict[str, int]:
-    """The worker's coalescing windows as deployed: template.yaml's FlushMs / FlushMaxMs defaults."""
+    """The worker's coalescing windows as deployed: template.yaml's FlushMs / FlushMaxMs defaults,
+    and the batched clients' BatchFlushMs / BatchFlushMaxMs."""
     from cfnlint.decode.cfn_yaml import load
 
     params = load(str(Path(__file__).resolve().parent.parent / "template.yaml"))["Parameters"]
     return {
         "flush_ms": int(params["FlushMs"]["Default"]),
         "flush_max_ms": int(params["FlushMaxMs"]["Default"]),
+        "batch_flush_ms": int(params["BatchFlushMs"]["Default"]),
+        "batch_flush_max_ms": int(params["BatchFlushMaxMs"]["Default"]),
     }
 
 

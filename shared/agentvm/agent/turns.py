@@ -164,6 +164,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         subscriber_refresh_s=rt.turns.subscriber_refresh_s,
         first_seq=_first_seq(job, turn, attempt),
         batch_flush_max_s=rt.turns.batch_flush_max_s,
+        batch_flush_s=rt.turns.batch_flush_s,
     )
     if not resuming:
         # every attempt's first frame (a continuation's: its results); it goes out with the turn's
