@@ -379,6 +379,15 @@ async def test_a_repeated_subscribe_leaves_the_subscription_as_it_was(connection
     assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 7, PROTOCOL_V1)]
 
 
+async def test_a_subscribe_given_the_connection_it_read_subscribes_like_one_without(
+    connections: Connections,
+) -> None:
+    await connections.register(replace(info("c1"), batch=True))
+    known = await connections.get("c1")
+    await connections.subscribe("c1", "ses_1", after_seq=3, known=known)
+    assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 3, PROTOCOL_V1, True)]
+
+
 async def test_a_subscribe_given_the_connection_it_just_read_does_not_read_it_again(aws: None) -> None:
     connections = dynamo_connections()
     await connections.register(replace(info("c1"), batch=True))

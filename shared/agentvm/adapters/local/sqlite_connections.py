@@ -143,7 +143,14 @@ class SqliteConnections:
             self._conn.execute("DELETE FROM ws_connections WHERE connection_id = ?", (connection_id,))
         self._local.pop(connection_id, None)
 
-    async def subscribe(self, connection_id: str, session_id: str, after_seq: int | None = None) -> None:
+    async def subscribe(
+        self,
+        connection_id: str,
+        session_id: str,
+        after_seq: int | None = None,
+        *,
+        known: ConnectionInfo | None = None,  # unused: the existence check below is a local read
+    ) -> None:
         with transaction(self._conn):
             if (
                 self._conn.execute(
