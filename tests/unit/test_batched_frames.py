@@ -151,6 +151,15 @@ async def test_a_batched_subscribers_first_window_is_the_batch_flush_setting_not
     assert len(texts) <= 5 < len(plain.messages) // 4
 
 
+def test_by_default_a_batched_clients_text_cadence_is_two_seconds_from_the_first_window():
+    from agentvm.config import Settings
+    from agentvm.runtime import turn_settings
+
+    turns = turn_settings(Settings())
+    assert (turns.batch_flush_s, turns.batch_flush_max_s) == (2.0, 2.0)
+    assert turns.flush_s == 0.25  # plain AgentX v1 clients keep theirs
+
+
 async def test_the_last_text_waits_for_the_end_and_goes_with_it_for_every_subscriber():
     plain, batched = _Subscriber(), _Subscriber()
     sink = await _sink_with(plain, batched, flush_s=0.5)
