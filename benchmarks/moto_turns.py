@@ -646,6 +646,10 @@ class Host:
 class Session:
     """One client socket; its frames reach ``ws_default`` as API Gateway delivers them."""
 
+    # ``cost_meter --budgets``: each session's tenant and container have token budgets (set when the
+    # session is prepared, not billed); by default the standard turn's tenant has none
+    with_budgets = False
+
     def __init__(self, host: Host, standard: StandardTurn, n: int) -> None:
         self.host = host
         self.standard = standard
@@ -699,6 +703,11 @@ class Session:
         assert created is not None and "record" in created, created
         self.image = created["record"]
         self.send(_request("image_run", imageId=self.image["imageId"]), None)
+        if Session.with_budgets:  # limits no standard turn reaches
+            budgets = self.host.runtimes["ws_default"].budgets
+            with scope(SETUP):
+                run_sync(budgets.set(self.tenant, None, daily_tokens=10**9, monthly_tokens=10**10))
+                run_sync(budgets.set(self.tenant, self.container_id, daily_tokens=None, monthly_tokens=10**9))
         store, parent = DynamoStore(TABLE), None
         for i in range(self.standard.history_messages):  # user and assistant, in turn
             text, msg_id, now = _text(self.standard.message_bytes), f"msg_h{uuid.uuid4().hex}", _now_ms()
