@@ -10,7 +10,8 @@ invocation; the handler's CPU time measured here; an assumed latency per AWS cal
 shapes: **idle**, one turn per worker invocation, and **load**, the template's BatchSize turns of
 different sessions per invocation.
 
-Run: ``./dev python -m benchmarks.cost_meter [--turns 100]``
+Run: ``./dev python -m benchmarks.cost_meter [--turns 100] [--budgets]`` (``--budgets``: every tenant and
+container has token budgets, which the standard turn's tenant has not)
 """
 
 from __future__ import annotations
@@ -782,7 +783,16 @@ def main() -> None:
         default=3,
         help="fresh interpreters per INIT measurement (0: do not bill INIT)",
     )
+    parser.add_argument(
+        "--budgets",
+        action="store_true",
+        help="every tenant and container has token budgets (the standard turn's tenant has none)",
+    )
     args = parser.parse_args()
+    if args.budgets:
+        from benchmarks.moto_turns import Session
+
+        Session.with_budgets = True
     _import_as_in_lambda()
     print(render(run(args.turns, init_runs=args.init_runs)))
 

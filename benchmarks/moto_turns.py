@@ -147,13 +147,16 @@ class Invocation:
 
 
 def template_flush_settings() -> dict[str, int]:
-    """The worker's coalescing windows as deployed: template.yaml's FlushMs / FlushMaxMs defaults."""
+    """The worker's coalescing windows as deployed: template.yaml's FlushMs / FlushMaxMs defaults,
+    and the batched clients' BatchFlushMs / BatchFlushMaxMs."""
     from cfnlint.decode.cfn_yaml import load
 
     params = load(str(Path(__file__).resolve().parent.parent / "template.yaml"))["Parameters"]
     return {
         "flush_ms": int(params["FlushMs"]["Default"]),
         "flush_max_ms": int(params["FlushMaxMs"]["Default"]),
+        "batch_flush_ms": int(params["BatchFlushMs"]["Default"]),
+        "batch_flush_max_ms": int(params["BatchFlushMaxMs"]["Default"]),
     }
 
 
@@ -666,6 +669,10 @@ class Host:
 class Session:
     """One client socket; its frames reach ``ws_default`` as API Gateway delivers them."""
 
+    # ``cost_meter --budgets``: each session's tenant and container have token budgets (set when the
+    # session is prepared, not billed); by default the standard turn's tenant has none
+    with_budgets = False
+
     def __init__(self, host: Host, standard: StandardTurn, n: int) -> None:
         self.host = host
         self.standard = standard
@@ -719,6 +726,11 @@ class Session:
         assert created is not None and "record" in created, created
         self.image = created["record"]
         self.send(_request("image_run", imageId=self.image["imageId"]), None)
+        if Session.with_budgets:  # limits no standard turn reaches
+            budgets = self.host.runtimes["ws_default"].budgets
+            with scope(SETUP):
+                run_sync(budgets.set(self.tenant, None, daily_tokens=10**9, monthly_tokens=10**10))
+                run_sync(budgets.set(self.tenant, self.container_id, daily_tokens=None, monthly_tokens=10**9))
         store, parent = DynamoStore(TABLE), None
         for i in range(self.standard.history_messages):  # user and assistant, in turn
             text, msg_id, now = _text(self.standard.message_bytes), f"msg_h{uuid.uuid4().hex}", _now_ms()

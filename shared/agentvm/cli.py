@@ -15,7 +15,7 @@ from agentvm import __version__
 
 if TYPE_CHECKING:
     from agentvm.config import Settings
-    from agentvm.ports import TenantStore
+    from agentvm.ports import TenantStore, UsageRollups
     from agentvm.security.setup import Security
 
 
@@ -262,6 +262,18 @@ def _security(args: argparse.Namespace) -> Security:
     return local_security(settings, SystemClock())
 
 
+def _usage_sums(args: argparse.Namespace) -> UsageRollups:
+    """The usage sums next to the budgets ``_security`` uses (after it: the region is set)."""
+    if args.table:
+        from agentvm.adapters.aws.dynamodb_usage import DynamoUsageRollups
+
+        return DynamoUsageRollups(args.table)
+    from agentvm.adapters.local.sqlite_store import SqliteStore
+    from agentvm.adapters.local.sqlite_usage import SqliteUsageRollups
+
+    return SqliteUsageRollups(SqliteStore(_settings(args).data_dir / "agentvm.db"))
+
+
 def _tenant_store(args: argparse.Namespace) -> TenantStore:
     """The tenant registry next to the key store ``_security`` uses (after it: the region is set)."""
     if args.table:
@@ -320,6 +332,7 @@ async def _budgets(args: argparse.Namespace) -> int:
     from agentvm.security.apikeys import check_tenant_id
 
     budgets = _security(args).budgets
+    budgets.read_sums_from(lambda: _usage_sums(args))  # seeds a new budget (security.budgets)
     tenant, container = check_tenant_id(args.tenant), args.container
     if args.budgets_command == "set":
         current = await budgets.store.get_budget(tenant, container)

@@ -77,6 +77,9 @@ class Settings(BaseSettings):
     # connections that declared batched frames (?frames=batch, streaming/batching.py) get text on
     # their own cadence: one message per window, doubling from flush_ms up to this
     batch_flush_max_ms: int = Field(default=2000, ge=0)
+    # ...and the cadence's first window (never shorter than flush_ms): 2000 = a message's first text
+    # at once, then its text every 2 s, the rest with its end
+    batch_flush_ms: int = Field(default=2000, ge=0)
     history_window: int = 50  # messages a turn reads; older history is not re-read
     # Compaction (agent/compaction.py): past this estimated context (chars/4 of system prompt +
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.

@@ -50,6 +50,7 @@ class TurnSettings:
     flush_s: float = 0.25
     flush_max_s: float = 0.0  # the window grows (x2 per flush) up to this; <= flush_s = fixed
     batch_flush_max_s: float = 2.0  # batched connections' text cadence grows up to this (streaming.sink)
+    batch_flush_s: float = 0.0  # ...from this first window (at least flush_s; AVM_BATCH_FLUSH_MS: 2 s)
     history_window: int = 50
     max_output_tokens: int = 1024
     cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
@@ -75,6 +76,7 @@ def turn_settings(
         flush_s=settings.flush_ms / 1000,
         flush_max_s=settings.flush_max_ms / 1000,
         batch_flush_max_s=settings.batch_flush_max_ms / 1000,
+        batch_flush_s=settings.batch_flush_ms / 1000,
         history_window=settings.history_window,
         max_output_tokens=settings.max_output_tokens,
         cancel_poll_s=cancel_poll_s,

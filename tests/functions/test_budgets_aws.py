@@ -2,7 +2,8 @@
 ``aws_runtime`` + ``aws_security`` (budgets and counters on the DynamoDB table), budgets set through
 the HTTP API. The worker computes the turn's allowance from DynamoDB when the turn starts and cuts
 the model stream once the output crosses it; the partial reply is kept, the turn ends with
-``quota_exceeded``, and its tokens are added to the tenant's and the container's counters.
+``quota_exceeded``, and its tokens are added to the counters of the scopes with a budget (none
+without: the budget views then show the usage sums; a new budget is seeded from them).
 
 The local twin is ``tests/unit/test_budgets.py`` (refusal before a turn on AWS: ``test_ws_auth.py``).
 """
@@ -12,12 +13,13 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
+import boto3
 import pytest
 
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
 from agentvm.hosts.aws import run_sync
 from tests.crashes import WorkerCrash
-from tests.functions.aws_stack import TABLE, Stack, lambda_sqs_event, moto_resources
+from tests.functions.aws_stack import REGION, TABLE, Stack, lambda_sqs_event, moto_resources
 
 pytestmark = pytest.mark.aws
 
@@ -262,3 +264,54 @@ def test_a_redelivered_turn_adds_to_the_counters_what_its_usage_record_bills(sta
     billed = usage.inputTokens + usage.outputTokens
     for counted in ("tenant", "c1"):  # the counters must agree with what the usage record bills
         assert _counters(stack, admin, counted)["day"] == billed
+
+
+def _budget_counter_items(stack) -> list[dict[str, Any]]:
+    """The table's token-usage counter items (``COUNTER#usage#...``): one per scope and month."""
+    items = boto3.client("dynamodb", region_name=REGION).scan(TableName=TABLE)["Items"]
+    return [item for item in items if item["pk"]["S"].startswith("COUNTER#usage#")]
+
+
+def test_turns_of_a_tenant_without_budgets_write_no_budget_counters_and_its_usage_shows_from_the_sums(
+    stack, admin, push
+):
+    img = _image(stack)
+    stack.model.add("a b c", "d e")
+    _send(stack, img, "four words right here", "r1")
+    stack.run_turns()
+    _send(stack, img, "two words", "r2")
+    stack.run_turns()
+
+    assert _budget_counter_items(stack) == []  # no counter write for scopes without a budget
+    # the budget views keep their shape: the usage comes from the usage sums, equal to the records
+    records = run_sync(DynamoStore(TABLE).list_usage("acme"))
+    used = sum(r.inputTokens + r.outputTokens for r in records)
+    assert len(records) == 2 and used > 7
+    for scope in ("tenant", "c1"):
+        u = _counters(stack, admin, scope)
+        assert (u["day"], u["month"], u["dayResetAt"]) == (used, used, NEXT_DAY)
+    assert _counters(stack, admin, "c2")["month"] == 0
+
+
+def test_a_budget_set_after_usage_is_seeded_from_the_sums_and_enforced(stack, admin, push):
+    img = _image(stack)
+    stack.model.add("a b c", TEN_WORDS)
+    _send(stack, img, "four words right here", "r1")  # 7 tokens before any budget
+    stack.run_turns()
+    assert _budget_counter_items(stack) == []
+
+    _put_budget(stack, admin, "tenant", daily_tokens=10)
+    assert [item["pk"]["S"] for item in _budget_counter_items(stack)] == ["COUNTER#usage#2026-01#acme"]
+    u = _counters(stack, admin, "tenant")
+    assert (u["day"], u["month"]) == (7, 7)  # what was used already counts against the new budget
+
+    _send(stack, img, "hi", "r2")  # 3 tokens left: the reply is cut after the crossing one
+    stack.run_turns()
+    replies = [m for m in _history(stack, img) if m["subtype"] != "user"]
+    assert [m["subtype"] for m in replies] == ["assistant", "assistant", "error"]
+    assert replies[1]["content"] == [{"type": "text", "text": "one two three four"}]
+    records = run_sync(DynamoStore(TABLE).list_usage("acme"))
+    [cut] = [r for r in records if r.outputTokens == 4]  # the first turn's reply was 3 tokens
+    assert _counters(stack, admin, "tenant")["day"] == 7 + cut.inputTokens + cut.outputTokens
+    # the container has no budget: still no counter of its own
+    assert len(_budget_counter_items(stack)) == 1

@@ -65,7 +65,7 @@ CHROMIUM_ARGS = [
 ARTIFACTS = Path(__file__).resolve().parents[2] / ".artifacts" / "playground"
 WAIT_MS = 20_000
 # Slow enough that a reply visibly streams, and can be stopped or cut mid-way.
-ENV = {"AVM_ECHO_DELAY_MS": "100", "AVM_FLUSH_MS": "50"}
+ENV = {"AVM_ECHO_DELAY_MS": "100", "AVM_FLUSH_MS": "50", "AVM_BATCH_FLUSH_MS": "50"}
 LONG = " ".join(f"word{i}" for i in range(30))  # ~3 s of echo
 expect.set_options(timeout=WAIT_MS)
 

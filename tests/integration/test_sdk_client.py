@@ -32,7 +32,7 @@ from agentvm.client import (
 from tests.integration.avm_process import avm_serve, base_env, free_port
 
 CALC = {"type": "builtin", "name": "calculator"}
-SLOW = {"AVM_ECHO_DELAY_MS": "25", "AVM_FLUSH_MS": "10"}
+SLOW = {"AVM_ECHO_DELAY_MS": "25", "AVM_FLUSH_MS": "10", "AVM_BATCH_FLUSH_MS": "10"}  # text mid-turn
 LONG = " ".join(f"word{i}" for i in range(60))
 
 

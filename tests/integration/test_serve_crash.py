@@ -39,6 +39,7 @@ async def test_a_turn_cut_by_sigkill_completes_after_a_restart(tmp_path, fake):
         ANTHROPIC_API_KEY="sk-test-crash",
         ANTHROPIC_BASE_URL=fake.base_url,
         AVM_DEFAULT_MODEL="anthropic/claude-haiku-4-5",
+        AVM_BATCH_FLUSH_MS="10",  # the SDK client sees the text while it streams, not every 2 s
     )
     with avm_serve(tmp_path, free_port(), env=env) as server:
         token = server.admin_token()

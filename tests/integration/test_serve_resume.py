@@ -12,7 +12,7 @@ from tests.integration.avm_process import avm_serve, base_env, free_port
 
 MESSAGE = " ".join(f"word{i}" for i in range(50))
 REPLY = "Echo: " + MESSAGE  # the echo model's reply, one word every AVM_ECHO_DELAY_MS
-ENV = {"AVM_ECHO_DELAY_MS": "20", "AVM_FLUSH_MS": "10"}  # ~1 s of streaming, many frames
+ENV = {"AVM_ECHO_DELAY_MS": "20", "AVM_FLUSH_MS": "10", "AVM_BATCH_FLUSH_MS": "10"}  # ~1 s, many frames
 
 
 @pytest.fixture

@@ -5,6 +5,7 @@ WebSocket messages; a client that does not declare it keeps one frame per messag
 from __future__ import annotations
 
 import asyncio
+import itertools
 import json
 from typing import Any
 
@@ -111,7 +112,9 @@ async def _play_turn(sink: CoalescingSink, tokens: int, interval_s: float) -> No
 
 async def test_a_batched_subscriber_gets_every_frame_of_a_plain_one_in_far_fewer_messages():
     plain, batched = _Subscriber(), _Subscriber()
-    sink = await _sink_with(plain, batched, flush_s=0.01, flush_max_s=0.02, batch_flush_max_s=0.16)
+    sink = await _sink_with(
+        plain, batched, flush_s=0.01, flush_max_s=0.02, batch_flush_s=0.01, batch_flush_max_s=0.16
+    )
     await _play_turn(sink, tokens=80, interval_s=0.004)
 
     assert batched.frames == plain.frames  # the same frames, seqs and order
@@ -132,6 +135,31 @@ async def test_a_batched_subscriber_gets_every_frame_of_a_plain_one_in_far_fewer
     assert [f["type"] for f in last][-3:] == ["text_delta", "message_stop", "conversation_end"]
 
 
+async def test_a_batched_subscribers_first_window_is_the_batch_flush_setting_not_the_flush_window():
+    plain, batched = _Subscriber(), _Subscriber()
+    sink = await _sink_with(plain, batched, flush_s=0.01, batch_flush_s=0.15, batch_flush_max_s=0.15)
+    await _play_turn(sink, tokens=100, interval_s=0.004)  # ~0.4 s of text
+
+    assert batched.frames == plain.frames
+    texts = [(at, m) for at, m in batched.messages if '"text_delta"' in m]
+    first_at = texts[0][0]
+    assert [f["type"] for f in json.loads(texts[0][1])][-2:] == ["text_delta", "conversation_responding"]
+    # the first text at once, then one message per 0.15 s window (not 0.01 s doubling), the rest
+    # with the end: a few messages where the plain client got dozens
+    assert texts[1][0] - first_at >= 0.15 - 0.005
+    assert all(b[0] - a[0] >= 0.15 - 0.005 for a, b in itertools.pairwise(texts[:-1]))
+    assert len(texts) <= 5 < len(plain.messages) // 4
+
+
+def test_by_default_a_batched_clients_text_cadence_is_two_seconds_from_the_first_window():
+    from agentvm.config import Settings
+    from agentvm.runtime import turn_settings
+
+    turns = turn_settings(Settings())
+    assert (turns.batch_flush_s, turns.batch_flush_max_s) == (2.0, 2.0)
+    assert turns.flush_s == 0.25  # plain AgentX v1 clients keep theirs
+
+
 async def test_the_last_text_waits_for_the_end_and_goes_with_it_for_every_subscriber():
     plain, batched = _Subscriber(), _Subscriber()
     sink = await _sink_with(plain, batched, flush_s=0.5)
@@ -144,7 +172,7 @@ async def test_the_last_text_waits_for_the_end_and_goes_with_it_for_every_subscr
 
 async def test_text_waiting_for_a_batched_subscriber_goes_out_when_its_window_ends():
     plain, batched = _Subscriber(), _Subscriber()
-    sink = await _sink_with(plain, batched, flush_s=0.01, batch_flush_max_s=0.08)
+    sink = await _sink_with(plain, batched, flush_s=0.01, batch_flush_s=0.01, batch_flush_max_s=0.08)
     sink.emit("message_start", {"messageId": "m"})
     for i in range(30):  # text for ~0.15 s: the batched window has grown to its maximum
         sink.text(f" t{i}")

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 from datetime import UTC, datetime
 
 import pytest
@@ -9,6 +10,7 @@ import pytest
 from agentvm.adapters.llm.scripted import ScriptedModelClient
 from agentvm.errors import QuotaExceeded
 from agentvm.llm import ChatTurn, ModelRequest, ModelStop, TextDelta
+from agentvm.records import UsageRecord
 from agentvm.security.budgets import BudgetedModelClient, Limit, Windows, usage_key
 from tests.security_harness import ManualClock, secure
 
@@ -123,8 +125,12 @@ async def test_a_queued_turn_finding_the_budget_used_up_never_calls_the_model(ha
     assert [m.get("errorCode") for m in history[3:]] == ["quota_exceeded", "quota_exceeded"]
 
 
-async def test_each_turn_adds_its_tokens_to_tenant_and_container_day_and_month(harness, budgets):
+async def test_each_turn_adds_its_tokens_to_the_day_and_month_of_the_budgeted_tenant_and_container(
+    harness, budgets
+):
     c, img = await _image(harness)
+    await budgets.set("tenant-a", None, daily_tokens=None, monthly_tokens=1000)
+    await budgets.set("tenant-a", "c1", daily_tokens=500, monthly_tokens=None)
     harness.model.add("a b c")
     await c.request("message_send", imageId=img["imageId"], content="four words right here")
     await harness.run_turns()
@@ -136,6 +142,99 @@ async def test_each_turn_adds_its_tokens_to_tenant_and_container_day_and_month(h
         assert (u["day"], u["month"]) == (total, total)
     assert (await budgets.usage("tenant-a", "c2"))["month"] == 0
     assert (await budgets.usage("tenant-b"))["month"] == 0
+
+
+class CountingCounters:
+    """The real counters, with the keys each ``incr`` wrote (a write unit each on AWS)."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.written: list[str] = []
+
+    async def incr(self, key, amounts, *, expires_at):
+        self.written.append(key)
+        return await self.inner.incr(key, amounts, expires_at=expires_at)
+
+    async def get(self, key):
+        return await self.inner.get(key)
+
+
+async def test_turns_without_budgets_write_no_counters_and_only_budgeted_scopes_are_written(harness, budgets):
+    counting = budgets._counters = CountingCounters(budgets._counters)
+    c, img = await _image(harness)
+    harness.model.add("a b c", "d e", "f")
+    await c.request("message_send", imageId=img["imageId"], content="hi")
+    await harness.run_turns()
+    assert counting.written == []  # no budget: no counter writes
+
+    await budgets.set("tenant-a", "c1", daily_tokens=None, monthly_tokens=1000)
+    await c.request("message_send", imageId=img["imageId"], content="again")
+    await harness.run_turns()
+    assert counting.written == [usage_key("2026-01", "tenant-a", "c1")]  # the container's only
+
+    counting.written.clear()
+    await budgets.set("tenant-a", None, daily_tokens=10_000, monthly_tokens=None)
+    counting.written.clear()  # (its seeding)
+    await c.request("message_send", imageId=img["imageId"], content="more")
+    await harness.run_turns()
+    assert sorted(counting.written) == [
+        usage_key("2026-01", "tenant-a"),
+        usage_key("2026-01", "tenant-a", "c1"),
+    ]
+
+
+_turn_ids = itertools.count(1)
+
+
+def _usage(at_ms: int, tokens: int, container: str = "c1", tenant: str = "tenant-a") -> UsageRecord:
+    return UsageRecord(
+        turnId=f"turn-{next(_turn_ids)}",
+        tenantId=tenant,
+        containerId=container,
+        imageId="img",
+        sessionId="sess",
+        model="scripted/test",
+        inputTokens=tokens - tokens // 3,
+        outputTokens=tokens // 3,
+        createdAt=at_ms,
+    )
+
+
+async def test_a_budget_set_mid_month_is_seeded_with_the_usage_so_far_and_enforced(harness, budgets, clock):
+    for record in (
+        _usage(ms(2025, 12, 31, 23, 59), 1000),  # last month: not counted
+        _usage(ms(2026, 1, 3, 8, 0), 100),
+        _usage(ms(2026, 1, 15, 0, 0), 30),  # today
+        _usage(ms(2026, 1, 15, 11, 59), 6, container="c2"),
+        _usage(ms(2026, 1, 15, 11, 0), 500, tenant="tenant-b"),
+    ):
+        assert await harness.store.put_usage(record)
+    # without a budget, the views show the usage from the sums
+    assert (await budgets.usage("tenant-a"))["month"] == 136
+    assert (await budgets.usage("tenant-a", "c2"))["day"] == 6
+
+    await budgets.set("tenant-a", None, daily_tokens=40, monthly_tokens=None)
+    await budgets.set("tenant-a", "c1", daily_tokens=None, monthly_tokens=140)
+    tenant, c1 = await budgets.usage("tenant-a"), await budgets.usage("tenant-a", "c1")
+    assert (tenant["day"], tenant["month"]) == (36, 136)
+    assert (c1["day"], c1["month"]) == (30, 130)
+    binding = await budgets.allowance("tenant-a", "c1")
+    assert (binding.scope, binding.window, binding.remaining) == ("tenant", "day", 4)
+
+    # enforced as before: the counters go on from there
+    await budgets.record("tenant-a", "c1", 4)
+    c, img = await _image(harness)
+    assert (await c.request("message_send", imageId=img["imageId"], content="x"))["code"] == "quota_exceeded"
+
+    # a budget removed and set again later this month is seeded again, not counted twice
+    await budgets.set("tenant-a", "c1", daily_tokens=None, monthly_tokens=None)
+    assert await harness.store.put_usage(_usage(ms(2026, 1, 15, 11, 30), 9))
+    await budgets.set("tenant-a", "c1", daily_tokens=None, monthly_tokens=500)
+    assert (await budgets.usage("tenant-a", "c1"))["month"] == 130 + 9
+    # changing a budget that exists keeps its counters
+    await budgets.record("tenant-a", "c1", 1)
+    await budgets.set("tenant-a", "c1", daily_tokens=1000, monthly_tokens=500)
+    assert (await budgets.usage("tenant-a", "c1"))["month"] == 140
 
 
 async def test_a_new_utc_day_restores_the_daily_budget_but_not_the_monthly(harness, budgets, clock):

@@ -215,6 +215,8 @@ async def opt_in(world: World, **values: Any) -> None:
 
 async def test_an_opted_in_tenant_gets_a_title_after_the_first_turn_billed_as_usage(world):
     await opt_in(world, **{"sessions.titleModel": "scripted/cheap-1"})
+    async with world.http("tenant-a") as http:  # a budget: its counters get the title's tokens too
+        assert (await http.put("/v1/budgets/tenant", json={"monthly_tokens": 10**6})).status_code == 200
     image = await chat(
         world, [("Where should I go in May?", "Lisbon is lovely in May.", '"Lisbon in May."')], {}
     )

@@ -244,8 +244,12 @@ async def _compact(
         return None
     folded = context.entries[:cut]
     up_to_seq = folded[-1].seq
+    budget_scopes = None
     if rt.budgets is not None:
-        limit = await rt.budgets.allowance(job.tenantId, job.containerId)
+        from agentvm.security.budgets import binding, counted_scopes
+
+        limits = await rt.budgets.limits(job.tenantId, job.containerId)
+        limit, budget_scopes = binding(limits), counted_scopes(limits)
         if limit is not None and limit.remaining <= 0:
             return None  # the tenant cannot pay for it; the next turn is refused anyway
     client, model_name, model_ref = rt.models.resolve(rt.turns.compaction_model or image.model)
@@ -263,6 +267,7 @@ async def _compact(
         model_ref=model_ref,
         started=started,
         ok=ok,
+        budget_scopes=budget_scopes,
     )
     if not ok:
         code = outcome.error.code if outcome.error is not None else "empty_summary"

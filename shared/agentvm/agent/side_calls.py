@@ -2,7 +2,7 @@
 
 Its tokens become a usage record of their own kind, keyed by a turn id the caller derives from the
 turn (``<turn>:compact:<seq>``, ``<turn>:title``), so a retried turn never bills it twice, and
-count against the tenant's and the container's budgets once the record is new.
+count against the tenant's and the container's budgets (those set) once the record is new.
 """
 
 from __future__ import annotations
@@ -12,9 +12,12 @@ from typing import TYPE_CHECKING
 from agentvm.records import UsageRecord
 
 if TYPE_CHECKING:
+    from collections.abc import Collection
+
     from agentvm.agent.loop import StepOutcome
     from agentvm.records import TurnJob, UsageKind
     from agentvm.runtime import Runtime
+    from agentvm.security.budgets import Scope
 
 
 async def bill_side_call(
@@ -27,8 +30,10 @@ async def bill_side_call(
     model_ref: str,
     started: float,
     ok: bool,
+    budget_scopes: Collection[Scope] | None = None,
 ) -> None:
-    """Record the call's usage (nothing when the provider used no tokens) and charge the budgets."""
+    """Record the call's usage (nothing when the provider used no tokens) and charge the budgets
+    (``budget_scopes``: those with a budget, as the caller's lookup found them; None: looked up)."""
     if not (outcome.input_tokens or outcome.output_tokens):
         return
     billed = await rt.store.put_usage(
@@ -51,7 +56,9 @@ async def bill_side_call(
         )
     )
     if billed and rt.budgets is not None:
-        await rt.budgets.record(job.tenantId, job.containerId, outcome.input_tokens + outcome.output_tokens)
+        await rt.budgets.record(
+            job.tenantId, job.containerId, outcome.input_tokens + outcome.output_tokens, scopes=budget_scopes
+        )
 
 
 __all__ = ["bill_side_call"]

@@ -47,7 +47,7 @@ from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_turn, turn_status
 from agentvm.observability.tracing import NO_TRACE, start_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
-from agentvm.security.budgets import BudgetedModelClient
+from agentvm.security.budgets import BudgetedModelClient, binding, counted_scopes
 from agentvm.streaming.agentx_v2_events import send_result
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.frames import (
@@ -69,6 +69,7 @@ if TYPE_CHECKING:
     from agentvm.ports import ModelClient, SandboxLimits
     from agentvm.records import FrameMap, ImageRecord, TurnJob, TurnStatus, WaitKind
     from agentvm.runtime import Runtime
+    from agentvm.security.budgets import Scope
 
 log = logging.getLogger("agentvm.turns")
 
@@ -164,6 +165,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         subscriber_refresh_s=rt.turns.subscriber_refresh_s,
         first_seq=_first_seq(job, turn, attempt),
         batch_flush_max_s=rt.turns.batch_flush_max_s,
+        batch_flush_s=rt.turns.batch_flush_s,
     )
     if not resuming:
         # every attempt's first frame (a continuation's: its results); it goes out with the turn's
@@ -449,6 +451,9 @@ class _TurnHooks:
         self.started_ms = started_ms
         self.stop_sent = False  # the last step's message_stop is out (a tool step sends its own)
         self._step_started = rt.clock.monotonic()
+        # the scopes with a budget, as this step's model call looked them up (their counters get
+        # its tokens); None: not looked up (record looks them up)
+        self.budget_scopes: frozenset[Scope] | None = None
         self.waits: dict[str, ToolWait] = {}  # the calls this turn waits on: the latest wait, by call id
         self._wait_keys: dict[str, set[str]] = {}  # every wait of a call (approval, then its job)
         self.toolbox: Toolbox | None = None
@@ -486,7 +491,8 @@ class _TurnHooks:
         assert self.client is not None
         self._step_started = self.rt.clock.monotonic()
         self.trace.model_call_started()
-        return await _within_budget(self.rt, self.job, self.client)
+        client, self.budget_scopes = await _within_budget(self.rt, self.job, self.client)
+        return client
 
     async def step_finished(self, step: StepOutcome) -> None:
         rt, job = self.rt, self.job
@@ -517,7 +523,8 @@ class _TurnHooks:
         )
         # Counted only by the attempt that stored the usage record: the counters agree with the bill.
         if billed and rt.budgets is not None:
-            await rt.budgets.record(job.tenantId, job.containerId, step.input_tokens + step.output_tokens)
+            tokens = step.input_tokens + step.output_tokens
+            await rt.budgets.record(job.tenantId, job.containerId, tokens, scopes=self.budget_scopes)
 
     async def on_tool_call(self, step: StepOutcome, call: ToolCall) -> None:
         message = ToolCallMessage(
@@ -688,12 +695,16 @@ def _usage(input_tokens: int, output_tokens: int) -> TokenUsage:
     )
 
 
-async def _within_budget(rt: Runtime, job: TurnJob, client: ModelClient) -> ModelClient:
-    """With budgets, the model stream is cut once the turn's output crosses what is left of them."""
+async def _within_budget(
+    rt: Runtime, job: TurnJob, client: ModelClient
+) -> tuple[ModelClient, frozenset[Scope] | None]:
+    """With budgets, the model stream is cut once the turn's output crosses what is left of them;
+    and the scopes with a budget, whose counters the call's tokens go to."""
     if rt.budgets is None:
-        return client
-    limit = await rt.budgets.allowance(job.tenantId, job.containerId)
-    return client if limit is None else BudgetedModelClient(client, limit)
+        return client, None
+    limits = await rt.budgets.limits(job.tenantId, job.containerId)
+    limit = binding(limits)
+    return (client if limit is None else BudgetedModelClient(client, limit)), counted_scopes(limits)
 
 
 async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> None:

@@ -164,7 +164,8 @@ class AgentVMClient:
         ``reconnect_within`` seconds of failed attempts). ``resume_from``: the client of a lost
         connection, to ``resume()`` its sessions here. ``batch``: ask for batched frames
         (``?frames=batch``: several frames per WebSocket message, fewer billed messages on AWS;
-        docs/protocol.md, "Batched frames"); the events the app sees are the same."""
+        docs/protocol.md, "Batched frames"); the events the app sees are the same, text in larger
+        chunks (a message's first text at once, then every 2 s by the server's default)."""
         client = await cls.open(
             url,
             token=token,

@@ -42,6 +42,7 @@ class Security:
     def attach(self, rt: Runtime) -> None:
         rt.auth = self.auth
         rt.budgets = self.budgets
+        self.budgets.read_sums_from(lambda: rt.usage)  # seeds new budgets; usage without one
         rt.rate_limiter = self.rate_limiter
         rt.storage_quota = self.storage_quota
 

@@ -92,8 +92,12 @@ async def _title(
     )
     if question is None:
         return None
+    budget_scopes = None
     if rt.budgets is not None:
-        limit = await rt.budgets.allowance(job.tenantId, job.containerId)
+        from agentvm.security.budgets import binding, counted_scopes
+
+        limits = await rt.budgets.limits(job.tenantId, job.containerId)
+        limit, budget_scopes = binding(limits), counted_scopes(limits)
         if limit is not None and limit.remaining <= 0:
             return None  # the tenant cannot pay for it
     image = await rt.store.get_image(job.tenantId, job.imageId)
@@ -120,6 +124,7 @@ async def _title(
         model_ref=model_ref,
         started=started,
         ok=bool(title),
+        budget_scopes=budget_scopes,
     )
     if not title:
         return None

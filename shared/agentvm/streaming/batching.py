@@ -11,12 +11,11 @@ A client that does not declare it (every AgentX client) keeps one frame per mess
 changes for it. docs/protocol.md, "Batched frames", is the contract; docs/cost.md the figures.
 
 Besides merging what is due at once, a turn delivers to a batched subscriber on its own cadence
-(``streaming.sink``): text-only frames wait for the subscriber's window (the flush window, doubling
-per message up to ``AVM_BATCH_FLUSH_MAX_MS``, 2 s by default), a message's opening frames wait for
-its first text (that long at most), while any other event (a message's first text, tool events, the
-end) goes at once with what waited. The price: ``message_start`` comes with the first token, and
-text after the first ~2 s of a reply arrives in chunks up to that window apart (the first token is
-never delayed).
+(``streaming.sink``): text-only frames wait for the subscriber's window (``AVM_BATCH_FLUSH_MS``,
+doubling per message up to ``AVM_BATCH_FLUSH_MAX_MS``, both 2 s by default), a message's opening
+frames wait for its first text (that long at most), while any other event (a message's first text,
+tool events, the end) goes at once with what waited. The price: ``message_start`` comes with the
+first token, and text after it arrives in chunks 2 s apart (the first token is never delayed).
 
 An array is cut at ``MAX_BATCH_BYTES`` (32 KB: API Gateway's billing unit and frame size), so a
 batch never costs more units than its frames would one by one. AgentX v2 connections get arrays of

@@ -18,8 +18,9 @@ Fewer WebSocket messages (docs/cost.md): ``message_persisted`` is emitted first 
 normally tens of milliseconds later) or after one flush window at the latest. ``hold`` keeps the
 last buffered text with the terminal frames, so a reply's end is one pass. A subscriber whose
 connection takes batched frames (``streaming.batching``) gets each pass as one message, and
-text-only passes on its own cadence: at most one per window, the window doubling per message up
-to ``batch_flush_max_s``; the frames that open a message (``message_start``...) wait for its first
+text-only passes on its own cadence: at most one per window, the first window
+``batch_flush_s`` (``AVM_BATCH_FLUSH_MS``, 2 s; never shorter than the flush window), doubling per
+message up to ``batch_flush_max_s``; the frames that open a message (``message_start``...) wait for its first
 text (``batch_flush_max_s`` at most); a pass with any other event (a message's first text, which
 comes with ``conversation_responding``, tool events, the end) goes at once with what waited. A
 timer makes sure what waits for such a subscriber goes out when its wait ends, and ``aclose`` sends
@@ -61,6 +62,7 @@ class CoalescingSink:
         subscriber_refresh_s: float = 2.0,
         first_seq: int = 1,
         batch_flush_max_s: float = 0.0,
+        batch_flush_s: float = 0.0,
     ) -> None:
         self._session_id = session_id
         self._context = context
@@ -71,9 +73,10 @@ class CoalescingSink:
         self._window = flush_s
         self._max_window = max(flush_max_s, flush_s)
         self._refresh_s = subscriber_refresh_s
-        # batched subscribers' cadence: from the flush window, doubling up to this
-        self._batch_first = flush_s
-        self._batch_max = max(batch_flush_max_s, self._max_window)
+        # batched subscribers' cadence: from batch_flush_s (the flush window if shorter or 0),
+        # doubling up to batch_flush_max_s
+        self._batch_first = max(batch_flush_s, flush_s)
+        self._batch_max = max(batch_flush_max_s, self._max_window, self._batch_first)
         self._cadence: dict[str, tuple[float, float]] = {}  # connection -> (next due, window)
         self._batch_timer: asyncio.TimerHandle | None = None
         self._batch_timer_at = 0.0
