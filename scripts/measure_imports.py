@@ -53,8 +53,6 @@ DUMMY = {
     "AVM_PROVIDER_KEYS_PARAMETER": "/agentvm/provider-keys",  # read on first use, never at init
     "AVM_DEFAULT_MODEL": "",
     "AVM_LOG_LEVEL": "INFO",
-    "AVM_FLUSH_MS": "250",  # template.yaml's FlushMs / FlushMaxMs defaults
-    "AVM_FLUSH_MAX_MS": "1000",
     "AVM_TURN_DEADLINE_S": "840",  # the worker's, as template.yaml sets it
     "AVM_SANDBOX_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/agentvm-sandbox.fifo",
     "AVM_WORKSPACE_BUCKET": "agentvm-measure-workspaces",
@@ -81,11 +79,33 @@ def _template_variables() -> dict[str, set[str]]:
     return out
 
 
+def _parameter_defaults() -> dict[str, str]:
+    """Variable name -> the default of the template parameter it is a ``!Ref`` to (``AVM_FLUSH_MS``:
+    ``FlushMs``'s 250), so a setting the template passes from a parameter gets its real default."""
+    from cfnlint.decode.cfn_yaml import load
+
+    template = load(str(ROOT / "template.yaml"))
+    parameters = template.get("Parameters", {})
+    variables = dict(template["Globals"]["Function"]["Environment"]["Variables"])
+    for resource in template["Resources"].values():
+        if resource["Type"] == "AWS::Serverless::Function":
+            variables.update(resource["Properties"].get("Environment", {}).get("Variables", {}))
+    out = {}
+    for name, value in variables.items():
+        ref = value.get("Ref") if isinstance(value, dict) else None
+        if ref in parameters and "Default" in parameters[ref]:
+            out[name] = str(parameters[ref]["Default"])
+    return out
+
+
 def _env(variables: set[str], *, in_lambda: bool) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AVM_", "POWERTOOLS_"))}
     env = {**keep, **NO_AWS, "PYTHONPATH": str(ROOT)}
+    defaults = _parameter_defaults()
     for name in variables:
-        env[name] = DUMMY.get(name, "agentvm")  # POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE
+        env[name] = (
+            DUMMY[name] if name in DUMMY else defaults.get(name, "agentvm")
+        )  # POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE
     if in_lambda:
         env["AWS_LAMBDA_FUNCTION_NAME"] = "agentvm-measure"
     return env

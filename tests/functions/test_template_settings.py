@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import importlib.util
 import re
 from pathlib import Path
 from typing import Any
@@ -71,6 +72,36 @@ def test_every_environment_variable_is_a_setting_or_a_powertools_variable(templa
         )
         secret_like = "KEY" in variable or "SECRET" in variable
         assert not secret_like or variable.endswith("_PARAMETER"), "secrets never go in the template"
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_every_value_the_template_gives_from_a_parameter_default_or_a_literal_parses_as_its_setting(
+    template, functions, name
+):
+    parameters = template.get("Parameters", {})
+    given: dict[str, Any] = {}
+    for variable, value in _environment(template, functions[name]).items():
+        field = _setting(variable)
+        ref = value.get("Ref") if isinstance(value, dict) else None
+        if field is None or (ref is not None and ref not in parameters):
+            continue  # a Powertools variable, or a resource's name or ARN (known only when deployed)
+        if ref is not None:
+            if "Default" not in parameters[ref]:
+                continue
+            value = parameters[ref]["Default"]
+        if isinstance(value, (str, int, float, bool)):
+            given[field] = str(value)
+    Settings.model_validate(given)  # e.g. a millisecond setting given a parameter that is not a number
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_the_cold_start_measurement_gives_each_function_settings_that_parse(name):
+    spec = importlib.util.spec_from_file_location("measure_imports", ROOT / "scripts" / "measure_imports.py")
+    assert spec is not None and spec.loader is not None
+    measure_imports = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(measure_imports)
+    env = measure_imports.lambda_environment(name)
+    Settings.model_validate({_setting(k): v for k, v in env.items() if _setting(k)})
 
 
 @pytest.mark.parametrize("name", FUNCTIONS)
