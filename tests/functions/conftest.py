@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
+from moto import mock_aws
 
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
@@ -28,6 +29,8 @@ from agentvm.runtime import Runtime, TurnSettings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
+
+    from tests.functions.aws_host import AwsHost
 
 # EMF needs a namespace (template.yaml sets it on the worker). The service name stays Powertools'
 # default here: "agentvm" would make the Powertools logger the parent of the core's loggers for
@@ -106,6 +109,22 @@ def context() -> FakeLambdaContext:
 @pytest.fixture
 def model() -> ScriptedModelClient:
     return ScriptedModelClient()
+
+
+# the connection ``host`` has open
+CONN = "conn-alice"
+
+
+@pytest.fixture
+def host(model: ScriptedModelClient) -> Iterator[AwsHost]:
+    """The AWS host on moto (``tests/functions/aws_host.py``), with ``CONN`` connected; a test file
+    may define its own."""
+    from tests.functions.aws_host import aws_host  # it imports this module's helpers
+
+    with mock_aws():
+        host = next(aws_host(SingleModelResolver(model)))
+        host.connect(CONN)
+        yield host
 
 
 @pytest.fixture

@@ -15,31 +15,16 @@ import time
 from typing import Any
 
 import pytest
-from moto import mock_aws
 
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.hosts.aws import run_sync
 from functions.turn_worker import app as turn_worker
-from tests.functions.aws_host import TABLE, aws_host
+from tests.functions.aws_host import TABLE
+from tests.functions.conftest import CONN
 
 pytestmark = pytest.mark.aws
 
-CONN = "conn-alice"
 LONG_REPLY = " ".join(f"w{i}" for i in range(200))  # 2 s at 10 ms a word: interrupted long before
-
-
-@pytest.fixture
-def model():
-    return ScriptedModelClient()
-
-
-@pytest.fixture
-def host(model):
-    with mock_aws():
-        host = next(aws_host(SingleModelResolver(model)))
-        host.connect(CONN)
-        yield host
 
 
 @pytest.fixture

@@ -7,33 +7,18 @@ from __future__ import annotations
 import time
 
 import pytest
-from moto import mock_aws
 
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.llm.scripted import Calls
 from agentvm.agent.tool_sources import ToolSources
 from agentvm.hosts.aws import run_sync
 from functions.wait_sweeper import app as wait_sweeper
-from tests.functions.aws_host import TABLE, aws_host, frame
-from tests.functions.conftest import FakeLambdaContext
+from tests.functions.aws_host import TABLE, frame
+from tests.functions.conftest import CONN, FakeLambdaContext
 
 pytestmark = pytest.mark.aws
 
-CONN = "conn-alice"
 CALC = {"type": "builtin", "name": "calculator"}
-
-
-@pytest.fixture
-def model():
-    return ScriptedModelClient()
-
-
-@pytest.fixture
-def host(model):
-    with mock_aws():
-        host = next(aws_host(SingleModelResolver(model)))
-        host.connect(CONN)
-        yield host
 
 
 def _image(host, config: dict) -> dict:

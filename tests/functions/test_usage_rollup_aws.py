@@ -5,34 +5,17 @@ the same before and after."""
 from __future__ import annotations
 
 import pytest
-from moto import mock_aws
 
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
 from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups
-from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.hosts.aws import run_sync
 from agentvm.observability.periods import HOUR_MS
 from functions.wait_sweeper import app as wait_sweeper
-from tests.functions.aws_host import TABLE, aws_host, frame
-from tests.functions.conftest import FakeLambdaContext
+from tests.functions.aws_host import TABLE, frame
+from tests.functions.conftest import CONN, FakeLambdaContext
 from tests.security_harness import ManualClock
 
 pytestmark = pytest.mark.aws
-
-CONN = "conn-alice"
-
-
-@pytest.fixture
-def model():
-    return ScriptedModelClient()
-
-
-@pytest.fixture
-def host(model):
-    with mock_aws():
-        host = next(aws_host(SingleModelResolver(model)))
-        host.connect(CONN)
-        yield host
 
 
 def test_the_sweeper_rolls_up_a_closed_hour_and_the_sums_stay_the_records(host, model):
