@@ -6,20 +6,41 @@
 Against AWS it needs only the stack's WebSocket URL and a key (``--url wss://<api-id>.execute-api.
 <region>.amazonaws.com/prod --key avm_...``); ``/usage`` also needs the HTTP API's URL
 (``--http-url``). The session itself is ``agentvm.chat.app``; docs/sdk.md describes it.
+
+Frames (``--frames``): against a loopback server (``--local``, or a ``--url`` on this machine) the
+chat takes one frame per message, so replies stream in the server's 250 ms windows; against any
+other server it asks for batched frames (``?frames=batch``: a reply's text every 2 s, far fewer
+billed WebSocket messages on AWS, docs/cost.md). ``--frames single|batch`` chooses either way.
 """
 
 from __future__ import annotations
 
 import asyncio
+import ipaddress
 import os
 import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
 
 if TYPE_CHECKING:
     import argparse
 
 DEFAULT_URL = "ws://127.0.0.1:8080/ws"
+FRAMES = ("auto", "single", "batch")
+
+
+def wants_batches(frames: str, url: str) -> bool:
+    """``--frames``: ``auto`` asks for batched frames unless the server is on this machine."""
+    if frames != "auto":
+        return frames == "batch"
+    host = urlsplit(url).hostname or ""
+    if host == "localhost":
+        return False
+    try:
+        return not ipaddress.ip_address(host).is_loopback
+    except ValueError:  # a name: a remote server
+        return True
 
 
 def add_chat_command(sub: Any) -> None:
@@ -37,6 +58,13 @@ def add_chat_command(sub: Any) -> None:
     chat.add_argument("--key", help="an API key of the tenant (env AVM_API_KEY; not needed with --local)")
     chat.add_argument(
         "--http-url", help="the HTTP API's URL for /usage (default: derived from a local --url)"
+    )
+    chat.add_argument(
+        "--frames",
+        choices=FRAMES,
+        default="auto",
+        help="single: one frame per message (text every 250 ms); batch: batched frames (text every 2 s, "
+        "fewer billed messages on AWS); auto (default): single for a server on this machine, else batch",
     )
     chat.add_argument("--data-dir", type=Path, help="with --local: keep the server's data here")
     chat.add_argument("--container", default="chat", help="the container to chat in (default: chat)")
@@ -81,7 +109,7 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dic
     from agentvm.client import AgentVMClient, AgentVMClientError
 
     try:
-        async with AgentVMClient.connect(url, token=key) as client:
+        async with AgentVMClient.connect(url, token=key, batch=wants_batches(args.frames, url)) as client:
             app = ChatApp(
                 client,
                 container_id=args.container,
@@ -95,4 +123,4 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dic
         return 1
 
 
-__all__ = ["DEFAULT_URL", "add_chat_command", "run_chat"]
+__all__ = ["DEFAULT_URL", "FRAMES", "add_chat_command", "run_chat", "wants_batches"]
