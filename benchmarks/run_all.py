@@ -1,6 +1,6 @@
 """Regenerate BENCHMARKS.md: every benchmark in one run, with the command, machine and date.
 
-Run: ``./dev python -m benchmarks.run_all`` (about 15 minutes; ``--quick`` for a smoke run, and
+Run: ``./dev python -m benchmarks.run_all`` (about 20 minutes on 2 cores; ``--quick`` for a smoke run, and
 ``--out`` to write somewhere else). Each benchmark also runs on its own
 (``python -m benchmarks.<name> --help``). The BENCHMARKS.md being replaced is read first: its
 headline figures are printed next to this run's (``benchmarks/compare.py``).
