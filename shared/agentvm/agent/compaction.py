@@ -246,10 +246,7 @@ async def _compact(
     up_to_seq = folded[-1].seq
     budget_scopes = None
     if rt.budgets is not None:
-        from agentvm.security.budgets import binding, counted_scopes
-
-        limits = await rt.budgets.limits(job.tenantId, job.containerId)
-        limit, budget_scopes = binding(limits), counted_scopes(limits)
+        limit, budget_scopes = await rt.budgets.for_call(job.tenantId, job.containerId)
         if limit is not None and limit.remaining <= 0:
             return None  # the tenant cannot pay for it; the next turn is refused anyway
     client, model_name, model_ref = rt.models.resolve(rt.turns.compaction_model or image.model)

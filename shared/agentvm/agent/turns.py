@@ -47,7 +47,7 @@ from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_turn, turn_status
 from agentvm.observability.tracing import NO_TRACE, start_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
-from agentvm.security.budgets import BudgetedModelClient, binding, counted_scopes
+from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.agentx_v2_events import send_result
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.frames import (
@@ -702,9 +702,8 @@ async def _within_budget(
     and the scopes with a budget, whose counters the call's tokens go to."""
     if rt.budgets is None:
         return client, None
-    limits = await rt.budgets.limits(job.tenantId, job.containerId)
-    limit = binding(limits)
-    return (client if limit is None else BudgetedModelClient(client, limit)), counted_scopes(limits)
+    limit, scopes = await rt.budgets.for_call(job.tenantId, job.containerId)
+    return (client if limit is None else BudgetedModelClient(client, limit)), scopes
 
 
 async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> None:

@@ -234,6 +234,12 @@ class Budgets:
         """The binding limit (least remaining; on a tie the one that resets last), None if unlimited."""
         return binding(await self.limits(tenant_id, container_id))
 
+    async def for_call(self, tenant_id: str, container_id: str) -> tuple[Limit | None, frozenset[Scope]]:
+        """What a model call needs, from one lookup: its binding limit (None if unlimited) and the
+        scopes with a budget, whose counters its tokens go to (``record(..., scopes=...)``)."""
+        limits = await self.limits(tenant_id, container_id)
+        return binding(limits), counted_scopes(limits)
+
     async def check(self, tenant_id: str, container_id: str) -> None:
         """Raise ``QuotaExceeded`` if a budget of the tenant or the container is used up."""
         binding = await self.allowance(tenant_id, container_id)

@@ -94,10 +94,7 @@ async def _title(
         return None
     budget_scopes = None
     if rt.budgets is not None:
-        from agentvm.security.budgets import binding, counted_scopes
-
-        limits = await rt.budgets.limits(job.tenantId, job.containerId)
-        limit, budget_scopes = binding(limits), counted_scopes(limits)
+        limit, budget_scopes = await rt.budgets.for_call(job.tenantId, job.containerId)
         if limit is not None and limit.remaining <= 0:
             return None  # the tenant cannot pay for it
     image = await rt.store.get_image(job.tenantId, job.imageId)
