@@ -16,7 +16,6 @@ billed WebSocket messages on AWS, docs/cost.md). ``--frames single|batch`` choos
 from __future__ import annotations
 
 import asyncio
-import ipaddress
 import os
 import sys
 from pathlib import Path
@@ -30,17 +29,13 @@ DEFAULT_URL = "ws://127.0.0.1:8080/ws"
 FRAMES = ("auto", "single", "batch")
 
 
-def wants_batches(frames: str, url: str) -> bool:
+def asks_for_batches(frames: str, url: str) -> bool:
     """``--frames``: ``auto`` asks for batched frames unless the server is on this machine."""
     if frames != "auto":
         return frames == "batch"
-    host = urlsplit(url).hostname or ""
-    if host == "localhost":
-        return False
-    try:
-        return not ipaddress.ip_address(host).is_loopback
-    except ValueError:  # a name: a remote server
-        return True
+    from agentvm.addresses import is_loopback
+
+    return not is_loopback(urlsplit(url).hostname or "")
 
 
 def add_chat_command(sub: Any) -> None:
@@ -109,7 +104,7 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dic
     from agentvm.client import AgentVMClient, AgentVMClientError
 
     try:
-        async with AgentVMClient.connect(url, token=key, batch=wants_batches(args.frames, url)) as client:
+        async with AgentVMClient.connect(url, token=key, batch=asks_for_batches(args.frames, url)) as client:
             app = ChatApp(
                 client,
                 container_id=args.container,
@@ -123,4 +118,4 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dic
         return 1
 
 
-__all__ = ["DEFAULT_URL", "FRAMES", "add_chat_command", "run_chat", "wants_batches"]
+__all__ = ["DEFAULT_URL", "FRAMES", "add_chat_command", "run_chat", "asks_for_batches"]

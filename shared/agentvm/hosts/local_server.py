@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import ipaddress
 import logging
 import socket
 from contextlib import asynccontextmanager
@@ -24,6 +23,7 @@ from fastapi.responses import JSONResponse
 
 from agentvm.adapters.local.frame_rate import FrameRate
 from agentvm.adapters.local.ws_writer import ConnectionWriter
+from agentvm.addresses import is_loopback
 from agentvm.agent.turns import process_turn
 from agentvm.api.app import create_app, error_body
 from agentvm.api.playground import playground_routes
@@ -52,15 +52,6 @@ log = logging.getLogger("agentvm.hosts.local_server")
 LOCAL_TENANT = "local"  # the tenant of key-less loopback connections (the open dev mode)
 AUTH_DEADLINE_CLOSE = 4401  # application close code: no authentication within AVM_WS_AUTH_DEADLINE_S
 POLICY_VIOLATION_CLOSE = 1008  # kept sending past a whole burst of refused frames
-
-
-def is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host.strip("[]")).is_loopback
-    except ValueError:
-        return False
 
 
 def open_mode_error(settings: Settings) -> str | None:

@@ -210,7 +210,7 @@ class Budgets:
                 ("tenant", tenant_budget, None),
                 ("container", container_budget, container_id),
             )
-            if budget is not None and has_limits(budget)
+            if has_limits(budget)
         ]
         if not scoped:
             return []
