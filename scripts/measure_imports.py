@@ -22,6 +22,7 @@ each other and with the targets measured here, not with Lambda's numbers.
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import os
 import re
@@ -30,7 +31,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -65,36 +66,41 @@ NO_AWS = {
 }
 
 
-def _template_variables() -> dict[str, set[str]]:
-    """Function folder -> the environment variable names template.yaml gives it."""
+@functools.cache
+def _template() -> dict[str, Any]:
     from cfnlint.decode.cfn_yaml import load
 
-    template = load(str(ROOT / "template.yaml"))
-    shared = set(template["Globals"]["Function"]["Environment"]["Variables"])
+    return load(str(ROOT / "template.yaml"))
+
+
+def _function_environments() -> dict[str, dict[str, Any]]:
+    """Function folder -> the environment template.yaml gives it (names -> values or references)."""
+    template = _template()
+    shared = template["Globals"]["Function"]["Environment"]["Variables"]
     out = {}
     for resource in template["Resources"].values():
         if resource["Type"] == "AWS::Serverless::Function":
             own = resource["Properties"].get("Environment", {}).get("Variables", {})
-            out[Path(resource["Properties"]["CodeUri"]).name] = shared | set(own)
+            out[Path(resource["Properties"]["CodeUri"]).name] = {**shared, **own}
     return out
 
 
+def _template_variables() -> dict[str, set[str]]:
+    """Function folder -> the environment variable names template.yaml gives it."""
+    return {name: set(env) for name, env in _function_environments().items()}
+
+
+@functools.cache
 def _parameter_defaults() -> dict[str, str]:
     """Variable name -> the default of the template parameter it is a ``!Ref`` to (``AVM_FLUSH_MS``:
     ``FlushMs``'s 250), so a setting the template passes from a parameter gets its real default."""
-    from cfnlint.decode.cfn_yaml import load
-
-    template = load(str(ROOT / "template.yaml"))
-    parameters = template.get("Parameters", {})
-    variables = dict(template["Globals"]["Function"]["Environment"]["Variables"])
-    for resource in template["Resources"].values():
-        if resource["Type"] == "AWS::Serverless::Function":
-            variables.update(resource["Properties"].get("Environment", {}).get("Variables", {}))
+    parameters = _template().get("Parameters", {})
     out = {}
-    for name, value in variables.items():
-        ref = value.get("Ref") if isinstance(value, dict) else None
-        if ref in parameters and "Default" in parameters[ref]:
-            out[name] = str(parameters[ref]["Default"])
+    for env in _function_environments().values():
+        for name, value in env.items():
+            ref = value.get("Ref") if isinstance(value, dict) else None
+            if ref in parameters and "Default" in parameters[ref]:
+                out[name] = str(parameters[ref]["Default"])
     return out
 
 
@@ -102,10 +108,8 @@ def _env(variables: set[str], *, in_lambda: bool) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AVM_", "POWERTOOLS_"))}
     env = {**keep, **NO_AWS, "PYTHONPATH": str(ROOT)}
     defaults = _parameter_defaults()
-    for name in variables:
-        env[name] = (
-            DUMMY[name] if name in DUMMY else defaults.get(name, "agentvm")
-        )  # POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE
+    for name in variables:  # "agentvm": POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE
+        env[name] = DUMMY[name] if name in DUMMY else defaults.get(name, "agentvm")
     if in_lambda:
         env["AWS_LAMBDA_FUNCTION_NAME"] = "agentvm-measure"
     return env
