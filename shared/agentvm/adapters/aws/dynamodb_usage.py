@@ -91,7 +91,9 @@ from agentvm.observability.periods import (
     DAY_MS,
     HOUR_MS,
     day_key,
+    day_start,
     hour_key,
+    hour_start,
     month_key,
     next_month,
     parse_instant,
@@ -132,10 +134,6 @@ class UsageAggItem(TableItem):
 
 def agg_pk(tenant_id: str) -> str:
     return f"{AGG_PREFIX}{tenant_id}"
-
-
-def floor_hour(ms: int) -> int:
-    return ms - ms % HOUR_MS
 
 
 def open_pk(tenant_id: str) -> str:
@@ -241,7 +239,7 @@ class DynamoUsageWriter:
         if (usage.tenantId, month) not in self._directory:
             await asyncio.to_thread(self._agg(f"{DIR_PREFIX}{month}", usage.tenantId).save)
             self._directory.add((usage.tenantId, month))
-        start, now = floor_hour(usage.createdAt), self.clock()
+        start, now = hour_start(usage.createdAt), self.clock()
         late = now >= start + HOUR_MS  # the hour has ended: its rollup may be near, touch again
         if late or (usage.tenantId, start) not in self._hours:
             await asyncio.to_thread(self._touch, usage.tenantId, start, now)
@@ -315,7 +313,7 @@ class DynamoUsageRollups:
             ExpressionAttributeValues={":pk": {"S": usage_gsi2pk(tenant_id, start_ms)}},
         )
         records = [UsageRecord.model_validate_json(item["data"]["S"]) for item in items]
-        return [r for r in records if r.tenantId == tenant_id and floor_hour(r.createdAt) == start_ms]
+        return [r for r in records if r.tenantId == tenant_id and hour_start(r.createdAt) == start_ms]
 
     def _batch_get(self, keys: list[dict[str, str]]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -403,7 +401,7 @@ class DynamoUsageRollups:
                 for r in self._records(tenant_id, hour):
                     if container_id is None or r.containerId == container_id:
                         _add(sums, (r.containerId, r.imageId, r.model, r.kind), r)
-                day = hour - hour % DAY_MS
+                day = day_start(hour)
                 for (container, image, model, kind), values in sums.items():
                     out.append(
                         UsageCell(tenant_id, day, model, kind, container, image, **_sum_fields(*values))
@@ -435,7 +433,7 @@ class DynamoUsageRollups:
         return await asyncio.to_thread(self._roll, now_ms, limit)
 
     def _roll(self, now_ms: int, limit: int) -> RollupRun:
-        closed_before = hour_key(floor_hour(now_ms - GRACE_MS))  # hours starting before it ended
+        closed_before = hour_key(hour_start(now_ms - GRACE_MS))  # hours starting before it ended
         markers: list[dict[str, Any]] = []
         for shard in range(OPEN_SHARDS):
             if len(markers) >= limit:
