@@ -20,7 +20,7 @@ from __future__ import annotations
 from collections import Counter
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.local.sqlite_store import connect, transaction
+from agentvm.adapters.local.sqlite_store import add_column, connect, transaction
 from agentvm.errors import RateLimited
 from agentvm.ports import PROTOCOL_V1, ConnectionInfo, Subscription
 
@@ -56,9 +56,7 @@ class SqliteConnections:
     def __init__(self, path: str | Path, *, worker: str, max_per_key: int = 0) -> None:
         self._conn = connect(path)
         self._conn.executescript(_SCHEMA)
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(ws_connections)")}
-        if "batch" not in columns:  # a data dir from before batched frames
-            self._conn.execute("ALTER TABLE ws_connections ADD COLUMN batch INTEGER NOT NULL DEFAULT 0")
+        add_column(self._conn, "ws_connections", "batch", "INTEGER NOT NULL DEFAULT 0")  # before batching
         self.worker = worker
         self.max_per_key = max_per_key
         self._local: dict[str, str | None] = {}  # this worker's connections -> tenant (for metrics)

@@ -37,7 +37,7 @@ import time
 from collections import Counter, deque
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.local.sqlite_store import connect
+from agentvm.adapters.local.sqlite_store import add_column, connect
 from agentvm.errors import StorageUnavailable
 from agentvm.records import TurnJob
 
@@ -94,8 +94,7 @@ class SqliteTurnQueue:
     ) -> None:
         self._conn = connect(path)
         self._conn.executescript(_SCHEMA)
-        if not any(row[1] == "owner" for row in self._conn.execute("PRAGMA table_info(turn_jobs)")):
-            self._conn.execute("ALTER TABLE turn_jobs ADD COLUMN owner TEXT")  # files made before workers
+        add_column(self._conn, "turn_jobs", "owner", "TEXT")  # files made before workers
         self.worker_id = worker_id
         self._lease_renewed_at = 0.0
         # Told when a job is enqueued or finished, so other workers look at the queue at once

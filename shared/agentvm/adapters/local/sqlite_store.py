@@ -158,6 +158,12 @@ def transaction(conn: sqlite3.Connection) -> Iterator[None]:
     conn.execute("COMMIT")
 
 
+def add_column(conn: sqlite3.Connection, table: str, column: str, declaration: str) -> None:
+    """Add ``column`` to ``table`` unless it has it (a file made before the column existed)."""
+    if not any(row[1] == column for row in conn.execute(f"PRAGMA table_info({table})")):
+        conn.execute(f"ALTER TABLE {table} ADD COLUMN {column} {declaration}")
+
+
 def _image_row(image: ImageRecord) -> tuple[Any, ...]:
     return (
         image.imageId,
@@ -428,4 +434,4 @@ class SqliteStore:
         return images
 
 
-__all__ = ["SqliteStore", "connect", "transaction"]
+__all__ = ["SqliteStore", "add_column", "connect", "transaction"]
