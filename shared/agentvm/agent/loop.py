@@ -438,7 +438,7 @@ async def _stream_step(
                 if step.ttft_s is None:
                     step.ttft_s = clock.monotonic() - started
                 parts.append(ev.text)
-                step.deltas += 1
+                step.deltas += ev.deltas
                 hooks.on_text(ev.text)
             elif isinstance(ev, ToolCallStart):
                 if step.ttft_s is None:

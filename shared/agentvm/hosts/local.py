@@ -49,6 +49,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     """SQLite store and durable queue under ``settings.data_dir``, in-process push."""
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.adapters.local.relay import RelayPush
+    from agentvm.adapters.local.sqlite_checkpoint import checkpoint_in_background
     from agentvm.adapters.local.sqlite_config import SqliteConfigStore
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
@@ -60,6 +61,8 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.resources.centre import ResourceCentre
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    # Before any connection opens: their logs are checkpointed off the event loop.
+    checkpoint_in_background(*(settings.data_dir / name for name in ("agentvm.db", "queue.db", "logs.db")))
     sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
     store = SqliteStore(settings.data_dir / "agentvm.db")
     queue = SqliteTurnQueue(

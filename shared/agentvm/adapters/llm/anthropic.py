@@ -31,6 +31,7 @@ from agentvm.llm import (
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    merged_text,
     parse_tool_input,
 )
 
@@ -101,7 +102,7 @@ class AnthropicModelClient:
             async with self._client.messages.with_streaming_response.create(**params) as response:
                 parser = MessageStreamParser()
                 async for chunk in response.http_response.aiter_bytes():
-                    for event in parser.feed(chunk):
+                    for event in merged_text(parser.feed(chunk)):
                         yield event
                     if parser.stopped:
                         return

@@ -28,6 +28,7 @@ from agentvm.llm import (
     ToolCallDelta,
     ToolCallEnd,
     ToolCallStart,
+    merged_text,
     parse_tool_input,
 )
 
@@ -104,7 +105,7 @@ class OpenAIModelClient:
         try:
             async with self._client.chat.completions.with_streaming_response.create(**params) as response:
                 async for chunk in response.http_response.aiter_bytes():
-                    for event in parser.feed(chunk):
+                    for event in merged_text(parser.feed(chunk)):
                         yield event
                     await read_pause()  # read again when buffered text is due (agent/pacing.py)
         except failures as exc:

@@ -18,6 +18,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentvm.adapters.local.sqlite_checkpoint import in_background
 from agentvm.errors import StorageUnavailable
 from agentvm.messages import message_from_wire, message_to_wire
 from agentvm.ports import AppendResult, SeqMessage
@@ -130,7 +131,8 @@ class _Connection(sqlite3.Connection):
 def connect(path: str | Path) -> sqlite3.Connection:
     """Open (creating parent directories) a WAL-mode connection in autocommit mode.
 
-    Shared with the local turn queue, which may live in the same file.
+    Shared with the local turn queue, which may live in the same file. A file the local host
+    registered with ``sqlite_checkpoint`` is checkpointed by its thread, not by these commits.
     """
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
@@ -142,6 +144,8 @@ def connect(path: str | Path) -> sqlite3.Connection:
     # last commits), and avoids an fsync per commit.
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
+    if in_background(path):  # a thread copies the log back, not a commit on the event loop
+        conn.execute("PRAGMA wal_autocheckpoint=0")
     return conn
 
 
