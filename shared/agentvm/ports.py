@@ -363,6 +363,10 @@ class ConnectionInfo:
     # When the adapter forgets it (epoch seconds; None: never, e.g. in memory). Read with the
     # connection, so that ``subscribe(..., known=info)`` need not read it again.
     expires_at: int | None = field(default=None, compare=False)
+    # The sessions it was subscribed to when read, each with its stored cursor (None: none), as far
+    # as the adapter read them in the same request (AWS: the first few); a session not in it may
+    # still be subscribed. ``subscribe(..., known=info)`` skips a write that would change nothing.
+    subscribed: Mapping[str, int | None] = field(default_factory=dict, compare=False)
 
 
 PROTOCOL_V1 = "v1"  # AgentX 1.x SystemEvent frames

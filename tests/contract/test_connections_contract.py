@@ -411,3 +411,61 @@ async def test_a_subscribe_given_the_connection_it_just_read_does_not_read_it_ag
     table = boto3.resource("dynamodb").Table(TABLE)
     stored = table.get_item(Key={"pk": "CONN#c1", "sk": "SUB#ses_1"})["Item"]
     assert int(stored["expiresAt"]) == known.expires_at  # it never outlives its connection
+
+
+async def test_a_subscribe_the_connection_read_shows_done_already_writes_nothing(aws: None) -> None:
+    connections = dynamo_connections()
+    await connections.register(replace(info("c1"), batch=True))
+    await connections.subscribe("c1", "ses_1", after_seq=0)
+    known = await connections.get("c1")
+    assert known is not None and dict(known.subscribed) == {"ses_1": 0}
+    operations: list[str] = []
+    events = connections._m.base._get_connection().connection.client.meta.events
+
+    def record(model: Any, **_: Any) -> None:
+        operations.append(model.name)
+
+    events.register("before-call.dynamodb", record)
+    try:
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)  # message_send's repeat
+        await connections.subscribe("c1", "ses_1", known=known)  # no cursor: keeps the stored one
+        assert operations == []
+        await connections.subscribe("c1", "ses_1", after_seq=5, known=known)  # a new cursor: written
+        await connections.subscribe("c1", "ses_2", after_seq=0, known=known)  # a new session: written
+    finally:
+        events.unregister("before-call.dynamodb", record)
+    assert operations == ["UpdateItem", "UpdateItem"]
+    assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 5, PROTOCOL_V1, True)]
+    assert list(await connections.subscriptions("ses_2")) == [Subscription("c1", 0, PROTOCOL_V1, True)]
+
+
+async def test_reading_a_connection_reads_its_subscriptions_in_the_same_request(aws: None) -> None:
+    connections = dynamo_connections()
+    await connections.register(info("c1"))
+    await connections.subscribe("c1", "ses_1")
+    await connections.subscribe("c1", "ses_2", after_seq=4)
+    operations: list[str] = []
+    events = connections._m.base._get_connection().connection.client.meta.events
+
+    def record(model: Any, **_: Any) -> None:
+        operations.append(model.name)
+
+    events.register("before-call.dynamodb", record)
+    try:
+        known = await connections.get("c1")
+    finally:
+        events.unregister("before-call.dynamodb", record)
+    assert operations == ["Query"]
+    assert known == info("c1") and dict(known.subscribed) == {"ses_1": None, "ses_2": 4}
+
+
+async def test_a_subscription_removed_after_the_connection_was_read_is_not_written_back(aws: None) -> None:
+    # a frame read the connection; $disconnect removed it meanwhile: the frame's repeat subscribe
+    # leaves nothing behind (a conditional write would have recreated the subscription)
+    connections = dynamo_connections()
+    await connections.register(info("c1"))
+    await connections.subscribe("c1", "ses_1", after_seq=0)
+    known = await connections.get("c1")
+    await connections.remove("c1")
+    await connections.subscribe("c1", "ses_1", after_seq=0, known=known)
+    assert list(await connections.subscriptions("ses_1")) == []

@@ -333,3 +333,51 @@ async def test_sums_written_by_the_transactional_version_are_still_counted(store
         assert sum(c.records for c in hours) == sum(c.records for c in days) == 3
         assert sum(c.input_tokens for c in hours) == sum(c.input_tokens for c in days) == 540
         assert (await rollups.roll_closed_hours(AFTER_DAY)).rolled in (0, 1)
+
+
+# listing the records (/v1/usage, session exports): gsi2 hour by hour, gsi1 for older records
+
+
+async def test_a_record_is_written_without_gsi1_keys_and_listed_through_its_hour(store, rollups, clock):
+    await store.put_usage(usage("turn_1"))
+    await store.put_usage(usage("turn_2", containerId="user-alice#2", createdAt=DAY + 2 * HOUR_MS + 7))
+    await store.put_usage(usage("turn_3", containerId="user-bob", createdAt=DAY + 30 * HOUR_MS))
+
+    [item] = partition(store, "TURN#turn_1")
+    assert "gsi1pk" not in item and "gsi1sk" not in item  # one index write fewer per record
+    assert item["gsi2sk"]["S"] == "USAGE#user-alice#turn_1"
+    assert [u.turnId for u in await store.list_usage("acme")] == ["turn_1", "turn_2", "turn_3"]
+    assert [u.turnId for u in await store.list_usage("acme", "user-alice")] == ["turn_1"]
+    assert [u.turnId for u in await store.list_usage("acme", "user-alice#2")] == ["turn_2"]
+    assert await store.list_usage("other") == []
+    clock.now = DAY + 3 * DAY_MS
+    assert (await rollups.roll_closed_hours(DAY + 3 * DAY_MS)).rolled == 3
+    assert [u.turnId for u in await store.list_usage("acme")] == ["turn_1", "turn_2", "turn_3"]  # rolled
+
+
+async def test_records_stored_with_gsi1_keys_are_still_listed_once(store):
+    client = raw_client(store)
+    old = usage("turn_old", createdAt=DAY + 5)  # the transactional version: gsi1 keys only
+    between = usage("turn_between", createdAt=DAY + 9)  # the version before this one: gsi1 and gsi2
+    for record, extra in (
+        (old, {}),
+        (
+            between,
+            {"gsi2pk": {"S": "USAGEHOUR#acme#2026-01-01T00"}, "gsi2sk": {"S": "TURN#turn_between"}},
+        ),
+    ):
+        item = {
+            "pk": {"S": f"TURN#{record.turnId}"},
+            "sk": {"S": "USAGE"},
+            "tenantId": {"S": "acme"},
+            "data": {"S": record.model_dump_json()},
+            "gsi1pk": {"S": "TENANT#acme"},
+            "gsi1sk": {"S": f"USAGE#user-alice#{record.createdAt:013d}#{record.turnId}"},
+        }
+        client.put_item(TableName=CONTRACT_TABLE, Item=item | extra)
+    await store.put_usage(usage("turn_new", createdAt=DAY + 11))  # its hour's marker lists the hour
+
+    expected_turns = ["turn_old", "turn_between", "turn_new"]
+    assert [u.turnId for u in await store.list_usage("acme")] == expected_turns
+    assert [u.turnId for u in await store.list_usage("acme", "user-alice")] == expected_turns
+    assert await store.list_usage("acme", "user-bob") == []

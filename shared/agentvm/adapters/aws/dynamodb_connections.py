@@ -19,6 +19,23 @@ to a session already (a v1 client did): one consistent Query of its partition, o
 
 Batched frames (``?frames=batch``, ``streaming.batching``) are recorded the same way, for free:
 ``frames: "batch"`` on ``META`` by the ``$connect`` write, copied into each subscription.
+
+**Repeated subscribes write nothing.** Every frame reads its connection (``get``) with one strongly
+consistent Query of the connection's partition, ``META`` and its first ``READ_WITH_SUBSCRIPTIONS - 1``
+subscriptions, which costs what the GetItem of ``META`` alone did (1 RRU: they fit in 4 KB). A
+``subscribe`` given that reading (``known=``) skips its write when the reading shows the
+subscription with the cursor asked for (or none asked for): each ``message_send_request`` makes
+one, and its conditional write used to fail at 1 WRU. A subscription not in the reading (a new
+one, or one past the first few) is written as before: an ``UpdateItem`` conditional on changing
+something. Concurrency: a subscription can change between the frame's read and its skipped write
+only through another frame of the same connection (``subscribe`` with another cursor) or its
+``$disconnect`` (``remove``); AgentVM has no ``unsubscribe`` (AgentX v2's is refused as
+unserved). The outcome is the one of the serial order "this frame, then the other": another
+frame's cursor stays (as if it came second, which concurrent frames of one connection may), and
+a connection removed meanwhile stays removed (the conditional write used to recreate its
+subscription, left for TTL). An ``unsubscribe``, if one is ever served, would likewise win over
+a concurrent repeat subscribe, and lose to a subscribe sent after its answer (that frame reads
+the partition after the delete). A skipped write has nothing to half-do if the Lambda dies.
 """
 
 from __future__ import annotations
@@ -26,13 +43,14 @@ from __future__ import annotations
 import asyncio
 import time
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
 from agentvm.adapters.aws.dynamodb_models import (
     GSI1,
     META,
+    SUB_PREFIX,
     bind_models,
     connection_id_of,
     connection_pk,
@@ -46,10 +64,13 @@ from agentvm.streaming.batching import BATCH
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from agentvm.adapters.aws.dynamodb_models import ConnectionItem, SubscriptionItem, TableItem
+    from agentvm.adapters.aws.dynamodb_models import SubscriptionItem, TableItem
 
 # API Gateway's hard cap on a WebSocket connection is 2 h; 5 minutes of slack on top.
 DEFAULT_TTL_S = 7500
+# Items ``get`` reads: META and up to 15 subscriptions (~200 B each), within the 4 KB one strongly
+# consistent read unit covers, so the Query costs what a GetItem of META did (1 RRU).
+READ_WITH_SUBSCRIPTIONS = 16
 
 
 class DynamoConnections:
@@ -93,29 +114,49 @@ class DynamoConnections:
         )
         await asyncio.to_thread(item.save)
 
-    async def _meta(self, connection_id: str) -> ConnectionItem | None:
-        def get() -> ConnectionItem | None:
-            try:
-                # Strongly consistent: ``$connect`` registers and the next frame reads it at once.
-                return self._m.connection.get(connection_pk(connection_id), META, consistent_read=True)
-            except DoesNotExist:
-                return None
-
-        item = await asyncio.to_thread(get)
-        return item if item is not None and self._alive(item) else None
+    def _client(self) -> Any:
+        return self._m.base._get_connection().connection.client
 
     async def get(self, connection_id: str) -> ConnectionInfo | None:
-        item = await self._meta(connection_id)
-        if item is None:
+        pk = connection_pk(connection_id)
+
+        def read() -> list[dict[str, Any]]:
+            # Strongly consistent: ``$connect`` registers and the next frame reads it at once. META
+            # sorts before SUB#...: one Query reads the connection and its first subscriptions.
+            page = self._client().query(
+                TableName=self._m.table_name,
+                KeyConditionExpression="pk = :pk",
+                ExpressionAttributeValues={":pk": {"S": pk}},
+                ConsistentRead=True,
+                Limit=READ_WITH_SUBSCRIPTIONS,
+            )
+            return page.get("Items", [])
+
+        items = await asyncio.to_thread(read)
+        if not items or items[0]["sk"]["S"] != META:
             return None
+        meta, now = items[0], self._clock()
+        expires = int(meta["expiresAt"]["N"]) if "expiresAt" in meta else None
+        if expires is not None and expires <= now:
+            return None
+        subscribed: dict[str, int | None] = {}
+        for item in items[1:]:
+            if item["sk"]["S"].startswith(SUB_PREFIX) and "sessionId" in item:
+                cursor = item.get("afterSeq")
+                subscribed[item["sessionId"]["S"]] = None if cursor is None else int(cursor["N"])
+
+        def text(name: str) -> str | None:
+            return meta[name]["S"] if name in meta else None
+
         return ConnectionInfo(
             connection_id=connection_id,
-            tenant_id=item.tenantId,
-            connected_at=int(item.connectedAt),
-            key_id=item.keyId,
-            protocol=item.protocol,
-            batch=item.frames == BATCH,
-            expires_at=None if item.expiresAt is None else int(item.expiresAt.timestamp()),
+            tenant_id=text("tenantId"),
+            connected_at=int(meta["connectedAt"]["N"]),
+            key_id=text("keyId"),
+            protocol=text("protocol"),
+            batch=text("frames") == BATCH,
+            expires_at=expires,
+            subscribed=subscribed,
         )
 
     async def remove(self, connection_id: str) -> None:
@@ -144,6 +185,8 @@ class DynamoConnections:
             known = await self.get(connection_id)
         if known is None:  # unknown or expired connection: nothing would ever be delivered to it
             return
+        if session_id in known.subscribed and after_seq in (None, known.subscribed[session_id]):
+            return  # subscribed already, with this cursor: the write would change nothing
         sub = self._m.subscription
         item = sub(connection_pk(connection_id), subscription_sk(session_id))
         actions = [
@@ -154,7 +197,7 @@ class DynamoConnections:
         if known.expires_at is not None:  # a subscription never outlives its connection
             actions.append(sub.expiresAt.set(datetime.fromtimestamp(known.expires_at, tz=UTC)))
         # Written only if it changes something: a subscription is fixed but for its cursor, so a
-        # repeated subscribe (each message_send_request makes one) fails its condition, which bills
+        # repeat the reading did not show (past its first few) fails its condition, which bills
         # the item alone (1 WRU), not its index entry too.
         changes = sub.pk.does_not_exist()
         if after_seq is not None:  # without one, a cursor stored before stays

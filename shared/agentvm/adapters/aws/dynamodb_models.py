@@ -17,8 +17,9 @@ Idem claim     SESSION#<s>    IDEM#<key>
 Cancel mark    SESSION#<s>    CANCEL#<turn>
 Summary        SESSION#<s>    SUMMARY
 Turn           TURN#<turn>    META
-Usage          TURN#<turn>    USAGE           TENANT#<t>    USAGE#<c>#<createdAt:013d>#<turn>
-                                              (gsi2: USAGEHOUR#<t>#<hour> / TURN#<turn>)
+Usage          TURN#<turn>    USAGE           (gsi2: USAGEHOUR#<t>#<hour> / USAGE#<c>#<turn>;
+                                              records written before: TENANT#<t> /
+                                              USAGE#<c>#<createdAt:013d>#<turn> on gsi1)
 Usage sums     USAGEAGG#<t>   H#<hour>,       (dynamodb_usage: hour markers, in gsi2 USAGEOPEN#n /
                               D#<day>#<c>     <hour>#<t> until rolled up; day sums by hour)
 Usage tenants  USAGEDIR#<m>   <t>
@@ -44,8 +45,10 @@ How each ``Store`` pattern is served:
 * a session's whole life (META, messages, idempotency claims, cancel mark) is one partition, so
   ``delete_image`` is one Query plus BatchWriteItem deletes, and "last N messages" is one Query.
 * usage is keyed by the turn, so the primary key itself makes ``put_usage`` idempotent (one
-  conditional put); ``gsi1`` lists it per tenant or per container. It lives off the tenant's main
-  partition, which keeps per-turn writes away from one hot partition key.
+  conditional put); ``gsi2`` lists it per tenant and hour (per container with ``begins_with``),
+  the tenant's hour markers list its hours (``dynamodb_usage``); records written before that have
+  ``gsi1`` keys and are listed there. It lives off the tenant's main partition, which keeps
+  per-turn writes away from one hot partition key.
 * connections and their subscriptions are one partition per connection (``remove`` is one Query
   plus deletes); ``gsi1`` answers "who is subscribed to this session".
 

@@ -23,8 +23,9 @@ Appending a message (no transactions: they cost twice, and this is the hot path)
 
 Consistency: reads whose result may have been written a moment ago are strongly consistent (the
 turn's history window, which includes the user message the gateway just appended; ids, claims,
-cancel marks, turns). Listings through ``gsi1`` (images, usage) are eventually consistent: GSIs
-offer nothing else, so an image can be missing from ``list_images`` for a moment after creation.
+cancel marks, turns). Listings through ``gsi1`` (images, usage written before ``gsi2``) and
+``gsi2`` (usage) are eventually consistent: GSIs offer nothing else, so an image can be missing
+from ``list_images`` for a moment after creation.
 
 Cost in capacity units (on-demand: 1 WRU per KB of item written, keys and attribute names
 included, $0.625/M; 1 RRU per 4 KB read strongly consistent, half that eventually consistent,
@@ -35,7 +36,7 @@ append_message, item <= 1 KB       1 RRU (last seq) + 1 WRU (a message's JSON of
                                    stored zlib-compressed: ``message_bodies``; ~1 KB of chat is 1 WRU)
 append_message with a key          1 RRU + 2 WRU (claim + message); a repeated key: 1 WRU (the
                                    failed claim) + 3 RRU (last seq, claim, message), no append
-put_usage (~0.4 KB)                a conditional put: 1 WRU + 1 on gsi1 + 1 on gsi2 = 3 (a repeat
+put_usage (~0.4 KB)                a conditional put: 1 WRU + 1 on gsi2 = 2 (no gsi1 entry; a repeat
                                    fails its condition: 1); its hour marker once per tenant, hour
                                    and process (2); sums rolled up later (dynamodb_usage)
 put_turn (status update)           1 WRU (the terminal one holds the turn's frame map: ~0.6 KB for
@@ -86,9 +87,8 @@ from agentvm.adapters.aws.dynamodb_models import (
     session_pk,
     tenant_pk,
     turn_pk,
-    usage_gsi1sk,
 )
-from agentvm.adapters.aws.dynamodb_usage import DynamoUsageWriter
+from agentvm.adapters.aws.dynamodb_usage import DynamoUsageRollups, DynamoUsageWriter
 from agentvm.adapters.aws.message_bodies import body_attributes
 from agentvm.errors import Conflict
 from agentvm.messages import message_from_wire, message_to_wire
@@ -162,6 +162,7 @@ class DynamoStore:
         self._m = bind_models(table_name, region, host)
         self._summary = bind_model(SummaryItem, table_name, region, host)
         self._usage = DynamoUsageWriter(table_name, region=region, host=host)
+        self._usage_reads = DynamoUsageRollups(table_name, region=region, host=host)
         # Read requests (GetItem, Query pages) since construction: lets tests bound a turn's reads.
         # Only ever changed on the event loop thread, never inside a worker thread.
         self.queries = 0
@@ -458,20 +459,23 @@ class DynamoStore:
             USAGE,
             tenantId=usage.tenantId,
             data=usage.model_dump_json(),
-            gsi1pk=tenant_pk(usage.tenantId),
-            gsi1sk=usage_gsi1sk(usage.containerId, usage.createdAt, usage.turnId),
         )
         return await self._usage.write(item, usage)
 
     async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
+        # Records written before they left gsi1 (usage_gsi1sk) are listed there; the others, hour
+        # by hour on gsi2 (dynamodb_usage.DynamoUsageRollups.records). A record of the version in
+        # between has both keys: each turn's record is listed once.
         prefix = USAGE_PREFIX if container_id is None else f"{USAGE_PREFIX}{container_id}#"
         items = await self._query(
             self._m.record, tenant_pk(tenant_id), self._m.record.gsi1sk.startswith(prefix), index_name=GSI1
         )
-        usage = [UsageRecord.model_validate_json(item.data) for item in items]
-        if container_id is not None:
-            return [u for u in usage if u.containerId == container_id]
-        return sorted(usage, key=lambda u: (u.createdAt, u.turnId))
+        by_turn = {u.turnId: u for u in await self._usage_reads.records(tenant_id, container_id)}
+        for item in items:
+            record = UsageRecord.model_validate_json(item.data)
+            if container_id is None or record.containerId == container_id:
+                by_turn[record.turnId] = record
+        return sorted(by_turn.values(), key=lambda u: (u.createdAt, u.turnId))
 
     # interrupt marks: one item per cancelled turn, in its session's partition (several turns of a
     # session can be cancelled at once: /v1/turns/cancel); each check is one GetItem

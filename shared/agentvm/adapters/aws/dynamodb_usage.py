@@ -8,7 +8,7 @@ Items (the one table):
 item               pk                  sk                               gsi2pk / gsi2sk
 =================  ==================  ===============================  ===========================
 usage record       ``TURN#<turn>``     ``USAGE``                        ``USAGEHOUR#<t>#<hour>`` /
-                                                                        ``TURN#<turn>``
+                                                                        ``USAGE#<c>#<turn>``
 hour marker        ``USAGEAGG#<t>``    ``H#<YYYY-MM-DDTHH>``            ``USAGEOPEN#<n>`` /
                                                                         ``<hour>#<t>`` (until rolled)
 container day      ``USAGEAGG#<t>``    ``D#<YYYY-MM-DD>#<container>``   (none)
@@ -57,8 +57,23 @@ A day item's part is used only if its version is the marker's ``rv``; else that 
 the records. tests/contract/test_usage_rollups_contract.py checks "sums == records" by every
 grouping before, during and after rollups; tests/contract/test_dynamodb_usage.py the rest.
 
-**Cost** (per usage record, ~0.4 KB): the put 1 WRU, its ``gsi1`` entry 1, its ``gsi2`` entry 1:
-**3 WRU** (the transaction it replaces: 7 on AWS, 8 as the cost meter bills it). Per tenant, hour
+**Listing the records** (``records``, for ``DynamoStore.list_usage``: ``GET /v1/usage`` and
+session exports, the only readers that need records rather than sums). A record has no ``gsi1``
+keys: its ``gsi2`` entry is the only index it is written to. The reader Queries the tenant's hour
+markers (strongly consistent; one per hour that ever had a record, never deleted) and, for each,
+that hour's ``gsi2`` partition (``begins_with(gsi2sk, "USAGE#<c>#")`` for one container), 8 hours
+at a time. It misses no record: a record is put only after its hour's marker was touched, so a
+record visible on ``gsi2`` has a visible marker; the ``gsi2`` Query is eventually consistent, as
+the ``gsi1`` one it replaces was. Records stored before (with ``gsi1`` keys: the transactional
+version's, which have no ``gsi2`` keys, and the previous version's, which have both, with
+``gsi2sk`` ``TURN#<turn>``) are still listed from ``gsi1``; ``list_usage`` keeps one record per
+turn. The price: one Query per active hour of the tenant (0.5 RRU each, at least) where ``gsi1``
+read the tenant's records in pages of 1 MB: for ``/v1/usage``, already a read of every record
+the tenant has, tens of milliseconds more per thousand active hours, 8 Queries at a time.
+
+**Cost** (per usage record, ~0.4 KB): the put 1 WRU, its ``gsi2`` entry 1: **2 WRU** (3 while
+records were also written to ``gsi1``; the transaction before them: 7 on AWS, 8 as the cost meter
+bills it). Per tenant, hour
 and process: a marker touch (1 WRU + 1 for its ``gsi2`` entry). Per tenant and closed hour, the
 job: a ``gsi2`` Query of the markers (shared), a GetItem (1 RRU), a Query of the hour's records
 (0.5 RRU per 4 KB: ~10 records), the marker's commit (1 WRU + 1 for leaving ``gsi2``) and one
@@ -80,7 +95,9 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import json
+import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -110,6 +127,7 @@ if TYPE_CHECKING:
 AGG_PREFIX = "USAGEAGG#"
 DIR_PREFIX = "USAGEDIR#"
 HOUR_PREFIX = "USAGEHOUR#"
+RECORD_PREFIX = "USAGE#"  # a usage record's gsi2sk (``usage_gsi2sk``)
 OPEN_PREFIX = "USAGEOPEN#"
 OPEN_SHARDS = 8  # gsi2 partitions of the open markers: the top of an hour's touches spread over 8
 GRACE_MS = 10 * 60_000  # an hour is rolled up once it (and its last late write) is this old
@@ -126,6 +144,7 @@ _METRICS = {
 }
 _CONDITION_FAILED = "ConditionalCheckFailedException"
 _HOURS_REMEMBERED = 4096  # (tenant, hour) touches a process remembers before forgetting them all
+RECORD_READERS = 8  # hours ``records`` reads at once (one Query each)
 
 
 class UsageAggItem(TableItem):
@@ -149,6 +168,13 @@ def marker_sk(start_ms: int) -> str:
 def usage_gsi2pk(tenant_id: str, created_at: int) -> str:
     """The ``gsi2`` partition of a usage record: its tenant and the UTC hour of its ``createdAt``."""
     return f"{HOUR_PREFIX}{tenant_id}#{hour_key(created_at)}"
+
+
+def usage_gsi2sk(container_id: str, turn_id: str) -> str:
+    """The ``gsi2`` sort key of a usage record: its container first, so one container's records of
+    an hour are one key range (``begins_with``; a container whose id merely starts with
+    ``<container>#`` is dropped by the reader)."""
+    return f"{RECORD_PREFIX}{container_id}#{turn_id}"
 
 
 def day_sk(start_ms: int, container_id: str) -> str:
@@ -248,7 +274,7 @@ class DynamoUsageWriter:
                     self._hours.clear()
                 self._hours.add((usage.tenantId, start))
         record_item.gsi2pk = usage_gsi2pk(usage.tenantId, usage.createdAt)
-        record_item.gsi2sk = record_item.pk
+        record_item.gsi2sk = usage_gsi2sk(usage.containerId, usage.turnId)
         condition = self._models.record.sk.does_not_exist()
         try:
             await asyncio.to_thread(record_item.save, condition=condition)
@@ -275,6 +301,7 @@ class DynamoUsageRollups:
         self._agg = bind_model(UsageAggItem, table_name, region, host)
         self.table_name = table_name
         self.queries = 0  # read requests made (Query pages, GetItem and BatchGetItem calls)
+        self._count = threading.Lock()  # ``records`` reads hours from several threads
 
     def _client(self) -> Any:
         return self._agg._get_connection().connection.client
@@ -299,21 +326,53 @@ class DynamoUsageRollups:
             if limit is not None:
                 request["Limit"] = limit - len(items)
             page = self._client().query(TableName=self.table_name, **request)
-            self.queries += 1
+            with self._count:
+                self.queries += 1
             items.extend(page.get("Items", []))
             start = page.get("LastEvaluatedKey")
             if not start or (limit is not None and len(items) >= limit):
                 return items
 
-    def _records(self, tenant_id: str, start_ms: int) -> list[UsageRecord]:
-        """The records of one tenant hour (a ``gsi2`` Query: eventually consistent)."""
+    def _records(self, tenant_id: str, start_ms: int, container_id: str | None = None) -> list[UsageRecord]:
+        """The records of one tenant hour (a ``gsi2`` Query: eventually consistent); with
+        ``container_id``, that container's written since records left ``gsi1`` (``records``)."""
+        condition, values = "gsi2pk = :pk", {":pk": {"S": usage_gsi2pk(tenant_id, start_ms)}}
+        if container_id is not None:
+            condition += " AND begins_with(gsi2sk, :sk)"
+            values[":sk"] = {"S": f"{RECORD_PREFIX}{container_id}#"}
         items = self._pages(
-            IndexName=GSI2,
-            KeyConditionExpression="gsi2pk = :pk",
-            ExpressionAttributeValues={":pk": {"S": usage_gsi2pk(tenant_id, start_ms)}},
+            IndexName=GSI2, KeyConditionExpression=condition, ExpressionAttributeValues=values
         )
         records = [UsageRecord.model_validate_json(item["data"]["S"]) for item in items]
-        return [r for r in records if r.tenantId == tenant_id and hour_start(r.createdAt) == start_ms]
+        return [
+            r
+            for r in records
+            if r.tenantId == tenant_id
+            and hour_start(r.createdAt) == start_ms
+            and (container_id is None or r.containerId == container_id)
+        ]
+
+    async def records(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
+        """The tenant's usage records that have ``gsi2`` keys (of one container with
+        ``container_id``), unordered: the tenant's hour markers (one strongly consistent Query),
+        then one ``gsi2`` Query per hour that has one, ``RECORD_READERS`` at a time. Every such
+        record's marker was touched before it was put, and markers are never deleted, so no hour
+        is missed. Records of the transactional version (no ``gsi2`` keys) are not here: they
+        have ``gsi1`` keys (``DynamoStore.list_usage`` reads both)."""
+
+        def read() -> list[UsageRecord]:
+            hours = sorted(
+                _hour_ms(item["sk"]["S"])
+                for item in self._query(agg_pk(tenant_id), "H#", f"H#{_TOP}")
+                if len(item["sk"]["S"]) == _MARKER_SK_LEN  # not an hour shard of the old version
+            )
+            if not hours:
+                return []
+            with ThreadPoolExecutor(max_workers=min(RECORD_READERS, len(hours))) as pool:
+                found = pool.map(lambda hour: self._records(tenant_id, hour, container_id), hours)
+                return [record for records in found for record in records]
+
+        return await asyncio.to_thread(read)
 
     def _batch_get(self, keys: list[dict[str, str]]) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = []
@@ -570,4 +629,5 @@ __all__ = [
     "marker_sk",
     "open_pk",
     "usage_gsi2pk",
+    "usage_gsi2sk",
 ]
