@@ -186,6 +186,7 @@ def main() -> None:
         noisy_neighbour,
         peer_langgraph,
         session_search,
+        sqlite_commits,
         tool_steps,
     )
 
@@ -212,6 +213,14 @@ def main() -> None:
     )
 
     sections.append(tool_steps.render(asyncio.run(tool_steps.run(5, 11 if args.quick else 31))))
+
+    commits = asyncio.run(sqlite_commits.run(1500 if args.quick else 6000))
+    sections.append(
+        "## The local store's commits on the event loop (SQLite checkpoints inline vs a thread)\n\n"
+        + (sqlite_commits.__doc__ or "").split("Run:")[0].split("\n", 1)[1].strip()
+        + "\n\nCommand: `./dev python -m benchmarks.sqlite_commits`.\n\n"
+        + _table(commits)
+    )
 
     if args.quick:
         neighbours = asyncio.run(noisy_neighbour.run(flood=40, turns=3, slots=20))

@@ -68,3 +68,13 @@ def test_the_local_host_registers_its_databases_and_the_thread_runs(tmp_path):
     assert sqlite_checkpoint.in_background(tmp_path / "agentvm.db")
     assert sqlite_checkpoint.in_background(tmp_path / "queue.db")
     assert sqlite_checkpoint._thread is not None and sqlite_checkpoint._thread.is_alive()
+
+
+async def test_the_commit_benchmark_times_every_write_of_both_modes():
+    from benchmarks import sqlite_commits
+
+    rows = await sqlite_commits.run(20)
+    assert [row["mode"] for row in rows] == ["SQLite's checkpoints, in the commit", "checkpoint thread"]
+    for row in rows:
+        assert row["writes"] == 20 * 6  # six writes a turn, each timed
+        assert 0 < row["write_ms_p50"] <= row["write_ms_p99"] <= row["write_ms_max"]
