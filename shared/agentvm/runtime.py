@@ -49,7 +49,7 @@ class TurnSettings:
 
     flush_s: float = 0.25
     flush_max_s: float = 0.0  # the window grows (x2 per flush) up to this; <= flush_s = fixed
-    batch_flush_max_s: float = 2.0  # batched connections' text cadence grows up to this (streaming.sink)
+    batch_flush_max_s: float = 2.0  # batched text cadence grows up to this (streaming.batch_cadence)
     batch_flush_s: float = 0.0  # ...from this first window (at least flush_s; AVM_BATCH_FLUSH_MS: 2 s)
     history_window: int = 50
     max_output_tokens: int = 1024

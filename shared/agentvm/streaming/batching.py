@@ -11,7 +11,7 @@ A client that does not declare it (every AgentX client) keeps one frame per mess
 changes for it. docs/protocol.md, "Batched frames", is the contract; docs/cost.md the figures.
 
 Besides merging what is due at once, a turn delivers to a batched subscriber on its own cadence
-(``streaming.sink``): text-only frames wait for the subscriber's window (``AVM_BATCH_FLUSH_MS``,
+(``streaming.batch_cadence``): text-only frames wait for the subscriber's window (``AVM_BATCH_FLUSH_MS``,
 doubling per message up to ``AVM_BATCH_FLUSH_MAX_MS``, both 2 s by default), a message's opening
 frames wait for its first text (that long at most), while any other event (a message's first text,
 tool events, the end) goes at once with what waited. The price: ``message_start`` comes with the

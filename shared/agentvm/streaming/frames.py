@@ -47,7 +47,7 @@ MAX_ATTEMPTS = TURN_SPAN // ATTEMPT_SPAN  # a later retry numbers in the last ba
 FROM_STORAGE = frozenset({"message_persisted", "assistant_message", "error_message", "error_occurred"})
 REF = "$ref"
 # Frames that open a model message: a batched subscriber may get them with the message's first
-# text (which comes with ``conversation_responding``) rather than on their own (streaming.sink).
+# text (which comes with ``conversation_responding``) rather than on their own (streaming.batch_cadence).
 WAIT_FOR_TEXT = frozenset({"message_persisted", "message_start", "conversation_start"})
 
 
@@ -156,7 +156,7 @@ class FrameLog:
 
     def urgency(self, after: int, upto: int) -> str:
         """What the frames with ``after < seq <= upto`` are, for a batched subscriber's cadence
-        (``streaming.sink``): ``"start"`` (only the frames that open a message, which may wait for
+        (``streaming.batch_cadence``): ``"start"`` (only the frames that open a message, which may wait for
         its first text), ``"text"`` (text deltas, maybe with those), else ``"urgent"``."""
         lo = max(after + 1 - self.first, 0)
         kinds = self._kinds[lo : upto - self.first + 1]

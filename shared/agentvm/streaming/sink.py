@@ -18,13 +18,9 @@ Fewer WebSocket messages (docs/cost.md): ``message_persisted`` is emitted first 
 normally tens of milliseconds later) or after one flush window at the latest. ``hold`` keeps the
 last buffered text with the terminal frames, so a reply's end is one pass. A subscriber whose
 connection takes batched frames (``streaming.batching``) gets each pass as one message, and
-text-only passes on its own cadence: at most one per window, the first window
-``batch_flush_s`` (``AVM_BATCH_FLUSH_MS``, 2 s; never shorter than the flush window), doubling per
-message up to ``batch_flush_max_s``; the frames that open a message (``message_start``...) wait for its first
-text (``batch_flush_max_s`` at most); a pass with any other event (a message's first text, which
-comes with ``conversation_responding``, tool events, the end) goes at once with what waited. A
-timer makes sure what waits for such a subscriber goes out when its wait ends, and ``aclose`` sends
-it whatever is left.
+text on its own slower cadence (``streaming.batch_cadence``: text every 2 s, a message's opening
+frames with its first text, anything else at once); when its wait ends the cadence wakes the
+sender for a pass, and ``aclose`` sends it whatever is left.
 """
 
 from __future__ import annotations
@@ -35,6 +31,7 @@ from typing import TYPE_CHECKING
 
 from agentvm.events import agent_event
 from agentvm.ports import PROTOCOL_V2
+from agentvm.streaming.batch_cadence import BatchCadence
 from agentvm.streaming.batching import pack
 from agentvm.streaming.frames import ATTEMPT_SPAN, FrameLog
 
@@ -75,12 +72,13 @@ class CoalescingSink:
         self._refresh_s = subscriber_refresh_s
         # batched subscribers' cadence: from batch_flush_s (the flush window if shorter or 0),
         # doubling up to batch_flush_max_s
-        self._batch_first = max(batch_flush_s, flush_s)
-        self._batch_max = max(batch_flush_max_s, self._max_window, self._batch_first)
-        self._cadence: dict[str, tuple[float, float]] = {}  # connection -> (next due, window)
-        self._batch_timer: asyncio.TimerHandle | None = None
-        self._batch_timer_at = 0.0
-        self._batch_due = False  # the timer fired: a pass for the batched subscribers only
+        self._cadence = BatchCadence(
+            first_s=max(batch_flush_s, flush_s),
+            max_s=max(batch_flush_max_s, self._max_window),
+            clock=clock,
+            wake=self._batch_window_over,
+        )
+        self._batch_due = False  # a batched subscriber's wait ended: a pass for them
         self._linger: asyncio.TimerHandle | None = None
         self._log = FrameLog(first_seq, agent_id=context.agentId)
         self._buffer: list[str] = []
@@ -215,8 +213,7 @@ class CoalescingSink:
             if self._closing:
                 if any(mark < self._sent for mark in self._marks.values()):
                     await self._deliver(self._sent, self._sent, force=True)  # batched text left
-                if self._batch_timer is not None:
-                    self._batch_timer.cancel()
+                self._cadence.close()
                 return
             self._wake.clear()
             await self._wake.wait()
@@ -230,8 +227,9 @@ class CoalescingSink:
             if mark is None:  # new: live from this pass on, or every frame above its cursor
                 mark = after if cursor is None else cursor
             if upto > mark:
-                if sub.batch and not force and not self._due_for(conn, mark, upto, now):
-                    self._marks[conn] = mark  # its text waits for its window (a timer wakes us)
+                paced = sub.batch and not force
+                if paced and not self._cadence.due(conn, self._log.urgency(mark, upto), now):
+                    self._marks[conn] = mark  # its frames wait for their window (the cadence wakes us)
                     continue
                 # each subscriber in its connection's protocol (AgentX v1 frames, or v2 notifications)
                 v2 = sub.protocol == PROTOCOL_V2
@@ -245,36 +243,7 @@ class CoalescingSink:
             self._subscribers = [sub for sub in self._subscribers if sub.connection_id not in gone]
         self._sent = upto
 
-    def _due_for(self, conn: str, mark: int, upto: int, now: float) -> bool:
-        """Whether a batched subscriber is sent the frames ``(mark, upto]`` now: any event other
-        than text and a message's opening frames, or its window is over (then the window doubles
-        if they are text). A message's opening frames seen first wait for its first text, at most
-        the longest window. Else a timer is set for when the wait ends, and False."""
-        urgency = self._log.urgency(mark, upto)
-        known = self._cadence.get(conn)
-        if urgency != "urgent":
-            if known is None and urgency == "start":
-                known = self._cadence[conn] = (now + self._batch_max, self._batch_first)
-            if known is not None and now < known[0]:
-                self._wake_batched_at(known[0])
-                return False
-        window = self._batch_first if known is None else known[1]
-        if known is not None and urgency == "text":
-            window = min(window * 2, self._batch_max)
-        self._cadence[conn] = (now + window, window)
-        return True
-
-    def _wake_batched_at(self, when: float) -> None:
-        if self._batch_timer is not None and self._batch_timer_at <= when:
-            return
-        if self._batch_timer is not None:
-            self._batch_timer.cancel()
-        self._batch_timer_at = when
-        delay = max(0.0, when - self._clock.monotonic())
-        self._batch_timer = asyncio.get_running_loop().call_later(delay, self._batch_window_over)
-
     def _batch_window_over(self) -> None:
-        self._batch_timer = None
         self._batch_due = True
         if self._sender is None:
             self._sender = asyncio.create_task(self._send_loop())
