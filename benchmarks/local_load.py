@@ -170,10 +170,12 @@ async def _phase(
     cpu0, t0 = server.cpu_seconds(), time.monotonic()
     rig0 = (fake.cpu_seconds() if fake else 0.0, time.process_time())
     peak = rss_idle
-    pending = set(tasks)
+    # One future for all the clients: asyncio.wait over the thousand tasks themselves adds and
+    # removes a callback on each of them every sampler period, which stalled this client's loop.
+    everyone = asyncio.gather(*tasks, return_exceptions=True)
     cpu_series = [(time.monotonic(), cpu0)]
-    while pending:
-        done, pending = await asyncio.wait(pending, timeout=sampler_period)
+    while not everyone.done():
+        await asyncio.wait({everyone}, timeout=sampler_period)
         peak = max(peak, server.rss_bytes())
         cpu_series.append((time.monotonic(), server.cpu_seconds()))
     for t in tasks:

@@ -44,6 +44,7 @@ from agentvm.client.cursors import SessionCursors
 from agentvm.client.errors import AuthenticationFailed, ConnectionLost, RequestFailed
 from agentvm.client.events import ClientToolRequestedEvent
 from agentvm.client.parse import parse_frame
+from agentvm.client.queues import next_item
 from agentvm.client.responses import (
     ContainerListResult,
     ImageCreateResult,
@@ -459,7 +460,7 @@ class AgentVMClient:
     async def turn_events(self, *, timeout: float = 60.0) -> AsyncIterator[dict[str, Any]]:
         """Raw frames from ``events`` until a turn ends (``conversation_end`` or ``error_occurred``)."""
         while True:
-            frame = await asyncio.wait_for(self.events.get(), timeout)
+            frame = await next_item(self.events, timeout)
             yield frame
             if frame.get("type") in TERMINAL_EVENTS:
                 return
@@ -469,7 +470,7 @@ class AgentVMClient:
         seconds without one (None: never)."""
         while True:
             try:
-                raw = await asyncio.wait_for(self.events.get(), timeout)
+                raw = await next_item(self.events, timeout)
             except TimeoutError:
                 return
             yield parse_frame(raw)

@@ -35,6 +35,7 @@ from agentvm.client.events import (
     TextDeltaEvent,
     ToolApprovalRequestedEvent,
 )
+from agentvm.client.queues import next_item
 from agentvm.messages import TokenUsage
 
 if TYPE_CHECKING:
@@ -142,7 +143,7 @@ class Turn:
         return self
 
     async def _next(self) -> Frame:
-        item = await asyncio.wait_for(self._queue.get(), self._timeout)
+        item = await next_item(self._queue, self._timeout)
         if isinstance(item, BaseException):
             self._client._forget_turn(self)
             raise item
