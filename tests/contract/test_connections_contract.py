@@ -9,6 +9,7 @@ run on DynamoDB alone.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,8 @@ from agentvm.adapters.local.sqlite_connections import SqliteConnections
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 
 if TYPE_CHECKING:
+    from collections.abc import Iterator
+
     from agentvm.ports import Connections
 
 TABLE = "agentvm-connections-contract"
@@ -388,11 +391,9 @@ async def test_a_subscribe_given_the_connection_it_read_subscribes_like_one_with
     assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 3, PROTOCOL_V1, True)]
 
 
-async def test_a_subscribe_given_the_connection_it_just_read_does_not_read_it_again(aws: None) -> None:
-    connections = dynamo_connections()
-    await connections.register(replace(info("c1"), batch=True))
-    known = await connections.get("c1")
-    assert known is not None and known.expires_at is not None
+@contextmanager
+def dynamodb_calls(connections: DynamoConnections) -> Iterator[list[str]]:
+    """The DynamoDB operations the adapter's client makes inside the block, by name."""
     operations: list[str] = []
     events = connections._m.base._get_connection().connection.client.meta.events
 
@@ -401,10 +402,19 @@ async def test_a_subscribe_given_the_connection_it_just_read_does_not_read_it_ag
 
     events.register("before-call.dynamodb", record)
     try:
-        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)
-        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)  # a repeat: its condition fails
+        yield operations
     finally:
         events.unregister("before-call.dynamodb", record)
+
+
+async def test_a_subscribe_given_the_connection_it_just_read_does_not_read_it_again(aws: None) -> None:
+    connections = dynamo_connections()
+    await connections.register(replace(info("c1"), batch=True))
+    known = await connections.get("c1")
+    assert known is not None and known.expires_at is not None
+    with dynamodb_calls(connections) as operations:
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)  # a repeat: its condition fails
     assert operations == ["UpdateItem", "UpdateItem"]
     (sub,) = await connections.subscriptions("ses_1")
     assert sub == Subscription("c1", 0, PROTOCOL_V1, batch=True)
@@ -419,21 +429,12 @@ async def test_a_subscribe_the_connection_read_shows_done_already_writes_nothing
     await connections.subscribe("c1", "ses_1", after_seq=0)
     known = await connections.get("c1")
     assert known is not None and dict(known.subscribed) == {"ses_1": 0}
-    operations: list[str] = []
-    events = connections._m.base._get_connection().connection.client.meta.events
-
-    def record(model: Any, **_: Any) -> None:
-        operations.append(model.name)
-
-    events.register("before-call.dynamodb", record)
-    try:
+    with dynamodb_calls(connections) as operations:
         await connections.subscribe("c1", "ses_1", after_seq=0, known=known)  # message_send's repeat
         await connections.subscribe("c1", "ses_1", known=known)  # no cursor: keeps the stored one
         assert operations == []
         await connections.subscribe("c1", "ses_1", after_seq=5, known=known)  # a new cursor: written
         await connections.subscribe("c1", "ses_2", after_seq=0, known=known)  # a new session: written
-    finally:
-        events.unregister("before-call.dynamodb", record)
     assert operations == ["UpdateItem", "UpdateItem"]
     assert list(await connections.subscriptions("ses_1")) == [Subscription("c1", 5, PROTOCOL_V1, True)]
     assert list(await connections.subscriptions("ses_2")) == [Subscription("c1", 0, PROTOCOL_V1, True)]
@@ -444,17 +445,8 @@ async def test_reading_a_connection_reads_its_subscriptions_in_the_same_request(
     await connections.register(info("c1"))
     await connections.subscribe("c1", "ses_1")
     await connections.subscribe("c1", "ses_2", after_seq=4)
-    operations: list[str] = []
-    events = connections._m.base._get_connection().connection.client.meta.events
-
-    def record(model: Any, **_: Any) -> None:
-        operations.append(model.name)
-
-    events.register("before-call.dynamodb", record)
-    try:
+    with dynamodb_calls(connections) as operations:
         known = await connections.get("c1")
-    finally:
-        events.unregister("before-call.dynamodb", record)
     assert operations == ["Query"]
     assert known == info("c1") and dict(known.subscribed) == {"ses_1": None, "ses_2": 4}
 
