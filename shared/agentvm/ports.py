@@ -126,7 +126,13 @@ class Store(Protocol):
         the usage counted against budgets, so a retried turn never counts twice."""
         ...
 
-    async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]: ...
+    async def list_usage(
+        self, tenant_id: str, container_id: str | None = None, *, since_ms: int = 0
+    ) -> list[UsageRecord]:
+        """The tenant's usage records (of one container), oldest first; with ``since_ms``, only
+        those created at or after it (a session export reads from its session's creation on, not
+        the tenant's whole history)."""
+        ...
 
     # interrupt marks: set by the gateway, checked by the worker between flushes
     async def request_cancel(self, session_id: str, turn_id: str) -> None: ...

@@ -338,6 +338,18 @@ async def test_sums_written_by_the_transactional_version_are_still_counted(store
 # listing the records (/v1/usage, session exports): gsi2 hour by hour, gsi1 for older records
 
 
+async def test_a_listing_since_a_time_reads_the_hours_from_then_on_only(store):
+    await store.put_usage(usage("turn_1"))  # DAY
+    await store.put_usage(usage("turn_2", createdAt=DAY + 5 * HOUR_MS + 10))
+    await store.put_usage(usage("turn_3", createdAt=DAY + 30 * HOUR_MS))
+    before = store._usage_reads.queries
+    since = DAY + 5 * HOUR_MS + 10
+    assert [u.turnId for u in await store.list_usage("acme", since_ms=since)] == ["turn_2", "turn_3"]
+    assert [u.turnId for u in await store.list_usage("acme", "user-alice", since_ms=since + 1)] == ["turn_3"]
+    assert [u.turnId for u in await store.list_usage("acme", since_ms=0)] == ["turn_1", "turn_2", "turn_3"]
+    assert store._usage_reads.queries - before == (1 + 2) + (1 + 2) + (1 + 3)  # markers, then hours
+
+
 async def test_a_record_is_written_without_gsi1_keys_and_listed_through_its_hour(store, rollups, clock):
     await store.put_usage(usage("turn_1"))
     await store.put_usage(usage("turn_2", containerId="user-alice#2", createdAt=DAY + 2 * HOUR_MS + 7))

@@ -18,7 +18,7 @@ import pytest
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.api.app import create_app
 from agentvm.errors import ImportInProgress
-from agentvm.records import SessionSummary
+from agentvm.records import SessionSummary, UsageRecord
 from agentvm.sessions.imports import import_session
 from agentvm.sessions.writer import LEASE_MS
 from tests.security_harness import ManualClock
@@ -134,6 +134,24 @@ async def test_an_export_imports_into_another_container_with_an_equal_history(wo
     await world.run_turns()
     seen = [t.text for t in world.model.requests[-1].messages if t.text]
     assert "It is 42." in seen and seen[-1] == "Still true?"
+
+
+async def test_an_export_keeps_usage_a_worker_stamped_by_a_clock_behind_the_images_host(world):
+    image = await conversation(world)
+    skewed = UsageRecord(
+        turnId="turn_skewed",
+        tenantId="tenant-a",
+        containerId="user-alice",
+        imageId=image["imageId"],
+        sessionId=image["sessionId"],
+        model="x/y",
+        inputTokens=1,
+        createdAt=image["createdAt"] - 60_000,  # a minute before the image, by another clock
+    )
+    await world.rt.store.put_usage(skewed)
+    lines = [json.loads(line) for line in (await export(world, image["sessionId"])).decode().splitlines()]
+    assert "turn_skewed" in [r["turnId"] for r in lines if r["type"] == "usage"]
+    assert sum(r["type"] == "usage" for r in lines) == 4
 
 
 async def test_the_same_export_imports_once_per_container(world):

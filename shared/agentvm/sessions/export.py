@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from agentvm.runtime import Runtime
 
 MAX_EXPORT_BYTES = 4 * 1024 * 1024
+EXPORT_SKEW_MS = 5 * 60_000  # how far the clocks of the hosts that wrote a session may disagree
 
 
 async def session_image(rt: Runtime, tenant_id: str, session_id: str) -> ImageRecord:
@@ -39,7 +40,11 @@ async def export_session(rt: Runtime, tenant_id: str, session_id: str) -> bytes:
     image = await session_image(rt, tenant_id, session_id)
     messages = await rt.store.list_messages(session_id)
     summary = await rt.store.get_summary(session_id)
-    usage = [u for u in await rt.store.list_usage(tenant_id, image.containerId) if u.sessionId == session_id]
+    # Its records come after its image was made: read from then (minus any clock skew between the
+    # host that made the image and the workers that ran its turns), not the tenant's whole history.
+    since = max(0, image.createdAt - EXPORT_SKEW_MS)
+    records = await rt.store.list_usage(tenant_id, image.containerId, since_ms=since)
+    usage = [u for u in records if u.sessionId == session_id]
     body = write_export(
         export_id=rt.ids.new("exp"),
         exported_at=rt.clock.now_ms(),

@@ -462,7 +462,9 @@ class DynamoStore:
         )
         return await self._usage.write(item, usage)
 
-    async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
+    async def list_usage(
+        self, tenant_id: str, container_id: str | None = None, *, since_ms: int = 0
+    ) -> list[UsageRecord]:
         # Records written before they left gsi1 (usage_gsi1sk) are listed there; the others, hour
         # by hour on gsi2 (dynamodb_usage.DynamoUsageRollups.records). A record of the version in
         # between has both keys: each turn's record is listed once.
@@ -470,12 +472,15 @@ class DynamoStore:
         items = await self._query(
             self._m.record, tenant_pk(tenant_id), self._m.record.gsi1sk.startswith(prefix), index_name=GSI1
         )
-        by_turn = {u.turnId: u for u in await self._usage_reads.records(tenant_id, container_id)}
+        by_turn = {
+            u.turnId: u for u in await self._usage_reads.records(tenant_id, container_id, since_ms=since_ms)
+        }
         for item in items:
             record = UsageRecord.model_validate_json(item.data)
             if container_id is None or record.containerId == container_id:
                 by_turn[record.turnId] = record
-        return sorted(by_turn.values(), key=lambda u: (u.createdAt, u.turnId))
+        records = [u for u in by_turn.values() if u.createdAt >= since_ms]
+        return sorted(records, key=lambda u: (u.createdAt, u.turnId))
 
     # interrupt marks: one item per cancelled turn, in its session's partition (several turns of a
     # session can be cancelled at once: /v1/turns/cancel); each check is one GetItem

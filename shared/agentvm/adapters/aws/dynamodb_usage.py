@@ -352,18 +352,21 @@ class DynamoUsageRollups:
             and (container_id is None or r.containerId == container_id)
         ]
 
-    async def records(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
+    async def records(
+        self, tenant_id: str, container_id: str | None = None, *, since_ms: int = 0
+    ) -> list[UsageRecord]:
         """The tenant's usage records that have ``gsi2`` keys (of one container with
         ``container_id``), unordered: the tenant's hour markers (one strongly consistent Query),
         then one ``gsi2`` Query per hour that has one, ``RECORD_READERS`` at a time. Every such
         record's marker was touched before it was put, and markers are never deleted, so no hour
         is missed. Records of the transactional version (no ``gsi2`` keys) are not here: they
-        have ``gsi1`` keys (``DynamoStore.list_usage`` reads both)."""
+        have ``gsi1`` keys (``DynamoStore.list_usage`` reads both). With ``since_ms``, the hours
+        from the one holding it on (a session export: from its session's creation)."""
 
         def read() -> list[UsageRecord]:
             hours = sorted(
                 _hour_ms(item["sk"]["S"])
-                for item in self._query(agg_pk(tenant_id), "H#", f"H#{_TOP}")
+                for item in self._query(agg_pk(tenant_id), f"H#{hour_key(hour_start(since_ms))}", f"H#{_TOP}")
                 if len(item["sk"]["S"]) == _MARKER_SK_LEN  # not an hour shard of the old version
             )
             if not hours:

@@ -391,16 +391,20 @@ class SqliteStore:
         )
         return cursor.rowcount == 1
 
-    async def list_usage(self, tenant_id: str, container_id: str | None = None) -> list[UsageRecord]:
+    async def list_usage(
+        self, tenant_id: str, container_id: str | None = None, *, since_ms: int = 0
+    ) -> list[UsageRecord]:
         if container_id is None:
             rows = self._all(
-                "SELECT record FROM usage WHERE tenant_id = ? ORDER BY created_at, turn_id", (tenant_id,)
+                "SELECT record FROM usage WHERE tenant_id = ? AND created_at >= ?"
+                " ORDER BY created_at, turn_id",
+                (tenant_id, since_ms),
             )
         else:
             rows = self._all(
-                "SELECT record FROM usage WHERE tenant_id = ? AND container_id = ?"
+                "SELECT record FROM usage WHERE tenant_id = ? AND container_id = ? AND created_at >= ?"
                 " ORDER BY created_at, turn_id",
-                (tenant_id, container_id),
+                (tenant_id, container_id, since_ms),
             )
         return [UsageRecord.model_validate_json(r[0]) for r in rows]
 
