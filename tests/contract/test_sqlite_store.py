@@ -164,24 +164,3 @@ async def test_store_and_turn_queue_can_share_one_file(tmp_path: Path) -> None:
     assert [m.id for m in await store.list_messages("ses_img_1")] == ["msg_a", "msg_b"]
     queue.close()
     store.close()
-
-
-async def test_a_usage_listing_since_a_time_leaves_out_older_records() -> None:
-    store = SqliteStore(":memory:")
-
-    def record(turn: str, container: str, created_at: int) -> UsageRecord:
-        return UsageRecord(
-            turnId=turn,
-            tenantId=TENANT,
-            containerId=container,
-            imageId="img_1",
-            sessionId="ses_1",
-            model="fake/echo",
-            createdAt=created_at,
-        )
-
-    for turn, container, at in (("t1", "alice", 100), ("t2", "alice", 200), ("t3", "bob", 300)):
-        await store.put_usage(record(turn, container, at))
-    assert [u.turnId for u in await store.list_usage(TENANT, since_ms=200)] == ["t2", "t3"]
-    assert [u.turnId for u in await store.list_usage(TENANT, "alice", since_ms=200)] == ["t2"]
-    assert [u.turnId for u in await store.list_usage(TENANT)] == ["t1", "t2", "t3"]

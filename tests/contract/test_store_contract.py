@@ -518,6 +518,15 @@ async def test_list_usage_filters_by_container(store: Store) -> None:
     assert [u.turnId for u in await store.list_usage(TENANT_A)] == ["turn_1", "turn_2", "turn_3"]
 
 
+async def test_list_usage_since_a_time_leaves_out_older_records(store: Store) -> None:
+    await store.put_usage(usage("turn_1", at=1000))
+    await store.put_usage(usage("turn_2", at=2000))
+    await store.put_usage(usage("turn_3", container_id="user-bob", at=3000))
+    assert [u.turnId for u in await store.list_usage(TENANT_A, since_ms=2000)] == ["turn_2", "turn_3"]
+    assert [u.turnId for u in await store.list_usage(TENANT_A, "user-alice", since_ms=2000)] == ["turn_2"]
+    assert [u.turnId for u in await store.list_usage(TENANT_A, since_ms=0)] == ["turn_1", "turn_2", "turn_3"]
+
+
 async def test_list_usage_of_another_tenant_is_empty(store: Store) -> None:
     await store.put_usage(usage("turn_1", tenant=TENANT_A))
 
