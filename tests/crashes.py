@@ -5,6 +5,10 @@ is written as ``status``: "running" is the step right before the model call, "co
 step right after the reply was persisted. The exception escapes ``process_turn``, as any failure
 of the store would: the local queue retries the job, the AWS worker reports the record failed.
 
+``AppendCrashingStore`` raises ``WorkerCrash`` the first time(s) a message is appended with an
+idempotency key starting with ``key_prefix``: with ``"result:"``, the step after the model call
+(its usage recorded) and before the reply is stored.
+
 ``DyingModel`` wraps a ModelClient and, the first time(s), stops the whole worker mid-stream after
 ``after_deltas`` text deltas: it raises ``CancelledError``, which no layer of the turn handles, as
 when Lambda ends an invocation (timeout, out of memory) or the process is killed.
@@ -21,7 +25,8 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from agentvm.llm import ModelEvent, ModelRequest
-    from agentvm.ports import ModelClient, Store
+    from agentvm.messages import Message
+    from agentvm.ports import AppendResult, ModelClient, Store
     from agentvm.records import TurnRecord
 
 
@@ -45,6 +50,26 @@ class CrashingStore:
             self.crashes += 1
             raise WorkerCrash(f"died before writing status {turn.status!r}")
         await self.inner.put_turn(turn)
+
+
+class AppendCrashingStore:
+    def __init__(self, inner: Store, *, key_prefix: str, times: int = 1) -> None:
+        self.inner = inner
+        self.key_prefix = key_prefix
+        self.remaining = times
+        self.crashes = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    async def append_message(
+        self, session_id: str, message: Message, *, idempotency_key: str | None = None
+    ) -> AppendResult:
+        if idempotency_key is not None and idempotency_key.startswith(self.key_prefix) and self.remaining > 0:
+            self.remaining -= 1
+            self.crashes += 1
+            raise WorkerCrash(f"died before appending {idempotency_key!r}")
+        return await self.inner.append_message(session_id, message, idempotency_key=idempotency_key)
 
 
 class DyingModel:
@@ -89,4 +114,4 @@ class PollFailingStore:
         return await self.inner.is_cancel_requested(session_id, turn_id, fresh=fresh)
 
 
-__all__ = ["CrashingStore", "DyingModel", "PollFailingStore", "WorkerCrash"]
+__all__ = ["AppendCrashingStore", "CrashingStore", "DyingModel", "PollFailingStore", "WorkerCrash"]

@@ -18,7 +18,7 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
 from agentvm.hosts.aws import run_sync
-from tests.crashes import WorkerCrash
+from tests.crashes import AppendCrashingStore
 from tests.functions.aws_stack import REGION, TABLE, Stack, lambda_sqs_event, moto_resources
 
 pytestmark = pytest.mark.aws
@@ -218,30 +218,14 @@ def test_a_queued_turn_finding_the_budget_used_up_never_calls_the_model(stack, a
     assert _counters(stack, admin, "tenant")["day"] == 11
 
 
-class _ResultAppendFailingStore:
-    """A store whose write of the turn's reply fails once (DynamoDB throttling that outlived
-    botocore's retries): after the usage record and the counters were written."""
-
-    def __init__(self, inner) -> None:
-        self.inner = inner
-        self.failures = 0
-
-    def __getattr__(self, name: str) -> Any:
-        return getattr(self.inner, name)
-
-    async def append_message(self, session_id, message, *, idempotency_key=None):
-        if idempotency_key is not None and idempotency_key.startswith("result:") and self.failures == 0:
-            self.failures += 1
-            raise WorkerCrash("the reply was not written")
-        return await self.inner.append_message(session_id, message, idempotency_key=idempotency_key)
-
-
 def test_a_redelivered_turn_adds_to_the_counters_what_its_usage_record_bills(stack, admin):
     img = _image(stack)
     stack.model.add("a b c", "a b c")
     _send(stack, img, "four words right here", "r1")
     worker_rt = stack.runtimes["turn_worker"]
-    failing = _ResultAppendFailingStore(worker_rt.store)
+    # the reply's write fails once (DynamoDB throttling that outlived botocore's retries): after the
+    # usage record and the counters were written
+    failing = AppendCrashingStore(worker_rt.store, key_prefix="result:")
     worker_rt.store = failing
 
     sqs, url = stack.resources.sqs, stack.resources.queue_url
@@ -251,7 +235,7 @@ def test_a_redelivered_turn_adds_to_the_counters_what_its_usage_record_bills(sta
     event = lambda_sqs_event(received, stack.resources.queue_arn)
     answer = stack.worker(event, stack.context)
     assert answer == {"batchItemFailures": [{"itemIdentifier": received[0]["MessageId"]}]}
-    assert failing.failures == 1
+    assert failing.crashes == 1
     # the record's visibility timeout passes
     sqs.change_message_visibility(
         QueueUrl=url, ReceiptHandle=received[0]["ReceiptHandle"], VisibilityTimeout=0

@@ -14,7 +14,7 @@ from moto import mock_aws
 from agentvm.adapters.aws.dynamodb_store import DynamoStore
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.hosts.aws import run_sync
-from tests.crashes import CrashingStore, DyingModel, PollFailingStore
+from tests.crashes import AppendCrashingStore, CrashingStore, DyingModel, PollFailingStore
 from tests.functions.aws_host import TABLE, aws_host, frame
 from tests.functions.conftest import FakeLambdaContext
 
@@ -22,6 +22,7 @@ pytestmark = pytest.mark.aws
 
 CONN = "conn-alice"
 REPLY = "one two three four five six seven eight"
+LOST_REPLY = "a reply that dies with its worker"  # 7 words: 7 output tokens
 
 
 @pytest.fixture
@@ -115,6 +116,31 @@ def test_a_worker_failing_at_a_step_reports_the_record_and_the_redelivery_comple
     host.run_turns(worker)  # SQS redelivers the failed record
     assert len(model.requests) == model_calls
     _assert_answered_once(host, img)
+
+
+def test_a_worker_dying_after_its_model_call_keeps_that_calls_usage_once_on_redelivery(host, model):
+    """The worker dies after the model call (its usage record written at the call's end) and before
+    the reply is stored: the redelivery calls the model again, and the first call's record is the
+    turn's only one, whole (cache tokens included), the second call adding none. A usage record
+    carried by the final turn record instead would lose the first call here (docs/cost.md,
+    "Considered, not done")."""
+    img = host.image(CONN)
+    _send(host, img)
+    model.cache_read_tokens = 5
+    model.add(LOST_REPLY, REPLY)
+    store = AppendCrashingStore(DynamoStore(TABLE), key_prefix="result:")
+    worker = host.worker(host.runtime(store=store))
+
+    messages = host.receive()
+    response = host.deliver(messages, worker)
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": messages[0]["MessageId"]}]}
+    assert store.crashes == 1
+    host.run_turns(worker)  # SQS redelivers the failed record
+    assert len(model.requests) == 2
+    _assert_answered_once(host, img)
+    [usage] = run_sync(DynamoStore(TABLE).list_usage("default"))
+    assert (usage.outputTokens, usage.cacheReadTokens) == (7, 5)
 
 
 def test_a_worker_dying_mid_stream_is_redelivered_and_the_turn_runs_again(host, model):

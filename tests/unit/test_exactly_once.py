@@ -11,9 +11,10 @@ from __future__ import annotations
 import asyncio
 
 from agentvm.agent.turns import process_turn
-from tests.crashes import CrashingStore, DyingModel, PollFailingStore
+from tests.crashes import AppendCrashingStore, CrashingStore, DyingModel, PollFailingStore
 
 REPLY = "one two three four five six seven eight"
+LOST_REPLY = "a reply that dies with its worker"  # 7 words: 7 output tokens
 
 
 async def _sent(harness, content: str = "hi"):
@@ -78,6 +79,22 @@ async def test_worker_dies_after_persisting_the_reply_and_the_retry_finishes_fro
     await _assert_answered_once(harness, c, img)
     end = c.session_events()[-2]
     assert end["type"] == "assistant_message" and end["data"]["content"][0]["text"] == REPLY
+
+
+async def test_worker_dies_after_its_model_call_and_that_calls_usage_is_the_turns_only_record(harness):
+    """Between the model call (its usage recorded at its end) and the stored reply: the retry calls
+    the model again; the first call's record stays the turn's one record, the second adds none."""
+    harness.rt.store = store = AppendCrashingStore(harness.store, key_prefix="result:")
+    c, img = await _sent(harness)
+    harness.model.cache_read_tokens = 5
+    harness.model.add(LOST_REPLY, REPLY)
+
+    await harness.run_turns()
+
+    assert store.crashes == 1 and len(harness.model.requests) == 2
+    await _assert_answered_once(harness, c, img)
+    [usage] = await harness.store.list_usage("tenant-a")
+    assert (usage.outputTokens, usage.cacheReadTokens) == (7, 5)
 
 
 async def test_worker_dies_before_acknowledging_the_job_and_the_redelivery_does_nothing(harness):

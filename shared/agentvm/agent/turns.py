@@ -501,6 +501,9 @@ class _TurnHooks:
         first = step.index == 0
         if not first and step.message_id is None and not (step.input_tokens or step.output_tokens):
             return  # a later step refused before the model was reached: nothing to bill
+        # Now, before the reply: the first durable write after the call. A redelivery after a crash
+        # past this point either calls the model again (this record stays the turn's one) or finishes
+        # from the stored reply with no call (only this record holds its usage): dynamodb_usage.py.
         billed = await rt.store.put_usage(
             UsageRecord(
                 turnId=job.turnId if first else f"{job.turnId}:step:{step.index}",

@@ -26,6 +26,19 @@ the hour is open, and again by every *late* write (one whose record's hour had e
 written). The touch comes first, so a record never exists without its marker (a marker without
 a record, when the put then fails, is harmless: its rollup sums nothing).
 
+**Why a record is its own item, put when its model call ends** (not carried by the turn's final
+``META`` write, not keyed by its hour). Its conditional put on ``TURN#<turn>``/``USAGE`` is the first
+durable write after the call (``agent/turns.py``, ``step_finished``), before the reply: a worker that
+dies after it and before the reply makes a redelivery call the model again, and the first call's
+record stays the turn's one record; a worker that dies after the reply and before the final status
+makes a redelivery finish from the stored reply without any model call, and only this record holds
+the call's usage (the reply's ``usage`` has input and output tokens only). Carried by the final
+status instead, that usage would be lost on both paths, and the carrier would be in ``gsi2`` (projection
+ALL) with its frame map: 2 + 2 WRU for the standard turn, against 1 + 2. Keyed by hour instead of
+by turn, the condition would not stop a redelivery in a later hour from writing a second record.
+``tests/functions/test_exactly_once_aws.py`` pins both crash paths; docs/cost.md ("Considered, not
+done") has the figures.
+
 **The rollup** (``DynamoUsageRollups.roll_closed_hours``, run every minute by
 ``functions/wait_sweeper``): it Queries ``gsi2``'s ``USAGEOPEN#<n>`` partitions (8, by a hash of the
 tenant, so that the touches at the top of an hour spread) for markers of hours that ended more than
