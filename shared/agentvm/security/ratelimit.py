@@ -105,11 +105,6 @@ class RateLimiter:
             1,
         )
 
-    def held(self) -> int:
-        """Leased requests this process holds and has not used (all keys, current window)."""
-        minute = self._clock.now_ms() // _MINUTE_MS
-        return sum(lease.left for lease in self._leases.values() if lease.minute == minute)
-
     async def _count(self, key: str, limit: int, whose: str, lease_max: int) -> None:
         if limit <= 0:
             return
