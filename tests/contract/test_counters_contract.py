@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
 from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
 from agentvm.adapters.local.sqlite_counters import SqliteCounters
-from tests.contract.moto_table import backends
+from tests.contract.moto_table import REGION, TABLE, atomic_moto, backends, create_table
 
 
 @pytest.fixture(params=backends(SqliteCounters, DynamoDbCounters, file="counters.db"))
@@ -121,3 +122,23 @@ async def test_concurrent_lessees_never_take_more_than_the_limit(counters):
 async def test_bad_leases_are_refused(counters, field, amount, limit):
     with pytest.raises(ValueError):
         await counters.lease("k", field, amount, limit=limit, expires_at=later())
+
+
+@pytest.mark.aws
+async def test_on_dynamodb_a_lease_is_one_update_and_a_refusal_one_failed_update_with_no_read():
+    with atomic_moto():
+        create_table()
+        counters = DynamoDbCounters(TABLE, region=REGION)
+        operations: list[str] = []
+        events = counters._table._get_connection().connection.client.meta.events
+
+        def record(model: Any, **_: Any) -> None:
+            operations.append(model.name)
+
+        events.register("before-call.dynamodb", record)
+        try:
+            assert (await counters.lease("rate#k#9", "n", 5, limit=5, expires_at=later())).granted == 5
+            assert (await counters.lease("rate#k#9", "n", 5, limit=5, expires_at=later())).granted == 0
+        finally:
+            events.unregister("before-call.dynamodb", record)
+    assert operations == ["UpdateItem", "UpdateItem"]  # the refusal learns the count from ALL_OLD
