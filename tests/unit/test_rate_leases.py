@@ -201,3 +201,15 @@ async def test_an_unlimited_key_writes_nothing(store, clock):
     rl = limiter(store, clock)
     assert await admitted(rl, key(0), 100) == 100
     assert store.writes == 0
+
+
+async def test_the_entries_a_process_keeps_are_bounded_and_a_dropped_one_never_admits_more(
+    store, clock, monkeypatch
+):
+    monkeypatch.setattr("agentvm.security.ratelimit._MAX_LEASES", 3)
+    rl = limiter(store, clock, lease_max=10)
+    for i in range(8):
+        await rl.hit(key(40, key_id=f"key_{i}"))  # leases of 2
+    assert len(rl._leases) == 3
+    # key_0's entry (and its unused leased request) was dropped: under-admission, never over
+    assert await admitted(rl, key(40, key_id="key_0"), 60) == 38
