@@ -147,6 +147,10 @@ class Settings(BaseSettings):
     key_cache_s: float = Field(default=30.0, ge=0, le=60)  # verified keys cached: the revocation bound
     # budgets and rate limits
     rate_limit_per_minute: int = Field(default=600, ge=0)  # requests per API key; 0 = unlimited
+    # requests of a key one process (a Lambda environment, `avm serve`) leases from the key's window
+    # with one write, then admits from memory (security/ratelimit.py): never over the limit, but up
+    # to this - 1 per process may go unused until the window ends; 1 = one write per request
+    rate_lease_max: int = Field(default=10, ge=1)
     # bytes of messages one tenant may store (security/storage_quota.py); 0 = no quota
     tenant_storage_bytes: int = Field(default=1 << 30, ge=0)
     # frames (auth attempts included) a WebSocket may send before it has authenticated, per minute

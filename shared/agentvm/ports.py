@@ -626,12 +626,21 @@ class KeyStore(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class CounterLease:
+    """What ``Counters.lease`` took: ``granted`` (0 when nothing was left) and the field's value
+    after it (``total``; the value it found when it took nothing)."""
+
+    granted: int
+    total: int
+
+
 class Counters(Protocol):
     """Atomic counters with an expiry: token usage per window, requests per minute.
 
     A counter is a set of named integer fields under one key (so one write adds to a month's total
     and to that day's field at once). Once ``expires_at`` has passed, the counter reads as empty
-    and the next ``incr`` starts it over from zero.
+    and the next ``incr`` (or ``lease``) starts it over from zero.
     """
 
     async def incr(self, key: str, amounts: Mapping[str, int], *, expires_at: int) -> dict[str, int]:
@@ -639,6 +648,18 @@ class Counters(Protocol):
 
         ``expires_at`` is in epoch seconds (the end of the counter's window). Field names are
         1-16 characters of ``[a-z0-9]``.
+        """
+        ...
+
+    async def lease(self, key: str, field: str, amount: int, *, limit: int, expires_at: int) -> CounterLease:
+        """Atomically add up to ``amount`` to ``field`` without taking it over ``limit``.
+
+        Adds ``amount`` if the field stays at or under ``limit``; otherwise what is left
+        (``limit - value``, at least 1); when nothing is left it writes nothing and grants 0. The
+        sum of every lessee's grants within a window is therefore never over ``limit``, whatever
+        runs concurrently (``security/ratelimit.py`` leases requests per key this way).
+        ``1 <= amount``, ``1 <= limit``; an ``amount`` over ``limit`` is taken as ``limit``.
+        ``expires_at`` is as for ``incr``.
         """
         ...
 
@@ -763,6 +784,7 @@ __all__ = [
     "HttpToolClient",
     "HttpToolResponse",
     "Connections",
+    "CounterLease",
     "Counters",
     "Ids",
     "Json",

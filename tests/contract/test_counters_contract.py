@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import asyncio
 import time
+from typing import Any
 
 import pytest
 
 from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
 from agentvm.adapters.local.sqlite_counters import SqliteCounters
-from tests.contract.moto_table import backends
+from tests.contract.moto_table import REGION, TABLE, atomic_moto, backends, create_table
 
 
 @pytest.fixture(params=backends(SqliteCounters, DynamoDbCounters, file="counters.db"))
@@ -67,3 +68,77 @@ async def test_concurrent_increments_are_never_lost(counters):
 async def test_bad_field_names_are_refused(counters, fields):
     with pytest.raises(ValueError):
         await counters.incr("k", fields, expires_at=later())
+
+
+async def test_a_lease_takes_the_whole_amount_while_it_fits_and_returns_the_new_total(counters):
+    first = await counters.lease("rate#k#3", "n", 10, limit=25, expires_at=later())
+    second = await counters.lease("rate#k#3", "n", 10, limit=25, expires_at=later())
+    assert (first.granted, first.total) == (10, 10)
+    assert (second.granted, second.total) == (10, 20)
+    assert await counters.get("rate#k#3") == {"n": 20}
+
+
+async def test_a_lease_past_the_limit_takes_what_is_left_then_nothing(counters):
+    await counters.lease("rate#k#4", "n", 10, limit=25, expires_at=later())
+    await counters.lease("rate#k#4", "n", 10, limit=25, expires_at=later())
+    rest = await counters.lease("rate#k#4", "n", 10, limit=25, expires_at=later())
+    assert (rest.granted, rest.total) == (5, 25)
+    refused = await counters.lease("rate#k#4", "n", 1, limit=25, expires_at=later())
+    assert (refused.granted, refused.total) == (0, 25)
+    assert await counters.get("rate#k#4") == {"n": 25}  # a refusal writes nothing
+
+
+async def test_a_lease_never_takes_more_than_the_limit_at_once(counters):
+    lease = await counters.lease("rate#k#5", "n", 50, limit=3, expires_at=later())
+    assert (lease.granted, lease.total) == (3, 3)
+
+
+async def test_a_lease_counts_with_increments_of_the_same_field(counters):
+    await counters.incr("rate#k#6", {"n": 7}, expires_at=later())
+    lease = await counters.lease("rate#k#6", "n", 5, limit=10, expires_at=later())
+    assert (lease.granted, lease.total) == (3, 10)
+
+
+async def test_a_lease_on_an_expired_window_starts_it_over(counters):
+    past = int(time.time()) - 1
+    await counters.lease("rate#k#7", "n", 4, limit=4, expires_at=past)
+    assert await counters.get("rate#k#7") == {}
+    lease = await counters.lease("rate#k#7", "n", 3, limit=4, expires_at=later())
+    assert (lease.granted, lease.total) == (3, 3)
+    assert await counters.get("rate#k#7") == {"n": 3}
+
+
+async def test_concurrent_lessees_never_take_more_than_the_limit(counters):
+    leases = await asyncio.gather(
+        *(counters.lease("rate#k#8", "n", 1 + i % 4, limit=37, expires_at=later()) for i in range(30))
+    )
+    assert sum(lease.granted for lease in leases) == 37  # asked for 75: every request left was taken
+    assert all(lease.total <= 37 for lease in leases)
+    assert all(lease.total == 37 for lease in leases if lease.granted == 0)
+    assert await counters.get("rate#k#8") == {"n": 37}
+
+
+@pytest.mark.parametrize(("field", "amount", "limit"), [("N", 1, 5), ("n", 0, 5), ("n", 1, 0)])
+async def test_bad_leases_are_refused(counters, field, amount, limit):
+    with pytest.raises(ValueError):
+        await counters.lease("k", field, amount, limit=limit, expires_at=later())
+
+
+@pytest.mark.aws
+async def test_on_dynamodb_a_lease_is_one_update_and_a_refusal_one_failed_update_with_no_read():
+    with atomic_moto():
+        create_table()
+        counters = DynamoDbCounters(TABLE, region=REGION)
+        operations: list[str] = []
+        events = counters._table._get_connection().connection.client.meta.events
+
+        def record(model: Any, **_: Any) -> None:
+            operations.append(model.name)
+
+        events.register("before-call.dynamodb", record)
+        try:
+            assert (await counters.lease("rate#k#9", "n", 5, limit=5, expires_at=later())).granted == 5
+            assert (await counters.lease("rate#k#9", "n", 5, limit=5, expires_at=later())).granted == 0
+        finally:
+            events.unregister("before-call.dynamodb", record)
+    assert operations == ["UpdateItem", "UpdateItem"]  # the refusal learns the count from ALL_OLD

@@ -180,13 +180,23 @@ class Stack:
         assert self.ws_connect(event, self.context) == {"statusCode": 200}
         return answer
 
-    def send(self, connection_id: str, data: dict[str, Any] | str) -> list[dict[str, Any]]:
+    def another_ws_default(self) -> Any:
+        """A second warm ``$default`` execution environment (its own runtime and in-memory state);
+        pass it to ``send(..., handler=)``."""
+        runtimes = dict(self.runtimes)
+        handler = self._handler(ws_default)
+        self.runtimes = runtimes
+        return handler
+
+    def send(
+        self, connection_id: str, data: dict[str, Any] | str, *, handler: Any = None
+    ) -> list[dict[str, Any]]:
         """One frame to ``$default``; returns what was posted to the connection meanwhile."""
         before = len(self.push.frames(connection_id))
         event = load_event("apigw-ws-default-container-create.json")
         event["requestContext"]["connectionId"] = connection_id
         event["body"] = data if isinstance(data, str) else json.dumps(data)
-        assert self.ws_default(event, self.context) == {"statusCode": 200}
+        assert (handler or self.ws_default)(event, self.context) == {"statusCode": 200}
         return self.push.frames(connection_id)[before:]
 
     def auth_frame(self, connection_id: str, token: str) -> list[dict[str, Any]]:

@@ -170,11 +170,16 @@ def test_aws_runtime_attaches_security_on_the_table_without_reading_the_secret(n
     from agentvm.adapters.aws.dynamodb_keys import DynamoDbKeyStore
     from agentvm.security.setup import LazyServerSecrets
 
-    rt = aws_runtime(_settings(auth_secret_parameter=AUTH_PARAMETER, key_cache_s=12, rate_limit_per_minute=7))
+    rt = aws_runtime(
+        _settings(
+            auth_secret_parameter=AUTH_PARAMETER, key_cache_s=12, rate_limit_per_minute=7, rate_lease_max=3
+        )
+    )
     assert rt.auth is not None and rt.budgets is not None and rt.rate_limiter is not None
     assert isinstance(rt.auth.keys.store, DynamoDbKeyStore) and rt.auth.cache_s == 12
     assert isinstance(rt.budgets.store, DynamoDbBudgetStore)
     assert isinstance(rt.budgets._counters, DynamoDbCounters) and rt.rate_limiter.per_minute == 7
+    assert rt.rate_limiter.lease_max == 3
     assert isinstance(rt.auth.keys.secrets, LazyServerSecrets)
     with pytest.raises(AssertionError, match="network I/O"):  # the secret is read on first use only
         rt.auth.keys.secrets.hash("avm_x")

@@ -15,7 +15,8 @@ import pytest
 from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
 from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
-from tests.functions.aws_stack import AUTH_SECRET, METHOD_ARN, TABLE, Stack, moto_resources
+from agentvm.security.apikeys import key_id_of
+from tests.functions.aws_stack import AUTH_SECRET, METHOD_ARN, TABLE, Stack, frame, moto_resources
 
 pytestmark = pytest.mark.aws
 
@@ -211,6 +212,22 @@ def test_requests_count_against_the_keys_rate_limit(stack):
     assert limited["code"] == "rate_limited" and limited["limit"] == 2
     stack.clock.advance(60)  # the next minute
     assert stack.request("conn-1", "container_list", "r4")["containerIds"] == []
+
+
+def test_two_warm_environments_leasing_a_keys_requests_never_admit_more_than_its_limit(stack):
+    token = stack.new_key("acme", "client", rate_limit_per_minute=60)  # leases of 3 (60 // 20)
+    stack.connect("conn-1", query={"token": token})
+    environments = [stack.ws_default, stack.another_ws_default()]
+    codes = []
+    for i in range(70):
+        replies = stack.send("conn-1", frame("container_list", f"r{i}"), handler=environments[i % 2])
+        (response,) = [f["data"] for f in replies if f["type"] == "container_list_response"]
+        codes.append(response.get("code", "ok"))
+    # Both keep getting requests, so each uses its leased requests up before it refuses: exactly 60.
+    assert codes.count("ok") == 60 and codes.count("rate_limited") == 10
+    minute = stack.clock.now_ms() // 60_000
+    counters = stack.runtimes["ws_default"].rate_limiter._counters
+    assert run_sync(counters.get(f"rate#{key_id_of(token)}#{minute}")) == {"n": 60}
 
 
 def test_a_used_up_budget_refuses_message_send_before_the_turn(stack):

@@ -113,6 +113,7 @@ def build_security(
             clock,
             per_minute=settings.rate_limit_per_minute,
             unauthenticated_per_minute=settings.unauthenticated_frames_per_minute,
+            lease_max=settings.rate_lease_max,
         ),
         storage_quota=StorageQuota(counters, limit_bytes=settings.tenant_storage_bytes),
     )

@@ -13,6 +13,15 @@ consistent GetItem (0.5 read units). TTL deletion is lazy (typically within two 
 past ``expiresAt`` is treated as absent here: ``get`` ignores it, and ``incr`` replaces it (a
 conditional update, and on a failed condition one conditional put: only when a key is reused after
 its window, which AgentVM's keys, carrying their window, never are).
+
+``lease`` (add up to ``amount`` without going over ``limit``: the per-key rate limit's leases) is
+one conditional ``UpdateItem``, ``ADD c_<f> :a SET expiresAt = :e`` if ``attribute_not_exists(c_<f>)
+OR c_<f> <= :limit_minus_a`` (and the window is live), with ``ReturnValuesOnConditionCheckFailure=
+ALL_OLD``: 1 write unit. When the condition fails (the failed write is billed too: 1 WRU) the
+returned item tells what is left: nothing left grants 0 with no further request; else the update
+is tried again for what is left (a second write, only in a window's last requests); a window that
+is over is restarted with the same conditional put as ``incr``'s. DynamoDB applies each update
+atomically, so the grants of concurrent lessees never add up past ``limit``.
 """
 
 from __future__ import annotations
@@ -22,13 +31,16 @@ import re
 import time
 from typing import TYPE_CHECKING
 
+from botocore.exceptions import ClientError
 from pynamodb.exceptions import PutError, UpdateError
 from pynamodb.expressions.operand import Path
 
 from agentvm.adapters.aws.dynamodb_models import META, TTL_ATTRIBUTE, bind_models
+from agentvm.ports import CounterLease
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+    from typing import Any
 
 FIELD_RE = re.compile(r"[a-z0-9]{1,16}")
 _PREFIX = "c_"
@@ -59,6 +71,14 @@ class DynamoDbCounters:
         if not amounts or not all(FIELD_RE.fullmatch(f) for f in amounts):
             raise ValueError("counter field names are 1-16 characters of [a-z0-9] (at least one)")
         return await asyncio.to_thread(self._incr, key, dict(amounts), expires_at)
+
+    async def lease(self, key: str, field: str, amount: int, *, limit: int, expires_at: int) -> CounterLease:
+        if not FIELD_RE.fullmatch(field):
+            raise ValueError("counter field names are 1-16 characters of [a-z0-9]")
+        if amount < 1 or limit < 1:
+            raise ValueError(f"a lease needs amount >= 1 and limit >= 1, got {amount} and {limit}")
+        amount = min(amount, limit)
+        return await asyncio.to_thread(self._lease, key, field, amount, limit, expires_at)
 
     async def get(self, key: str) -> dict[str, int]:
         return await asyncio.to_thread(self._get, key)
@@ -104,6 +124,60 @@ class DynamoDbCounters:
             # another writer restarted it between our two calls: add to theirs
         raise RuntimeError(f"counter {key!r} kept changing under concurrent restarts")
 
+    def _lease(self, key: str, field: str, amount: int, limit: int, expires_at: int) -> CounterLease:
+        client = self._table._get_connection().connection.client
+        table = self._table.Meta.table_name
+        item_key = {"pk": {"S": counter_pk(key)}, "sk": {"S": META}}
+        for _ in range(8):
+            now = int(self._now())
+            try:
+                data = client.update_item(
+                    TableName=table,
+                    Key=item_key,
+                    UpdateExpression="ADD #f :a SET #e = :e",
+                    ConditionExpression=(
+                        "(attribute_not_exists(pk) OR #e > :now) AND (attribute_not_exists(#f) OR #f <= :m)"
+                    ),
+                    ExpressionAttributeNames={"#f": _PREFIX + field, "#e": TTL_ATTRIBUTE},
+                    ExpressionAttributeValues={
+                        ":a": {"N": str(amount)},
+                        ":e": {"N": str(expires_at)},
+                        ":now": {"N": str(now)},
+                        ":m": {"N": str(limit - amount)},
+                    },
+                    ReturnValues="UPDATED_NEW",
+                    ReturnValuesOnConditionCheckFailure="ALL_OLD",
+                )
+                return CounterLease(amount, int(data["Attributes"][_PREFIX + field]["N"]))
+            except ClientError as exc:
+                if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
+                    raise
+                old = exc.response.get("Item")
+            if old is None:  # not every DynamoDB look-alike returns the item: read it
+                old = client.get_item(TableName=table, Key=item_key, ConsistentRead=True).get("Item", {})
+            if _expired(old, now):
+                # The item exists but its window is over (TTL has not deleted it yet): start it over.
+                try:
+                    self._table._get_connection().put_item(
+                        counter_pk(key),
+                        META,
+                        attributes={
+                            _PREFIX + field: {"N": str(amount)},
+                            TTL_ATTRIBUTE: {"N": str(expires_at)},
+                        },
+                        condition=Path(TTL_ATTRIBUTE) <= now,
+                    )
+                    return CounterLease(amount, amount)
+                except PutError as exc:
+                    if exc.cause_response_code != _CONDITION_FAILED:
+                        raise
+                continue
+            value = int(old.get(_PREFIX + field, {}).get("N", "0"))
+            if value >= limit:
+                return CounterLease(0, value)
+            amount = min(amount, limit - value)  # what is left; another lessee may take it first
+        raise RuntimeError(f"counter {key!r} kept changing under concurrent leases")
+
     def _get(self, key: str) -> dict[str, int]:
         item = self._table._get_connection().get_item(counter_pk(key), META).get("Item")
         if not item:
@@ -116,6 +190,11 @@ class DynamoDbCounters:
             for name, value in item.items()
             if name.startswith(_PREFIX) and "N" in value
         }
+
+
+def _expired(item: dict[str, Any], now: int) -> bool:
+    expires_at = item.get(TTL_ATTRIBUTE)
+    return bool(item) and expires_at is not None and int(expires_at["N"]) <= now
 
 
 __all__ = ["DynamoDbCounters"]

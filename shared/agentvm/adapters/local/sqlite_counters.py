@@ -3,6 +3,11 @@
 An increment is one ``BEGIN IMMEDIATE`` transaction: drop the counter if it has expired, then
 upsert each field, so concurrent writers (the server and a CLI, or two connections) never lose an
 add. Expired rows are also swept every ``_SWEEP_EVERY`` increments, so the table stays small.
+
+A lease (``lease``: add up to ``amount`` without going over ``limit``) is the same transaction with a
+read of the field between the drop and the upsert; ``BEGIN IMMEDIATE`` holds the write lock across
+both, so concurrent lessees (several ``avm serve --workers`` on one data dir) never take more than
+the limit between them. One that finds nothing left writes nothing.
 """
 
 from __future__ import annotations
@@ -12,6 +17,7 @@ import time
 from typing import TYPE_CHECKING
 
 from agentvm.adapters.local.sqlite_store import connect, transaction
+from agentvm.ports import CounterLease
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
@@ -37,6 +43,14 @@ def check_fields(amounts: Mapping[str, int]) -> None:
     for name in amounts:
         if not FIELD_RE.fullmatch(name):
             raise ValueError(f"counter field names are 1-16 characters of [a-z0-9], got {name!r}")
+
+
+def check_lease(field: str, amount: int, limit: int) -> int:
+    """The amount to ask for (``amount`` capped at ``limit``); ValueError on a bad field or bound."""
+    check_fields({field: amount})
+    if amount < 1 or limit < 1:
+        raise ValueError(f"a lease needs amount >= 1 and limit >= 1, got {amount} and {limit}")
+    return min(amount, limit)
 
 
 class SqliteCounters:
@@ -73,6 +87,27 @@ class SqliteCounters:
             self._conn.execute("UPDATE counters SET expires_at = ? WHERE key = ?", (expires_at, key))
         return out
 
+    async def lease(self, key: str, field: str, amount: int, *, limit: int, expires_at: int) -> CounterLease:
+        amount = check_lease(field, amount, limit)
+        now = int(self._now())
+        with transaction(self._conn):
+            self._conn.execute("DELETE FROM counters WHERE key = ? AND expires_at <= ?", (key, now))
+            row = self._conn.execute(
+                "SELECT value FROM counters WHERE key = ? AND field = ?", (key, field)
+            ).fetchone()
+            value = row[0] if row is not None else 0
+            granted = max(0, min(amount, limit - value))
+            if granted == 0:
+                return CounterLease(0, value)
+            self._conn.execute(
+                "INSERT INTO counters (key, field, value, expires_at) VALUES (?, ?, ?, ?)"
+                " ON CONFLICT (key, field) DO UPDATE SET value = value + excluded.value,"
+                " expires_at = excluded.expires_at",
+                (key, field, granted, expires_at),
+            )
+            self._conn.execute("UPDATE counters SET expires_at = ? WHERE key = ?", (expires_at, key))
+        return CounterLease(granted, value + granted)
+
     async def get(self, key: str) -> dict[str, int]:
         rows = self._conn.execute(
             "SELECT field, value FROM counters WHERE key = ? AND expires_at > ?", (key, int(self._now()))
@@ -80,4 +115,4 @@ class SqliteCounters:
         return {name: value for name, value in rows}
 
 
-__all__ = ["SqliteCounters", "check_fields"]
+__all__ = ["SqliteCounters", "check_fields", "check_lease"]
