@@ -399,6 +399,10 @@ class Subscription:
     after_seq: int | None = None
     protocol: str = PROTOCOL_V1
     batch: bool = False  # its connection takes batched frames (ConnectionInfo.batch)
+    # When it was first made (epoch ms), where the adapter records it (AWS; None: not recorded). A
+    # turn whose user message was saved after it sends it the turn from its first frame even if its
+    # worker finds it late (the AWS index lags), as a cursor of 0 would (``streaming.sink``).
+    subscribed_at: int | None = field(default=None, compare=False)
 
 
 class Connections(Protocol):

@@ -173,6 +173,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         first_seq=_first_seq(job, turn, attempt),
         batch_flush_max_s=rt.turns.batch_flush_max_s,
         batch_flush_s=rt.turns.batch_flush_s,
+        began_ms=job.userSavedAt or job.enqueuedAt,
     )
     if not resuming:
         # every attempt's first frame (a continuation's: its results); it goes out with the turn's

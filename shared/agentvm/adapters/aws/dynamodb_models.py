@@ -38,7 +38,7 @@ cancel mark ``turnId`` (one item per cancelled turn, and one under its poller wh
 with ``expiresAt``); a compaction summary ``upToSeq`` and
 ``data`` (its item class lives in ``dynamodb_store``); a connection ``tenantId`` and ``keyId``
 (both absent until authenticated), ``connectedAt`` and ``expiresAt``; a subscription
-``sessionId``, ``afterSeq`` (its resume cursor, if any) and ``expiresAt``.
+``sessionId``, ``afterSeq`` (its resume cursor, if any), ``subscribedAt`` and ``expiresAt``.
 
 How each ``Store`` pattern is served:
 
@@ -239,6 +239,9 @@ class SubscriptionItem(TableItem):
     afterSeq = NumberAttribute(null=True)  # the resume cursor it subscribed with (``core.resume``)
     protocol = UnicodeAttribute(null=True)  # its connection's, copied when subscribing (None: v1)
     frames = UnicodeAttribute(null=True)  # its connection's, copied likewise (None: one per message)
+    # epoch ms of its first write (kept by later ones): a turn whose message came after it sends it
+    # the turn from its first frame even if the worker finds it late (``Subscription.subscribed_at``)
+    subscribedAt = NumberAttribute(null=True)
 
 
 @dataclass(frozen=True, slots=True)
