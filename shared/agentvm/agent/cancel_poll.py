@@ -29,8 +29,10 @@ catches up on). Either way the turn stops. The cases this covers:
   poller, which nobody polls) came before this attempt's C, so D sees its A;
 * a suspended turn: not running, so not polled and no poller mark (B sees ``suspended``); the
   interrupt wakes it (``cancel_turn_waits``) and its continuation's D sees A;
-* a turn that ends: its terminal record names no poller, it has left the poll, and its poller's
-  marks are never read again once the poller id changes (they expire: TTL one day);
+* a turn that ends: its terminal record names no poller and it has left the poll; a mark of it
+  under its poller is ignored by later polls of that poller (no such turn there) and never read
+  once the poller id changes (TTL: one day). An interrupt is the turn's for good (its own mark), so
+  a mark read for a turn is never wrong, only late or unneeded;
 * several turns of one session interrupted at once: one mark per turn, under each turn's own key.
 
 The local host runs gateway and worker in one process (or relays between its processes) and uses
