@@ -266,13 +266,39 @@ def test_a_redelivered_turn_sees_an_interrupt_sent_to_the_attempt_that_died():
         assert run_sync(DynamoStore(TABLE).get_turn(turn_id)).status == "interrupted"
 
 
+def test_an_interrupt_between_the_running_write_and_the_start_check_marks_the_poller_too(
+    worker_in_its_own_loop,
+):
+    """The race's other order: the interrupt reads the running record (so marks the worker's
+    poller); the turn's start check, after it, sees the turn's own mark: it stops either way."""
+    model = ScriptedModelClient([LONG_REPLY], word_delay_s=0.01)
+    with mock_aws():
+        host = next(aws_host(SingleModelResolver(model)))
+        host.connect(CONN)
+        img = host.image(CONN)
+        host.request(CONN, "message_send", imageId=img["imageId"], content="Tell me a long story")
+        interrupt = lambda: host.request(CONN, "agent_interrupt", imageId=img["imageId"])  # noqa: E731
+        store = InterruptBeforeRunning(DynamoStore(TABLE), interrupt, after_the_write=True)
+
+        host.run_turns(host.worker(host.runtime(store=store)))
+
+        assert store.interrupted == 1 and store.poller is not None
+        assert len(run_sync(DynamoStore(TABLE).cancel_requests(store.poller))) == 1  # the poller's mark
+        assert model.requests == []
+        assert _ends(host.session_events(CONN)) == ["interrupted"]
+
+
 class InterruptBeforeRunning:
     """The worker's store; the interrupt (through ``$default``, in another thread: another Lambda)
-    is sent just before the turn's running write, and the poller id that write names is kept."""
+    is sent just before the turn's running write (or just after it), and the poller id that write
+    names is kept."""
 
-    def __init__(self, inner: DynamoStore, interrupt: Callable[[], object]) -> None:
+    def __init__(
+        self, inner: DynamoStore, interrupt: Callable[[], object], *, after_the_write: bool = False
+    ) -> None:
         self.inner = inner
         self.interrupt = interrupt
+        self.after_the_write = after_the_write
         self.interrupted = 0
         self.poller: str | None = None
 
@@ -280,8 +306,14 @@ class InterruptBeforeRunning:
         return getattr(self.inner, name)
 
     async def put_turn(self, turn: TurnRecord) -> None:
-        if turn.status == "running" and not self.interrupted:
-            self.interrupted += 1
-            self.poller = turn.poller
-            await asyncio.to_thread(self.interrupt)
+        due = turn.status == "running" and not self.interrupted
+        if due and not self.after_the_write:
+            await self._interrupt(turn)
         await self.inner.put_turn(turn)
+        if due and self.after_the_write:
+            await self._interrupt(turn)
+
+    async def _interrupt(self, turn: TurnRecord) -> None:
+        self.interrupted += 1
+        self.poller = turn.poller
+        await asyncio.to_thread(self.interrupt)
