@@ -96,7 +96,7 @@ class DyingModel:
 
 
 class PollFailingStore:
-    """A store whose cancel-mark reads fail (DynamoDB throttling that outlived botocore's retries)."""
+    """A store whose worker's cancel polls fail (DynamoDB throttling that outlived botocore's retries)."""
 
     def __init__(self, inner: Store, *, failures: int) -> None:
         self.inner = inner
@@ -106,12 +106,12 @@ class PollFailingStore:
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
 
-    async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
+    async def cancel_requests(self, poller: str) -> set[str]:
         self.polls += 1
-        if self.polls > 1 and self.remaining > 0:  # the first read is before the stream
+        if self.remaining > 0:
             self.remaining -= 1
             raise RuntimeError("ProvisionedThroughputExceededException")
-        return await self.inner.is_cancel_requested(session_id, turn_id, fresh=fresh)
+        return await self.inner.cancel_requests(poller)
 
 
 __all__ = ["AppendCrashingStore", "CrashingStore", "DyingModel", "PollFailingStore", "WorkerCrash"]

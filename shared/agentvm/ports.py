@@ -134,11 +134,22 @@ class Store(Protocol):
         the tenant's whole history)."""
         ...
 
-    # interrupt marks: set by the gateway, checked by the worker between flushes
-    async def request_cancel(self, session_id: str, turn_id: str) -> None: ...
+    # interrupt marks: set by the gateway, checked by the worker (agent/cancel_poll.py)
+    async def request_cancel(self, session_id: str, turn_id: str) -> None:
+        """Mark the turn cancelled; then, if its record (read after the mark is written) says it
+        is ``running`` under a poller, make it one of that poller's ``cancel_requests``."""
+        ...
+
     async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
         """``fresh=False``: a poll that looks again soon may read a mark a moment late (on
         DynamoDB an eventually consistent read, half the price)."""
+        ...
+
+    async def cancel_requests(self, poller: str) -> set[str]:
+        """The turns ``request_cancel`` found running under ``poller`` (its running record named
+        it): one read for all of them, which may be a moment late (a poll that looks again soon; on
+        DynamoDB an eventually consistent Query). A turn cancelled before its running record named
+        the poller may be missing: its attempt reads ``is_cancel_requested`` after that write."""
         ...
 
 
@@ -388,6 +399,10 @@ class Subscription:
     after_seq: int | None = None
     protocol: str = PROTOCOL_V1
     batch: bool = False  # its connection takes batched frames (ConnectionInfo.batch)
+    # When it was first made (epoch ms), where the adapter records it (AWS; None: not recorded). A
+    # turn whose user message was saved after it sends it the turn from its first frame even if its
+    # worker finds it late (the AWS index lags), as a cursor of 0 would (``streaming.sink``).
+    subscribed_at: int | None = field(default=None, compare=False)
 
 
 class Connections(Protocol):

@@ -138,6 +138,9 @@ class TurnRecord(_Record):
     userSeq: int = 0  # the user message's seq (0: a record from before sequence numbers)
     attempt: int = 0  # which run of the turn wrote this (a retry after a worker died: one more)
     frames: FrameMap | None = None  # with the terminal status: what the attempt sent (resume)
+    # with ``running`` on a host that polls for interrupts (AWS): the worker's poller id, under
+    # which an interrupt marks the turn too (agent/cancel_poll.py); None: nobody polls for it
+    poller: str | None = None
 
 
 class ToolWait(_Record):

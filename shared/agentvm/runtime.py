@@ -13,6 +13,7 @@ from agentvm.observability.metrics import NoMetrics
 if TYPE_CHECKING:
     from collections.abc import Callable
 
+    from agentvm.agent.cancel_poll import CancelPoll
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
     from agentvm.configcentre.centre import ConfigCentre
@@ -161,6 +162,12 @@ class CancelSignals:
         self._events.pop(turn_id, None)
 
 
+def _cancel_poll() -> CancelPoll:
+    from agentvm.agent.cancel_poll import CancelPoll
+
+    return CancelPoll()
+
+
 def _progress() -> TurnProgress:
     from agentvm.observability.running import TurnProgress
 
@@ -178,6 +185,8 @@ class Runtime:
     ids: Ids = field(default_factory=RandomIds)
     turns: TurnSettings = field(default_factory=TurnSettings)
     signals: CancelSignals = field(default_factory=CancelSignals)
+    # the worker's interrupt poll, one read per interval for all its turns (when cancel_poll_s > 0)
+    cancel_poll: CancelPoll = field(default_factory=_cancel_poll)
     # Security (SECURITY.md). None = not enforced: without an authenticator, ``auth`` frames are
     # ignored and a connection is whatever tenant the host registered it as (the open dev mode).
     auth: Authenticator | None = None

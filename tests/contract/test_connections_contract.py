@@ -448,7 +448,29 @@ async def test_reading_a_connection_reads_its_subscriptions_in_the_same_request(
     with dynamodb_calls(connections) as operations:
         known = await connections.get("c1")
     assert operations == ["Query"]
-    assert known == info("c1") and dict(known.subscribed) == {"ses_1": None, "ses_2": 4}
+    # ses_1's subscription has no cursor but records when it was made: as good as cursor 0
+    assert known == info("c1") and dict(known.subscribed) == {"ses_1": 0, "ses_2": 4}
+
+
+async def test_message_sends_cursor_over_a_subscription_that_records_its_time_writes_nothing(
+    aws: None,
+) -> None:
+    """The client's subscribe made it; each message_send asks for cursor 0, which the worker
+    applies anyway to a subscription made before the turn's message (``streaming.sink``)."""
+    connections = dynamo_connections(FakeClock(1_800_000_000.5))
+    await connections.register(replace(info("c1"), batch=True))
+    await connections.subscribe("c1", "ses_1")  # the client's subscribe after image_list
+    known = await connections.get("c1")
+    assert known is not None
+    with dynamodb_calls(connections) as operations:
+        await connections.subscribe("c1", "ses_1", after_seq=0, known=known)  # message_send's
+    assert operations == []
+    (sub,) = await connections.subscriptions("ses_1")
+    assert (sub.after_seq, sub.subscribed_at) == (None, 1_800_000_000_500)
+
+    await connections.subscribe("c1", "ses_1", after_seq=9, known=known)  # a resume's cursor: written
+    (sub,) = await connections.subscriptions("ses_1")
+    assert (sub.after_seq, sub.subscribed_at) == (9, 1_800_000_000_500)  # made when it was first made
 
 
 async def test_a_subscription_removed_after_the_connection_was_read_is_not_written_back(aws: None) -> None:

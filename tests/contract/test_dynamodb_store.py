@@ -187,16 +187,25 @@ async def test_a_workers_cancel_poll_reads_eventually_consistent_and_a_turns_sta
     def record(params: dict[str, Any], **_: Any) -> None:
         calls.append(params)
 
+    running = TurnRecord(turnId="turn_1", sessionId="ses_1", status="running", updatedAt=1, poller="poll_1")
+    await store.put_turn(running)
     events.register("provide-client-params.dynamodb.GetItem", record)
+    events.register("provide-client-params.dynamodb.Query", record)
     try:
-        await store.request_cancel("ses_1", "turn_1")
+        await store.request_cancel("ses_1", "turn_1")  # reads the turn record: it runs under poll_1
         assert await store.is_cancel_requested("ses_1", "turn_1") is True  # when the turn starts
-        assert await store.is_cancel_requested("ses_1", "turn_1", fresh=False) is True  # each poll
-        assert await store.is_cancel_requested("ses_1", "turn_2", fresh=False) is False
+        assert await store.cancel_requests("poll_1") == {"turn_1"}  # each poll, for all its turns
+        assert await store.cancel_requests("poll_2") == set()
     finally:
         events.unregister("provide-client-params.dynamodb.GetItem", record)
+        events.unregister("provide-client-params.dynamodb.Query", record)
     # a poll is half the price (0.5 RRU): a mark read late is read at the next poll
-    assert [c.get("ConsistentRead") for c in calls] == [True, False, False]
+    assert [(c.get("Key", "Query"), c.get("ConsistentRead", False)) for c in calls] == [
+        ({"pk": {"S": "TURN#turn_1"}, "sk": {"S": "META"}}, True),
+        ({"pk": {"S": "SESSION#ses_1"}, "sk": {"S": "CANCEL#turn_1"}}, True),
+        ("Query", False),
+        ("Query", False),
+    ]
 
 
 async def test_a_history_read_that_need_not_be_fresh_is_eventually_consistent(store: DynamoStore) -> None:

@@ -605,3 +605,57 @@ async def test_several_turns_of_a_session_can_be_cancelled_at_once(store: Store)
     assert await store.is_cancel_requested("ses_1", "turn_2") is True
     assert await store.is_cancel_requested("ses_1", "turn_1") is True
     assert await store.is_cancel_requested("ses_1", "turn_3") is False
+
+
+# a worker's cancel poll: one read for the turns running under its poller id (agent/cancel_poll.py)
+
+
+def running(turn_id: str, poller: str | None, session_id: str = "ses_1") -> TurnRecord:
+    return TurnRecord(turnId=turn_id, sessionId=session_id, status="running", updatedAt=1, poller=poller)
+
+
+async def test_a_cancel_of_a_running_turn_is_among_its_pollers_cancel_requests(store: Store) -> None:
+    await store.put_turn(running("turn_1", "poll_a"))
+    await store.put_turn(running("turn_2", "poll_a", session_id="ses_2"))
+    await store.put_turn(running("turn_3", "poll_b", session_id="ses_3"))
+
+    await store.request_cancel("ses_1", "turn_1")
+    await store.request_cancel("ses_3", "turn_3")
+
+    assert await store.cancel_requests("poll_a") == {"turn_1"}  # not turn_2, still running
+    assert await store.cancel_requests("poll_b") == {"turn_3"}
+    assert await store.cancel_requests("poll_c") == set()
+
+
+async def test_several_running_turns_of_a_session_cancelled_at_once_are_all_polled(store: Store) -> None:
+    await store.put_turn(running("turn_1", "poll_a"))
+    await store.put_turn(running("turn_2", "poll_a"))
+
+    await store.request_cancel("ses_1", "turn_1")
+    await store.request_cancel("ses_1", "turn_2")
+
+    assert await store.cancel_requests("poll_a") == {"turn_1", "turn_2"}
+
+
+async def test_a_cancel_before_the_running_write_is_seen_by_the_start_check(store: Store) -> None:
+    """The race: the interrupt reads the turn record before the worker's running write names its
+    poller (no poller mark), so the worker's strongly consistent check after that write sees it."""
+    await store.put_turn(turn("turn_1", "queued").model_copy(update={"sessionId": "ses_1"}))
+    await store.request_cancel("ses_1", "turn_1")
+
+    await store.put_turn(running("turn_1", "poll_a"))  # the worker's write, then its check
+
+    assert await store.is_cancel_requested("ses_1", "turn_1") is True
+
+
+async def test_a_cancel_of_a_turn_that_is_not_running_is_for_no_poller(store: Store) -> None:
+    suspended = running("turn_1", "poll_a").model_copy(update={"status": "suspended"})
+    await store.put_turn(suspended)
+    await store.put_turn(turn("turn_2", "completed").model_copy(update={"sessionId": "ses_1"}))
+
+    await store.request_cancel("ses_1", "turn_1")
+    await store.request_cancel("ses_1", "turn_2")
+    await store.request_cancel("ses_1", "turn_9")  # no record at all
+
+    assert await store.cancel_requests("poll_a") == set()
+    assert await store.is_cancel_requested("ses_1", "turn_1") is True  # its continuation's check

@@ -5,6 +5,7 @@ refused with the key named and nothing written, and the audit log."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 from contextlib import asynccontextmanager
@@ -164,3 +165,80 @@ async def test_changes_are_audited_with_who_when_old_and_new(world):
     async with world.http("other") as http:
         assert (await http.get("/v1/config/audit")).json() == {"changes": []}
         assert (await http.get("/v1/config/llm.maxOutputTokens")).json()["source"] == "default"
+
+
+class CountingConfigStore:
+    """The local config store; counts the reads of each scope. While ``held`` is set, a read's
+    answer (read at once) is held until it is cleared: a read that takes a while."""
+
+    def __init__(self, inner) -> None:
+        self.inner = inner
+        self.reads: dict[str, int] = {}
+        self.held: asyncio.Event | None = None
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    async def get_values(self, scope: str):
+        self.reads[scope] = self.reads.get(scope, 0) + 1
+        values = await self.inner.get_values(scope)
+        held = self.held
+        if held is not None and (self.held_scopes is None or scope in self.held_scopes):
+            if self.held_scopes is not None:
+                self.held_scopes.discard(scope)  # the next read of it only
+            await held.wait()
+        return values
+
+    def hold(self, *scopes: str) -> asyncio.Event:
+        """Hold the reads from now on (of ``scopes``: the next one of each) until ``release``."""
+        self.held, self.held_scopes = asyncio.Event(), set(scopes) if scopes else None
+        return self.held
+
+    def release(self) -> None:
+        assert self.held is not None
+        self.held.set()
+        self.held = None
+
+
+async def test_the_turns_of_a_batch_share_one_read_of_each_scope_per_cache_period(world):
+    """A worker invocation starts its turns together: each scope is read once for all of them,
+    and again once ``cache_s`` has passed; a value stored by another process meanwhile applies then."""
+    clock = ManualClock()
+    store = CountingConfigStore(world.rt.config.store)
+    centre = ConfigCentre(store, Settings(), clock, cache_s=5)
+    store.hold()  # the reads take a while: every turn asks before the first one answers
+    turns = [asyncio.create_task(centre.runtime_for(world.rt, "acme")) for _ in range(10)]
+    await asyncio.sleep(0.01)
+    store.release()
+    await asyncio.gather(*turns)
+    assert store.reads == {"server": 1, "tenant:acme": 1}
+
+    other_process = ConfigCentre(store.inner, Settings(), ManualClock(), cache_s=5)
+    await other_process.set(
+        {"llm.maxOutputTokens": 77}, tenant_id="acme", by="key_other", platform_admin=False
+    )
+    clock.advance(4.9)
+    rt = await centre.runtime_for(world.rt, "acme")
+    assert store.reads == {"server": 1, "tenant:acme": 1} and rt.turns.max_output_tokens != 77
+
+    clock.advance(0.1)  # cache_s after the read started
+    rt = await centre.runtime_for(world.rt, "acme")
+    assert store.reads == {"server": 2, "tenant:acme": 2} and rt.turns.max_output_tokens == 77
+
+
+async def test_a_put_applies_to_the_next_turn_even_while_an_older_read_is_under_way(world):
+    clock = ManualClock()
+    store = CountingConfigStore(world.rt.config.store)
+    centre = ConfigCentre(store, Settings(), clock, cache_s=5)
+    store.hold("tenant:acme")
+    before = asyncio.create_task(centre.runtime_for(world.rt, "acme"))  # it reads before the PUT
+    await asyncio.sleep(0.01)
+    assert store.reads == {"server": 1, "tenant:acme": 1}
+    clock.advance(0.01)
+
+    await centre.set({"llm.maxOutputTokens": 77}, tenant_id="acme", by="key_admin", platform_admin=False)
+    store.release()  # the older read answers after the PUT, with what it read before it
+    await before
+
+    rt = await centre.runtime_for(world.rt, "acme")  # not the value the older read found
+    assert rt.turns.max_output_tokens == 77

@@ -8,7 +8,7 @@ import json
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.events import EventContext
-from agentvm.ports import ConnectionInfo
+from agentvm.ports import ConnectionInfo, Subscription
 from agentvm.runtime import SystemClock
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.sink import CoalescingSink
@@ -51,3 +51,54 @@ async def test_growing_window_sends_fewer_frames_for_the_same_text():
     growing = await _text_frames(0.02, 0.16, 60, 0.005)
     assert "".join(growing) == "".join(fixed)
     assert len(growing) < len(fixed)
+
+
+class LaggingIndex(InMemoryConnections):
+    """Subscribers as AWS's index shows them: ``visible`` only once the test says so."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.visible: list[Subscription] = []
+
+    async def subscriptions(self, session_id: str) -> list[Subscription]:
+        return list(self.visible)
+
+
+async def test_a_subscriber_found_late_gets_the_turn_whole_if_it_subscribed_before_the_message():
+    """What message_send's cursor 0 did, from when the subscription was made: a sender the index
+    hid at first still gets its turn from the first frame; one that subscribed mid-turn, live."""
+    connections, push = LaggingIndex(), LocalPush()
+    got: dict[str, list[dict]] = {"before": [], "after": [], "cursor": []}
+    for conn, frames in got.items():
+        await connections.register(ConnectionInfo(conn, "t", 0))
+
+        async def receive(payload: str, frames: list[dict] = frames) -> None:
+            frames.append(json.loads(payload))
+
+        push.attach(conn, receive)
+    sink = CoalescingSink(
+        session_id="s",
+        context=EventContext(containerId="c", imageId="i", agentId="a", sessionId="s"),
+        fanout=Fanout(connections, push),
+        clock=SystemClock(),
+        flush_s=0.01,
+        subscriber_refresh_s=0,
+        began_ms=1_000,
+    )
+    sink.emit("message_start", {"messageId": "m", "model": "x"})
+    sink.text("one")
+    await asyncio.sleep(0.05)  # sent to nobody: the index does not show them yet
+    connections.visible = [
+        Subscription("before", subscribed_at=1_000),
+        Subscription("after", subscribed_at=1_001),
+        Subscription("cursor", after_seq=0, subscribed_at=1_001),  # a cursor still wins
+    ]
+    sink.text(" two")
+    await sink.aclose()
+
+    def texts(conn: str) -> str:
+        return "".join(f["data"]["text"] for f in got[conn] if f["type"] == "text_delta")
+
+    assert got["before"][0]["type"] == "message_start" and texts("before") == "one two"
+    assert got["cursor"][0]["type"] == "message_start" and texts("cursor") == "one two"
+    assert [f["type"] for f in got["after"]] == ["text_delta"] and texts("after") == " two"

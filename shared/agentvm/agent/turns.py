@@ -9,6 +9,11 @@ resumes after its last stored step: a tool whose result is stored is never run a
 was running when the worker died is reported to the model as interrupted (or run again when its
 definition says it is idempotent).
 
+Interrupts: the in-process signal (``rt.signals``) where gateway and worker share a process; on
+AWS the worker's one poll for all its turns (``agent.cancel_poll``, whose docstring argues why an
+interrupt racing the turn's start is never missed: the running write names the poller, then the
+turn's own mark is read once, strongly consistent).
+
 A turn that waits on a tool call (approval, a client-side tool: ``agent.waits``) ends its attempt
 ``suspended``; its continuation (the job with ``resume`` set) is a later attempt that numbers its
 frames right after the suspended attempt's and starts from the open step.
@@ -16,7 +21,6 @@ frames right after the suspended attempt's and starts from the open step.
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import dataclasses
 import logging
@@ -60,6 +64,9 @@ from agentvm.streaming.frames import (
 from agentvm.streaming.sink import CoalescingSink
 
 if TYPE_CHECKING:
+    import asyncio
+    from collections.abc import Iterator
+
     from agentvm.agent.context import TurnContext
     from agentvm.agent.loop import Resolution, StepOutcome
     from agentvm.agent.tools import Toolbox
@@ -166,6 +173,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         first_seq=_first_seq(job, turn, attempt),
         batch_flush_max_s=rt.turns.batch_flush_max_s,
         batch_flush_s=rt.turns.batch_flush_s,
+        began_ms=job.userSavedAt or job.enqueuedAt,
     )
     if not resuming:
         # every attempt's first frame (a continuation's: its results); it goes out with the turn's
@@ -183,19 +191,22 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         await _answer_send(rt, job, done)
         return None
 
-    await _set_status(rt, job, "running", attempt=attempt)
-    if attempt > 1 and not resuming:
-        # A client still subscribed may hold the half-streamed message of the attempt that died:
-        # close it as interrupted, so this attempt starts a new message instead of splicing into it.
-        sink.emit("message_stop", {"stopReason": "end_turn"})
-        sink.emit("conversation_end", {"reason": "interrupted"})
-    started_ms = rt.clock.now_ms()
-    toolbox = await _toolbox(rt, image)
-    try:
-        outcome, hooks = await _run(rt, job, image, context, sink, toolbox, started_ms)
-    finally:
-        if toolbox is not None:
-            await toolbox.aclose()
+    cancelled = rt.signals.event_for(job.turnId)
+    with _polled(rt, job, cancelled) as poller:  # until the attempt suspends or ends
+        # the running record names the poller: an interrupt from now on marks the turn for it
+        await _set_status(rt, job, "running", attempt=attempt, poller=poller)
+        if attempt > 1 and not resuming:
+            # A client still subscribed may hold the half-streamed message of the attempt that died:
+            # close it as interrupted, so this attempt starts a new message instead of splicing into it.
+            sink.emit("message_stop", {"stopReason": "end_turn"})
+            sink.emit("conversation_end", {"reason": "interrupted"})
+        started_ms = rt.clock.now_ms()
+        toolbox = await _toolbox(rt, image)
+        try:
+            outcome, hooks = await _run(rt, job, image, context, sink, toolbox, started_ms, cancelled)
+        finally:
+            if toolbox is not None:
+                await toolbox.aclose()
     if outcome.suspended:
         await _suspend(rt, job, sink, hooks, outcome, attempt)
         _count(rt, job, outcome, hooks)
@@ -320,8 +331,10 @@ async def _run(
     sink: CoalescingSink,
     toolbox: Toolbox | None,
     started_ms: int,
+    cancelled: asyncio.Event,
 ) -> tuple[TurnOutcome, _TurnHooks]:
-    cancelled = rt.signals.event_for(job.turnId)
+    # After the running write, strongly consistent: an interrupt whose read of the turn record
+    # missed that write (so marked no poller) is seen here (agent/cancel_poll.py)
     if await rt.store.is_cancel_requested(job.sessionId, job.turnId):
         cancelled.set()
     blocked = await _suspended_before(rt, job, context.messages)
@@ -352,24 +365,17 @@ async def _run(
     # A redelivered turn resumes after the steps a previous attempt stored.
     done_steps = turn_steps(context.messages, job.userMessageId)
     pending = await _pending(rt, job, context.messages, toolbox, hooks)
-    poller = asyncio.create_task(_poll_cancel(rt, job, cancelled)) if rt.turns.cancel_poll_s > 0 else None
-    try:
-        outcome = await run_turn(
-            request,
-            hooks,
-            toolbox=toolbox,
-            cancelled=cancelled,
-            clock=rt.clock,
-            max_steps=image.maxSteps or DEFAULT_MAX_STEPS,
-            first_step=len(done_steps),
-            deadline_s=rt.turns.turn_deadline_s or None,
-            pending=pending,
-        )
-    finally:
-        if poller is not None:
-            poller.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await poller
+    outcome = await run_turn(
+        request,
+        hooks,
+        toolbox=toolbox,
+        cancelled=cancelled,
+        clock=rt.clock,
+        max_steps=image.maxSteps or DEFAULT_MAX_STEPS,
+        first_step=len(done_steps),
+        deadline_s=rt.turns.turn_deadline_s or None,
+        pending=pending,
+    )
     return outcome, hooks
 
 
@@ -709,16 +715,16 @@ async def _within_budget(
     return (client if limit is None else BudgetedModelClient(client, limit)), scopes
 
 
-async def _poll_cancel(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> None:
-    """On AWS the interrupt arrives in another Lambda: look for its mark between flushes."""
-    while not cancelled.is_set():
-        await asyncio.sleep(rt.turns.cancel_poll_s)
-        try:
-            # eventually consistent (half the price): a mark read late is read at the next poll
-            if await rt.store.is_cancel_requested(job.sessionId, job.turnId, fresh=False):
-                cancelled.set()
-        except Exception as exc:  # a failed read must not fail a turn that streams fine: poll again
-            log.warning("cancel poll failed", extra={"turn_id": job.turnId, "error": type(exc).__name__})
+@contextlib.contextmanager
+def _polled(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> Iterator[str | None]:
+    """On AWS the interrupt arrives in another Lambda: the worker's one poll looks for its mark
+    (agent/cancel_poll.py). Yields the poller id the running record names; None: no poll (the
+    local host's in-process signals)."""
+    if rt.turns.cancel_poll_s <= 0:
+        yield None
+        return
+    with rt.cancel_poll.watch(rt, job.turnId, cancelled) as poller:
+        yield poller
 
 
 def _result_message(
@@ -792,7 +798,13 @@ def _persisted(rt: Runtime, job: TurnJob) -> Json:
 
 
 async def _set_status(
-    rt: Runtime, job: TurnJob, status: TurnStatus, *, attempt: int = 0, frames: FrameMap | None = None
+    rt: Runtime,
+    job: TurnJob,
+    status: TurnStatus,
+    *,
+    attempt: int = 0,
+    frames: FrameMap | None = None,
+    poller: str | None = None,
 ) -> None:
     await rt.store.put_turn(
         TurnRecord(
@@ -803,6 +815,7 @@ async def _set_status(
             userSeq=job.userSeq,
             attempt=attempt,
             frames=frames,
+            poller=poller,
         )
     )
     if status in TERMINAL and rt.running is not None:  # off the operator's list (observability/running.py)

@@ -7,9 +7,11 @@ set through the API for a tenant (keys that allow it). Every value says which la
 **Applying.** A turn takes its settings from ``runtime_for(rt, tenant)``: the runtime with the file
 and API layers laid over what was read at start (turn settings, the default model, the provider
 settings). The values set through the API are read from the store at most once per
-``cache_s`` per process (``AVM_CONFIG_CACHE_S``, 5 s): the process that served a PUT applies it at
-its next turn, every other process (another Lambda execution environment, another ``avm serve``)
-within ``cache_s``.
+``cache_s`` per process (``AVM_CONFIG_CACHE_S``, 5 s, on the runtime's clock): the process that served
+a PUT applies it at its next turn, every other process (another Lambda execution environment,
+another ``avm serve``) within ``cache_s``. The turns that start while a scope is being read share
+that read (a worker invocation's batch starts its turns together): on AWS at most two strongly
+consistent GetItems (``CFG#server``, ``CFG#tenant:<t>``) per ``cache_s`` per environment, 1 RRU each.
 
 **Secrets** (provider API keys) are write-only: shown masked, never returned, logged or audited.
 They are stored in the config store (locally the data dir's database); on AWS they are refused
@@ -21,10 +23,10 @@ They are stored in the config store (locally the data dir's database); on AWS th
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import json
 import logging
-import time
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentvm.configcentre.keys import KEYS, MASK, MODEL_KEYS, check, key
@@ -113,16 +115,42 @@ class ConfigCentre:
         self.allow_secrets = allow_secrets
         self._env_fields = set(settings.model_fields_set)
         self._cache: dict[str, tuple[float, ConfigValues | None]] = {}
+        # the read of a scope under way, per event loop (``_read``)
+        self._reading: dict[
+            tuple[asyncio.AbstractEventLoop, str], tuple[float, asyncio.Task[ConfigValues | None]]
+        ] = {}
         self._provider_applied: tuple[Any, ...] | None = None
 
     # -- reading ------------------------------------------------------------------------------
     async def _values(self, scope: str) -> dict[str, Any]:
         cached = self._cache.get(scope)
-        now = time.monotonic()
+        now = self.clock.monotonic()
         if cached is None or cached[0] <= now:
-            record = await self.store.get_values(scope)
-            self._cache[scope] = cached = (now + self.cache_s, record)
+            started, record = await self._read(scope, now)
+            # valid for cache_s from when the read started (a change after that: at most cache_s),
+            # unless what is cached now was stored after it started (this process's PUT)
+            cached = self._cache.get(scope)
+            if cached is None or cached[0] < started + self.cache_s:
+                self._cache[scope] = cached = (started + self.cache_s, record)
         return dict(cached[1].values) if cached[1] is not None else {}
+
+    async def _read(self, scope: str, now: float) -> tuple[float, ConfigValues | None]:
+        """One read of ``scope`` for every turn that asks while it is under way (the turns of a
+        worker invocation start together, and used to read the same items once each); returns
+        when it started, and what it read."""
+        loop = asyncio.get_running_loop()
+        key = (loop, scope)
+        reading = self._reading.get(key)
+        if reading is None:
+            task = loop.create_task(self.store.get_values(scope))
+            reading = self._reading[key] = (now, task)
+            task.add_done_callback(lambda done: self._forget_read(key, done))
+        started, task = reading
+        return started, await asyncio.shield(task)  # a turn cancelled meanwhile leaves the others' read
+
+    def _forget_read(self, key: tuple[asyncio.AbstractEventLoop, str], done: asyncio.Task[Any]) -> None:
+        if key in self._reading and self._reading[key][1] is done:
+            del self._reading[key]
 
     def _base(self, name: str) -> tuple[Any, Source]:
         k = KEYS[name]
@@ -237,7 +265,9 @@ class ConfigCentre:
                 scope=scope, values=values, version=(current.version if current else 0) + 1, updatedAt=now
             )
             if await self.store.put_values(record, audit):
-                self._cache[scope] = (time.monotonic() + self.cache_s, record)
+                self._cache[scope] = (self.clock.monotonic() + self.cache_s, record)
+                for reading in [k for k in self._reading if k[1] == scope]:  # started before it
+                    self._reading.pop(reading, None)
                 for change in audit:
                     log.info(
                         "setting changed",

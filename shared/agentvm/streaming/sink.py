@@ -9,7 +9,9 @@ stream is never blocked by a slow post and frames keep their order.
 Every frame is numbered and kept in the turn's ``FrameLog`` (``core.frames``). Each subscriber is
 sent the frames above the last seq it has: a connection seen for the first time gets the frames
 from now on, or, if it subscribed with a cursor (a client resuming mid-turn), first every frame of
-this turn above its cursor. The subscriber list is looked up again every ``subscriber_refresh_s``
+this turn above its cursor; a subscription made before the turn's user message was saved counts
+as cursor 0 (``Subscription.subscribed_at``: found late only because the AWS index lagged, it gets
+the turn from its first frame). The subscriber list is looked up again every ``subscriber_refresh_s``
 (0: on every send, where the lookup is in memory) and once more before the turn's terminal frames
 (``release``), so a client that subscribed while the turn was ending is caught up too.
 
@@ -60,8 +62,12 @@ class CoalescingSink:
         first_seq: int = 1,
         batch_flush_max_s: float = 0.0,
         batch_flush_s: float = 0.0,
+        began_ms: int | None = None,
     ) -> None:
         self._session_id = session_id
+        # when the turn's user message was saved: a subscription made by then, found late, gets
+        # the turn from its first frame (as cursor 0 would: ``Subscription.subscribed_at``)
+        self._began_ms = began_ms
         self._context = context
         self._fanout = fanout
         self._clock = clock
@@ -225,6 +231,8 @@ class CoalescingSink:
             conn, cursor = sub.connection_id, sub.after_seq
             mark = self._marks.get(conn)
             if mark is None:  # new: live from this pass on, or every frame above its cursor
+                if cursor is None and self._subscribed_before(sub):
+                    cursor = 0  # subscribed before the turn: only the index's lag hid it
                 mark = after if cursor is None else cursor
             if upto > mark:
                 paced = sub.batch and not force
@@ -242,6 +250,10 @@ class CoalescingSink:
         if gone and self._subscribers is not None:
             self._subscribers = [sub for sub in self._subscribers if sub.connection_id not in gone]
         self._sent = upto
+
+    def _subscribed_before(self, sub: Subscription) -> bool:
+        began, at = self._began_ms, sub.subscribed_at
+        return began is not None and at is not None and at <= began
 
     def _batch_window_over(self) -> None:
         self._batch_due = True

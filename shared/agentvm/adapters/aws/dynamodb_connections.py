@@ -36,6 +36,24 @@ a connection removed meanwhile stays removed (the conditional write used to recr
 subscription, left for TTL). An ``unsubscribe``, if one is ever served, would likewise win over
 a concurrent repeat subscribe, and lose to a subscribe sent after its answer (that frame reads
 the partition after the delete). A skipped write has nothing to half-do if the Lambda dies.
+
+**``message_send``'s cursor 0 is not written over a subscription that records when it was made.**
+Each subscription's first write records ``subscribedAt`` (epoch ms; kept by later writes, in the
+same request: no extra unit), and the worker reads it with the subscribers (the index projects
+every attribute). A turn's worker that finds such a subscriber late (the index lagged at its first
+lookup) sends it the turn from its first frame when the subscription was made no later than the
+turn's user message was saved (``streaming.sink``): what cursor 0 does, for every turn whose
+message comes after the subscription. So ``get`` reports such a subscription without a cursor as
+cursor 0, and the cursor 0 each ``message_send`` asks for (its sender sees its turn from the first
+frame) writes nothing: it used to rewrite the subscription with ``afterSeq`` 0 once per session,
+the item and its index entry (2 WRU), right after the client's ``subscribe`` made it. The sender's
+own subscription is made before its message is saved (in the same invocation, or in an earlier
+frame whose write the ``get`` of this one saw), so its ``subscribedAt`` is not later than the
+message's time but for clock skew between two Lambda hosts, which is far below the write and read
+in between. What changes: a connection that subscribed *during* another turn without a cursor
+and then sends a message, before that running turn's worker looked its subscribers up again, gets
+that other turn from when the worker finds it (a plain subscriber's due), not from its first frame.
+Its own turn, and every later one, it gets whole.
 """
 
 from __future__ import annotations
@@ -143,7 +161,12 @@ class DynamoConnections:
         for item in items[1:]:
             if item["sk"]["S"].startswith(SUB_PREFIX) and "sessionId" in item:
                 cursor = item.get("afterSeq")
-                subscribed[item["sessionId"]["S"]] = None if cursor is None else int(cursor["N"])
+                if cursor is None and "subscribedAt" in item:
+                    # every turn whose message comes after it is sent whole, as with cursor 0 (which
+                    # each message_send asks for): so stored, 0 would change nothing (module docstring)
+                    subscribed[item["sessionId"]["S"]] = 0
+                else:
+                    subscribed[item["sessionId"]["S"]] = None if cursor is None else int(cursor["N"])
 
         def text(name: str) -> str | None:
             return meta[name]["S"] if name in meta else None
@@ -196,6 +219,8 @@ class DynamoConnections:
         ]
         if known.expires_at is not None:  # a subscription never outlives its connection
             actions.append(sub.expiresAt.set(datetime.fromtimestamp(known.expires_at, tz=UTC)))
+        # when it was first made (kept by later writes): what the worker compares a turn's start with
+        actions.append(sub.subscribedAt.set(sub.subscribedAt | int(self._clock() * 1000)))
         # Written only if it changes something: a subscription is fixed but for its cursor, so a
         # repeat the reading did not show (past its first few) fails its condition, which bills
         # the item alone (1 WRU), not its index entry too.
@@ -239,6 +264,7 @@ class DynamoConnections:
                 None if item.afterSeq is None else int(item.afterSeq),
                 item.protocol or PROTOCOL_V1,
                 item.frames == BATCH,
+                None if item.subscribedAt is None else int(item.subscribedAt),
             )
             for item in await self._subscriptions(session_id)
         ]

@@ -15,6 +15,8 @@ Session        SESSION#<s>    META
 Message        SESSION#<s>    MSG#<seq:010d>
 Idem claim     SESSION#<s>    IDEM#<key>
 Cancel mark    SESSION#<s>    CANCEL#<turn>
+Poller's mark  POLL#<poller>  CANCEL#<turn>   (the same turn's interrupt, for the worker running
+                                              it: agent/cancel_poll.py; TTL one day)
 Summary        SESSION#<s>    SUMMARY
 Turn           TURN#<turn>    META
 Usage          TURN#<turn>    USAGE           (gsi2: USAGEHOUR#<t>#<hour> / USAGE#<c>#<turn>;
@@ -32,10 +34,11 @@ record's pydantic JSON (as in ``SqliteStore``: exact round trips, new fields get
 and ``tenantId`` where the record has one; a message holds ``body`` (its wire JSON) and ``idem``
 (the idempotency key that wrote it, if any; ``bodyz`` instead of ``body`` when compressed:
 ``message_bodies``); a claim ``seq``, ``owner``, ``claimedAt`` (ms); a
-cancel mark ``turnId`` (one item per cancelled turn); a compaction summary ``upToSeq`` and
+cancel mark ``turnId`` (one item per cancelled turn, and one under its poller while it runs,
+with ``expiresAt``); a compaction summary ``upToSeq`` and
 ``data`` (its item class lives in ``dynamodb_store``); a connection ``tenantId`` and ``keyId``
 (both absent until authenticated), ``connectedAt`` and ``expiresAt``; a subscription
-``sessionId``, ``afterSeq`` (its resume cursor, if any) and ``expiresAt``.
+``sessionId``, ``afterSeq`` (its resume cursor, if any), ``subscribedAt`` and ``expiresAt``.
 
 How each ``Store`` pattern is served:
 
@@ -130,6 +133,11 @@ def idem_sk(key: str) -> str:
 def cancel_sk(turn_id: str) -> str:
     """An interrupt mark of one turn, in its session's partition."""
     return f"{CANCEL}#{turn_id}"
+
+
+def poller_pk(poller: str) -> str:
+    """The interrupt marks of the turns one worker invocation runs (agent/cancel_poll.py)."""
+    return f"POLL#{poller}"
 
 
 def turn_pk(turn_id: str) -> str:
@@ -231,6 +239,9 @@ class SubscriptionItem(TableItem):
     afterSeq = NumberAttribute(null=True)  # the resume cursor it subscribed with (``core.resume``)
     protocol = UnicodeAttribute(null=True)  # its connection's, copied when subscribing (None: v1)
     frames = UnicodeAttribute(null=True)  # its connection's, copied likewise (None: one per message)
+    # epoch ms of its first write (kept by later ones): a turn whose message came after it sends it
+    # the turn from its first frame even if the worker finds it late (``Subscription.subscribed_at``)
+    subscribedAt = NumberAttribute(null=True)
 
 
 @dataclass(frozen=True, slots=True)
@@ -375,6 +386,7 @@ __all__ = [
     "bind_model",
     "bind_models",
     "cancel_sk",
+    "poller_pk",
     "connection_id_of",
     "connection_pk",
     "container_sk",

@@ -23,9 +23,10 @@ Appending a message (no transactions: they cost twice, and this is the hot path)
 
 Consistency: reads whose result may have been written a moment ago are strongly consistent (the
 turn's history window, which includes the user message the gateway just appended; ids, claims,
-cancel marks, turns). Listings through ``gsi1`` (images, usage written before ``gsi2``) and
-``gsi2`` (usage) are eventually consistent: GSIs offer nothing else, so an image can be missing
-from ``list_images`` for a moment after creation.
+cancel marks, turns). A worker's cancel poll is eventually consistent: it looks again a second
+later. Listings through ``gsi1`` (images, usage written before ``gsi2``) and ``gsi2`` (usage) are
+eventually consistent: GSIs offer nothing else, so an image can be missing from ``list_images``
+for a moment after creation.
 
 Cost in capacity units (on-demand: 1 WRU per KB of item written, keys and attribute names
 included, $0.625/M; 1 RRU per 4 KB read strongly consistent, half that eventually consistent,
@@ -44,8 +45,13 @@ put_turn (status update)           1 WRU (the terminal one holds the turn's fram
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
 recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq);
                                    a turn's first attempt reads it eventually consistent: 6.5
-get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn);
-                                   a worker's poll (``fresh=False``): 0.5 RRU, eventually consistent
+get_turn / is_cancel_requested     1 RRU each (a cancel mark is ``CANCEL#<turn>``: one per turn;
+                                   an attempt reads its turn's once, at its start)
+cancel_requests (a worker's poll)  0.5 RRU per interval for all the turns of one worker invocation:
+                                   an eventually consistent Query of ``POLL#<poller>`` (empty but for
+                                   interrupts: ~50 marks fit in 0.5 RRU)
+request_cancel                     1 WRU (the turn's mark) + 1 RRU (its record, strongly consistent)
+                                   + 1 WRU (the poller's mark) if the turn is running
 get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s>``/``SUMMARY``)
 =================================  ======================================================
 
@@ -60,6 +66,7 @@ import asyncio
 import json
 import time
 import uuid
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
@@ -83,6 +90,7 @@ from agentvm.adapters.aws.dynamodb_models import (
     image_gsi1sk,
     image_pk,
     message_sk,
+    poller_pk,
     seq_of,
     session_pk,
     tenant_pk,
@@ -120,6 +128,9 @@ CLAIM_LEASE_MS = 10_000
 _POLL_FIRST_S = 0.01
 _POLL_MAX_S = 0.2
 SUMMARY = "SUMMARY"
+# A poller's marks are read only while it runs turns (one invocation, at most the turn deadline):
+# DynamoDB's TTL removes them a day later.
+POLL_MARK_TTL_S = 86_400
 _LAST_MESSAGE_SK = message_sk(10**10 - 1)  # the highest ``MSG#`` key (seqs are 10 digits)
 
 
@@ -483,10 +494,23 @@ class DynamoStore:
         return sorted(records, key=lambda u: (u.createdAt, u.turnId))
 
     # interrupt marks: one item per cancelled turn, in its session's partition (several turns of a
-    # session can be cancelled at once: /v1/turns/cancel); each check is one GetItem
+    # session can be cancelled at once: /v1/turns/cancel), read once by each attempt at its start;
+    # and one per turn under the poller running it, which reads all of its marks with one Query
+    # (agent/cancel_poll.py: the order of these writes and reads is what makes it safe)
 
     async def request_cancel(self, session_id: str, turn_id: str) -> None:
         await self._put(self._m.cancel(session_pk(session_id), cancel_sk(turn_id), turnId=turn_id))
+        turn = await self.get_turn(turn_id)  # strongly consistent, and after the mark: see cancel_poll
+        if turn is not None and turn.status == "running" and turn.poller:
+            expires = datetime.fromtimestamp(time.time() + POLL_MARK_TTL_S, tz=UTC)
+            mark = self._m.cancel(
+                poller_pk(turn.poller), cancel_sk(turn_id), turnId=turn_id, expiresAt=expires
+            )
+            await self._put(mark)
+
+    async def cancel_requests(self, poller: str) -> set[str]:
+        items = await self._query(self._m.cancel, poller_pk(poller), consistent_read=False)
+        return {item.turnId for item in items}
 
     async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
         item = await self._get(self._m.cancel, session_pk(session_id), cancel_sk(turn_id), consistent=fresh)

@@ -416,6 +416,16 @@ class SqliteStore:
             (session_id, turn_id),
         )
 
+    async def cancel_requests(self, poller: str) -> set[str]:
+        # The local host never polls (in-process signals); this serves a store shared by processes
+        # that poll, and the tests. One transaction: whatever is running under ``poller`` and marked.
+        rows = self._all(
+            "SELECT c.turn_id FROM cancel_marks c JOIN turns t ON t.turn_id = c.turn_id WHERE"
+            " json_extract(t.record, '$.poller') = ? AND json_extract(t.record, '$.status') = 'running'",
+            (poller,),
+        )
+        return {r[0] for r in rows}
+
     async def is_cancel_requested(self, session_id: str, turn_id: str, *, fresh: bool = True) -> bool:
         row = self._one(
             "SELECT 1 FROM cancel_marks WHERE session_id = ? AND turn_id = ?"
