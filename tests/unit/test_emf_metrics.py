@@ -14,7 +14,7 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.emf_metrics import CATALOGUE, CloudWatchMetrics, fill_view, metrics_query
+from agentvm.adapters.aws.emf_metrics import CATALOGUE, CloudWatchMetrics, fill_view, held, metrics_query
 from agentvm.adapters.aws.logs_insights import LogsInsights, quoted
 from agentvm.errors import QueryTimedOut
 from agentvm.observability.metrics import MetricsQuery, TurnFigures, empty_view
@@ -55,6 +55,32 @@ def declared(line: dict) -> dict[str, list[str]]:
         for dims in directive["Dimensions"]
         for m in directive["Metrics"]
     }
+
+
+def test_a_held_document_is_taken_by_a_log_line_or_written_alone_when_none_took_it():
+    out: list[str] = []
+    metrics = CloudWatchMetrics(write=out.append, now_ms=lambda: 1_700_000_000_000)
+    with held() as documents:
+        metrics.turn(figures())
+        metrics.connection("acme", opened=True)
+        assert out == []  # held: a log line may carry them
+        taken = documents.take("turn")
+        assert documents.take("turn") is None  # taken once
+    assert taken is not None and taken["avm_metric"] == "turn" and taken["OutputTokens"] == 200
+    (alone,) = [json.loads(line) for line in out]  # the one no line took: written, not lost
+    assert alone["ConnectionsOpened"] == 1 and alone["tenant_id"] == "acme"
+
+
+def test_held_documents_are_written_when_the_work_raises():
+    out: list[str] = []
+    metrics = CloudWatchMetrics(write=out.append)
+    with pytest.raises(RuntimeError), held():
+        metrics.turn(figures(status="failed", error_code="internal_error"))
+        raise RuntimeError("the attempt failed")
+    (line,) = [json.loads(x) for x in out]
+    assert (line["TurnErrors"], line["ErrorCode"]) == (1, "internal_error")
+    metrics.request("acme", "ws", None)  # outside held(): written at once
+    assert len(out) == 2
 
 
 def test_a_turn_is_one_emf_line_with_ids_as_properties_never_dimensions():

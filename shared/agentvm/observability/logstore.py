@@ -47,6 +47,9 @@ INTERNAL_FIELDS = frozenset(
         "service",
     }
 )
+# Fields of a line that carries an EMF document (AWS: `turn finished`) that are the metrics'
+# machinery, not the line's: the directive and the document's mark.
+METRIC_FIELDS = frozenset({"_aws", "avm_metric"})
 # Fields mapped onto the line's own keys (the local JSON format's, and Powertools').
 _OWN = frozenset(
     {
@@ -111,7 +114,7 @@ def public_line(
     level = str(raw.get("level") or "INFO").upper()
     fields: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in _OWN or (tenant_view and key in INTERNAL_FIELDS):
+        if key in _OWN or key in METRIC_FIELDS or (tenant_view and key in INTERNAL_FIELDS):
             continue
         fields[key] = mask_text(value) if isinstance(value, str) else value
     if tenant_view and ("exc" in raw or "exception" in raw):
