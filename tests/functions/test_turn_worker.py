@@ -244,6 +244,29 @@ def test_each_turn_finished_line_is_its_one_emf_document_with_ids_as_properties(
     assert sorted(blobs[job.turnId]["OutputTokens"] for job in jobs) == [1, 2, 3]
 
 
+def test_without_info_lines_each_turn_still_writes_its_emf_document(
+    rt, model, connect, load_event, context, capsys, powertools_logs
+):
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from functions.turn_worker.app import logger
+
+    rt.metrics = CloudWatchMetrics()
+    event = load_event("sqs-turn-job-batch.json")
+    jobs = _jobs(event)
+    _seed_batch(rt, connect, event)
+    model.add("a", "b", "c")
+    level = logger.log_level
+    logger.setLevel("WARNING")  # AVM_LOG_LEVEL=WARNING: no `turn finished` line to carry it
+    try:
+        build_handler(rt)(event, context)
+    finally:
+        logger.setLevel(level)
+    assert _emf(powertools_logs.getvalue()) == []
+    documents = _emf(capsys.readouterr().out)
+    assert sorted(m["turn_id"] for m in documents) == sorted(job.turnId for job in jobs)
+    assert all(m["Turns"] == 1 and "message" not in m for m in documents)
+
+
 def test_turn_logs_carry_their_own_session_and_turn_ids(
     rt, model, connect, load_event, context, powertools_logs, parse_json_lines
 ):
