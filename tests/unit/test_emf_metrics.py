@@ -9,6 +9,7 @@ through the real HTTP handler on moto."""
 from __future__ import annotations
 
 import json
+import time
 
 import boto3
 import pytest
@@ -253,3 +254,33 @@ async def test_a_query_that_does_not_finish_in_time_is_stopped_and_answered_503(
     with pytest.raises(QueryTimedOut) as caught:
         await insights.run("fields @message", 0, 1000)
     assert caught.value.code == "query_timeout" and client.stopped == ["q1"]
+
+
+async def test_v1_logs_shows_a_line_that_carries_a_document_and_never_a_document_alone():
+    with mock_aws():
+        from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
+        from agentvm.observability.logstore import LogQuery
+        from tests.moto_logs import MotoLogShipper
+
+        now = time.time_ns() // 1_000_000  # CloudWatch Logs (and moto) refuse events over 14 days old
+        out: list[str] = []
+        metrics = CloudWatchMetrics(write=out.append, now_ms=lambda: now)
+        with held() as documents:
+            metrics.turn(figures())
+            carried = documents.take("turn")
+        metrics.request("acme", "ws", None)  # a document alone (no log line per frame)
+        line = {"level": "INFO", "message": "turn finished", "function_request_id": "r-1", **(carried or {})}
+        shipper = MotoLogShipper("/aws/lambda/agentvm-carried")
+        shipper.ship(json.dumps(line), now)
+        shipper.ship(out[0], now)
+        store = CloudWatchLogStore(
+            LogsInsights("/aws/lambda/agentvm-carried", poll_s=0.0), now_ms=lambda: now + 1_000
+        )
+
+        page = await store.page(LogQuery(tenant_id="acme", since_ms=now - 1_000, until_ms=now + 1_000))
+
+    (shown,) = page.lines
+    assert (shown["msg"], shown["turnId"], shown["containerId"]) == ("turn finished", "turn_1", "user-alice")
+    assert shown["fields"]["OutputTokens"] == 200 and shown["fields"]["status"] == "completed"
+    # the metrics' machinery is not the line's; the tenant's view leaves the platform's keys out
+    assert not {"_aws", "avm_metric", "service", "function_request_id"} & set(shown["fields"])
