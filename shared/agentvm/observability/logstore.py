@@ -9,7 +9,9 @@ Isolation: a tenant's query is always scoped to its tenant (``LogQuery.tenant_id
 lines carrying its ``tenant_id`` only, never another tenant's nor a platform-internal line (one
 with no tenant); platform admins see every line, or one tenant's. A tenant's view of its own lines
 also leaves out the platform's internals (``INTERNAL_FIELDS``: tracebacks, Lambda's function
-ARN with the account id, code locations); a failure keeps its exception's type.
+ARN with the account id, code locations); a failure keeps its exception's type. A line that
+carries an EMF document (AWS: ``turn finished``, ``connected``, ``disconnected``:
+``adapters/aws/emf_metrics.held``) is shown without the metrics' machinery (``METRIC_FIELDS``).
 
 Secrets: the lines were masked when written (``logs.SecretMask``); the API-key, ``token=`` and
 ``Authorization`` patterns are masked once more as they are read (``logs.mask_text``).
@@ -189,6 +191,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "INTERNAL_FIELDS",
     "MAX_LIMIT",
+    "METRIC_FIELDS",
     "LogPage",
     "LogQuery",
     "LogStore",
