@@ -108,7 +108,8 @@ LEVERS = {  # COST_MODEL.md, "Levers"
     GBS.format("ws_default"): "arm64 and small memory; fewer AWS calls per frame (the handler waits on each)",
     WRITES: "one DynamoDB item per message, no transactions on the hot path, fewer writes per turn",
     READS: "eventually consistent reads",
-    LOGS: "little logging per delta",
+    LOGS: "little logging per delta; Lambda lines without the keys CloudWatch stores; a turn's and a "
+    "connection's EMF document carried by its log line (docs/cost.md)",
     SQS: "batches (one receive and one delete per worker invocation)",
     REQUESTS: "batches (fewer worker invocations per turn)",
 }

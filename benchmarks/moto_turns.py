@@ -413,13 +413,18 @@ class LambdaContext:
 
 
 class _ByteCount(io.TextIOBase):
-    """A text stream that counts the UTF-8 bytes written to it and keeps nothing."""
+    """A text stream that counts the UTF-8 bytes written to it and keeps nothing (with
+    ``AVM_METER_LOG_DUMP=<file>``, it appends what was written to that file: the lines themselves)."""
 
     def __init__(self) -> None:
         self.bytes = 0
+        self._dump = os.environ.get("AVM_METER_LOG_DUMP")
 
     def write(self, s: str) -> int:
         self.bytes += len(s.encode())
+        if self._dump:
+            with open(self._dump, "a", encoding="utf-8") as f:
+                f.write(s)
         return len(s)
 
 
@@ -451,6 +456,7 @@ class Host:
 
         from agentvm.adapters.aws.dynamodb_store import DynamoStore
         from agentvm.config import Settings
+        from agentvm.hosts.aws import prepare_lambda_logger
 
         self.memory_mb = memory_mb
         self.batch_size = batch_size
@@ -504,7 +510,7 @@ class Host:
         self.flush_max_s = settings.flush_max_ms / 1000
         self.logger = importlib.import_module("functions.ws_default.app").logger  # every function's
         self._level = self.logger.log_level
-        self.logger.setLevel(settings.log_level.upper())  # what LambdaEntry does in Lambda
+        prepare_lambda_logger(self.logger, settings.log_level)  # what LambdaEntry does in Lambda
 
     def _build(self, settings: Any) -> dict[str, Callable[[dict[str, Any], Any], Any]]:
         """Each deployed function's handler, on the runtime its Lambda builds, on the simulated clock."""

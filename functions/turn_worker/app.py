@@ -10,6 +10,7 @@ its billed duration) is shared between them. Failures are reported per record
 from __future__ import annotations
 
 import asyncio
+import logging
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -20,15 +21,18 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.batch.exceptions import SQSFifoMessageGroupCircuitBreakerError
 
+from agentvm.adapters.aws.emf_metrics import held
 from agentvm.adapters.aws.sqs_queue import job_from_body
 from agentvm.agent.turns import process_turn
 from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.observability.metrics import turn_status
 
 if TYPE_CHECKING:
     from collections.abc import Callable
 
     from aws_lambda_powertools.utilities.data_classes.sqs_event import SQSRecord
 
+    from agentvm.agent.loop import TurnOutcome
     from agentvm.runtime import Runtime
 
 REQUIRED_SETTINGS = ("table_name", "ws_endpoint")
@@ -86,25 +90,18 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
         logger.thread_safe_append_keys(
             session_id=job.sessionId, turn_id=job.turnId, tenant_id=job.tenantId, message_id=record.message_id
         )
+        # The attempt's EMF document (observability/metrics.py) is recorded by the turn, and held:
+        # the `turn finished` line carries it (adapters/aws/emf_metrics.py), one line where two
+        # said the same thing. Any document no line took is written on its own (held's end).
         started = rt.clock.monotonic()
-        # Each attempt's figures (one EMF line: observability/metrics.py) are recorded by the turn.
-        outcome = await process_turn(rt, job)
-        if outcome is None:
-            logger.info("nothing to run: turn already finished or image deleted")
-            return
-        duration_ms = _ms_since(rt, started)
-        logger.info(
-            "turn finished",
-            extra={
-                "model": outcome.model,
-                "input_tokens": outcome.input_tokens,
-                "output_tokens": outcome.output_tokens,
-                "duration_ms": duration_ms,
-                "interrupted": outcome.interrupted,
-                "suspended": outcome.suspended,
-                "error_code": outcome.error.code if outcome.error else None,
-            },
-        )
+        with held() as documents:
+            outcome = await process_turn(rt, job)
+            if outcome is None:
+                logger.info("nothing to run: turn already finished or image deleted")
+                return
+            if logger.log_level > logging.INFO:
+                return  # no INFO line to carry the document: it is written alone
+            logger.info("turn finished", extra=documents.take("turn") or _figures(outcome, rt, started))
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
@@ -113,8 +110,19 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
     return handler
 
 
-def _ms_since(rt: Runtime, started: float) -> int:
-    return int((rt.clock.monotonic() - started) * 1000)
+def _figures(outcome: TurnOutcome, rt: Runtime, started: float) -> dict[str, Any]:
+    """What `turn finished` says when no EMF document was recorded (metrics other than CloudWatch's),
+    under the document's names."""
+    figures: dict[str, Any] = {
+        "model": outcome.model,
+        "status": turn_status(outcome),
+        "InputTokens": outcome.input_tokens,
+        "OutputTokens": outcome.output_tokens,
+        "TurnDurationMs": round((rt.clock.monotonic() - started) * 1000, 1),
+    }
+    if outcome.error is not None:
+        figures["ErrorCode"] = outcome.error.code
+    return figures
 
 
 lambda_handler = LambdaEntry(build_handler, require=REQUIRED_SETTINGS, logger=logger)

@@ -13,11 +13,13 @@ the same write; an unknown ``frames`` value refuses the upgrade (400).
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
+from agentvm.adapters.aws.emf_metrics import held
 from agentvm.errors import AgentVMError
 from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.observability.metrics import record_connection
@@ -50,8 +52,13 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
             return {"statusCode": 400}
         info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id, batch=batch)
         run_sync(rt.connections.register(info))
-        record_connection(rt, tenant_id, opened=True)  # one EMF line (observability/metrics.py)
-        logger.info("connected", extra={"authenticated": tenant_id is not None})  # else: awaits an auth frame
+        # one EMF document (observability/metrics.py), carried by the `connected` line (emf_metrics.held)
+        with held() as documents:
+            record_connection(rt, tenant_id, opened=True)
+            extra: dict[str, Any] = {"authenticated": tenant_id is not None}  # else: awaits an auth frame
+            if logger.log_level <= logging.INFO:
+                extra.update(documents.take("connection") or {})
+            logger.info("connected", extra=extra)
         return {"statusCode": 200}
 
     return handler

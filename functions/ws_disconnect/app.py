@@ -7,11 +7,13 @@ connection limit.
 
 from __future__ import annotations
 
+import logging
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
+from agentvm.adapters.aws.emf_metrics import held
 from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.observability.metrics import record_connection
 
@@ -33,14 +35,16 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
         logger.append_keys(connection_id=connection_id)
         info = run_sync(rt.connections.get(connection_id))  # whose it was, for the metrics
         run_sync(rt.connections.remove(connection_id))
-        record_connection(rt, info.tenant_id if info is not None else None, opened=False)
-        logger.info(
-            "disconnected",
-            extra={
+        # one EMF document (observability/metrics.py), carried by the `disconnected` line
+        with held() as documents:
+            record_connection(rt, info.tenant_id if info is not None else None, opened=False)
+            extra: dict[str, Any] = {
                 "status_code": request.get("disconnectStatusCode"),
                 "reason": request.get("disconnectReason"),
-            },
-        )
+            }
+            if logger.log_level <= logging.INFO:
+                extra.update(documents.take("connection") or {})
+            logger.info("disconnected", extra=extra)
         return {"statusCode": 200}
 
     return handler

@@ -305,6 +305,42 @@ def test_lambda_entry_builds_from_the_environment_once(monkeypatch, load_event, 
         assert info is not None and (info.tenant_id, info.key_id) == ("tenant-acme", "k7q2m9x4a1b3")
 
 
+def test_lambda_lines_leave_out_what_cloudwatch_stores_and_keep_the_request_ids(
+    monkeypatch, load_event, context, powertools_logs, parse_json_lines
+):
+    with mock_aws():
+        DynamoStore("agentvm-entry").create_table(wait=True)
+        monkeypatch.setenv("AVM_TABLE_NAME", "agentvm-entry")
+        entry = LambdaEntry(
+            ws_connect.build_handler, require=ws_connect.REQUIRED_SETTINGS, logger=ws_connect.logger
+        )
+        event = load_event("apigw-ws-connect-authorizer.json")
+        assert entry(event, context) == {"statusCode": 200}
+        ws_connect.logger.warning("a warning", extra={"_aws": {"Timestamp": 1}})
+        ws_connect.logger.info("a plain line")
+    connected, warning, plain = parse_json_lines(powertools_logs.getvalue())[-3:]
+    assert plain["message"] == "a plain line" and not {"service", "location", "timestamp"} & set(plain)
+    assert connected["message"] == "connected" and warning["message"] == "a warning"
+    # the log stream names the function; the event has its own timestamp; REPORT has the memory
+    for line in (connected, warning):
+        assert not {"timestamp", "cold_start", "function_name", "function_arn", "function_memory_size"} & set(
+            line
+        )
+    # what an operator correlates: Lambda's REPORT line, API Gateway's request
+    assert connected["function_request_id"] == context.aws_request_id
+    assert connected["correlation_id"] == event["requestContext"]["requestId"]
+    assert (connected["level"], connected["connection_id"], connected["tenant_id"]) == (
+        "INFO",
+        "Q3xYzfGIoAMCJqg=",
+        "tenant-acme",
+    )
+    assert "location" not in connected
+    # the service stays only on a line that carries an EMF document (it is the metrics' dimension)
+    assert connected["ConnectionsOpened"] == 1 and "service" in connected
+    # a warning keeps its code location; a line carrying an EMF document keeps its dimension
+    assert warning["location"].startswith("test_lambda_lines_") and "service" in warning
+
+
 def test_lambda_entry_builds_in_lambdas_init_phase(monkeypatch):
     with mock_aws():
         monkeypatch.setenv("AVM_TABLE_NAME", "agentvm-entry")

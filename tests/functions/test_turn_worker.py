@@ -169,8 +169,10 @@ def test_failed_record_fails_its_sessions_later_records_and_nothing_else(
     assert run_sync(rt.store.get_turn(a2.turnId)).status == "queued"
     assert run_sync(rt.store.get_turn(b1.turnId)).status == "completed"
     assert _turn_frames(push, a1.turnId) == [] and _turn_frames(push, a2.turnId) == []
+    # no line took the failed attempt's document: it was written on its own, not lost
     (failed,) = [m for m in _emf(capsys.readouterr().out) if m.get("turn_id") == a1.turnId]
     assert (failed["Turns"], failed["TurnErrors"], failed["ErrorCode"]) == (1, 1, "internal_error")
+    assert "message" not in failed
 
 
 def test_poison_body_fails_only_its_session(rt, push, model, connect, load_event, context):
@@ -194,8 +196,8 @@ def test_every_record_failing_is_reported_not_raised(rt, connect, load_event, co
     assert response == {"batchItemFailures": [{"itemIdentifier": event["Records"][0]["messageId"]}]}
 
 
-def test_each_turn_writes_one_emf_line_with_ids_as_properties(
-    rt, model, connect, load_event, context, capsys
+def test_each_turn_finished_line_is_its_one_emf_document_with_ids_as_properties(
+    rt, model, connect, load_event, context, capsys, powertools_logs
 ):
     from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
 
@@ -207,10 +209,15 @@ def test_each_turn_writes_one_emf_line_with_ids_as_properties(
 
     build_handler(rt)(event, context)
 
-    blobs = {m["turn_id"]: m for m in _emf(capsys.readouterr().out)}
-    assert set(blobs) == {job.turnId for job in jobs}
+    # On Lambda the Powertools lines and the printed ones both go to stdout: one document per turn
+    # in all, and it is the turn's `turn finished` line (one line where there were two).
+    documents = _emf(capsys.readouterr().out) + _emf(powertools_logs.getvalue())
+    assert sorted(m["turn_id"] for m in documents) == sorted(job.turnId for job in jobs)
+    blobs = {m["turn_id"]: m for m in documents}
     for job in jobs:
         blob = blobs[job.turnId]
+        assert (blob["message"], blob["level"], blob["avm_metric"]) == ("turn finished", "INFO", "turn")
+        assert blob["function_request_id"] == context.aws_request_id  # beside Lambda's REPORT line
         (directive,) = blob["_aws"]["CloudWatchMetrics"]
         assert directive["Namespace"] == "AgentVMTest"
         names = {m["Name"] for m in directive["Metrics"]}
@@ -237,6 +244,29 @@ def test_each_turn_writes_one_emf_line_with_ids_as_properties(
     assert sorted(blobs[job.turnId]["OutputTokens"] for job in jobs) == [1, 2, 3]
 
 
+def test_without_info_lines_each_turn_still_writes_its_emf_document(
+    rt, model, connect, load_event, context, capsys, powertools_logs
+):
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from functions.turn_worker.app import logger
+
+    rt.metrics = CloudWatchMetrics()
+    event = load_event("sqs-turn-job-batch.json")
+    jobs = _jobs(event)
+    _seed_batch(rt, connect, event)
+    model.add("a", "b", "c")
+    level = logger.log_level
+    logger.setLevel("WARNING")  # AVM_LOG_LEVEL=WARNING: no `turn finished` line to carry it
+    try:
+        build_handler(rt)(event, context)
+    finally:
+        logger.setLevel(level)
+    assert _emf(powertools_logs.getvalue()) == []
+    documents = _emf(capsys.readouterr().out)
+    assert sorted(m["turn_id"] for m in documents) == sorted(job.turnId for job in jobs)
+    assert all(m["Turns"] == 1 and "message" not in m for m in documents)
+
+
 def test_turn_logs_carry_their_own_session_and_turn_ids(
     rt, model, connect, load_event, context, powertools_logs, parse_json_lines
 ):
@@ -250,4 +280,4 @@ def test_turn_logs_carry_their_own_session_and_turn_ids(
 
     finished = [x for x in parse_json_lines(powertools_logs.getvalue()) if x["message"] == "turn finished"]
     assert {(x["session_id"], x["turn_id"]) for x in finished} == {(j.sessionId, j.turnId) for j in jobs}
-    assert all(x["output_tokens"] == 2 for x in finished)
+    assert all((x["OutputTokens"], x["status"]) == (2, "completed") for x in finished)

@@ -61,3 +61,18 @@ def test_connect_refuses_an_unknown_frames_mode_and_registers_nothing(rt, load_e
     event["queryStringParameters"] = {"frames": "everything"}
     assert build_handler(rt)(event, context) == {"statusCode": 400}
     assert run_sync(rt.connections.get("Q3xYzfGIoAMCJqg=")) is None
+
+
+def test_connected_line_carries_the_connections_opened_document(
+    rt, load_event, context, capsys, powertools_logs, parse_json_lines
+):
+    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+
+    rt.metrics = CloudWatchMetrics()
+    build_handler(rt)(load_event("apigw-ws-connect-authorizer.json"), context)
+
+    assert [x for x in parse_json_lines(capsys.readouterr().out) if "_aws" in x] == []  # none alone
+    (line,) = [x for x in parse_json_lines(powertools_logs.getvalue()) if x["message"] == "connected"]
+    (directive,) = line["_aws"]["CloudWatchMetrics"]
+    assert directive["Metrics"] == [{"Name": "ConnectionsOpened", "Unit": "Count"}]
+    assert (line["ConnectionsOpened"], line["tenant_id"], line["authenticated"]) == (1, "tenant-acme", True)

@@ -9,12 +9,13 @@ through the real HTTP handler on moto."""
 from __future__ import annotations
 
 import json
+import time
 
 import boto3
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.emf_metrics import CATALOGUE, CloudWatchMetrics, fill_view, metrics_query
+from agentvm.adapters.aws.emf_metrics import CATALOGUE, CloudWatchMetrics, fill_view, held, metrics_query
 from agentvm.adapters.aws.logs_insights import LogsInsights, quoted
 from agentvm.errors import QueryTimedOut
 from agentvm.observability.metrics import MetricsQuery, TurnFigures, empty_view
@@ -55,6 +56,32 @@ def declared(line: dict) -> dict[str, list[str]]:
         for dims in directive["Dimensions"]
         for m in directive["Metrics"]
     }
+
+
+def test_a_held_document_is_taken_by_a_log_line_or_written_alone_when_none_took_it():
+    out: list[str] = []
+    metrics = CloudWatchMetrics(write=out.append, now_ms=lambda: 1_700_000_000_000)
+    with held() as documents:
+        metrics.turn(figures())
+        metrics.connection("acme", opened=True)
+        assert out == []  # held: a log line may carry them
+        taken = documents.take("turn")
+        assert documents.take("turn") is None  # taken once
+    assert taken is not None and taken["avm_metric"] == "turn" and taken["OutputTokens"] == 200
+    (alone,) = [json.loads(line) for line in out]  # the one no line took: written, not lost
+    assert alone["ConnectionsOpened"] == 1 and alone["tenant_id"] == "acme"
+
+
+def test_held_documents_are_written_when_the_work_raises():
+    out: list[str] = []
+    metrics = CloudWatchMetrics(write=out.append)
+    with pytest.raises(RuntimeError), held():
+        metrics.turn(figures(status="failed", error_code="internal_error"))
+        raise RuntimeError("the attempt failed")
+    (line,) = [json.loads(x) for x in out]
+    assert (line["TurnErrors"], line["ErrorCode"]) == (1, "internal_error")
+    metrics.request("acme", "ws", None)  # outside held(): written at once
+    assert len(out) == 2
 
 
 def test_a_turn_is_one_emf_line_with_ids_as_properties_never_dimensions():
@@ -227,3 +254,33 @@ async def test_a_query_that_does_not_finish_in_time_is_stopped_and_answered_503(
     with pytest.raises(QueryTimedOut) as caught:
         await insights.run("fields @message", 0, 1000)
     assert caught.value.code == "query_timeout" and client.stopped == ["q1"]
+
+
+async def test_v1_logs_shows_a_line_that_carries_a_document_and_never_a_document_alone():
+    with mock_aws():
+        from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
+        from agentvm.observability.logstore import LogQuery
+        from tests.moto_logs import MotoLogShipper
+
+        now = time.time_ns() // 1_000_000  # CloudWatch Logs (and moto) refuse events over 14 days old
+        out: list[str] = []
+        metrics = CloudWatchMetrics(write=out.append, now_ms=lambda: now)
+        with held() as documents:
+            metrics.turn(figures())
+            carried = documents.take("turn")
+        metrics.request("acme", "ws", None)  # a document alone (no log line per frame)
+        line = {"level": "INFO", "message": "turn finished", "function_request_id": "r-1", **(carried or {})}
+        shipper = MotoLogShipper("/aws/lambda/agentvm-carried")
+        shipper.ship(json.dumps(line), now)
+        shipper.ship(out[0], now)
+        store = CloudWatchLogStore(
+            LogsInsights("/aws/lambda/agentvm-carried", poll_s=0.0), now_ms=lambda: now + 1_000
+        )
+
+        page = await store.page(LogQuery(tenant_id="acme", since_ms=now - 1_000, until_ms=now + 1_000))
+
+    (shown,) = page.lines
+    assert (shown["msg"], shown["turnId"], shown["containerId"]) == ("turn finished", "turn_1", "user-alice")
+    assert shown["fields"]["OutputTokens"] == 200 and shown["fields"]["status"] == "completed"
+    # the metrics' machinery is not the line's; the tenant's view leaves the platform's keys out
+    assert not {"_aws", "avm_metric", "service", "function_request_id"} & set(shown["fields"])

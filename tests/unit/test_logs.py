@@ -210,7 +210,7 @@ def test_the_aws_log_query_scopes_a_tenant_in_a_stage_of_its_own():
         'filter tenant_id = "acme"',
         'filter container_id = "x\\" or tenant_id != \\""',  # quoted: it cannot widen anything
         'filter turn_id = "turn_1"',
-        "filter not ispresent(avm_metric)",
+        "filter not ispresent(avm_metric) or ispresent(message)",  # a line carrying EMF is a line
         'filter level in ["WARNING", "ERROR", "CRITICAL", "WARN"]',
         "filter @timestamp >= 1000 and @timestamp <= 2000",
         "sort @timestamp desc",

@@ -354,8 +354,7 @@ class LambdaEntry:
             # With POWERTOOLS_SERVICE_NAME=agentvm (template.yaml) the Powertools logger is the
             # stdlib logger "agentvm", parent of the core's agentvm.* loggers: their lines come out
             # as the same JSON, with the same correlation keys, at this level.
-            self._logger.setLevel(settings.log_level.upper())
-            _tag_and_mask(self._logger)
+            prepare_lambda_logger(self._logger, settings.log_level)
         from agentvm.logs import refusals
 
         refusals.per_minute = settings.log_refusals_per_minute  # per execution environment
@@ -363,9 +362,17 @@ class LambdaEntry:
         return self._handler
 
 
+def prepare_lambda_logger(logger: Logger, level: str) -> None:
+    """The functions' Powertools logger as every Lambda runs it: at ``level``, tagged, masked and
+    compact (``_tag_and_mask``); once per execution environment (``LambdaEntry``)."""
+    logger.setLevel(level.upper())
+    _tag_and_mask(logger)
+
+
 def _tag_and_mask(logger: Logger) -> None:
     """Every line through the Powertools handler carries the bound tenant, container, session and
-    turn ids (``/v1/logs`` filters on them) and has API keys and tokens masked (logs.SecretMask)."""
+    turn ids (``/v1/logs`` filters on them) and has API keys and tokens masked (logs.SecretMask),
+    and leaves out the keys CloudWatch already stores (``compact_lines``)."""
     from agentvm.logs import SecretMask
     from agentvm.observability.logcontext import LogContext
 
@@ -373,6 +380,49 @@ def _tag_and_mask(logger: Logger) -> None:
     if not any(isinstance(f, LogContext) for f in handler.filters):
         handler.addFilter(LogContext())
         handler.addFilter(SecretMask([]))
+    compact_lines(logger)
+
+
+# Powertools' standard keys that CloudWatch Logs already holds for every line, or that never vary
+# within a function: the stack's one log group names each stream
+# ``YYYY/MM/DD/<function_name>[<version>][<environment>]`` (the function's name, hence its ARN;
+# its memory size is on every REPORT line); each event has its own timestamp (``@timestamp``,
+# which /v1/logs and /v1/metrics query); a cold start is its stream's first invocation (and its
+# REPORT line's Init Duration); the service is the one POWERTOOLS_SERVICE_NAME. Kept:
+# ``function_request_id`` (Lambda's REPORT line of the same invocation has it), ``correlation_id``
+# (API Gateway's request id), the level, the message and every key the code adds.
+REDUNDANT_KEYS = (
+    "timestamp",
+    "service",
+    "cold_start",
+    "function_name",
+    "function_arn",
+    "function_memory_size",
+)
+# The code location stays on WARNING and above only: the message names an INFO line's code.
+_QUIET_LEVELS = frozenset({"DEBUG", "INFO"})
+
+
+def compact_lines(logger: Logger) -> None:
+    """Leave ``REDUNDANT_KEYS`` (and an INFO or DEBUG line's ``location``) out of every line the
+    Powertools ``logger`` writes; once per process (the formatter is shared by the functions'
+    loggers). A line carrying an EMF document (``_aws``) keeps its ``service``: it is the metrics'
+    dimension there."""
+    formatter = logger.registered_formatter
+    serialize = getattr(formatter, "json_serializer", None)
+    if serialize is None or getattr(serialize, "compacts", False):
+        return
+
+    def compact(log: dict[str, Any]) -> str:
+        for key in REDUNDANT_KEYS:
+            if key != "service" or "_aws" not in log:
+                log.pop(key, None)
+        if log.get("level") in _QUIET_LEVELS:
+            log.pop("location", None)
+        return serialize(log)
+
+    compact.compacts = True  # type: ignore[attr-defined]
+    formatter.json_serializer = compact
 
 
 _loop: asyncio.AbstractEventLoop | None = None
@@ -405,7 +455,9 @@ __all__ = [
     "aws_runtime",
     "aws_security",
     "cloudwatch_metrics",
+    "compact_lines",
     "event_loop",
+    "prepare_lambda_logger",
     "read_ssm_json",
     "run_sync",
     "ssm_server_secrets",

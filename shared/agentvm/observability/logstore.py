@@ -9,7 +9,9 @@ Isolation: a tenant's query is always scoped to its tenant (``LogQuery.tenant_id
 lines carrying its ``tenant_id`` only, never another tenant's nor a platform-internal line (one
 with no tenant); platform admins see every line, or one tenant's. A tenant's view of its own lines
 also leaves out the platform's internals (``INTERNAL_FIELDS``: tracebacks, Lambda's function
-ARN with the account id, code locations); a failure keeps its exception's type.
+ARN with the account id, code locations); a failure keeps its exception's type. A line that
+carries an EMF document (AWS: ``turn finished``, ``connected``, ``disconnected``:
+``adapters/aws/emf_metrics.held``) is shown without the metrics' machinery (``METRIC_FIELDS``).
 
 Secrets: the lines were masked when written (``logs.SecretMask``); the API-key, ``token=`` and
 ``Authorization`` patterns are masked once more as they are read (``logs.mask_text``).
@@ -47,6 +49,9 @@ INTERNAL_FIELDS = frozenset(
         "service",
     }
 )
+# Fields of a line that carries an EMF document (AWS: `turn finished`) that are the metrics'
+# machinery, not the line's: the directive and the document's mark.
+METRIC_FIELDS = frozenset({"_aws", "avm_metric"})
 # Fields mapped onto the line's own keys (the local JSON format's, and Powertools').
 _OWN = frozenset(
     {
@@ -111,7 +116,7 @@ def public_line(
     level = str(raw.get("level") or "INFO").upper()
     fields: dict[str, Any] = {}
     for key, value in raw.items():
-        if key in _OWN or (tenant_view and key in INTERNAL_FIELDS):
+        if key in _OWN or key in METRIC_FIELDS or (tenant_view and key in INTERNAL_FIELDS):
             continue
         fields[key] = mask_text(value) if isinstance(value, str) else value
     if tenant_view and ("exc" in raw or "exception" in raw):
@@ -186,6 +191,7 @@ __all__ = [
     "DEFAULT_LIMIT",
     "INTERNAL_FIELDS",
     "MAX_LIMIT",
+    "METRIC_FIELDS",
     "LogPage",
     "LogQuery",
     "LogStore",

@@ -4,7 +4,8 @@ Every function logs JSON lines (Powertools' format; the core's ``agentvm.*`` lin
 tagged with tenant, container, session and turn ids by ``LogContext``) to the stack's one log
 group. A page is one Insights query over that group (``logs_query``): a ``tenant_id`` stage of its
 own for a tenant (none for a platform admin), one stage per other filter, the level as a list of
-names, the EMF metric lines left out, newest first.
+names, the EMF metric documents left out (but a log line that carries one, ``turn finished``,
+shown: ``emf_metrics.held``), newest first.
 
 Each row the query returns is parsed and checked against the whole query once more (``matches``),
 tenant first, before it is shaped into a line: a line reaches a caller only if both the query and
@@ -44,7 +45,8 @@ def logs_query(query: LogQuery, *, since_ms: int, until_ms: int, limit: int) -> 
     ):
         if value is not None:
             stages.append(f"filter {field} = {quoted(value)}")
-    stages.append(f"filter not ispresent({MARK})")
+    # EMF documents are not log lines, unless a log line carries one (`turn finished`: emf_metrics)
+    stages.append(f"filter not ispresent({MARK}) or ispresent(message)")
     if query.min_level:
         names = [n for n in LEVEL_NAMES if LEVELS[n] >= query.min_level]
         if "WARNING" in names:
@@ -122,8 +124,8 @@ class CloudWatchLogStore:
             count = count + 1 if ts == last_ts else 1
             last_ts = ts
             stored = parse_stored(row.get("@message", ""))
-            if not isinstance(stored, str) and MARK in stored:
-                continue  # an EMF metric line, never a log line
+            if not isinstance(stored, str) and MARK in stored and "message" not in stored:
+                continue  # an EMF metric document alone, never a log line
             line = public_line(stored, line_id=row.get("@ptr", ""), ts_ms=ts, tenant_view=tenant_view)
             if matches(line, scoped):
                 lines.append(line)

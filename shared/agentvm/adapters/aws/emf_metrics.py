@@ -9,6 +9,15 @@ session, turn and model are *properties* of the line (searchable, never dimensio
 dimensions would cost $0.30 per metric per tenant per month, more than the margin on most
 tenants' tokens (COST_MODEL.md).
 
+**Carried by a log line**: a document recorded inside ``held()`` (the turn worker's record, around
+``process_turn``) waits there; the handler's own line about the same event (``turn finished``)
+takes it (``Held.take``) and writes it as its ``extra``: one line is then both the log line and the
+EMF document, where two said the same thing (tokens, duration, model, status, ids). CloudWatch
+extracts an EMF document from any JSON line with ``_aws`` at its root; the queries of
+``/v1/metrics`` find it by ``avm_metric`` as before, and ``/v1/logs`` shows a line with a
+``message`` even when it carries a document (``cloudwatch_logs.py``). A document no line took is
+written on its own when ``held()`` ends, so none is ever lost.
+
 The lines are written here rather than by Powertools' ``Metrics``: it writes each value as a
 one-element array, which Logs Insights sees as ``Name.0``, and it holds one dimension set per
 line, where a failed request needs two (its transport's, and its error code's).
@@ -25,16 +34,19 @@ publishes no such figure): the view has the connections opened and closed in the
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import sys
 import time
+from contextvars import ContextVar
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.aws.logs_insights import quoted
 from agentvm.observability.metrics import MetricsQuery, empty_view, success_rate
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from agentvm.adapters.aws.logs_insights import LogsInsights
     from agentvm.observability.metrics import Transport, TurnFigures
@@ -65,6 +77,40 @@ STATUSES = ("completed", "failed", "interrupted", "suspended")
 def _stdout(line: str) -> None:
     sys.stdout.write(line + "\n")
     sys.stdout.flush()
+
+
+@dataclass
+class Held:
+    """The EMF documents recorded inside one ``held()`` block, each with the writer it was for."""
+
+    documents: list[tuple[dict[str, Any], Callable[[str], None]]] = field(default_factory=list)
+
+    def take(self, kind: str) -> dict[str, Any] | None:
+        """The first held document of this kind (``turn``, ``request``, ``connection``), no longer
+        held: the caller writes it, as (part of) its log line. None: none was recorded."""
+        for i, (document, _) in enumerate(self.documents):
+            if document.get(MARK) == kind:
+                del self.documents[i]
+                return document
+        return None
+
+
+_HELD: ContextVar[Held | None] = ContextVar("emf_held", default=None)
+
+
+@contextlib.contextmanager
+def held() -> Iterator[Held]:
+    """Hold the EMF documents this task records until a log line takes them (``Held.take``); the
+    ones left are written on their own when the block ends, raised out of or not."""
+    slot = Held()
+    token = _HELD.set(slot)
+    try:
+        yield slot
+    finally:
+        _HELD.reset(token)
+        for document, write in slot.documents:
+            write(json.dumps(document, separators=(",", ":")))
+        slot.documents.clear()
 
 
 class CloudWatchMetrics:
@@ -139,6 +185,10 @@ class CloudWatchMetrics:
         )
         if tenant_id is not None:
             line["tenant_id"] = tenant_id
+        slot = _HELD.get()
+        if slot is not None:
+            slot.documents.append((line, self._write))  # a log line of the handler's will carry it
+            return
         self._write(json.dumps(line, separators=(",", ":")))
 
     # -- reading ----------------------------------------------------------------------------------
@@ -330,4 +380,4 @@ def fill_view(
     out["containers"] = {"active": n("containers"), "windowS": window_s}
 
 
-__all__ = ["CATALOGUE", "CloudWatchMetrics", "emf_line", "fill_view", "metrics_query"]
+__all__ = ["CATALOGUE", "CloudWatchMetrics", "Held", "emf_line", "fill_view", "held", "metrics_query"]
