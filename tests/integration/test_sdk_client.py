@@ -433,3 +433,18 @@ async def test_against_a_server_without_the_feature_the_sdk_subscribes_itself_an
     assert [f["type"] for f in sent] == ["image_list_request", "subscribe"]
     assert sent[1]["sessionId"] == image.sessionId
     assert text == "Echo: from elsewhere"
+
+
+async def test_sessions_the_server_subscribed_are_subscribed_again_after_a_reconnect(server):
+    token = server.admin_token()
+    async with AgentVMClient.connect(server.url, token=token) as owner:
+        image = await owner.create_image("u")
+    async with CuttingProxy(server.port) as proxy, AgentVMClient.connect(proxy.url, token=token) as client:
+        listed = await client.request("image_list", containerId="u")
+        proxy.cut()
+        await client.list_images("u")  # answered once the client has reconnected (and resubscribed)
+        text = await _turn_seen_by(client, server, image.imageId)
+        reconnects = client.reconnects
+
+    assert listed["__subscribed"] is True and reconnects == 1
+    assert text == "Echo: from elsewhere"  # the new connection follows the session too
