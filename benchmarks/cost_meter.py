@@ -734,7 +734,8 @@ def _assumptions(r: Result) -> list[str]:
         "in < 1 % of invocations), lasting the Lambda init measured here at Lambda's CPU share. The server "
         "secret's SSM read happens once per execution environment: not counted per turn.",
         f"* {CONNECTION_MINUTES_PER_TURN} connection-minutes per turn. A session (the `$connect` authorizer, "
-        f"`$connect`, `image_list` and `subscribe`, `$disconnect`) is spread over {TURNS_PER_SESSION} turns; "
+        "`$connect`, `image_list` and, for the AgentX v1 client, `subscribe` (the SDK's `image_list` "
+        f"asks the server to subscribe it), `$disconnect`) is spread over {TURNS_PER_SESSION} turns; "
         "`$connect` and `$disconnect` are not counted as messages. Each session has its own API key (in "
         "the upgrade's header); verified keys stay cached per function for the session. The next message "
         "follows each turn at once. The image (agent running) and a history of "

@@ -11,7 +11,8 @@ request counts are those of real time, exactly and whatever the machine's load; 
 in threads) take no simulated time, and a turn costs only the CPU time it needs.
 
 A session is what a client does: the upgrade (the ``$connect`` authorizer, then ``$connect``), one
-``image_list`` (and the ``subscribe`` it asks for), turns, ``$disconnect``. Each turn is a
+``image_list`` (and the ``subscribe`` it asks for; the SDK's asks the server to subscribe it, so it
+sends none: docs/protocol.md "Server-side subscriptions"), turns, ``$disconnect``. Each turn is a
 ``message_send`` frame to ``ws_default`` and then what Lambda's SQS event source mapping does:
 ``ReceiveMessage`` (up to the BatchSize), one ``turn_worker`` invocation with the SQS event Lambda
 builds, ``DeleteMessageBatch``. Each session's API key, image (agent running) and history exist
@@ -786,9 +787,16 @@ class Session:
             listed = self.send(_rpc("image.list", containerId=self.container_id), "session")
             assert listed is not None and listed["records"], listed
             return
-        listed = self.send(_request("image_list", containerId=self.container_id), "session")
+        from agentvm.events import SUBSCRIBE_KEY, SUBSCRIBED_KEY
+
+        data: dict[str, Any] = {"containerId": self.container_id}
+        if self.standard.batch:  # what AgentVMClient.request does: it asks the server to subscribe it
+            data[SUBSCRIBE_KEY] = True
+        listed = self.send(_request("image_list", **data), "session")
         assert listed is not None and listed["records"], listed
-        for session_id in listed.get("__subscriptions") or []:  # what AgentVMClient does
+        if listed.get(SUBSCRIBED_KEY) is True:  # subscribed by the server: no frame
+            return
+        for session_id in listed.get("__subscriptions") or []:  # what AgentX clients do
             self.send({"type": "subscribe", "sessionId": session_id}, "session")
 
     def message(self) -> None:

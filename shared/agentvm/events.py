@@ -115,6 +115,16 @@ def request(type_: str, request_id: str, data: Json, *, now_ms: int) -> Json:
     )
 
 
+# Server-side subscriptions (docs/protocol.md): a request whose ``data`` carries
+# ``"__subscribe": true`` asks the server to subscribe the caller to the sessions its response
+# lists in ``__subscriptions``; a response whose server did carries ``"__subscribed": true``.
+# Plain AgentX clients send neither and see neither.
+SUBSCRIBE_KEY = "__subscribe"
+SUBSCRIBED_KEY = "__subscribed"
+# The requests whose responses list sessions (``__subscriptions``).
+LISTS_SESSIONS = frozenset({"image_create", "image_get", "image_list"})
+
+
 def response(request_type: str, data: Json, *, now_ms: int) -> Json:
     """The ``*_response`` to a ``*_request``; ``data`` must already hold ``requestId``."""
     return event(
@@ -152,6 +162,9 @@ def dumps(frame: Json) -> str:
 
 __all__ = [
     "AGENT_EVENT_CATEGORY",
+    "LISTS_SESSIONS",
+    "SUBSCRIBED_KEY",
+    "SUBSCRIBE_KEY",
     "EventContext",
     "agent_event",
     "dumps",

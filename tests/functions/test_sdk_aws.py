@@ -123,3 +123,57 @@ def test_avm_chat_against_the_aws_host(bridge):
         assert term.wait() == 0
     finally:
         term.close()
+
+
+async def _subscribers(session_id: str) -> list[str]:
+    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+    from tests.functions.aws_host import TABLE
+
+    return list(await DynamoConnections(TABLE).subscribers(session_id))
+
+
+async def test_the_sdk_is_subscribed_by_the_aws_gateway_to_what_it_lists_and_gets_the_stream(bridge):
+    async with AgentVMClient.connect(bridge.url) as owner:
+        image = await owner.create_image("user-alice")
+    async with AgentVMClient.connect(bridge.url) as client:
+        sent: list[dict] = []
+        ws_send = client._ws.send
+
+        async def send(message):
+            sent.append(json.loads(message))
+            await ws_send(message)
+
+        client._ws.send = send
+        listed = await client.request("image_list", containerId="user-alice")
+        (conn,) = bridge.sockets  # the bridge's id of this client's connection
+        subscribers = await _subscribers(image.sessionId)
+        async with AgentVMClient.connect(bridge.url) as sender:
+            await sender.send(image.imageId, "from elsewhere")
+        text = "".join(
+            [f["data"]["text"] async for f in client.turn_events(timeout=30) if f["type"] == "text_delta"]
+        )
+
+    assert listed["__subscriptions"] == [image.sessionId] and listed["__subscribed"] is True
+    assert subscribers == [conn]  # the DynamoDB subscription item the gateway wrote
+    assert [f["type"] for f in sent] == ["image_list_request"]  # no `subscribe` frame
+    assert text == "Echo: from elsewhere"
+
+
+async def test_a_plain_v1_client_on_the_aws_host_gets_subscriptions_listed_and_no_subscription(bridge):
+    from websockets.asyncio.client import connect
+
+    async with AgentVMClient.connect(bridge.url) as owner:
+        image = await owner.create_image("user-alice")
+    request = {
+        "type": "image_list_request",
+        "data": {"requestId": "r1", "containerId": "user-alice"},
+        "timestamp": 0,
+    }
+    async with connect(bridge.url) as ws:  # no ?frames=batch, no __subscribe: an AgentX client
+        await ws.send(json.dumps(request))
+        response = json.loads(await ws.recv())
+
+    assert response["type"] == "image_list_response"
+    assert set(response["data"]) == {"requestId", "records", "__subscriptions"}
+    assert response["data"]["__subscriptions"] == [image.sessionId]
+    assert await _subscribers(image.sessionId) == []

@@ -317,3 +317,134 @@ async def test_an_upgrade_with_an_unknown_frames_mode_is_refused_with_400(server
         await connect(server.url + "?frames=everything", additional_headers=headers)
     assert refused.value.response.status_code == 400
     assert json.loads(refused.value.response.body)["error"]["code"] == "bad_request"
+
+
+# -- server-side subscriptions (docs/protocol.md) --------------------------------------------------
+
+
+def _record_sent(client: AgentVMClient) -> list[dict]:
+    """Every frame the client writes to its socket from now on."""
+    sent: list[dict] = []
+    ws_send = client._ws.send
+
+    async def send(message, ws_send=ws_send):
+        sent.append(json.loads(message))
+        await ws_send(message)
+
+    client._ws.send = send
+    return sent
+
+
+async def _turn_seen_by(client: AgentVMClient, server, image_id: str) -> str:
+    """A turn sent by another connection, as ``client`` receives it (it follows the session)."""
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as sender:
+        await sender.send(image_id, "from elsewhere")
+    text = ""
+    async for frame in client.turn_events(timeout=30):
+        if frame.get("type") == "text_delta":
+            text += frame["data"]["text"]
+    return text
+
+
+async def test_the_sdk_is_subscribed_by_the_server_to_what_it_lists_and_sends_no_subscribe(server):
+    token = server.admin_token()
+    async with AgentVMClient.connect(server.url, token=token) as owner:
+        image = await owner.create_image("u")
+    async with AgentVMClient.connect(server.url, token=token) as client:
+        sent = _record_sent(client)
+        listed = await client.request("image_list", containerId="u")
+        text = await _turn_seen_by(client, server, image.imageId)
+
+    assert listed["__subscriptions"] == [image.sessionId] and listed["__subscribed"] is True
+    assert [f["type"] for f in sent] == ["image_list_request"]  # no `subscribe` frame
+    assert text == "Echo: from elsewhere"
+
+
+def test_the_sync_client_is_subscribed_by_the_server_to_what_it_lists(server):
+    token = server.admin_token()
+    with SyncAgentVMClient.connect(server.url, token=token) as client:
+        image = client.create_image("u")
+        listed = client.request("image_list", containerId="u")
+        assert listed["__subscribed"] is True
+        assert image.sessionId in client.aio._subscribed and image.sessionId in client.aio.cursors.sessions
+
+
+class NoServerSubscribeProxy:
+    """A server without server-side subscriptions: the real one behind a WebSocket proxy that drops
+    ``__subscribe`` from requests, as a server that does not know the key ignores it."""
+
+    def __init__(self, target: str) -> None:
+        self.target = target
+        self.port = free_port()
+        self.stripped = 0
+
+    async def __aenter__(self) -> NoServerSubscribeProxy:
+        from websockets.asyncio.server import serve
+
+        self._server = await serve(self._relay, "127.0.0.1", self.port)
+        return self
+
+    async def __aexit__(self, *exc: object) -> None:
+        self._server.close()
+        await self._server.wait_closed()
+
+    async def _relay(self, downstream) -> None:
+        from websockets.asyncio.client import connect
+
+        path = downstream.request.path.removeprefix("/ws")
+        auth = downstream.request.headers.get("Authorization")
+        headers = {"Authorization": auth} if auth else {}
+        async with connect(self.target + path, additional_headers=headers) as upstream:
+
+            async def up() -> None:
+                async for message in downstream:
+                    frame = json.loads(message)
+                    if isinstance(frame.get("data"), dict) and frame["data"].pop("__subscribe", None):
+                        self.stripped += 1
+                    await upstream.send(json.dumps(frame))
+
+            async def down() -> None:
+                async for message in upstream:
+                    await downstream.send(message)
+
+            tasks = [asyncio.ensure_future(up()), asyncio.ensure_future(down())]
+            await asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
+            for task in tasks:
+                task.cancel()
+
+    @property
+    def url(self) -> str:
+        return f"ws://127.0.0.1:{self.port}/ws"
+
+
+async def test_against_a_server_without_the_feature_the_sdk_subscribes_itself_and_gets_the_stream(server):
+    token = server.admin_token()
+    async with AgentVMClient.connect(server.url, token=token) as owner:
+        image = await owner.create_image("u")
+    async with (
+        NoServerSubscribeProxy(server.url) as proxy,
+        AgentVMClient.connect(proxy.url, token=token) as client,
+    ):
+        sent = _record_sent(client)
+        listed = await client.request("image_list", containerId="u")
+        text = await _turn_seen_by(client, server, image.imageId)
+
+    assert proxy.stripped == 1 and "__subscribed" not in listed
+    assert [f["type"] for f in sent] == ["image_list_request", "subscribe"]
+    assert sent[1]["sessionId"] == image.sessionId
+    assert text == "Echo: from elsewhere"
+
+
+async def test_sessions_the_server_subscribed_are_subscribed_again_after_a_reconnect(server):
+    token = server.admin_token()
+    async with AgentVMClient.connect(server.url, token=token) as owner:
+        image = await owner.create_image("u")
+    async with CuttingProxy(server.port) as proxy, AgentVMClient.connect(proxy.url, token=token) as client:
+        listed = await client.request("image_list", containerId="u")
+        proxy.cut()
+        await client.list_images("u")  # answered once the client has reconnected (and resubscribed)
+        text = await _turn_seen_by(client, server, image.imageId)
+        reconnects = client.reconnects
+
+    assert listed["__subscribed"] is True and reconnects == 1
+    assert text == "Echo: from elsewhere"  # the new connection follows the session too

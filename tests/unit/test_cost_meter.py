@@ -41,6 +41,14 @@ def test_the_sdk_client_gets_the_same_frames_in_fewer_messages(result):
         assert result.sdk_bills[name].units["DynamoDB writes"] == result.bills[name].units["DynamoDB writes"]
 
 
+def test_the_sdk_client_is_subscribed_by_the_server_and_sends_no_subscribe_frame(result):
+    for name, s in result.sdk_scenarios.items():
+        plain = result.scenarios[name]
+        assert s.sessions == plain.sessions > 0
+        # per session, the plain client's `subscribe` (one image listed) is the frame the SDK saves
+        assert s.frames_sent == plain.frames_sent - plain.sessions
+
+
 def test_every_request_is_priced_and_belongs_to_an_invocation(result):
     for s in result.scenarios.values():
         assert s.unattributed_calls == 0

@@ -60,6 +60,7 @@ from agentvm.client.responses import (
 )
 from agentvm.client.tools import ClientTool, tool_from_function
 from agentvm.client.turn import Turn
+from agentvm.events import LISTS_SESSIONS, SUBSCRIBE_KEY, SUBSCRIBED_KEY
 from agentvm.events import request as request_frame
 from agentvm.streaming.batching import BATCH, FRAMES_PARAM
 
@@ -390,9 +391,14 @@ class AgentVMClient:
     ) -> dict[str, Any]:
         """Send ``<type_>_request``; returns the response's ``data``. ``check``: raise
         ``RequestFailed`` if it failed. ``subscribe``: follow the sessions named in the response's
-        ``__subscriptions``, as AgentX clients do."""
+        ``__subscriptions``, as AgentX clients do. The request asks the server to subscribe this
+        connection itself (``__subscribe``, docs/protocol.md "Server-side subscriptions"); a
+        server that did says so (``__subscribed``) and no ``subscribe`` frame is sent; one that
+        does not know the key gets the frames, as before."""
         if self._lost is not None:
             raise self._lost
+        if subscribe and type_ in LISTS_SESSIONS:
+            data = {**data, SUBSCRIBE_KEY: True}
         request_id = f"req_{int(time.time() * 1000)}_{next(self._ids)}"
         future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
         pending = _Pending(type_, data, future)
@@ -405,8 +411,13 @@ class AgentVMClient:
         finally:
             self._pending.pop(request_id, None)
         if subscribe:
-            for session_id in response.get("__subscriptions") or []:
-                await self.subscribe(session_id)
+            listed = response.get("__subscriptions") or []
+            if response.get(SUBSCRIBED_KEY) is True:  # the server subscribed this connection
+                self._subscribed.update(listed)
+                self.cursors.sessions.update(listed)
+            else:
+                for session_id in listed:
+                    await self.subscribe(session_id)
         if check and response.get("error") is not None:
             raise RequestFailed(type_, response)
         return response

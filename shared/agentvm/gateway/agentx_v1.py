@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, Valida
 
 from agentvm.agent.tool_config import MAX_TOOLS, ApprovalConfig, ToolDecl, parse_mcp_servers
 from agentvm.errors import BadRequest, FrameTooLarge, UnknownRequest
+from agentvm.events import SUBSCRIBE_KEY
 from agentvm.messages import UserContentPart
 from agentvm.records import ConcurrencyPolicy
 
@@ -213,6 +214,9 @@ class RequestFrame:
     type: str
     request_id: str
     payload: _Req
+    # ``data.__subscribe: true``: subscribe the caller to the sessions the response lists
+    # (docs/protocol.md, "Server-side subscriptions"); AgentX clients never send it
+    subscribe_listed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -334,7 +338,12 @@ def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
         raise FrameError(
             BadRequest(f"invalid {type_}: {_describe(exc)}"), request_type=type_, request_id=request_id
         ) from None
-    return RequestFrame(type=type_, request_id=payload.requestId, payload=payload)
+    return RequestFrame(
+        type=type_,
+        request_id=payload.requestId,
+        payload=payload,
+        subscribe_listed=data.get(SUBSCRIBE_KEY) is True,
+    )
 
 
 def _too_deep() -> BadRequest:

@@ -25,7 +25,7 @@ import logging
 from typing import TYPE_CHECKING
 
 from agentvm.errors import AgentVMError, NotFound, Unauthorized
-from agentvm.events import dumps, response, system_error
+from agentvm.events import SUBSCRIBED_KEY, dumps, response, system_error
 from agentvm.gateway import agentx_v2
 from agentvm.gateway.access import admit, authenticate, is_admin, log_refused_frame
 from agentvm.gateway.agentx_v1 import (
@@ -198,9 +198,25 @@ async def _request(rt: Runtime, conn: ConnectionInfo, frame: RequestFrame) -> li
         log.exception("command failed", extra={"request_type": frame.type, "request_id": frame.request_id})
         err = AgentVMError("internal error")
         return _error_frames(rt, err, request_type=frame.type, request_id=frame.request_id, data=payload)
+    if frame.subscribe_listed and "__subscriptions" in data:
+        data = await _subscribe_listed(ctx, data)
     out = [dumps(f) for f in ctx.before_response]
     out.append(dumps(response(frame.type, {"requestId": frame.request_id, **data}, now_ms=rt.clock.now_ms())))
     return out
+
+
+async def _subscribe_listed(ctx: CommandContext, data: Json) -> Json:
+    """Server-side subscriptions: the caller asked (``__subscribe``) to be subscribed to the
+    sessions its response lists, as an AgentX v2 ``image.list`` is; the response then says so
+    (``__subscribed``) and keeps ``__subscriptions``. If a subscription fails, the response goes
+    without the mark and the client subscribes itself, as against a server without the feature."""
+    try:
+        for session_id in data["__subscriptions"]:
+            await ctx.rt.connections.subscribe(ctx.connection_id, session_id, known=ctx.connection)
+    except Exception:
+        log.exception("server-side subscribe failed", extra={"request_id": ctx.request_id})
+        return data
+    return {**data, SUBSCRIBED_KEY: True}
 
 
 def refuse_frame(rt: Runtime, raw: str | bytes, exc: AgentVMError) -> list[str]:
