@@ -5,7 +5,6 @@ from __future__ import annotations
 import asyncio
 import secrets
 import time
-from contextlib import nullcontext
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -13,7 +12,6 @@ from agentvm.observability.metrics import NoMetrics
 
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from contextlib import AbstractContextManager
 
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.config import Settings
@@ -220,11 +218,6 @@ class Runtime:
     # The session centre's store (agentvm/sessions): imports, forks, message search. None: this host
     # serves no /v1/sessions import, fork or search.
     sessions: SessionArchive | None = None
-    # A few writes that belong together, as one unit where the host can: ``with rt.write_batch():``
-    # around awaits that never suspend (the local host's SQLite adapters: one transaction on the
-    # shared agentvm.db connection, adapters/local/sqlite_store.py; a failure inside undoes them
-    # all). Elsewhere (DynamoDB) nothing: each write commits on its own, as without it.
-    write_batch: Callable[[], AbstractContextManager[object]] = nullcontext
 
 
 __all__ = [

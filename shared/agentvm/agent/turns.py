@@ -209,13 +209,10 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         # The final step's text (a tool step's text was stored with its calls).
         result = _result_message(rt, job, outcome, started_ms)
     if result is not None:
-        with rt.write_batch():  # the reply and its bytes (locally one SQLite transaction)
-            appended = await store.append_message(
-                job.sessionId, result, idempotency_key=f"result:{job.turnId}"
-            )
-            result = appended.message
-            if rt.storage_quota is not None and appended.created:
-                await rt.storage_quota.add(job.tenantId, len(result.model_dump_json()))
+        appended = await store.append_message(job.sessionId, result, idempotency_key=f"result:{job.turnId}")
+        result = appended.message
+        if rt.storage_quota is not None and appended.created:
+            await rt.storage_quota.add(job.tenantId, len(result.model_dump_json()))
     if outcome.error is not None and not outcome.interrupted:
         error = ErrorMessage(
             id=rt.ids.new("msg"),

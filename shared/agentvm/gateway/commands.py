@@ -295,41 +295,38 @@ async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | i
     size = len(user.model_dump_json()) if quota is not None else 0
     if quota is not None:
         await quota.check(ctx.tenant_id, size)  # refused before anything is stored
-    # The message, its bytes, its turn record and running mark: one write batch (locally one
-    # SQLite transaction: all of them or none, Runtime.write_batch); the job is enqueued after it.
-    with ctx.rt.write_batch():
-        # Keyed by requestId: a retried request never appends twice nor runs a second turn.
-        appended = await ctx.rt.store.append_message(
-            image.sessionId, user, idempotency_key=f"req:{req.requestId}"
+    # Keyed by requestId: a retried request never appends twice nor runs a second turn.
+    appended = await ctx.rt.store.append_message(
+        image.sessionId, user, idempotency_key=f"req:{req.requestId}"
+    )
+    if quota is not None and appended.created:
+        await quota.add(ctx.tenant_id, size)
+    user_id = appended.message.id
+    turn_id = turn_id_for(user_id)
+    # message_persisted is the first frame of the turn, sent by its worker: numbered in the
+    # session's stream, it cannot overtake the frames of a turn still running before it.
+    if appended.created:
+        await ctx.rt.store.put_turn(
+            TurnRecord(
+                turnId=turn_id,
+                sessionId=image.sessionId,
+                status="queued",
+                updatedAt=ctx.now(),
+                userSeq=appended.seq,
+            )
         )
-        if quota is not None and appended.created:
-            await quota.add(ctx.tenant_id, size)
-        user_id = appended.message.id
-        turn_id = turn_id_for(user_id)
-        # message_persisted is the first frame of the turn, sent by its worker: numbered in the
-        # session's stream, it cannot overtake the frames of a turn still running before it.
-        if appended.created:
-            await ctx.rt.store.put_turn(
-                TurnRecord(
-                    turnId=turn_id,
-                    sessionId=image.sessionId,
-                    status="queued",
-                    updatedAt=ctx.now(),
-                    userSeq=appended.seq,
-                )
+    if ctx.rt.running is not None:  # the operator's list of unfinished turns (observability/running.py)
+        await ctx.rt.running.mark(
+            RunningTurn(
+                tenant_id=ctx.tenant_id,
+                container_id=image.containerId,
+                image_id=image.imageId,
+                session_id=image.sessionId,
+                turn_id=turn_id,
+                queued_at=appended.message.timestamp,
+                model=image.model,
             )
-        if ctx.rt.running is not None:  # the operator's list of unfinished turns (observability/running.py)
-            await ctx.rt.running.mark(
-                RunningTurn(
-                    tenant_id=ctx.tenant_id,
-                    container_id=image.containerId,
-                    image_id=image.imageId,
-                    session_id=image.sessionId,
-                    turn_id=turn_id,
-                    queued_at=appended.message.timestamp,
-                    model=image.model,
-                )
-            )
+        )
     job = TurnJob(
         turnId=turn_id,
         tenantId=ctx.tenant_id,

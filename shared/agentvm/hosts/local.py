@@ -12,7 +12,6 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass
-from functools import partial
 from typing import TYPE_CHECKING
 
 from agentvm.hosts.tools import local_sandbox, tool_sources
@@ -54,7 +53,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_config import SqliteConfigStore
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
-    from agentvm.adapters.local.sqlite_store import SqliteStore, share_connections, transaction
+    from agentvm.adapters.local.sqlite_store import SqliteStore, share_connections
     from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
     from agentvm.adapters.local.tenant_purge import LocalTenantPurge
@@ -93,9 +92,6 @@ def local_runtime(settings: Settings) -> LocalHost:
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
     )
-    # The gateway's writes for a message (message, quota bytes, turn record, running mark) and a
-    # turn's reply with its quota bytes: one transaction each on the shared connection.
-    runtime.write_batch = partial(transaction, store.connection)
     runtime.resources = ResourceCentre(
         SqliteResourceStore(settings.data_dir / "agentvm.db"),
         runtime.clock,

@@ -192,12 +192,7 @@ def _open(path: str | Path) -> sqlite3.Connection:
 
 @contextmanager
 def transaction(conn: sqlite3.Connection) -> Iterator[None]:
-    """``BEGIN IMMEDIATE``: take the write lock up front, so read-then-write sequences are atomic.
-    Inside a transaction already open on ``conn`` (a write batch, ``Runtime.write_batch``) it joins
-    that one: its statements commit, or roll back, with the batch."""
-    if conn.in_transaction:
-        yield
-        return
+    """``BEGIN IMMEDIATE``: take the write lock up front, so read-then-write sequences are atomic."""
     conn.execute("BEGIN IMMEDIATE")
     try:
         yield
