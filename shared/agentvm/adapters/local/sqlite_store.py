@@ -11,8 +11,9 @@ this process that opens that file (store, counters, keys, budgets, running turns
 ...) gets the same connection. A transaction that begins after another connection wrote the file
 starts with an empty page cache (SQLite cannot tell which of its cached pages changed), so with a
 connection per adapter, a turn's writes through five adapters each began by reading their pages
-again. Measured (``local_load``, 300 streams, the statements timed in the server): the SQLite
-statements' CPU per turn 0.85-0.91 ms with a connection per adapter, 0.71-0.76 ms shared. The rule
+again. Measured (``local_load`` at 300 streams, the statements timed in the server, six
+alternating pairs): the SQLite statements' CPU per turn 0.85-1.08 ms with a connection per
+adapter, 0.71-0.96 ms shared (median -11.5 %). The rule
 above (no ``await`` between a method's statements) is what makes sharing safe: the adapters'
 methods still never interleave, and ``close()`` of a shared connection does nothing (it lives as
 long as the process).
