@@ -164,3 +164,38 @@ async def test_store_and_turn_queue_can_share_one_file(tmp_path: Path) -> None:
     assert [m.id for m in await store.list_messages("ses_img_1")] == ["msg_a", "msg_b"]
     queue.close()
     store.close()
+
+
+async def test_adapters_of_a_shared_file_use_one_connection_that_outlives_their_close(tmp_path: Path) -> None:
+    from agentvm.adapters.local.sqlite_counters import SqliteCounters
+    from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
+    from agentvm.adapters.local.sqlite_store import connect, share_connections
+    from agentvm.ports import RunningTurn
+
+    shared, own = tmp_path / "shared.db", tmp_path / "own.db"
+    share_connections(shared)
+    store = SqliteStore(shared)
+    counters = SqliteCounters(shared)
+    running = SqliteRunningTurns(shared, store)
+    assert store.connection is connect(shared) is connect(str(tmp_path / "." / "shared.db"))
+    assert SqliteStore(own).connection is not SqliteStore(own).connection  # not registered: one each
+
+    await counters.incr("storage#t", {"bytes": 5}, expires_at=2**40)
+    counters.close()  # an adapter's close leaves the process's connection open for the others
+    await running.mark(RunningTurn("t", "c", "img", "ses", "turn_1", 1, None))
+    await store.put_usage(
+        UsageRecord(
+            turnId="turn_1",
+            tenantId="t",
+            containerId="c",
+            imageId="img",
+            sessionId="ses",
+            model="m",
+            inputTokens=1,
+            outputTokens=2,
+            createdAt=1,
+        )
+    )
+    assert [t.turn_id for t in await running.running("t")] == ["turn_1"]
+    assert (await running.tokens(["turn_1"]))["turn_1"].output_tokens == 2
+    assert await SqliteCounters(shared).get("storage#t") == {"bytes": 5}

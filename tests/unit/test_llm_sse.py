@@ -233,3 +233,32 @@ def test_other_deltas_and_other_key_orders_are_parsed_whole():
         is None
     )
     assert _text_delta(b'{"delta":{"text":"a","type":"text_delta"}}') is None  # text before its type
+
+
+def test_blocks_of_another_shape_than_one_event_and_one_data_line_take_the_full_reader():
+    body = (
+        b"event: e\ndata: a\ndata: b\n\n"  # two data lines: joined
+        b"event: f\nid: 3\ndata: c\n\n"  # an id line between them
+        b"event:g\ndata:d\n\n"  # no space after the colons
+        b"event: h\n\n"  # no data: not an event
+        b"event: i\ndata: e\n\n"  # the common shape
+    )
+    expected = [(b"e", b"a\nb"), (b"f", b"c"), (b"g", b"d"), (b"i", b"e")]
+    for cut in range(len(body) + 1):
+        assert _events(body, cut) == expected, cut
+
+
+def test_the_text_deltas_of_one_read_come_out_as_one_counting_each_in_order_with_other_events():
+    def delta(text: str) -> bytes:
+        event = {"type": "content_block_delta", "index": 0, "delta": {"type": "text_delta", "text": text}}
+        return f"event: content_block_delta\ndata: {json.dumps(event)}\n\n".encode()
+
+    start = {"type": "content_block_start", "content_block": {"type": "tool_use", "id": "t1", "name": "f"}}
+    tool = f"event: content_block_start\ndata: {json.dumps(start)}\n\n".encode()
+    parser = MessageStreamParser()
+    assert parser.feed(delta("a") + delta("b") + delta("c")) == [TextDelta("abc", deltas=3)]
+    assert parser.feed(delta("d") + tool + delta("e") + delta("f")) == [
+        TextDelta("d"),
+        ToolCallStart("t1", "f"),
+        TextDelta("ef", deltas=2),
+    ]

@@ -53,7 +53,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_config import SqliteConfigStore
     from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
-    from agentvm.adapters.local.sqlite_store import SqliteStore
+    from agentvm.adapters.local.sqlite_store import SqliteStore, share_connections
     from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
     from agentvm.adapters.local.tenant_purge import LocalTenantPurge
@@ -61,8 +61,10 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.resources.centre import ResourceCentre
 
     settings.data_dir.mkdir(parents=True, exist_ok=True)
-    # Before any connection opens: their logs are checkpointed off the event loop.
+    # Before any connection opens: their logs are checkpointed off the event loop, and the adapters
+    # of agentvm.db share one connection (adapters/local/sqlite_store.py: share_connections).
     checkpoint_in_background(*(settings.data_dir / name for name in ("agentvm.db", "queue.db", "logs.db")))
+    share_connections(settings.data_dir / "agentvm.db")
     sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
     store = SqliteStore(settings.data_dir / "agentvm.db")
     queue = SqliteTurnQueue(

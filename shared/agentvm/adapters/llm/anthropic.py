@@ -132,7 +132,9 @@ class MessageStreamParser:
 
     Reads the few fields each event needs from its JSON (``message_start``: id, model, usage;
     ``content_block_*``: text and tool_use pieces; ``message_delta``: usage, stop reason;
-    ``message_stop``; ``error``); pings and unnamed events are skipped, as the SDK skips them."""
+    ``message_stop``; ``error``); pings and unnamed events are skipped, as the SDK skips them.
+    Consecutive text deltas of one ``feed`` come out as one ``TextDelta`` counting each (what
+    ``llm.merged_text`` would make of them), without an object per token."""
 
     def __init__(self) -> None:
         self._reader = SSEReader()
@@ -147,22 +149,25 @@ class MessageStreamParser:
         the same read) were returned: the next ``feed`` or ``end`` raises it."""
         self.end()
         out: list[ModelEvent] = []
+        texts: list[str] = []  # consecutive text deltas, handed out as one (llm.merged_text)
         for name, data in self._reader.feed(chunk):
             if self.stopped:
                 break
             if name == b"content_block_delta":
                 text = _text_delta(data)
                 if text is not None:  # the common case, read without parsing the whole event
-                    out.append(TextDelta(text))
+                    texts.append(text)
                     continue
                 delta = _json(data)["delta"]
                 kind = delta.get("type")
                 if kind == "text_delta":
-                    out.append(TextDelta(delta["text"]))
+                    texts.append(delta["text"])
                 elif kind == "input_json_delta" and self._call is not None:
+                    _flush(texts, out)
                     self._call["json"].append(delta["partial_json"])
                     out.append(ToolCallDelta(self._call["id"], delta["partial_json"]))
             elif name == b"error":
+                _flush(texts, out)
                 if not out:
                     raise _stream_error(data)
                 self._failed = _stream_error(data)
@@ -170,7 +175,9 @@ class MessageStreamParser:
             elif name in _SKIPPED or not name:
                 continue
             else:
+                _flush(texts, out)
                 self._other(name, _json(data), out)
+        _flush(texts, out)
         return out
 
     def end(self) -> None:
@@ -228,7 +235,15 @@ class MessageStreamParser:
 
 _SKIPPED = (b"ping",)
 _TEXT_DELTA = b'"text_delta"'
+_TEXT_COMPACT = b'"text":"'  # the key as the API writes it (no spaces): found without the regex
 _TEXT_KEY = re.compile(rb'"text"\s*:\s*"')
+
+
+def _flush(texts: list[str], out: list[ModelEvent]) -> None:
+    """The run of text deltas in ``texts`` as one ``TextDelta`` (counting each) at the end of ``out``."""
+    if texts:
+        out.append(TextDelta(texts[0] if len(texts) == 1 else "".join(texts), deltas=len(texts)))
+        texts.clear()
 
 
 def _text_delta(data: bytes) -> str | None:
@@ -239,11 +254,16 @@ def _text_delta(data: bytes) -> str | None:
     at = data.find(_TEXT_DELTA)
     if at < 0:
         return None
-    key = _TEXT_KEY.search(data, at + len(_TEXT_DELTA))
-    if key is None:
-        return None
+    start = data.find(_TEXT_COMPACT, at + len(_TEXT_DELTA))
+    if start >= 0:
+        start += len(_TEXT_COMPACT)
+    else:
+        key = _TEXT_KEY.search(data, at + len(_TEXT_DELTA))
+        if key is None:
+            return None
+        start = key.end()
     try:
-        text, end = scanstring(data.decode(), key.end())
+        text, end = scanstring(data.decode(), start)
     except (UnicodeDecodeError, ValueError):
         return None
     return text

@@ -6,6 +6,18 @@ awaits between the statements of a method, methods never interleave on this conn
 ``BEGIN IMMEDIATE`` transactions still make multi-statement writes atomic on disk and safe against
 another connection (the turn queue) writing the same file.
 
+``share_connections(path)`` (the local host, for its ``agentvm.db``): from then on every adapter of
+this process that opens that file (store, counters, keys, budgets, running turns, waits, config,
+...) gets the same connection. A transaction that begins after another connection wrote the file
+starts with an empty page cache (SQLite cannot tell which of its cached pages changed), so with a
+connection per adapter, a turn's writes through five adapters each began by reading their pages
+again. Measured (``local_load`` at 300 streams, the statements timed in the server, six
+alternating pairs): the SQLite statements' CPU per turn 0.85-1.08 ms with a connection per
+adapter, 0.71-0.96 ms shared (median -11.5 %). The rule
+above (no ``await`` between a method's statements) is what makes sharing safe: the adapters'
+methods still never interleave, and ``close()`` of a shared connection does nothing (it lives as
+long as the process).
+
 Records are stored as their JSON, with the columns needed for keys, scoping and ordering copied
 out next to it.
 """
@@ -115,6 +127,12 @@ class _Connection(sqlite3.Connection):
     """Raises ``StorageUnavailable`` for a full or failing disk, wherever a statement runs, so the
     gateway answers ``storage_unavailable`` and the turn fails cleanly instead of crashing."""
 
+    shared = False  # one of share_connections' connections: its adapters' close() leaves it open
+
+    def close(self) -> None:
+        if not self.shared:
+            super().close()
+
     def execute(self, *args: Any, **kwargs: Any) -> sqlite3.Cursor:
         try:
             return super().execute(*args, **kwargs)
@@ -128,12 +146,36 @@ class _Connection(sqlite3.Connection):
             raise _translated(exc) from exc
 
 
+_shared_paths: set[Path] = set()
+_shared: dict[Path, sqlite3.Connection] = {}
+
+
+def share_connections(*paths: str | Path) -> None:
+    """From now on, ``connect`` returns one connection per file of ``paths`` for this whole process
+    (see the module's docstring). Files not named here get a new connection per ``connect``."""
+    _shared_paths.update(Path(p).resolve() for p in paths if str(p) != ":memory:")
+
+
 def connect(path: str | Path) -> sqlite3.Connection:
-    """Open (creating parent directories) a WAL-mode connection in autocommit mode.
+    """Open (creating parent directories) a WAL-mode connection in autocommit mode, or return the
+    process's one connection to a file registered with ``share_connections``.
 
     Shared with the local turn queue, which may live in the same file. A file the local host
     registered with ``sqlite_checkpoint`` is checkpointed by its thread, not by these commits.
     """
+    if str(path) == ":memory:" or not _shared_paths:
+        return _open(path)
+    key = Path(path).resolve()
+    if key not in _shared_paths:
+        return _open(path)
+    conn = _shared.get(key)
+    if conn is None:
+        conn = _shared[key] = _open(path)
+        conn.shared = True  # type: ignore[attr-defined]
+    return conn
+
+
+def _open(path: str | Path) -> sqlite3.Connection:
     if str(path) != ":memory:":
         Path(path).parent.mkdir(parents=True, exist_ok=True)
     # isolation_level=None: the sqlite3 module must not open transactions behind our back; the
@@ -452,4 +494,4 @@ class SqliteStore:
         return images
 
 
-__all__ = ["SqliteStore", "add_column", "connect", "transaction"]
+__all__ = ["SqliteStore", "add_column", "connect", "share_connections", "transaction"]

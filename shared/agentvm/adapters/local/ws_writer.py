@@ -8,9 +8,13 @@ frame. A client whose queue is full (``max_frames`` or ``max_bytes`` waiting) or
 past ``send_timeout_s`` is closed with code 4008 ("fell behind"): the turn goes on for everyone
 else, and the client reconnects and resumes from the last ``seq`` it received.
 
-The writer task runs only while frames wait: the first frame of a burst starts it, and it ends
-when the queue is empty. An idle connection (most of a thousand) holds no task, coroutine or
-event, only this object (docs/scaling.md: memory per idle connection).
+A frame sent while nothing of this connection waits is written at once, inside ``send``: the
+socket's send is stepped by hand (``_write_now``) and almost always completes without suspending
+(the server's ``transport.write`` only buffers). Only a send that must wait (the socket's buffer is
+full, flow control paused it) goes on in the writer task, with the frames after it queued behind:
+the task runs only while frames wait, and ends when the queue is empty. So most frames cost no task
+and no timer, and an idle connection (most of a thousand) holds no task, coroutine or event, only
+this object (docs/scaling.md: memory per idle connection, the send path's CPU).
 """
 
 from __future__ import annotations
@@ -18,13 +22,14 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import types
 from collections import deque
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentvm.errors import ConnectionGone
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Callable, Coroutine, Generator
 
 log = logging.getLogger("agentvm.ws")
 
@@ -35,8 +40,8 @@ class ConnectionWriter:
     def __init__(
         self,
         connection_id: str,
-        send_text: Callable[[str], Awaitable[None]],
-        close: Callable[[int, str], Awaitable[None]],
+        send_text: Callable[[str], Coroutine[Any, Any, None]],
+        close: Callable[[int, str], Coroutine[Any, Any, None]],
         *,
         max_frames: int = 1024,
         max_bytes: int = 8 * 1024 * 1024,
@@ -66,12 +71,31 @@ class ConnectionWriter:
         if len(self._queue) >= self._max_frames or self._bytes + len(payload) > self._max_bytes:
             await self._shed("its send queue is full")
             raise ConnectionGone(f"connection {self.connection_id} fell behind and was closed")
+        if self._task is None and not self._queue:
+            self._write_now(payload)
+            return
         self._queue.append(payload)
         self._bytes += len(payload)
         if self._task is None:
             self._task = asyncio.create_task(self._run())
 
-    async def _run(self) -> None:
+    def _write_now(self, payload: str) -> None:
+        """Send ``payload`` on a socket nothing else waits on, without a task: step the send's
+        coroutine by hand. It normally finishes at once; if it suspends instead (the socket's
+        buffer is full), the writer task takes it over, where it was, under the send timeout."""
+        sending = self._send_text(payload)
+        try:
+            waiting_on = sending.send(None)
+        except StopIteration:
+            return  # written
+        except Exception:  # the socket went away under us (as in _run)
+            self._closed = True
+            return
+        self._queue.append(payload)  # in flight: leaves the queue when its send completes
+        self._bytes += len(payload)
+        self._task = asyncio.create_task(self._run(_resumed(sending, waiting_on)))
+
+    async def _run(self, in_flight: Generator[Any, Any, None] | None = None) -> None:
         try:
             while self._queue:
                 payload = self._queue[0]
@@ -79,7 +103,11 @@ class ConnectionWriter:
                     # asyncio.timeout, not wait_for: no task per frame (wait_for wraps every send
                     # in a new task, which doubled the first-delta latency of 100 streams).
                     async with asyncio.timeout(self._timeout):
-                        await self._send_text(payload)
+                        if in_flight is not None:
+                            sending, in_flight = in_flight, None
+                            await sending
+                        else:
+                            await self._send_text(payload)
                 except TimeoutError:
                     await self._shed(f"a frame waited more than {self._timeout:g} s")
                     return
@@ -89,6 +117,8 @@ class ConnectionWriter:
                 self._queue.popleft()
                 self._bytes -= len(payload)
         finally:
+            if in_flight is not None:  # cancelled before it resumed the send: end that coroutine
+                in_flight.close()
             self._task = None
             if self._drained is not None and not self._queue:
                 self._drained.set()
@@ -136,6 +166,26 @@ class ConnectionWriter:
             # A send to a socket that is going away may not return at once, even when cancelled:
             # the handler does not wait for it (it would hang, and with it the server's shutdown).
             await asyncio.wait({task}, timeout=1.0)
+
+
+@types.coroutine
+def _resumed(coro: Coroutine[Any, Any, None], waiting_on: Any) -> Generator[Any, Any, None]:
+    """The rest of ``coro``, which was stepped by hand and suspended on ``waiting_on`` (the future
+    it yielded to the event loop), as an awaitable for the task that finishes it: the task waits
+    on that future, then resumes ``coro`` with what the loop sends or throws, as ``await`` would."""
+    while True:
+        try:
+            sent = yield waiting_on
+        except BaseException as exc:  # a cancellation (the send timeout, aclose) goes into the send
+            try:
+                waiting_on = coro.throw(exc)
+            except StopIteration:
+                return
+        else:
+            try:
+                waiting_on = coro.send(sent)
+            except StopIteration:
+                return
 
 
 __all__ = ["SLOW_CONSUMER_CLOSE", "ConnectionWriter"]
