@@ -10,6 +10,7 @@ from the test's thread, through the ``$default`` handler, while the worker strea
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import threading
 import time
@@ -36,7 +37,7 @@ from tests.integration.test_interrupt_stops_spend import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import Callable, Iterator
 
     from agentvm.records import TurnRecord
 
@@ -221,17 +222,7 @@ def test_an_interrupt_before_the_turn_starts_stops_it_before_the_model_is_called
 def test_an_interrupt_racing_the_running_write_is_seen_by_the_turns_start_check(worker_in_its_own_loop):
     """The interrupt arrives just before the worker's running write: its read of the turn record
     names no poller, and no poll would ever see it; the strongly consistent check after the write does."""
-    model = ScriptedModelClient([LONG_REPLY], word_delay_s=0.01)
-    with mock_aws():
-        host = next(aws_host(SingleModelResolver(model)))
-        host.connect(CONN)
-        img = host.image(CONN)
-        host.request(CONN, "message_send", imageId=img["imageId"], content="Tell me a long story")
-        interrupt = lambda: host.request(CONN, "agent_interrupt", imageId=img["imageId"])  # noqa: E731
-        store = InterruptBeforeRunning(DynamoStore(TABLE), interrupt)
-
-        host.run_turns(host.worker(host.runtime(store=store)))
-
+    with _interrupt_around_the_running_write(after_the_write=False) as (store, model, host):
         assert store.interrupted == 1
         assert run_sync(DynamoStore(TABLE).cancel_requests(store.poller)) == set()  # no poller mark
         assert model.requests == []
@@ -271,6 +262,19 @@ def test_an_interrupt_between_the_running_write_and_the_start_check_marks_the_po
 ):
     """The race's other order: the interrupt reads the running record (so marks the worker's
     poller); the turn's start check, after it, sees the turn's own mark: it stops either way."""
+    with _interrupt_around_the_running_write(after_the_write=True) as (store, model, host):
+        assert store.interrupted == 1 and store.poller is not None
+        assert len(run_sync(DynamoStore(TABLE).cancel_requests(store.poller))) == 1  # the poller's mark
+        assert model.requests == []
+        assert _ends(host.session_events(CONN)) == ["interrupted"]
+
+
+@contextlib.contextmanager
+def _interrupt_around_the_running_write(
+    *, after_the_write: bool
+) -> Iterator[tuple[InterruptBeforeRunning, ScriptedModelClient, Any]]:
+    """A long turn whose interrupt is sent just before (or just after) its running write; yields
+    with moto still up, after the worker ran it."""
     model = ScriptedModelClient([LONG_REPLY], word_delay_s=0.01)
     with mock_aws():
         host = next(aws_host(SingleModelResolver(model)))
@@ -278,14 +282,9 @@ def test_an_interrupt_between_the_running_write_and_the_start_check_marks_the_po
         img = host.image(CONN)
         host.request(CONN, "message_send", imageId=img["imageId"], content="Tell me a long story")
         interrupt = lambda: host.request(CONN, "agent_interrupt", imageId=img["imageId"])  # noqa: E731
-        store = InterruptBeforeRunning(DynamoStore(TABLE), interrupt, after_the_write=True)
-
+        store = InterruptBeforeRunning(DynamoStore(TABLE), interrupt, after_the_write=after_the_write)
         host.run_turns(host.worker(host.runtime(store=store)))
-
-        assert store.interrupted == 1 and store.poller is not None
-        assert len(run_sync(DynamoStore(TABLE).cancel_requests(store.poller))) == 1  # the poller's mark
-        assert model.requests == []
-        assert _ends(host.session_events(CONN)) == ["interrupted"]
+        yield store, model, host
 
 
 class InterruptBeforeRunning:
