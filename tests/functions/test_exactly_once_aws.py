@@ -108,12 +108,7 @@ def test_a_worker_failing_at_a_step_reports_the_record_and_the_redelivery_comple
     store = CrashingStore(DynamoStore(TABLE), status=status)
     worker = host.worker(host.runtime(store=store))
 
-    messages = host.receive()
-    response = host.deliver(messages, worker)
-
-    assert response == {"batchItemFailures": [{"itemIdentifier": messages[0]["MessageId"]}]}
-    assert store.crashes == 1
-    host.run_turns(worker)  # SQS redelivers the failed record
+    _fails_once_then_is_redelivered(host, worker, store)
     assert len(model.requests) == model_calls
     _assert_answered_once(host, img)
 
@@ -131,12 +126,7 @@ def test_a_worker_dying_after_its_model_call_keeps_that_calls_usage_once_on_rede
     store = AppendCrashingStore(DynamoStore(TABLE), key_prefix="result:")
     worker = host.worker(host.runtime(store=store))
 
-    messages = host.receive()
-    response = host.deliver(messages, worker)
-
-    assert response == {"batchItemFailures": [{"itemIdentifier": messages[0]["MessageId"]}]}
-    assert store.crashes == 1
-    host.run_turns(worker)  # SQS redelivers the failed record
+    _fails_once_then_is_redelivered(host, worker, store)
     assert len(model.requests) == 2
     _assert_answered_once(host, img)
     [usage] = run_sync(DynamoStore(TABLE).list_usage("default"))
@@ -180,3 +170,14 @@ def test_a_failing_cancel_poll_does_not_fail_the_turn(host, model):
 def _ends(events: list[dict]) -> list[str]:
     """The reasons of the turn's ``conversation_end`` frames, in order."""
     return [e["data"]["reason"] for e in events if e["type"] == "conversation_end"]
+
+
+def _fails_once_then_is_redelivered(host, worker, store) -> None:
+    """The worker's first delivery crashes once (reported as the batch's one failure, as the
+    event source mapping expects); SQS redelivers the record, which then completes."""
+    messages = host.receive()
+    response = host.deliver(messages, worker)
+
+    assert response == {"batchItemFailures": [{"itemIdentifier": messages[0]["MessageId"]}]}
+    assert store.crashes == 1
+    host.run_turns(worker)  # SQS redelivers the failed record
