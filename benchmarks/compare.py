@@ -69,6 +69,7 @@ def headline(md: str) -> dict[str, float | None]:
         for t in tables(_section(md, "Local latency and concurrency"))
         for r in t
         if "inter_delta_lag_ms_p99" in r
+        and r.get("reported", "yes") != "no"  # a repeated run that was not the median one
         and r.get("mode", "burst") == "burst"
         and r.get("workers", "1") == "1"
     ]
@@ -83,7 +84,12 @@ def headline(md: str) -> dict[str, float | None]:
         ):
             out[f"local, {n} clients (all at once): {label}"] = _number(row.get(key))
     for row in (r for t in tables(_section(md, "Local latency and concurrency")) for r in t):
-        if row.get("mode") == "steady" and row.get("workers", "1") == "1" and "inter_delta_lag_ms_p99" in row:
+        if (
+            row.get("mode") == "steady"
+            and row.get("workers", "1") == "1"
+            and "inter_delta_lag_ms_p99" in row
+            and row.get("reported", "yes") != "no"
+        ):
             n = row.get("clients", "?")
             out[f"local, {n} streams steady: inter-delta lag p99, ms"] = _number(
                 row["inter_delta_lag_ms_p99"]
