@@ -107,20 +107,8 @@ class DynamoDbCounters:
                 if exc.cause_response_code != _CONDITION_FAILED:
                     raise
             # The item exists but its window is over (TTL has not deleted it yet): start it over.
-            try:
-                connection.put_item(
-                    pk,
-                    META,
-                    attributes={
-                        **{_PREFIX + f: {"N": str(int(n))} for f, n in amounts.items()},
-                        TTL_ATTRIBUTE: {"N": str(expires_at)},
-                    },
-                    condition=Path(TTL_ATTRIBUTE) <= now,
-                )
+            if self._restart(key, amounts, expires_at, now):
                 return {f: int(n) for f, n in amounts.items()}
-            except PutError as exc:
-                if exc.cause_response_code != _CONDITION_FAILED:
-                    raise
             # another writer restarted it between our two calls: add to theirs
         raise RuntimeError(f"counter {key!r} kept changing under concurrent restarts")
 
@@ -157,26 +145,33 @@ class DynamoDbCounters:
                 old = client.get_item(TableName=table, Key=item_key, ConsistentRead=True).get("Item", {})
             if _expired(old, now):
                 # The item exists but its window is over (TTL has not deleted it yet): start it over.
-                try:
-                    self._table._get_connection().put_item(
-                        counter_pk(key),
-                        META,
-                        attributes={
-                            _PREFIX + field: {"N": str(amount)},
-                            TTL_ATTRIBUTE: {"N": str(expires_at)},
-                        },
-                        condition=Path(TTL_ATTRIBUTE) <= now,
-                    )
+                if self._restart(key, {field: amount}, expires_at, now):
                     return CounterLease(amount, amount)
-                except PutError as exc:
-                    if exc.cause_response_code != _CONDITION_FAILED:
-                        raise
                 continue
             value = int(old.get(_PREFIX + field, {}).get("N", "0"))
             if value >= limit:
                 return CounterLease(0, value)
             amount = min(amount, limit - value)  # what is left; another lessee may take it first
         raise RuntimeError(f"counter {key!r} kept changing under concurrent leases")
+
+    def _restart(self, key: str, amounts: Mapping[str, int], expires_at: int, now: int) -> bool:
+        """Start a counter whose window is over afresh at ``amounts`` (one conditional put); False
+        if another writer restarted it first (its window is live again: add to it instead)."""
+        try:
+            self._table._get_connection().put_item(
+                counter_pk(key),
+                META,
+                attributes={
+                    **{_PREFIX + f: {"N": str(int(n))} for f, n in amounts.items()},
+                    TTL_ATTRIBUTE: {"N": str(expires_at)},
+                },
+                condition=Path(TTL_ATTRIBUTE) <= now,
+            )
+        except PutError as exc:
+            if exc.cause_response_code != _CONDITION_FAILED:
+                raise
+            return False
+        return True
 
     def _get(self, key: str) -> dict[str, int]:
         item = self._table._get_connection().get_item(counter_pk(key), META).get("Item")
