@@ -10,7 +10,6 @@ its billed duration) is shared between them. Failures are reported per record
 from __future__ import annotations
 
 import asyncio
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -99,9 +98,9 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
             if outcome is None:
                 logger.info("nothing to run: turn already finished or image deleted")
                 return
-            if logger.log_level > logging.INFO:
-                return  # no INFO line to carry the document: it is written alone
-            logger.info("turn finished", extra=documents.take("turn") or _figures(outcome, rt, started))
+            # no INFO line (a higher log level): nothing is taken, the document is written alone
+            figures = documents.for_line("turn", logger) or _figures(outcome, rt, started)
+            logger.info("turn finished", extra=figures)
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

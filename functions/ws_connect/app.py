@@ -13,7 +13,6 @@ the same write; an unknown ``frames`` value refuses the upgrade (400).
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -56,8 +55,7 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
         with held() as documents:
             record_connection(rt, tenant_id, opened=True)
             extra: dict[str, Any] = {"authenticated": tenant_id is not None}  # else: awaits an auth frame
-            if logger.log_level <= logging.INFO:
-                extra.update(documents.take("connection") or {})
+            extra.update(documents.for_line("connection", logger))
             logger.info("connected", extra=extra)
         return {"statusCode": 200}
 

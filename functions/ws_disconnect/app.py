@@ -7,7 +7,6 @@ connection limit.
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
@@ -42,8 +41,7 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
                 "status_code": request.get("disconnectStatusCode"),
                 "reason": request.get("disconnectReason"),
             }
-            if logger.log_level <= logging.INFO:
-                extra.update(documents.take("connection") or {})
+            extra.update(documents.for_line("connection", logger))
             logger.info("disconnected", extra=extra)
         return {"statusCode": 200}
 

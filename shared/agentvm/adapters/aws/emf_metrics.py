@@ -36,6 +36,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import logging
 import sys
 import time
 from contextvars import ContextVar
@@ -93,6 +94,14 @@ class Held:
                 del self.documents[i]
                 return document
         return None
+
+    def for_line(self, kind: str, logger: Any) -> dict[str, Any]:
+        """What an INFO line of ``logger`` about this event carries: the held document of this
+        kind, taken (``take``), if ``logger`` writes INFO lines; else nothing is taken, and the
+        document is written on its own when ``held()`` ends. Empty: nothing to carry."""
+        if logger.log_level > logging.INFO:
+            return {}
+        return self.take(kind) or {}
 
 
 _HELD: ContextVar[Held | None] = ContextVar("emf_held", default=None)
