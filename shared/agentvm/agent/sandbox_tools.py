@@ -97,12 +97,12 @@ class SandboxTool:
         if self.spec.name in ("ls", "read"):
             return await self._call(arguments)
         ids = (self.tenant_id, self.container_id)
-        before = await self.sandbox.snapshot(*ids)
+        before = await self.sandbox.scan(*ids)
         output = await self._call(arguments)
-        after = await self.sandbox.snapshot(*ids)
-        if before is None or after is None:
+        after = await self.sandbox.scan(*ids)
+        if not (before.complete and after.complete):  # too many files to compare: no events
             return output
-        return dataclasses.replace(output, files=changes(before, after))
+        return dataclasses.replace(output, files=changes(before.files, after.files))
 
     async def _call(self, arguments: dict[str, Any]) -> ToolOutput:
         name, ids = self.spec.name, (self.tenant_id, self.container_id)
