@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from agentvm.ports import Sandbox, SandboxRun
 
 MAX_READ_BYTES = 256 * 1024
+MAX_EDIT_BYTES = 4 * 1024 * 1024
 _STOPPED = {
     "wall_time": "it ran longer than its wall-time limit of {wall_s:g} s",
     "cpu_time": "it used more than its CPU-time limit of {cpu_s} s",
@@ -148,7 +149,11 @@ class SandboxTool:
 
     async def _edit(self, path: str, old: str, new: str) -> ToolOutput:
         ids = (self.tenant_id, self.container_id)
-        text = (await self.sandbox.read(*ids, path, max_bytes=MAX_READ_BYTES * 16)).decode("utf-8")
+        data = await self.sandbox.read(*ids, path, max_bytes=MAX_EDIT_BYTES + 1)
+        if len(data) > MAX_EDIT_BYTES:  # editing the part read would cut the file
+            limit = MAX_EDIT_BYTES // (1024 * 1024)
+            return ToolOutput(f"Error: {path} is too large to edit (over {limit} MB); use sh", is_error=True)
+        text = data.decode("utf-8")
         count = text.count(old)
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"

@@ -181,13 +181,24 @@ def _walk(root_fd: int, parts: tuple[str, ...], *, create: bool) -> int:
             if create:
                 with contextlib.suppress(FileExistsError):
                     os.mkdir(part, 0o755, dir_fd=fd)
-            step = os.open(part, _DIR, dir_fd=fd)
+            step = _open_dir(part, fd)
             os.close(fd)
             fd = step
     except BaseException:
         os.close(fd)
         raise
     return fd
+
+
+def _open_dir(name: str, dir_fd: int) -> int:
+    """``name`` in ``dir_fd`` as a directory, not through a link (a link is ELOOP, as openat2
+    says it, not the ENOTDIR that ``O_DIRECTORY | O_NOFOLLOW`` gives)."""
+    try:
+        return os.open(name, _DIR, dir_fd=dir_fd)
+    except NotADirectoryError:
+        if stat.S_ISLNK(os.lstat(name, dir_fd=dir_fd).st_mode):
+            raise OSError(errno.ELOOP, os.strerror(errno.ELOOP)) from None
+        raise
 
 
 @contextlib.contextmanager
