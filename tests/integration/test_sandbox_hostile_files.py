@@ -15,14 +15,17 @@ import os
 import socket
 import time
 
+import httpx
 import pytest
 
 from agentvm.adapters.local.sandbox import LocalSandbox, bubblewrap
 from agentvm.adapters.sandbox import workspace_files as files
 from agentvm.agent.sandbox_tools import MAX_READ_BYTES, SPECS, SandboxTool
 from agentvm.agent.tools import Toolbox
+from agentvm.api.app import create_app
 from agentvm.llm import ToolCall
 from agentvm.ports import SandboxLimits, WorkspaceQuota
+from tests.security_harness import ManualClock, new_key, secure
 
 SECRET = b"HOST SECRET: the server's auth_secret"
 LIMITS = SandboxLimits(wall_s=30, cpu_s=30, memory_mb=512, output_bytes=4096)
@@ -199,19 +202,27 @@ async def test_writes_stop_at_the_workspace_quota_in_bytes(tmp_path):
 SWAPPER = """
 import ctypes, os, sys, time
 libc = ctypes.CDLL(None, use_errno=True)
-os.makedirs("d", exist_ok=True)
-open("d/secret.txt", "w").write("decoy")
-open("f", "w").write("decoy")
-os.symlink(sys.argv[1], "dlink")
-os.symlink(sys.argv[1] + "/secret.txt", "flink")
-end = time.time() + float(sys.argv[2])
+end = time.time() + float(sys.argv[1])
+pairs = []
+for n, target in enumerate(sys.argv[2:]):  # per host directory: d<n>/ and f<n>, and links to it
+    os.makedirs(f"d{n}", exist_ok=True)
+    open(f"d{n}/secret.txt", "w").write("decoy")
+    open(f"f{n}", "w").write("decoy")
+    os.symlink(target, f"d{n}link")
+    os.symlink(target + "/secret.txt", f"f{n}link")
+    pairs += [(f"d{n}".encode(), f"d{n}link".encode()), (f"f{n}".encode(), f"f{n}link".encode())]
 swaps = 0
 while time.time() < end:
-    libc.renameat2(-100, b"d", -100, b"dlink", 2)  # RENAME_EXCHANGE: both names swapped at once
-    libc.renameat2(-100, b"f", -100, b"flink", 2)
+    for a, b in pairs:
+        libc.renameat2(-100, a, -100, b, 2)  # RENAME_EXCHANGE: both names swapped at once
     swaps += 1
 print("swaps", swaps)
 """
+
+
+def swapping(sandbox: LocalSandbox, container: str, seconds: float, *targets) -> asyncio.Task:
+    argv = ["python3", "-c", SWAPPER, str(seconds), *map(str, targets)]
+    return asyncio.create_task(sandbox.run("acme", container, argv, stdin=None, limits=LIMITS))
 
 
 async def test_concurrent_file_calls_never_cross_a_link_a_running_job_swaps_in(
@@ -219,20 +230,16 @@ async def test_concurrent_file_calls_never_cross_a_link_a_running_job_swaps_in(
 ):
     box = toolbox(sandbox)
     seconds = 3.0
-    job = asyncio.create_task(
-        sandbox.run(
-            "acme", "alice", ["python3", "-c", SWAPPER, str(host), str(seconds)], stdin=None, limits=LIMITS
-        )
-    )
+    job = swapping(sandbox, "alice", seconds, host)
     reads = writes = 0
     leaked: list[str] = []
     deadline = time.monotonic() + seconds - 0.5
     await asyncio.sleep(0.3)  # the job's files exist
     while time.monotonic() < deadline:  # one model message at a time: 40 reads and 20 writes
-        calls = [call(box, "read", path="d/secret.txt") for _ in range(20)]
-        calls += [call(box, "read", path="f") for _ in range(20)]
-        calls += [call(box, "write", path=f"d/new-{writes + i}.txt", content="mine") for i in range(20)]
-        calls += [call(box, "edit", path="f", old="decoy", new="decoy")]
+        calls = [call(box, "read", path="d0/secret.txt") for _ in range(20)]
+        calls += [call(box, "read", path="f0") for _ in range(20)]
+        calls += [call(box, "write", path=f"d0/new-{writes + i}.txt", content="mine") for i in range(20)]
+        calls += [call(box, "edit", path="f0", old="decoy", new="decoy")]
         results = await asyncio.gather(*calls)
         reads, writes = reads + 40, writes + 20
         leaked += [r.content for r in results if "HOST SECRET" in r.content]
@@ -243,3 +250,41 @@ async def test_concurrent_file_calls_never_cross_a_link_a_running_job_swaps_in(
     assert reads >= 200 and leaked == []
     assert sorted(p.name for p in host.iterdir()) == ["secret.txt"]
     assert (host / "secret.txt").read_bytes() == SECRET
+
+
+async def test_the_http_workspace_route_never_reads_through_a_link_the_tenants_job_swaps_in(
+    harness, tmp_path, resolution
+):
+    """A tenant admin reading its own workspace over HTTP while its own job swaps links to another
+    tenant's workspace and to the data dir gets decoys or 400s: never their bytes, never a 500."""
+    secure(harness, ManualClock())
+    sandbox = LocalSandbox(tmp_path / "workspaces", isolate=bubblewrap() is not None)
+    harness.rt.sandbox = sandbox
+    token = await new_key(harness.rt, "acme", "admin")
+    await (await harness.client("acme")).request("container_create", containerId="alice")
+    await sandbox.write("globex", "bob", "secret.txt", b"GLOBEX PRIVATE")
+    data_dir = tmp_path / "data"
+    data_dir.mkdir()
+    (data_dir / "secret.txt").write_bytes(SECRET)
+    job = swapping(sandbox, "alice", 3.0, sandbox.workspace("globex", "bob"), data_dir)
+    transport = httpx.ASGITransport(app=create_app(harness.rt))
+    headers = {"Authorization": f"Bearer {token}"}
+    statuses: list[int] = []
+    async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http:
+        await asyncio.sleep(0.3)
+        deadline = time.monotonic() + 2.2
+        while time.monotonic() < deadline:
+            paths = ["d0/secret.txt", "f0", "d1/secret.txt", "f1"] * 10
+            answers = await asyncio.gather(
+                *[http.get("/v1/containers/alice/workspace/file", params={"path": p}) for p in paths],
+                http.get("/v1/containers/alice/workspace", params={"path": "d1"}),
+            )
+            for answer in answers:
+                statuses.append(answer.status_code)
+                assert b"GLOBEX" not in answer.content and b"HOST SECRET" not in answer.content
+                assert str(tmp_path).encode() not in answer.content
+    ran = await job
+    assert int(ran.output.split()[-1]) > 100, ran.output
+    answered = [s for s in statuses if s in (200, 400)]  # the rest: 429, the key's rate limit
+    assert len(answered) >= 200 and set(statuses) <= {200, 400, 429}, sorted(set(statuses))
+    assert sorted(p.name for p in data_dir.iterdir()) == ["secret.txt"]
