@@ -89,8 +89,8 @@ def build_handler(
             ran = await run_sandbox_job(rt, job, sandbox, after_run=push)
             logger.info("sandbox job", extra={"ran": ran})
         finally:
+            _kill_leftovers()  # first: a leftover could otherwise keep writing while it is removed
             shutil.rmtree(root, ignore_errors=True)
-            _kill_leftovers()
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

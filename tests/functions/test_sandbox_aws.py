@@ -12,11 +12,13 @@ from moto import mock_aws
 from agentvm.adapters.aws.s3_workspaces import S3Workspaces
 from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
 from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local.sandbox import LocalSandbox
 from agentvm.agent.tool_sources import ToolSources
 from agentvm.hosts.aws import run_sync
 from functions.sandbox_worker import app as sandbox_worker
 from tests.functions.aws_host import aws_host, frame
 from tests.functions.conftest import FakeLambdaContext
+from tests.integration.test_sandbox_hostile_files import SWAPPER
 
 pytestmark = pytest.mark.aws
 
@@ -41,6 +43,8 @@ class Sandboxes:
         self.jobs = SqsSandboxJobs(self.url, client=self.sqs)
         self.tmp = tmp_path
         self.runs = 0
+        self.sandbox_factory = LocalSandbox  # isolated with bubblewrap where it runs (not on Lambda)
+        self.leftovers = False  # a test whose job leaves a process behind (its directory may stay)
 
     def turn_runtime(self):
         return self.host.runtime(tools=ToolSources(remote_sandbox=True), sandbox_jobs=self.jobs)
@@ -61,12 +65,16 @@ class Sandboxes:
             scratch = self.tmp / f"lambda-{self.runs}"
             scratch.mkdir()
             handler = sandbox_worker.build_handler(
-                self.host.runtime(), workspaces=S3Workspaces(BUCKET, client=self.s3), scratch=scratch
+                self.host.runtime(),
+                workspaces=S3Workspaces(BUCKET, client=self.s3),
+                scratch=scratch,
+                sandbox_factory=self.sandbox_factory,
             )
             response = handler(lambda_sqs_event(messages, self.arn), FakeLambdaContext())
             assert response == {"batchItemFailures": []}
             self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=messages[0]["ReceiptHandle"])
-            assert list(scratch.iterdir()) == []  # the job's directory is gone after the job
+            if not self.leftovers:  # outside Lambda nothing kills a detached leftover before the removal
+                assert list(scratch.iterdir()) == []  # the job's directory is gone after the job
             done += 1
         return done
 
@@ -222,3 +230,29 @@ def test_a_symlink_out_of_the_workspace_is_never_stored(world, model):
     world.run()
     keys = [o["Key"].rsplit("/", 1)[1] for o in world.s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
     assert keys == ["kept"]
+
+
+def test_a_leftover_process_swapping_links_during_the_push_never_uploads_a_worker_file(
+    world, model, tmp_path
+):
+    """On Lambda a job is a plain process of the worker's user: one that detaches (``setsid``)
+    lives on while the workspace is pushed, swapping files and directories with links to the
+    worker's files. The push stores decoys or nothing, never the worker's bytes."""
+    world.sandbox_factory = lambda root: LocalSandbox(root, isolate=False)
+    world.leftovers = True
+    worker_files = tmp_path / "worker"
+    worker_files.mkdir()
+    (worker_files / "secret.txt").write_text("WORKER SECRET")
+    (tmp_path / "swapper.py").write_text(SWAPPER)
+    targets = " ".join([str(worker_files)] * 20)
+    command = f"setsid python3 {tmp_path}/swapper.py 4 {targets} >/dev/null 2>&1 & sleep 0.5; echo started"
+    host = world.host
+    img = _image(host, "conn-a")
+    for n in range(3):
+        model.add(Calls(("sh", {"command": command})), "Started.")
+        host.send("conn-a", frame("message_send", f"req_{n}", imageId=img["imageId"], content="go"))
+        world.run()
+    assert all("started" in r["result"] for r in _results(host, "conn-a"))
+    stored = world.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    bodies = [world.s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in stored]
+    assert stored and not any(b"WORKER SECRET" in body for body in bodies)
