@@ -5,6 +5,11 @@ While a job is pending no turn-worker invocation runs or holds a job."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from pathlib import Path
+
 import boto3
 import pytest
 from moto import mock_aws
@@ -256,3 +261,37 @@ def test_a_leftover_process_swapping_links_during_the_push_never_uploads_a_worke
     stored = world.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
     bodies = [world.s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in stored]
     assert stored and not any(b"WORKER SECRET" in body for body in bodies)
+
+
+def test_an_interrupt_stops_a_running_job_and_kills_what_it_started(world, model, tmp_path, monkeypatch):
+    """The turn is interrupted while its job runs on the sandbox worker: the worker sees the wait
+    cancelled, kills the job (a plain process, as on Lambda) and its child, and answers nothing."""
+    from agentvm.agent import sandbox_jobs
+    from agentvm.hosts import aws as aws_hosts
+
+    monkeypatch.setattr(sandbox_jobs, "WAIT_POLL_S", 0.2)
+    world.sandbox_factory = lambda root: LocalSandbox(root, isolate=False)
+    marker = tmp_path / "survived.txt"
+    host = world.host
+    img = _image(host, "conn-a")
+    command = f"(sleep 2; echo child > {marker}.child) & sleep 2; echo survived > {marker}"
+    model.add(Calls(("sh", {"command": command})), "Done.")
+    host.send("conn-a", frame("message_send", "req_1", imageId=img["imageId"], content="go"))
+    world.turn_worker()  # the turn suspends on the job
+    main_loop = aws_hosts.event_loop()
+    worker_loop = asyncio.new_event_loop()  # the sandbox worker is another Lambda: its own loop
+    monkeypatch.setattr(
+        aws_hosts, "event_loop", lambda: worker_loop if threading.current_thread() is worker else main_loop
+    )
+    worker = threading.Thread(target=world.sandbox_worker)
+    worker.start()
+    time.sleep(0.8)  # the job is running
+    host.request("conn-a", "agent_interrupt", imageId=img["imageId"])
+    worker.join(30)
+    assert not worker.is_alive()
+    worker_loop.close()
+    time.sleep(2.5)  # past the moment the job and its child would have written
+    assert not marker.exists() and not Path(f"{marker}.child").exists()
+    world.turn_worker()
+    ends = [f["data"]["reason"] for f in host.session_events("conn-a") if f["type"] == "conversation_end"]
+    assert ends == ["interrupted"] and _results(host, "conn-a") == []
