@@ -167,11 +167,13 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from agentvm.hosts.data_dir import private_umask
     from agentvm.hosts.local import local_runtime, local_security
     from agentvm.hosts.local_server import open_mode_error, serve
     from agentvm.logs import configure_logging
     from agentvm.security.setup import ensure_admin_key
 
+    private_umask()  # what the server creates is its user's only (hosts/data_dir.py)
     settings = _settings(
         args, host=args.host, port=args.port, log_level=args.log_level, open=args.open, workers=args.workers
     )
@@ -255,10 +257,12 @@ def _security(args: argparse.Namespace) -> Security:
             auth_secret_previous=None,
         )
         return aws_security(aws, SystemClock())
+    from agentvm.hosts.data_dir import prepare_data_dir, private_umask
     from agentvm.hosts.local import local_security
 
     settings = _settings(args).model_copy(update={"open": False})
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_umask()
+    prepare_data_dir(settings.data_dir)
     return local_security(settings, SystemClock())
 
 
