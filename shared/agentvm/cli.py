@@ -204,6 +204,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         security = local_security(settings, host.runtime.clock)
         security.attach(host.runtime)
+        if host.runtime.config is not None:  # seal what an older version stored in plaintext
+            asyncio.run(host.runtime.config.seal_stored_secrets())
         token = None if security.auth is None else asyncio.run(ensure_admin_key(security.auth, settings))
     except (AgentVMError, ValueError) as exc:  # a bad AVM_AUTH_SECRET or AVM_ADMIN_KEY
         print(f"avm: {getattr(exc, 'message', exc)}", file=sys.stderr)

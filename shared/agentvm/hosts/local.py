@@ -58,6 +58,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
     from agentvm.adapters.local.tenant_purge import LocalTenantPurge
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
+    from agentvm.configcentre.sealing import SecretSealer
     from agentvm.hosts.data_dir import prepare_data_dir
     from agentvm.resources.centre import ResourceCentre
 
@@ -128,6 +129,8 @@ def local_runtime(settings: Settings) -> LocalHost:
         runtime.clock,
         file_values=read_config_file(settings.data_dir),
         cache_s=settings.config_cache_s,
+        # secrets sealed under the server secret (auth_secret, not in the database), read on first use
+        sealer=SecretSealer(lambda: local_server_secrets(settings).newest_first()),
     )
     if isinstance(push, RelayPush):
         from agentvm.adapters.local.relay import RelaySignals
