@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentvm import __version__
+from agentvm import DISTRIBUTION, __version__
 
 if TYPE_CHECKING:
     from agentvm.config import Settings
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="avm", description="AgentVM: an AI agent runtime.")
-    parser.add_argument("--version", action="version", version=f"avm {__version__}")
+    parser.add_argument("--version", action="version", version=f"avm ({DISTRIBUTION} {__version__})")
     sub = parser.add_subparsers(dest="command", required=True)
 
     data_dir = argparse.ArgumentParser(add_help=False)
