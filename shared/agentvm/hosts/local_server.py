@@ -387,6 +387,7 @@ def serve(host: LocalHost) -> None:
         http=guarded_http_protocol(
             header_timeout_s=settings.http_header_timeout_s,
             max_per_address=settings.max_http_connections_per_address,
+            body_timeout_s=settings.http_body_timeout_s,
         ),
         timeout_keep_alive=5,
         log_config=None,  # keep our JSON logging
