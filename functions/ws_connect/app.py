@@ -8,7 +8,8 @@ answers 410). The tenant and the API key come from the authorizer's context
 neither: it is registered unauthenticated, and may send only an ``auth`` frame (browser clients),
 which registers it again with its key's tenant (``core.gateway``). There is no default tenant.
 A client may declare batched frames with ``?frames=batch`` (``streaming.batching``): recorded by
-the same write; an unknown ``frames`` value refuses the upgrade (400).
+the same write; an unknown ``frames`` value refuses the upgrade (400). A tenant at its cap of live
+connections (``security/tenant_limits.py``) is refused with 429 (the client sees the upgrade fail).
 """
 
 from __future__ import annotations
@@ -19,10 +20,11 @@ from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
 from agentvm.adapters.aws.emf_metrics import held
-from agentvm.errors import AgentVMError
+from agentvm.errors import AgentVMError, RateLimited
 from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.observability.metrics import record_connection
 from agentvm.ports import ConnectionInfo
+from agentvm.security.tenant_limits import connection_cap
 from agentvm.streaming.batching import wants_batches
 
 if TYPE_CHECKING:
@@ -50,7 +52,12 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
             logger.info("upgrade refused", extra={"code": exc.code, "reason": exc.message})
             return {"statusCode": 400}
         info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id, batch=batch)
-        run_sync(rt.connections.register(info))
+        cap = run_sync(connection_cap(rt.tenant_limits, tenant_id))  # security/tenant_limits.py
+        try:
+            run_sync(rt.connections.register(info, tenant_cap=cap))
+        except RateLimited as exc:  # the tenant holds its cap of live connections
+            logger.info("upgrade refused", extra={"code": exc.code, "reason": exc.message})
+            return {"statusCode": 429}
         # one EMF document (observability/metrics.py), carried by the `connected` line (emf_metrics.held)
         with held() as documents:
             record_connection(rt, tenant_id, opened=True)

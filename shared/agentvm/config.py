@@ -142,6 +142,17 @@ class Settings(BaseSettings):
     # a local HTTP connection must complete a request's headers within this, or it is closed
     # (slowloris; hosts/http_guard.py); idle keep-alive connections close after 5 s (uvicorn)
     http_header_timeout_s: float = Field(default=10.0, gt=0)
+    # ...and a request's body within this from its headers, or it is answered 408 (if nothing was
+    # answered yet) and closed (a body trickled a byte at a time; hosts/http_guard.py)
+    http_body_timeout_s: float = Field(default=30.0, gt=0)
+    # Per tenant, whatever its number of keys (security/tenant_limits.py; 0 = no limit). A platform
+    # admin may set each for one tenant (PATCH /v1/tenants/{id} {"limits": ...}).
+    max_connections_per_tenant: int = Field(default=1000, ge=0)  # live WebSockets, both hosts
+    max_api_keys_per_tenant: int = Field(default=50, ge=0)  # active keys made through POST /v1/auth/keys
+    tenant_rate_limit_per_minute: int = Field(default=1800, ge=0)  # requests of all its keys together
+    # HTTP requests answered 401 (no, bad or revoked key) per client address per minute; past it the
+    # address is answered 429 without its key being checked, until the minute ends (0 = no limit)
+    unauthorized_per_minute: int = Field(default=60, ge=0)
 
     # authentication (see SECURITY.md)
     open: bool = False  # key-less dev mode: every connection is tenant "local"; loopback only

@@ -19,6 +19,7 @@
     │   └── MessageNotFound         message_not_found no such message in the session (fork)
     ├── Conflict                    conflict          the request conflicts with the current state
     │   ├── SessionBusy             session_busy      a turn is running and the policy is `reject`
+    │   ├── KeyLimitReached         conflict          the tenant's active API keys are at its cap (limit)
     │   └── ImportInProgress        import_in_progress  the same export is being imported right now
     ├── QuotaExceeded               quota_exceeded    a token budget was reached; carries limit, reset_at
     │   └── RateLimited             rate_limited      a key's request rate limit was reached
@@ -103,6 +104,17 @@ class SessionBusy(Conflict):
     """A turn is already running in this session."""
 
     code = "session_busy"
+
+
+class KeyLimitReached(Conflict):
+    """The tenant has as many active API keys as it may (``limit``): revoke one first."""
+
+    def __init__(self, message: str, *, limit: int) -> None:
+        super().__init__(message)
+        self.limit = limit
+
+    def wire_fields(self) -> dict[str, object]:
+        return {"limit": self.limit}
 
 
 class AlreadyAnswered(Conflict):
@@ -385,6 +397,7 @@ class ConnectionGone(AgentVMError):
 __all__ = [
     "ExportTooLarge",
     "ImportInProgress",
+    "KeyLimitReached",
     "InvalidImport",
     "InvalidQuery",
     "MessageNotFound",

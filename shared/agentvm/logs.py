@@ -204,15 +204,24 @@ _CLIENT_MISTAKES = {
 }
 
 
+# uvicorn's (and its websockets library's) INFO lines for every WebSocket: three per connection,
+# which any client can make by connecting (its HTTP access lines are off: ``uvicorn.access`` logs
+# at WARNING only).
+_PER_CONNECTION = {'%s - "WebSocket %s" [accepted]', "connection open", "connection closed"}
+
+
 class UvicornClientErrors(logging.Filter):
     """On the ``uvicorn.error`` logger: client mistakes are one INFO line, never an ERROR or a
     traceback, and rate-limited like refusals (one source per kind: they carry no address). An
-    upgrade the app refused is logged once, by the app; uvicorn's own lines about it are dropped."""
+    upgrade the app refused is logged once, by the app; uvicorn's own lines about it are dropped.
+    Its per-connection INFO lines are rate-limited the same way (a few a minute, then a count)."""
 
     def filter(self, record: logging.LogRecord) -> bool:
         msg = record.msg if isinstance(record.msg, str) else ""  # (a message may be any object)
         if upgrade_refused.get() and msg in _DENIAL_LINES:
             return False
+        if msg in _PER_CONNECTION:
+            return refusals.admit(f"uvicorn: {msg}")
         if msg not in _CLIENT_MISTAKES:
             return True
         if not refusals.admit(f"uvicorn: {record.msg}"):

@@ -408,7 +408,12 @@ class Subscription:
 class Connections(Protocol):
     """Live WebSocket connections, who they are, and which sessions they subscribed to."""
 
-    async def register(self, info: ConnectionInfo) -> None: ...
+    async def register(self, info: ConnectionInfo, *, tenant_cap: int = 0) -> None:
+        """Record the connection (again, after an ``auth`` frame). ``tenant_cap`` > 0: raises
+        ``RateLimited`` instead if its tenant already holds that many live connections and this
+        one is not one of them (``security/tenant_limits.py``)."""
+        ...
+
     async def get(self, connection_id: str) -> ConnectionInfo | None: ...
     async def remove(self, connection_id: str) -> None: ...
     async def subscribe(

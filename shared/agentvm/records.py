@@ -271,6 +271,15 @@ class ResourceHead(_Record):
     type: str | None = None  # a file's type (text, json, binary, skill), fixed at its first version
 
 
+class TenantLimitOverrides(_Record):
+    """A platform admin's limits for one tenant (``security/tenant_limits.py``); ``None`` keeps the
+    server's setting, ``0`` means no limit."""
+
+    maxConnections: int | None = None  # live WebSocket connections
+    maxApiKeys: int | None = None  # active API keys
+    rateLimitPerMinute: int | None = None  # requests per minute of all its keys together
+
+
 class TenantRecord(_Record):
     """A tenant of the registry (``/v1/tenants``): keys, budgets, resources and data hang off its id.
 
@@ -287,6 +296,7 @@ class TenantRecord(_Record):
     status: TenantStatus = "active"
     deletedAt: int | None = None  # when its deletion started
     purgedAt: int | None = None  # when its conversations were deleted (None: kept, to be purged)
+    limits: TenantLimitOverrides | None = None  # set by platform admins; None: the server's limits
 
     def to_wire(self) -> dict[str, Any]:
         """Deepractice's ``Tenant`` shape plus ``status`` (unset fields are absent)."""
@@ -444,6 +454,7 @@ __all__ = [
     "ResourceVersion",
     "SandboxJob",
     "SessionImport",
+    "TenantLimitOverrides",
     "TenantRecord",
     "TenantStatus",
     "ToolWait",

@@ -42,6 +42,7 @@ if TYPE_CHECKING:
     from agentvm.security.budgets import Budgets
     from agentvm.security.ratelimit import RateLimiter
     from agentvm.security.storage_quota import StorageQuota
+    from agentvm.security.tenant_limits import TenantLimits
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,6 +197,9 @@ class Runtime:
     budgets: Budgets | None = None
     rate_limiter: RateLimiter | None = None
     storage_quota: StorageQuota | None = None  # bytes a tenant may store (None: no quota)
+    # Connections, keys and requests per tenant (security/tenant_limits.py). None: not bounded per
+    # tenant (the open dev mode has one tenant).
+    tenant_limits: TenantLimits | None = None
     # Where a turn's tools come from (agent/tool_sources.py). None: images' tools are not run.
     tools: ToolSources | None = None
     # Containers' workspaces (sandbox tools, the workspace routes). None: this host has no sandbox.

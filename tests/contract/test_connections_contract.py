@@ -483,3 +483,28 @@ async def test_a_subscription_removed_after_the_connection_was_read_is_not_writt
     await connections.remove("c1")
     await connections.subscribe("c1", "ses_1", after_seq=0, known=known)
     assert list(await connections.subscriptions("ses_1")) == []
+
+
+# the per-tenant cap (security/tenant_limits.py)
+
+
+async def test_a_tenant_at_its_cap_is_refused_until_one_of_its_connections_closes(connections):
+    from agentvm.errors import RateLimited
+
+    for conn in ("c1", "c2"):
+        await connections.register(info(conn, "tenant-a"), tenant_cap=2)
+    with pytest.raises(RateLimited) as refused:
+        await connections.register(info("c3", "tenant-a"), tenant_cap=2)
+    assert refused.value.limit == 2 and await connections.get("c3") is None
+    await connections.register(info("b1", "tenant-b"), tenant_cap=2)  # another tenant has its own
+    # an `auth` frame registering a connection of the tenant again takes no second slot
+    await connections.register(replace(info("c1", "tenant-a"), key_id="k0000000002a"), tenant_cap=2)
+    await connections.remove("c2")
+    await connections.register(info("c3", "tenant-a"), tenant_cap=2)
+    with pytest.raises(RateLimited):
+        await connections.register(info("c4", "tenant-a"), tenant_cap=2)
+    # a connection that authenticates late (an `auth` frame) is counted then
+    await connections.register(info("late", tenant=None), tenant_cap=2)
+    with pytest.raises(RateLimited):
+        await connections.register(info("late", "tenant-a"), tenant_cap=2)
+    assert (await connections.get("late")).tenant_id is None  # as it was

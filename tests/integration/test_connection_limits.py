@@ -133,3 +133,45 @@ async def test_one_key_holds_at_most_the_configured_number_of_sockets(tmp_path):
                 assert error["data"]["details"]["code"] == "rate_limited"
         async with websockets.connect(url):  # the slots are free again once those closed
             pass
+
+
+def test_a_request_body_trickled_a_byte_at_a_time_is_cut_at_the_body_deadline(tmp_path):
+    """Issue 25: 1,000 connections trickling a body 1 byte every 5 s were all still open after
+    120 s (the header deadline spares a request in progress). Here: 1 byte every 0.5 s, a 2 s
+    deadline; the server answers 408 and closes, and serves others meanwhile."""
+    env = base_env(AVM_HTTP_BODY_TIMEOUT_S="2", AVM_HTTP_HEADER_TIMEOUT_S="1")
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        token = server.admin_token()
+        head = (
+            f"PUT /v1/budgets/tenant HTTP/1.1\r\nhost: x\r\nauthorization: Bearer {token}\r\n"
+            "content-type: application/json\r\ncontent-length: 1000\r\n\r\n"
+        )
+        started = time.monotonic()
+        with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
+            sock.sendall(head.encode())
+            answer = b""
+            for _ in range(20):  # at most 10 s of trickling
+                try:
+                    sock.sendall(b" ")
+                    sock.settimeout(0.5)
+                    chunk = sock.recv(4096)
+                except TimeoutError:
+                    continue
+                except (BrokenPipeError, ConnectionResetError):
+                    break
+                if not chunk:
+                    break
+                answer += chunk
+            else:
+                pytest.fail("the trickled body was not cut")
+        elapsed = time.monotonic() - started
+        assert answer.startswith(b"HTTP/1.1 408"), answer
+        assert b'"request_timeout"' in answer and 1.5 < elapsed < 6
+        # a body that comes at once is unaffected, and /health answers throughout
+        assert httpx.get(f"{server.http}/health").status_code == 200
+        answered = httpx.put(
+            f"{server.http}/v1/budgets/tenant",
+            json={"daily_tokens": 5},
+            headers={"Authorization": f"Bearer {token}"},
+        )
+        assert answered.status_code == 200

@@ -108,6 +108,20 @@ def test_uvicorn_client_mistakes_are_one_info_line_without_a_traceback(monkeypat
     assert f.filter(other) and other.levelname == "ERROR" and other.exc_info
 
 
+def test_uvicorn_per_connection_lines_are_rate_limited_like_refusals(monkeypatch):
+    """Issue 25: uvicorn wrote its INFO lines for every WebSocket with no limit."""
+    monkeypatch.setattr(logs, "refusals", RefusalLimit(2, clock=Clock()))
+    f = UvicornClientErrors()
+    for msg, args in (
+        ('%s - "WebSocket %s" [accepted]', ("127.0.0.1:5", "/ws")),
+        ("connection open", ()),
+        ("connection closed", ()),
+    ):
+        assert [f.filter(_uvicorn_record(msg, logging.INFO, args)) for _ in range(5)] == [True] * 2 + [
+            False
+        ] * 3
+
+
 def test_uvicorn_lines_about_an_upgrade_the_app_refused_are_dropped_in_that_connection_only():
     f = UvicornClientErrors()
     denial = [

@@ -32,7 +32,7 @@ from tests.security_harness import ManualClock, new_key, secure
 EVERY_V1 = {401, 403, 413, 429}  # no, bad or non-admin key, body size, rate limit
 # What else each /v1 operation may answer: a new route must be added here, with its errors.
 ROUTE_ERRORS = {
-    ("post", "/v1/auth/keys"): {400},
+    ("post", "/v1/auth/keys"): {400, 409},  # 409: the tenant's active keys at its cap
     ("get", "/v1/auth/keys"): set(),
     ("delete", "/v1/auth/keys/{key_id}"): {404},
     ("put", "/v1/budgets/tenant"): {400},

@@ -37,6 +37,7 @@ from agentvm.errors import (
     Forbidden,
     NotFound,
     QuotaExceeded,
+    RateLimited,
     StorageQuotaExceeded,
     StorageUnavailable,
     Unauthorized,
@@ -83,7 +84,9 @@ class ErrorDetail(BaseModel):
     code: str = Field(description="for programs: bad_request, unauthorized, forbidden, not_found, ...")
     message: str = Field(description="for people; never secrets or internals")
     # absent, never null, on other errors (SkipJsonSchema: the schema does not say "or null")
-    limit: int | SkipJsonSchema[None] = Field(default=None, description="429: the limit reached")
+    limit: int | SkipJsonSchema[None] = Field(
+        default=None, description="429, and 409 on a tenant's key cap: the limit reached"
+    )
     resetAt: int | SkipJsonSchema[None] = Field(default=None, description="429: when it resets (epoch ms)")
 
 
@@ -104,7 +107,8 @@ _ERRORS: dict[int, dict[str, Any]] = {
     404: {"description": "No such object in the caller's tenant (`not_found`)"},
     409: {
         "description": "Conflicts with what is stored: a published version (`version_exists`), a version "
-        "others depend on (`resource_in_use`, with `dependents`)"
+        "others depend on (`resource_in_use`, with `dependents`), the tenant's active API keys at its "
+        "cap (`conflict`, with `limit`)"
     },
     413: {"description": "Body over AVM_MAX_BODY_BYTES, refused before it is read (`payload_too_large`)"},
     429: {
@@ -251,8 +255,22 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         return error_response(AgentVMError("internal error"), now_ms=now_ms())
 
     async def authenticate(request: Request) -> None:
-        """Runs before every ``/v1`` route (unknown paths are plain 404s, as without a key)."""
-        principal = await principal_of(runtime, request.headers, open_tenant)
+        """Runs before every ``/v1`` route (unknown paths are plain 404s, as without a key). An
+        address past its minute of 401s is answered 429 before its key is read (ratelimit.py)."""
+        limiter = runtime.rate_limiter
+        source = request.client.host if request.client else "?"
+        if limiter is not None:
+            try:
+                limiter.check_unauthorized(source)
+            except RateLimited:
+                if runtime.auth is None or not runtime.auth.recently_verified(request.headers):
+                    raise
+        try:
+            principal = await principal_of(runtime, request.headers, open_tenant)
+        except Unauthorized:
+            if limiter is not None:
+                await limiter.hit_unauthorized(source)  # the one past the limit is answered 429
+            raise
         bind(tenant_id=principal.tenant_id)  # the request's log lines carry it (/v1/logs)
         if runtime.rate_limiter is not None:
             await runtime.rate_limiter.hit(principal)
@@ -291,7 +309,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         status_code=201,
         tags=["auth"],
         response_model=None,
-        responses={**ok(201, "NewKey", doc.NEW_KEY, "the new key and its token"), **_errors(400)},
+        responses={**ok(201, "NewKey", doc.NEW_KEY, "the new key and its token"), **_errors(400, 409)},
     )
     async def create_key(request: Request, body: CreateKey) -> dict[str, Any]:
         """Create a key for the caller's tenant. The token is in this response only: store it now."""
@@ -307,6 +325,8 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         from agentvm.security.tenants import refuse_deleted
 
         await refuse_deleted(runtime, principal.tenant_id)  # a key still cached while it is deleted
+        if runtime.tenant_limits is not None:  # keys must not multiply the per-key limits
+            await runtime.tenant_limits.check_key_room(runtime.auth.keys, principal.tenant_id)
         record, token = await runtime.auth.keys.create(
             principal.tenant_id, body.scopes, name=body.name, rate_limit_per_minute=body.rate_limit_per_minute
         )

@@ -11,10 +11,11 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Literal
 
 from fastapi import APIRouter, Query, Request
-from pydantic import BaseModel, ConfigDict, Field, StrictStr
+from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
 from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, Forbidden
+from agentvm.records import TenantLimitOverrides
 from agentvm.security import tenants
 
 if TYPE_CHECKING:
@@ -66,13 +67,35 @@ class NewTenant(_Body):
     )
 
 
+class TenantLimits(_Body):
+    """What the tenant may hold or spend, whatever its number of keys (SECURITY.md, "Per-tenant
+    limits"); null keeps the server's setting, 0 = no limit."""
+
+    maxConnections: StrictInt | None = Field(
+        default=None, ge=0, description="live WebSocket connections (AVM_MAX_CONNECTIONS_PER_TENANT)"
+    )
+    maxApiKeys: StrictInt | None = Field(
+        default=None, ge=0, description="active API keys (AVM_MAX_API_KEYS_PER_TENANT)"
+    )
+    rateLimitPerMinute: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        description="requests per minute of all its keys (AVM_TENANT_RATE_LIMIT_PER_MINUTE)",
+    )
+
+
 class TenantChanges(_Body):
     model_config = ConfigDict(
-        extra="forbid", strict=True, json_schema_extra=examples({"name": "Acme"}, {"description": None})
+        extra="forbid",
+        strict=True,
+        json_schema_extra=examples(
+            {"name": "Acme"}, {"description": None}, {"limits": {"maxConnections": 5000, "maxApiKeys": None}}
+        ),
     )
 
     name: StrictStr | None = Field(default=None, min_length=1, max_length=200)
     description: StrictStr | None = Field(default=None, max_length=2000, description="null removes it")
+    limits: TenantLimits | None = Field(default=None, description="null: the server's limits")
 
 
 class TenantRef(_Body):
@@ -106,6 +129,9 @@ class Tenant(BaseModel):
     deletedAt: int | None = Field(default=None, description="when its deletion started")
     purgedAt: int | None = Field(
         default=None, description="when its conversations were deleted; absent while they are kept"
+    )
+    limits: TenantLimits | None = Field(
+        default=None, description="a platform admin's limits for this tenant; absent: the server's"
     )
 
 
@@ -162,7 +188,13 @@ def tenant_routes(
         changes = body.model_dump(exclude_unset=True, include={"name", "description"})
         if "name" in changes and changes["name"] is None:
             raise BadRequest("name: cannot be null (only description can be removed)")
-        return (await tenants.update(runtime, tenant_id, changes)).to_wire()
+        if "limits" in body.model_fields_set:
+            limits = None if body.limits is None else body.limits.model_dump()
+            changes["limits"] = None if limits is None else TenantLimitOverrides(**limits)
+        updated = await tenants.update(runtime, tenant_id, changes)
+        if runtime.tenant_limits is not None:
+            runtime.tenant_limits.forget(tenant_id)  # this process at once; others within its cache
+        return updated.to_wire()
 
     one = ok(200, Tenant, _TENANT, "the tenant")
     gone = ok(200, TenantDeletion, _DELETED, "what was deleted", more={"kept (AWS)": _KEPT})

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING
 from agentvm.errors import AgentVMError, Unauthorized
 from agentvm.logs import client_source, log_refusal
 from agentvm.ports import ConnectionInfo
+from agentvm.security.tenant_limits import connection_cap
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -65,7 +66,8 @@ async def authenticate(
         protocol=protocol if protocol is not None else conn.protocol if conn is not None else None,
         batch=conn is not None and conn.batch,
     )
-    await rt.connections.register(info)  # may refuse: too many connections for this key
+    # may refuse: too many connections for this key, or for its tenant
+    await rt.connections.register(info, tenant_cap=await connection_cap(rt.tenant_limits, info.tenant_id))
     return principal.tenant_id
 
 

@@ -12,11 +12,16 @@ or h11 without it) subclassed with:
   next request has not got past its headers), the socket is closed. A request in progress (a
   body being read, a response being written) is never cut, and an upgraded WebSocket leaves this
   protocol behind (its own limits are in ``hosts/local_server.py``);
+- a **body deadline**: a request whose body is not all in ``body_timeout_s`` after its headers
+  (a body trickled a byte every few seconds holds its socket as a slowloris does, and the header
+  deadline spares a request in progress) is answered ``408`` (``request_timeout``) if nothing was
+  answered yet, and closed; the app reading it sees the client gone;
 - a **cap per address**: at most ``max_per_address`` HTTP connections (not yet upgraded) from one
   client address; one more is answered ``429`` and closed at once.
 
-Both work on the protocol's public life cycle (``connection_made``/``connection_lost``, the
-``cycle`` a request creates, ``handle_websocket_upgrade``), the same in both uvicorn protocols.
+They work on the protocol's public life cycle (``connection_made``/``data_received``/
+``connection_lost``, the ``cycle`` a request creates and its ``more_body`` while the body is still
+coming, ``handle_websocket_upgrade``), the same in both uvicorn protocols.
 """
 
 from __future__ import annotations
@@ -41,8 +46,19 @@ _TOO_MANY = (
 )
 
 
-def guarded_http_protocol(*, header_timeout_s: float, max_per_address: int) -> type[asyncio.Protocol]:
-    """uvicorn's HTTP protocol class with the header deadline and the per-address cap."""
+_TIMEOUT_BODY = json.dumps(
+    {"error": {"code": "request_timeout", "message": "the request body did not arrive in time"}}
+).encode()
+_TIMED_OUT = (
+    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
+    b"content-length: %d\r\n\r\n%s" % (len(_TIMEOUT_BODY), _TIMEOUT_BODY)
+)
+
+
+def guarded_http_protocol(
+    *, header_timeout_s: float, max_per_address: int, body_timeout_s: float = 30.0
+) -> type[asyncio.Protocol]:
+    """uvicorn's HTTP protocol class with the header and body deadlines and the per-address cap."""
     from uvicorn.protocols.http.auto import AutoHTTPProtocol
 
     per_address: dict[str, int] = {}  # open, not upgraded, connections by client address
@@ -51,6 +67,8 @@ def guarded_http_protocol(*, header_timeout_s: float, max_per_address: int) -> t
         _guard_timer: asyncio.TimerHandle | None = None
         _guard_address: str | None = None
         _guard_seen: Any = None
+        _body_timer: asyncio.TimerHandle | None = None
+        _body_cycle: Any = None  # the request whose body the body timer waits for
 
         def connection_made(self, transport: asyncio.BaseTransport) -> None:
             super().connection_made(transport)  # type: ignore[arg-type]
@@ -64,13 +82,44 @@ def guarded_http_protocol(*, header_timeout_s: float, max_per_address: int) -> t
             self._guard_address = address
             self._guard_timer = self.loop.call_later(header_timeout_s, self._guard_check)
 
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
+            cycle = self.cycle
+            if cycle is not None and cycle is not self._body_cycle and cycle.more_body:
+                self._body_cycle = cycle  # headers in, body still coming: its deadline starts now
+                self._cancel_body_timer()
+                self._body_timer = self.loop.call_later(body_timeout_s, self._body_check, cycle)
+
         def connection_lost(self, exc: Exception | None) -> None:
             self._guard_release()
+            self._cancel_body_timer()
             super().connection_lost(exc)
 
         def handle_websocket_upgrade(self, *args: Any) -> None:
             self._guard_release()  # the WebSocket has its own limits from here on
+            self._cancel_body_timer()
             super().handle_websocket_upgrade(*args)
+
+        def _body_check(self, cycle: Any) -> None:
+            self._body_timer = None
+            if self.cycle is not cycle or not cycle.more_body or self.transport.is_closing():
+                return  # the body came (or the connection went): nothing to cut
+            log_refusal(
+                log,
+                "closed a connection whose request body did not arrive in time",
+                source=self.client[0] if self.client else "?",
+                body_timeout_s=body_timeout_s,
+            )
+            if not cycle.response_started:
+                self.transport.write(_TIMED_OUT)
+            cycle.disconnected = True  # the app reading the body sees the client gone, and
+            cycle.message_event.set()  # anything it answers is dropped
+            self.transport.close()
+
+        def _cancel_body_timer(self) -> None:
+            if self._body_timer is not None:
+                self._body_timer.cancel()
+                self._body_timer = None
 
         def _guard_check(self) -> None:
             cycle = self.cycle

@@ -33,6 +33,7 @@ from agentvm.gateway.dispatch import handle_frame, refuse_frame
 from agentvm.hosts.http_guard import guarded_http_protocol
 from agentvm.logs import client_source, log_refusal, upgrade_refused
 from agentvm.ports import ConnectionInfo
+from agentvm.security.tenant_limits import connection_cap
 from agentvm.streaming.batching import wants_batches
 
 if TYPE_CHECKING:
@@ -161,16 +162,18 @@ def create_local_app(host: LocalHost) -> FastAPI:
     ) -> None:
         conn_id = rt.ids.new("conn")
         try:
-            # Registered before the upgrade completes: a key past its connection cap is refused
-            # with an HTTP answer, like every other refused upgrade.
+            # Registered before the upgrade completes: a key or a tenant past its connection cap
+            # is refused with an HTTP answer, like every other refused upgrade.
+            tenant_id = open_tenant or (principal.tenant_id if principal else None)
             await rt.connections.register(
                 ConnectionInfo(
                     connection_id=conn_id,
-                    tenant_id=open_tenant or (principal.tenant_id if principal else None),
+                    tenant_id=tenant_id,
                     connected_at=rt.clock.now_ms(),
                     key_id=principal.key_id if principal else None,
                     batch=batch,
-                )
+                ),
+                tenant_cap=await connection_cap(rt.tenant_limits, tenant_id),
             )
         except AgentVMError as exc:
             await _deny(websocket, exc, 429, address)
@@ -387,6 +390,7 @@ def serve(host: LocalHost) -> None:
         http=guarded_http_protocol(
             header_timeout_s=settings.http_header_timeout_s,
             max_per_address=settings.max_http_connections_per_address,
+            body_timeout_s=settings.http_body_timeout_s,
         ),
         timeout_keep_alive=5,
         log_config=None,  # keep our JSON logging

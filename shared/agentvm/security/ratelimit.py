@@ -7,6 +7,24 @@ means unlimited. A connection that has not authenticated yet has its own, small 
 through ``auth`` frames and the work any unauthenticated frame costs. The open dev mode (no
 keys) has no rate limiter.
 
+Per tenant
+----------
+
+Keys add up per tenant instead of multiplying: every request of a key is also counted on its
+tenant's window (``rate#tenant#<tenant>#<minute>``, leased the same way), against the tenant's
+limit (``AVM_TENANT_RATE_LIMIT_PER_MINUTE``, 1800, or the platform's override for that tenant:
+``security/tenant_limits.py``). A request is admitted only if both its key and its tenant have
+room; one refused by its tenant has used one of its key's (under-admission, never over). Keys an
+operator made unlimited (``--rate-limit 0``) are still counted against their tenant.
+
+Bad keys
+--------
+
+HTTP requests answered ``401`` are counted per client address (``rate#unauth#<address>``, exact,
+``AVM_UNAUTHORIZED_PER_MINUTE``, 60). Once a process learns an address's minute is full it answers
+that address ``429`` before reading its key (no key lookup, no HMAC, no log line beyond the
+refusal's), until the minute ends: a flood of bad keys costs a dictionary look-up per request.
+
 Leases
 ------
 
@@ -52,6 +70,7 @@ from agentvm.errors import RateLimited
 if TYPE_CHECKING:
     from agentvm.ports import Clock, Counters
     from agentvm.security.auth import Principal
+    from agentvm.security.tenant_limits import TenantLimits
 
 _MINUTE_MS = 60_000
 _FIELD = "n"
@@ -77,6 +96,8 @@ class RateLimiter:
         per_minute: int,
         unauthenticated_per_minute: int = 30,
         lease_max: int = 10,
+        tenant_limits: TenantLimits | None = None,
+        unauthorized_per_minute: int = 0,
     ) -> None:
         if lease_max < 1:
             raise ValueError("lease_max must be at least 1")
@@ -85,6 +106,8 @@ class RateLimiter:
         self.per_minute = per_minute
         self.unauthenticated_per_minute = unauthenticated_per_minute
         self.lease_max = lease_max
+        self.tenant_limits = tenant_limits  # None: keys are not counted per tenant
+        self.unauthorized_per_minute = unauthorized_per_minute  # HTTP 401s per address; 0 = no limit
         self._leases: dict[str, _Lease] = {}
         self._minute = 0  # the window the entries are of (older ones are dropped when it turns)
 
@@ -95,6 +118,30 @@ class RateLimiter:
         limit = principal.rate_limit_per_minute
         limit = self.per_minute if limit is None else limit
         await self._count(f"rate#{principal.key_id}", limit, "for this API key", self.lease_max)
+        if self.tenant_limits is not None:
+            tenant_limit = (await self.tenant_limits.of(principal.tenant_id)).requests_per_minute
+            await self._count(
+                f"rate#tenant#{principal.tenant_id}",
+                tenant_limit,
+                "for this tenant (all its API keys together)",
+                self.lease_max,
+            )
+
+    def check_unauthorized(self, source: str) -> None:
+        """Raises ``RateLimited`` if this process knows ``source`` (a client address) used up its
+        minute of ``401`` answers: no I/O, so refusing it costs nothing."""
+        limit = self.unauthorized_per_minute
+        if limit <= 0:
+            return
+        minute = self._clock.now_ms() // _MINUTE_MS
+        lease = self._leases.get(f"rate#unauth#{source}")
+        if lease is not None and lease.minute == minute and lease.total >= limit:
+            raise self._refusal(limit, (minute + 1) * _MINUTE_MS, "for requests with no or a bad API key")
+
+    async def hit_unauthorized(self, source: str) -> None:
+        """Count one ``401`` answer to ``source`` (a client address); raises ``RateLimited`` past it."""
+        limit = self.unauthorized_per_minute
+        await self._count(f"rate#unauth#{source}", limit, "for requests with no or a bad API key", 1)
 
     async def hit_unauthenticated(self, connection_id: str) -> None:
         """Count one frame of a connection that has no key yet (an ``auth`` attempt included)."""
@@ -132,8 +179,12 @@ class RateLimiter:
             if taken.granted > 0:
                 lease.left += taken.granted - 1  # one is this request's
                 return
+        raise self._refusal(limit, reset_ms, whose)
+
+    @staticmethod
+    def _refusal(limit: int, reset_ms: int, whose: str) -> RateLimited:
         reset = datetime.fromtimestamp(reset_ms / 1000, tz=UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
-        raise RateLimited(
+        return RateLimited(
             f"rate limit of {limit} requests per minute reached {whose}; retry after {reset}",
             limit=limit,
             reset_at_ms=reset_ms,

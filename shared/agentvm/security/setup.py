@@ -16,6 +16,7 @@ from agentvm.security.auth import Authenticator
 from agentvm.security.budgets import Budgets
 from agentvm.security.ratelimit import RateLimiter
 from agentvm.security.storage_quota import StorageQuota
+from agentvm.security.tenant_limits import Limits, TenantLimits
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -38,6 +39,7 @@ class Security:
     budgets: Budgets
     rate_limiter: RateLimiter
     storage_quota: StorageQuota | None = None
+    tenant_limits: TenantLimits | None = None
 
     def attach(self, rt: Runtime) -> None:
         rt.auth = self.auth
@@ -45,6 +47,9 @@ class Security:
         self.budgets.read_sums_from(lambda: rt.usage)  # seeds new budgets; usage without one
         rt.rate_limiter = self.rate_limiter
         rt.storage_quota = self.storage_quota
+        if self.tenant_limits is not None:
+            self.tenant_limits.read_overrides_from(lambda: rt.tenants)  # the registry, set after this
+        rt.tenant_limits = self.tenant_limits
 
 
 def server_secrets(settings: Settings) -> ServerSecrets:
@@ -105,6 +110,19 @@ def build_security(
     auth = None
     if secrets_ is not None:
         auth = Authenticator(ApiKeys(keys, secrets_, clock), clock, cache_s=settings.key_cache_s)
+    tenant_limits = (
+        None
+        if auth is None
+        else TenantLimits(  # the open dev mode has one tenant
+            Limits(
+                connections=settings.max_connections_per_tenant,
+                api_keys=settings.max_api_keys_per_tenant,
+                requests_per_minute=settings.tenant_rate_limit_per_minute,
+            ),
+            clock,
+            cache_s=settings.key_cache_s,
+        )
+    )
     return Security(
         auth=auth,
         budgets=Budgets(budgets, counters, clock),
@@ -114,8 +132,11 @@ def build_security(
             per_minute=settings.rate_limit_per_minute,
             unauthenticated_per_minute=settings.unauthenticated_frames_per_minute,
             lease_max=settings.rate_lease_max,
+            tenant_limits=tenant_limits,
+            unauthorized_per_minute=settings.unauthorized_per_minute,
         ),
         storage_quota=StorageQuota(counters, limit_bytes=settings.tenant_storage_bytes),
+        tenant_limits=tenant_limits,
     )
 
 

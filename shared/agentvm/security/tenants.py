@@ -104,7 +104,8 @@ async def every(runtime: Runtime) -> list[TenantRecord]:
 
 
 async def update(runtime: Runtime, tenant_id: str, changes: dict[str, Any]) -> TenantRecord:
-    """Change ``name`` and/or ``description`` (None removes the description) of an active tenant."""
+    """Change ``name``, ``description`` (None removes it) and/or ``limits`` (a platform admin's
+    ``TenantLimitOverrides``; None: the server's) of an active tenant."""
     for _ in range(_ATTEMPTS):
         tenant = await get(runtime, tenant_id)
         if tenant.status != "active":

@@ -17,6 +17,12 @@ from the one index Query it already makes. AgentX v1 is never recorded: v1 conne
 did. A v2 frame on a connection without a record is its first one unless the connection subscribed
 to a session already (a v1 client did): one consistent Query of its partition, on that frame only.
 
+A tenant holds at most ``tenant_cap`` live connections (``security/tenant_limits.py``): counted in
+two-hour windows on the table, so a lost ``$disconnect`` heals within four hours
+(``adapters/aws/tenant_connection_count.py``). ``register`` takes the slot before it writes the
+connection (a connection re-registered by an ``auth`` frame of its own tenant keeps its slot: one
+consistent GetItem tells), ``remove`` gives it back.
+
 Batched frames (``?frames=batch``, ``streaming.batching``) are recorded the same way, for free:
 ``frames: "batch"`` on ``META`` by the ``$connect`` write, copied into each subscription.
 
@@ -65,6 +71,7 @@ from typing import TYPE_CHECKING, Any
 
 from pynamodb.exceptions import DoesNotExist, UpdateError
 
+from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
 from agentvm.adapters.aws.dynamodb_models import (
     GSI1,
     META,
@@ -76,13 +83,14 @@ from agentvm.adapters.aws.dynamodb_models import (
     subscribers_gsi1pk,
     subscription_sk,
 )
+from agentvm.adapters.aws.tenant_connection_count import TenantConnectionCount
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 from agentvm.streaming.batching import BATCH
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from agentvm.adapters.aws.dynamodb_models import SubscriptionItem, TableItem
+    from agentvm.adapters.aws.dynamodb_models import ConnectionItem, SubscriptionItem, TableItem
 
 # API Gateway's hard cap on a WebSocket connection is 2 h; 5 minutes of slack on top.
 DEFAULT_TTL_S = 7500
@@ -109,6 +117,9 @@ class DynamoConnections:
         self._m = bind_models(table_name, region, host)
         self._ttl_s = ttl_s
         self._clock = clock
+        self._per_tenant = TenantConnectionCount(
+            DynamoDbCounters(table_name, region=region, host=host, now=clock)
+        )
 
     def create_table(self, wait: bool = True) -> None:
         """Create the shared table unless it exists (see ``dynamodb_models.create_table``)."""
@@ -118,8 +129,11 @@ class DynamoConnections:
         expires = item.expiresAt
         return expires is None or expires.timestamp() > self._clock()
 
-    async def register(self, info: ConnectionInfo) -> None:
+    async def register(self, info: ConnectionInfo, *, tenant_cap: int = 0) -> None:
         expires = datetime.fromtimestamp(int(self._clock()) + self._ttl_s, tz=UTC)
+        counted_in = None
+        if info.tenant_id is not None and tenant_cap > 0:
+            counted_in = await self._counted_slot(info.connection_id, info.tenant_id, tenant_cap)
         item = self._m.connection(
             connection_pk(info.connection_id),
             META,
@@ -129,8 +143,24 @@ class DynamoConnections:
             expiresAt=expires,
             protocol=info.protocol if info.protocol == PROTOCOL_V2 else None,
             frames=BATCH if info.batch else None,
+            countedIn=counted_in,
         )
         await asyncio.to_thread(item.save)
+
+    async def _counted_slot(self, connection_id: str, tenant_id: str, cap: int) -> int:
+        """The window the connection's slot is counted in: its own already (re-registered by an
+        ``auth`` frame of its tenant), else a new one (raises ``RateLimited`` at the cap)."""
+
+        def read() -> ConnectionItem | None:
+            try:
+                return self._m.connection.get(connection_pk(connection_id), META, consistent_read=True)
+            except DoesNotExist:
+                return None
+
+        old = await asyncio.to_thread(read)
+        if old is not None and old.tenantId == tenant_id and old.countedIn is not None:
+            return int(old.countedIn)
+        return await self._per_tenant.take(tenant_id, cap, int(self._clock() * 1000))
 
     def _client(self) -> Any:
         return self._m.base._get_connection().connection.client
@@ -185,16 +215,33 @@ class DynamoConnections:
     async def remove(self, connection_id: str) -> None:
         base = self._m.base
 
-        def remove_partition() -> None:
-            # The connection and all its subscriptions: one Query, then BatchWriteItem deletes.
-            items = base.query(
-                connection_pk(connection_id), consistent_read=True, attributes_to_get=["pk", "sk"]
+        def remove_partition() -> tuple[str, int] | None:
+            # The connection and all its subscriptions: one Query (META's tenant and counted window
+            # with the keys), then BatchWriteItem deletes.
+            pk = connection_pk(connection_id)
+            pages = (
+                self._client()
+                .get_paginator("query")
+                .paginate(
+                    TableName=self._m.table_name,
+                    KeyConditionExpression="pk = :pk",
+                    ExpressionAttributeValues={":pk": {"S": pk}},
+                    ProjectionExpression="pk, sk, tenantId, countedIn",
+                    ConsistentRead=True,
+                )
             )
+            items = [item for page in pages for item in page.get("Items", [])]
             with base.batch_write() as batch:
                 for item in items:
-                    batch.delete(item)
+                    batch.delete(base(pk, item["sk"]["S"]))
+            meta = next((i for i in items if i["sk"]["S"] == META), None)
+            if meta is None or "tenantId" not in meta or "countedIn" not in meta:
+                return None
+            return meta["tenantId"]["S"], int(meta["countedIn"]["N"])
 
-        await asyncio.to_thread(remove_partition)
+        slot = await asyncio.to_thread(remove_partition)
+        if slot is not None:  # its tenant's slot, given back
+            await self._per_tenant.give_back(slot[0], slot[1], int(self._clock() * 1000))
 
     async def subscribe(
         self,

@@ -232,6 +232,8 @@ class ConnectionItem(TableItem):
     connectedAt = NumberAttribute()
     protocol = UnicodeAttribute(null=True)  # "v2" once a JSON-RPC frame chose it (v1 is not recorded)
     frames = UnicodeAttribute(null=True)  # "batch": declared at the upgrade (streaming/batching.py)
+    # the window its tenant's connection count counted it in (adapters/aws/tenant_connection_count.py)
+    countedIn = NumberAttribute(null=True)
 
 
 class SubscriptionItem(TableItem):

@@ -6,7 +6,8 @@ connection declared it at the upgrade (``ConnectionInfo.batch``).
 
 One API key holds at most ``max_per_key`` live connections (0 = no cap): registering one more,
 at the upgrade or by an ``auth`` frame, raises ``RateLimited``. A leaked key spread over many
-addresses cannot take every socket the process has.
+addresses cannot take every socket the process has. A tenant holds at most the ``tenant_cap``
+its caller passes (its keys together: ``security/tenant_limits.py``), refused the same way.
 """
 
 from __future__ import annotations
@@ -28,14 +29,23 @@ class InMemoryConnections:
     def __init__(self, *, max_per_key: int = 0) -> None:
         self.max_per_key = max_per_key
         self._per_key: Counter[str] = Counter()
+        self._per_tenant: Counter[str] = Counter()
         self._infos: dict[str, ConnectionInfo] = {}
         # session -> connection -> the cursor it subscribed with (insertion-ordered)
         self._by_session: dict[str, dict[str, int | None]] = {}
         self._by_connection: dict[str, set[str]] = {}
 
-    async def register(self, info: ConnectionInfo) -> None:
+    async def register(self, info: ConnectionInfo, *, tenant_cap: int = 0) -> None:
         old = self._infos.get(info.connection_id)
         old_key = old.key_id if old is not None else None
+        old_tenant = old.tenant_id if old is not None else None
+        tenant = info.tenant_id
+        if tenant is not None and tenant != old_tenant and 0 < tenant_cap <= self._per_tenant[tenant]:
+            raise RateLimited(
+                f"too many connections for this tenant (at most {tenant_cap})",
+                limit=tenant_cap,
+                reset_at_ms=info.connected_at,  # a slot frees as soon as one of them closes
+            )
         if info.key_id is not None and info.key_id != old_key:
             if 0 < self.max_per_key <= self._per_key[info.key_id]:
                 raise RateLimited(
@@ -46,6 +56,11 @@ class InMemoryConnections:
             self._per_key[info.key_id] += 1
         if old_key is not None and old_key != info.key_id:
             self._release(old_key)
+        if tenant != old_tenant:
+            if tenant is not None:
+                self._per_tenant[tenant] += 1
+            if old_tenant is not None:
+                _decrement(self._per_tenant, old_tenant)
         if old is not None and info.protocol is None and old.protocol is not None:
             info = dataclasses.replace(info, protocol=old.protocol)  # re-registered by an auth frame
         if old is not None and old.batch and not info.batch:
@@ -53,9 +68,7 @@ class InMemoryConnections:
         self._infos[info.connection_id] = info
 
     def _release(self, key_id: str) -> None:
-        self._per_key[key_id] -= 1
-        if self._per_key[key_id] <= 0:
-            del self._per_key[key_id]
+        _decrement(self._per_key, key_id)
 
     async def get(self, connection_id: str) -> ConnectionInfo | None:
         return self._infos.get(connection_id)
@@ -64,6 +77,8 @@ class InMemoryConnections:
         info = self._infos.pop(connection_id, None)
         if info is not None and info.key_id is not None:
             self._release(info.key_id)
+        if info is not None and info.tenant_id is not None:
+            _decrement(self._per_tenant, info.tenant_id)
         for session_id in self._by_connection.pop(connection_id, ()):
             subs = self._by_session.get(session_id)
             if subs is not None:
@@ -115,6 +130,12 @@ class InMemoryConnections:
     def by_tenant(self) -> Counter[str | None]:
         """Live connections by tenant (None: not authenticated yet), for ``/v1/metrics``."""
         return Counter(info.tenant_id for info in self._infos.values())
+
+
+def _decrement(counts: Counter[str], name: str) -> None:
+    counts[name] -= 1
+    if counts[name] <= 0:
+        del counts[name]
 
 
 __all__ = ["InMemoryConnections"]

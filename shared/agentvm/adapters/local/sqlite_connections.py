@@ -10,9 +10,10 @@ frames) and one per subscription, in the shared
 
 Semantics are the in-memory registry's (the port's contract, tests/contract): subscribing again
 without a cursor keeps the stored one; the per-key cap counts the key's connections on every
-worker. A worker deletes its own rows when it starts (a crash leaves them behind) and its socket's
-rows when the socket closes; a row of a worker that died without restarting is pruned by the first
-turn that fails to reach it (``ConnectionGone``), as API Gateway's 410 prunes on AWS.
+worker, and so does the per-tenant cap (``tenant_cap``). A worker deletes its own rows when it
+starts (a crash leaves them behind) and its socket's rows when the socket closes; a row of a worker
+that died without restarting is pruned by the first turn that fails to reach it
+(``ConnectionGone``), as API Gateway's 410 prunes on AWS.
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ CREATE TABLE IF NOT EXISTS ws_connections (
 );
 CREATE INDEX IF NOT EXISTS ws_connections_by_key ON ws_connections (key_id);
 CREATE INDEX IF NOT EXISTS ws_connections_by_worker ON ws_connections (worker);
+CREATE INDEX IF NOT EXISTS ws_connections_by_tenant ON ws_connections (tenant_id);
 CREATE TABLE IF NOT EXISTS ws_subscriptions (
     session_id    TEXT NOT NULL,
     connection_id TEXT NOT NULL,
@@ -74,13 +76,24 @@ class SqliteConnections:
             )
             return self._conn.execute("DELETE FROM ws_connections WHERE worker = ?", (self.worker,)).rowcount
 
-    async def register(self, info: ConnectionInfo) -> None:
+    async def register(self, info: ConnectionInfo, *, tenant_cap: int = 0) -> None:
         with transaction(self._conn):
             old = self._conn.execute(
-                "SELECT key_id, protocol, batch FROM ws_connections WHERE connection_id = ?",
+                "SELECT key_id, protocol, batch, tenant_id FROM ws_connections WHERE connection_id = ?",
                 (info.connection_id,),
             ).fetchone()
             old_key = old[0] if old is not None else None
+            old_tenant = old[3] if old is not None else None
+            if info.tenant_id is not None and info.tenant_id != old_tenant and tenant_cap > 0:
+                (count,) = self._conn.execute(
+                    "SELECT COUNT(*) FROM ws_connections WHERE tenant_id = ?", (info.tenant_id,)
+                ).fetchone()
+                if count >= tenant_cap:
+                    raise RateLimited(
+                        f"too many connections for this tenant (at most {tenant_cap})",
+                        limit=tenant_cap,
+                        reset_at_ms=info.connected_at,  # a slot frees as soon as one of them closes
+                    )
             if info.key_id is not None and info.key_id != old_key and self.max_per_key > 0:
                 (count,) = self._conn.execute(
                     "SELECT COUNT(*) FROM ws_connections WHERE key_id = ?", (info.key_id,)
