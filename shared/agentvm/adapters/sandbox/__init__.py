@@ -1,0 +1,1 @@
+"""How sandbox jobs run on both hosts: their processes and their limits."""
