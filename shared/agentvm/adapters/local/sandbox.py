@@ -203,6 +203,8 @@ class LocalSandbox:
             if args_fd is not None:
                 os.close(args_fd)
         proc = job.proc
+        if job.stopped_by is not None:  # stopped (``close``) while it started: its group is known now
+            job.kill()
         if stdin is not None and proc.stdin is not None:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 proc.stdin.write(stdin.encode())
