@@ -2,16 +2,31 @@
 data dir, and jobs run in it as subprocesses, isolated with bubblewrap when it works here.
 
 Isolation (``bwrap``, Debian's ``bubblewrap``; ``./dev`` installs it): a job runs in new user,
-PID, network, IPC, UTS and cgroup namespaces, sees ``/usr`` (and the ``/bin``, ``/lib`` links to
-it) read-only, a private ``/tmp``, ``/proc`` and ``/dev``, and its own workspace at ``/workspace``
-(its working directory), nothing else of the host: no other workspace, no data dir, no network.
-It dies with the server. Without bubblewrap, jobs are plain subprocesses in the workspace (the
-same limits, none of the isolation); ``isolated`` says which, and ``avm serve`` says it at start.
+PID, network, IPC, UTS and cgroup namespaces (and may not make user namespaces of its own, where
+bubblewrap can forbid it), sees ``/usr`` (and the ``/bin``, ``/lib`` links to it) read-only, a
+private ``/tmp`` (a tmpfs of ``file_mb``), ``/proc`` and ``/dev``, and its own workspace at
+``/workspace`` (its working directory), nothing else of the host: no other workspace, no data
+dir, no network. Bubblewrap reads its arguments from a memfd (``--args``), so the command line a
+job sees as pid 1's names no host path. Without bubblewrap, jobs are plain subprocesses in the
+workspace (the same limits, none of the isolation); ``isolated`` says which, and ``avm serve``
+says it at start.
 
-Limits on every job, isolated or not (``SandboxLimits``): wall time (the job is killed), CPU time
-(``RLIMIT_CPU``), address space (``RLIMIT_AS``), the largest file it may write
-(``RLIMIT_FSIZE``), and its output (read up to the cap, then the job is killed). Fork bombs are
-bounded by the wall time and the PID namespace only: no cgroups here (documented in SECURITY.md).
+A job dies with its reason to live: whichever way ``run`` ends (its result, an error, or its task
+cancelled by an interrupt, a turn deadline, a toolbox timeout or the shutdown), its ``finally``
+SIGKILLs the job's process group and everything in its cgroup, and reaps it off the event loop.
+A job is over when its first process exits: what it left in the background is killed.
+``close`` kills every live job (``avm serve``'s shutdown). If the server itself is killed, the
+kernel kills the job's first process (``PR_SET_PDEATHSIG``); with bubblewrap that is the PID
+namespace's parent, and the namespace and all in it die with it. Without bubblewrap only that
+first process dies: its children live on. And where there is no cgroup, a process that left the
+job's process group (``setsid``, a double fork) escapes every kill.
+
+Limits (``SandboxLimits``): wall time and output (read up to the cap) for the job; memory,
+process count and CPU time for the job as a whole where it gets its own cgroup
+(``adapters/sandbox/job_limits.py``), else per process (``RLIMIT_AS``, ``RLIMIT_CPU``; no bound
+on the process count); and, per process always, the largest file (``RLIMIT_FSIZE``), no core
+dumps, and ``RLIMIT_CPU`` as a second bound. Past a limit the job is killed and ``stopped_by``
+says which.
 
 Paths given to ``read``/``write``/``list`` are resolved on the host, symlinks included, and must
 stay inside the workspace. No job runs between two tool calls (each job's processes die with
