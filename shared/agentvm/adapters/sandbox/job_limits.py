@@ -10,9 +10,10 @@ counter (``cpu.stat`` / ``cpuacct.usage``), which the sandbox polls. Two layouts
 
 * cgroup v2 (a user's machine with a delegated subtree, a systemd service with ``Delegate=yes``):
   the server's own cgroup must offer ``memory`` and ``pids``; jobs are its children. v2 forbids
-  processes in a cgroup whose controllers are handed down, so when the server's cgroup holds
-  processes, the server moves itself into a leaf ``avm-server`` first (what systemd's
-  delegation documentation prescribes). Killing is one write to ``cgroup.kill``.
+  processes in a cgroup whose controllers are handed down, so the server moves itself into a leaf
+  ``avm-server`` first (what systemd's delegation documentation prescribes); if other processes
+  share its cgroup, v2 is not used. CPU time is ``cpu.stat``'s ``usage_usec``, which every v2
+  cgroup has. Killing is one write to ``cgroup.kill`` (Linux 5.14+; else as v1).
 * cgroup v1 (root, each controller its own hierarchy): a directory per job under the server's
   cgroup in each of ``memory``, ``pids`` and ``cpuacct``; killing is SIGKILL to every pid in
   ``cgroup.procs`` until it is empty.
@@ -226,10 +227,9 @@ def _detect_v2(mounts: dict[str, tuple[Path, str]], own: dict[str, str]) -> JobC
         offered = (parent / "cgroup.controllers").read_text().split()
         if not all(name in offered for name in _V2_NEEDED):
             return None
-        wanted = [name for name in ("memory", "pids", "cpu") if name in offered]
         enabled = (parent / "cgroup.subtree_control").read_text().split()
-        if not all(name in enabled for name in wanted):
-            _hand_down(parent, wanted)
+        if not all(name in enabled for name in _V2_NEEDED):
+            _hand_down(parent, list(_V2_NEEDED))
         if not _can_make_children(parent):
             return None
     except OSError:
@@ -238,8 +238,10 @@ def _detect_v2(mounts: dict[str, tuple[Path, str]], own: dict[str, str]) -> JobC
 
 
 def _hand_down(parent: Path, controllers: list[str]) -> None:
-    """Enable ``controllers`` for the children of ``parent``; if it holds processes (this server),
-    move them to a leaf first, as v2's no-internal-processes rule requires."""
+    """Enable ``controllers`` for the children of ``parent``. v2 allows that only in a cgroup
+    without processes: if this server is in it, it moves itself into a leaf first; if other
+    processes share it (a terminal's scope), it fails and the caller falls back, rather than
+    moving processes that are not ours."""
     request = " ".join(f"+{name}" for name in controllers)
     try:
         _write(parent / "cgroup.subtree_control", request)
@@ -248,9 +250,7 @@ def _hand_down(parent: Path, controllers: list[str]) -> None:
             raise
         leaf = parent / _SERVER_LEAF
         leaf.mkdir(exist_ok=True)
-        for pid in (parent / "cgroup.procs").read_text().split():
-            with contextlib.suppress(ProcessLookupError):
-                _write(leaf / "cgroup.procs", pid)
+        _write(leaf / "cgroup.procs", str(os.getpid()))  # the whole process, every thread
         _write(parent / "cgroup.subtree_control", request)
 
 
