@@ -213,14 +213,14 @@ def detect() -> JobCgroups:
         return v2
     parents: dict[str, Path] = {}
     for controller in _V1_CONTROLLERS:
-        parent = _mounted_path(mounts, own, controller)
+        parent = cgroup_dir(mounts, own, controller)
         if parent is not None and _can_make_children(parent):
             parents["cpu" if controller == "cpuacct" else controller] = parent
     return JobCgroups(1 if parents else 0, parents)
 
 
 def _detect_v2(mounts: dict[str, tuple[Path, str]], own: dict[str, str]) -> JobCgroups | None:
-    parent = _mounted_path(mounts, own, "")
+    parent = cgroup_dir(mounts, own, "")
     if parent is None:
         return None
     try:
@@ -255,35 +255,50 @@ def _hand_down(parent: Path, controllers: list[str]) -> None:
 
 
 def _cgroup_mounts() -> dict[str, tuple[Path, str]]:
-    """Controller ("" for the v2 hierarchy) -> (mount point, the mount's root in its hierarchy)."""
+    try:
+        return parse_mountinfo(Path("/proc/self/mountinfo").read_text())
+    except OSError:
+        return {}
+
+
+def parse_mountinfo(text: str) -> dict[str, tuple[Path, str]]:
+    """Controller ("" for the v2 hierarchy) -> (mount point, the mount's root in its hierarchy),
+    from ``/proc/self/mountinfo``."""
     out: dict[str, tuple[Path, str]] = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/mountinfo").read_text().splitlines():
-            fields, _, tail = line.partition(" - ")
-            parts, rest = fields.split(), tail.split()
-            if len(parts) < 5 or len(rest) < 3:
-                continue
-            root, mount_point, fstype = parts[3], Path(parts[4]), rest[0]
-            if fstype == "cgroup2":
-                out.setdefault("", (mount_point, root))
-            elif fstype == "cgroup":
-                for option in rest[2].split(","):
-                    out.setdefault(option, (mount_point, root))
+    for line in text.splitlines():
+        fields, _, tail = line.partition(" - ")
+        parts, rest = fields.split(), tail.split()
+        if len(parts) < 5 or len(rest) < 3:
+            continue
+        root, mount_point, fstype = parts[3], Path(parts[4]), rest[0]
+        if fstype == "cgroup2":
+            out.setdefault("", (mount_point, root))
+        elif fstype == "cgroup":
+            for option in rest[2].split(","):
+                out.setdefault(option, (mount_point, root))
     return out
 
 
 def _own_cgroups() -> dict[str, str]:
-    """Controller ("" for v2) -> this process's cgroup path in that hierarchy."""
+    try:
+        return parse_proc_cgroup(Path("/proc/self/cgroup").read_text())
+    except OSError:
+        return {}
+
+
+def parse_proc_cgroup(text: str) -> dict[str, str]:
+    """Controller ("" for v2) -> a process's cgroup in that hierarchy, from ``/proc/<pid>/cgroup``."""
     out: dict[str, str] = {}
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/self/cgroup").read_text().splitlines():
-            _, controllers, path = line.split(":", 2)
-            for controller in controllers.split(",") if controllers else [""]:
-                out[controller] = path
+    for line in text.splitlines():
+        _, controllers, path = line.split(":", 2)
+        for controller in controllers.split(",") if controllers else [""]:
+            out[controller] = path
     return out
 
 
-def _mounted_path(mounts: dict[str, tuple[Path, str]], own: dict[str, str], controller: str) -> Path | None:
+def cgroup_dir(mounts: dict[str, tuple[Path, str]], own: dict[str, str], controller: str) -> Path | None:
+    """Where this process's cgroup of ``controller`` is in the file system, if it is mounted
+    (a container sees its hierarchy from its own cgroup down: the mount's root is not "/")."""
     if controller not in mounts or controller not in own:
         return None
     mount_point, root = mounts[controller]
@@ -313,4 +328,4 @@ def _write(path: Path, value: str, *, missing_ok: bool = False) -> None:
             raise
 
 
-__all__ = ["JobCgroup", "JobCgroups", "detect"]
+__all__ = ["JobCgroup", "JobCgroups", "cgroup_dir", "detect", "parse_mountinfo", "parse_proc_cgroup"]
