@@ -44,7 +44,7 @@ def needs_cgroup(controller: str) -> pytest.MarkDecorator:
 
 
 LIMITS = SandboxLimits(wall_s=20, cpu_s=10, memory_mb=256, output_bytes=4096, file_mb=1)
-SANDBOX = Path(__file__).resolve().parents[2] / "shared"
+SHARED = Path(__file__).resolve().parents[2] / "shared"
 
 
 @pytest.fixture(params=["isolated", "plain"])
@@ -148,8 +148,8 @@ from agentvm.adapters.local.sandbox import LocalSandbox
 from agentvm.ports import SandboxLimits
 
 async def main():
-    sandbox = LocalSandbox(Path(sys.argv[1]))
-    argv = ["/bin/sh", "-c", sys.argv[2]]
+    sandbox = LocalSandbox(Path(sys.argv[1]), isolate=sys.argv[2] == "isolated")
+    argv = ["/bin/sh", "-c", sys.stdin.read()]  # not in this process's own command line
     asyncio.create_task(sandbox.run("acme", "alice", argv, stdin=None, limits=SandboxLimits()))
     await asyncio.sleep(30)
 
@@ -157,27 +157,55 @@ asyncio.run(main())
 """
 
 
+async def crash_a_server_running(command: str, marker: str, workspaces: Path, mode: str) -> None:
+    """A server process (``LocalSandbox`` alone) that runs ``command``, SIGKILLed once it runs."""
+    server = subprocess.Popen(
+        [sys.executable, "-c", _CRASHING_SERVER, str(workspaces), mode],
+        env={**os.environ, "PYTHONPATH": str(SHARED)},
+        stdin=subprocess.PIPE,
+    )
+    assert server.stdin is not None
+    server.stdin.write(command.encode())
+    server.stdin.close()
+    try:
+        await until_running(marker)
+    finally:
+        server.send_signal(signal.SIGKILL)
+        server.wait(timeout=5)
+
+
+def start_a_server_again() -> None:
+    """What the next server's start does about jobs (``LocalSandbox``'s ``detect``), in a process
+    of its own (in this one ``detect`` ran long ago)."""
+    code = "from agentvm.adapters.sandbox.job_limits import detect; detect()"
+    subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(SHARED)}, check=True)
+
+
+def job_cgroups() -> set[Path]:
+    return {path for parent in set(detect().parents.values()) for path in parent.glob("avm-job-*")}
+
+
 @needs_bwrap
 async def test_a_job_dies_when_its_server_is_killed(tmp_path):
     marker, started = unique_sleep(), time.monotonic()
-    cgroups_before = _job_cgroups()
-    server = subprocess.Popen(
-        [sys.executable, "-c", _CRASHING_SERVER, str(tmp_path / "workspaces"), survivor_command(marker)],
-        env={**os.environ, "PYTHONPATH": str(SANDBOX)},
-    )
-    try:
-        await until_running(marker)
-        server.send_signal(signal.SIGKILL)
-        server.wait(timeout=5)
-        await assert_gone(marker, tmp_path / "workspaces" / workspace_digest("acme", "alice"), started)
-    finally:
-        server.kill()
-        for left in _job_cgroups() - cgroups_before:  # a killed server cannot remove its jobs' cgroups
-            left.rmdir()
+    cgroups_before = job_cgroups()
+    await crash_a_server_running(survivor_command(marker), marker, tmp_path / "workspaces", "isolated")
+    await assert_gone(marker, tmp_path / "workspaces" / workspace_digest("acme", "alice"), started)
+    start_a_server_again()  # a killed server could not remove its job's cgroup: the next start does
+    assert job_cgroups() <= cgroups_before
 
 
-def _job_cgroups() -> set[Path]:
-    return {path for parent in set(detect().parents.values()) for path in parent.glob("avm-job-*")}
+@needs_cgroup("pids")
+async def test_what_a_plain_job_of_a_killed_server_left_dies_at_the_next_start(tmp_path):
+    marker, started = unique_sleep(), time.monotonic()
+    cgroups_before = job_cgroups()
+    command = f"sleep {marker} & {survivor_command(marker)}"
+    await crash_a_server_running(command, marker, tmp_path / "workspaces", "plain")
+    await asyncio.sleep(0.2)
+    assert processes_with(marker)  # without bubblewrap only the job's first process dies with it
+    start_a_server_again()
+    await assert_gone(marker, tmp_path / "workspaces" / workspace_digest("acme", "alice"), started)
+    assert job_cgroups() <= cgroups_before
 
 
 @needs_cgroup("pids")
@@ -271,7 +299,7 @@ async def test_interrupting_a_turn_kills_its_sandbox_job_through_avm_serve(tmp_p
 @needs_bwrap
 async def test_killing_avm_serve_kills_its_sandbox_jobs(tmp_path):
     marker = unique_sleep()
-    cgroups_before = _job_cgroups()
+    cgroups_before = job_cgroups()
     with avm_serve(tmp_path, free_port()) as server:
         async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
             image_id = await _sandbox_image(client)
@@ -280,8 +308,8 @@ async def test_killing_avm_serve_kills_its_sandbox_jobs(tmp_path):
             server.proc.send_signal(signal.SIGKILL)
         server.proc.wait(timeout=5)
         await assert_gone(marker, _served_workspace(tmp_path), started)
-    for left in _job_cgroups() - cgroups_before:
-        left.rmdir()
+    start_a_server_again()
+    assert job_cgroups() <= cgroups_before
 
 
 @needs_bwrap

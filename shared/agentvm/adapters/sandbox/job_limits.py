@@ -39,6 +39,7 @@ import errno
 import functools
 import os
 import signal
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -50,6 +51,7 @@ if TYPE_CHECKING:
 _V1_CONTROLLERS = ("memory", "pids", "cpuacct")
 _V2_NEEDED = ("memory", "pids")
 _SERVER_LEAF = "avm-server"
+_JOB_PREFIX = "avm-job-"
 _REMOVE_TIMEOUT_S = 5.0
 
 
@@ -83,7 +85,7 @@ class JobCgroups:
         """A new cgroup for one job, with its limits written; None where there are none."""
         if not self.parents:
             return None
-        name = f"avm-job-{uuid.uuid4().hex[:16]}"
+        name = f"{_JOB_PREFIX}{os.getpid()}-{uuid.uuid4().hex[:12]}"  # the owner's pid: see _reap_orphans
         dirs: dict[str, Path] = {}
         cgroup = JobCgroup(self.version, dirs)
         try:
@@ -187,7 +189,7 @@ class JobCgroup:
 
     def remove_now(self) -> None:
         for path in dict.fromkeys(self.dirs.values()):
-            with contextlib.suppress(FileNotFoundError):
+            with contextlib.suppress(OSError):  # gone already, or still busy: nothing more to do
                 path.rmdir()
 
     def _counter(self, controller: str, file: str, key: str) -> int:
@@ -208,15 +210,44 @@ def detect() -> JobCgroups:
     v1 (each of memory, pids, cpuacct that is writable), else none."""
     mounts = _cgroup_mounts()
     own = _own_cgroups()
-    v2 = _detect_v2(mounts, own)
-    if v2 is not None:
-        return v2
-    parents: dict[str, Path] = {}
-    for controller in _V1_CONTROLLERS:
-        parent = cgroup_dir(mounts, own, controller)
-        if parent is not None and _can_make_children(parent):
-            parents["cpu" if controller == "cpuacct" else controller] = parent
-    return JobCgroups(1 if parents else 0, parents)
+    found = _detect_v2(mounts, own)
+    if found is None:
+        parents: dict[str, Path] = {}
+        for controller in _V1_CONTROLLERS:
+            parent = cgroup_dir(mounts, own, controller)
+            if parent is not None and _can_make_children(parent):
+                parents["cpu" if controller == "cpuacct" else controller] = parent
+        found = JobCgroups(1 if parents else 0, parents)
+    _reap_orphans(found)
+    return found
+
+
+def _reap_orphans(cgroups: JobCgroups) -> None:
+    """Kill and remove the job cgroups of servers that are gone (killed, so they could not): what
+    their jobs left running (without bubblewrap, a crashed server's job loses only its first
+    process) dies at the next start. Each job cgroup is named after its server's pid."""
+    for parent in dict.fromkeys(cgroups.parents.values()):
+        for path in parent.glob(f"{_JOB_PREFIX}*"):
+            owner = path.name[len(_JOB_PREFIX) :].split("-", 1)[0]
+            if not owner.isdigit() or _alive(int(owner)):
+                continue
+            orphan = JobCgroup(cgroups.version, {"memory": path})
+            for _ in range(100):  # until empty: what was forking meanwhile is in the next list
+                if not orphan.pids():
+                    break
+                orphan.kill()
+                time.sleep(0.01)  # once, at start-up
+            orphan.remove_now()
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _detect_v2(mounts: dict[str, tuple[Path, str]], own: dict[str, str]) -> JobCgroups | None:
