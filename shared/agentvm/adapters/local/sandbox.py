@@ -18,8 +18,9 @@ A job is over when its first process exits: what it left in the background is ki
 ``close`` kills every live job (``avm serve``'s shutdown). If the server itself is killed, the
 kernel kills the job's first process (``PR_SET_PDEATHSIG``); with bubblewrap that is the PID
 namespace's parent, and the namespace and all in it die with it. Without bubblewrap only that
-first process dies: its children live on. And where there is no cgroup, a process that left the
-job's process group (``setsid``, a double fork) escapes every kill.
+first process dies: its children live on until the next start kills what is left in the job
+cgroups of servers that are gone (``job_limits``). And where there is no cgroup, a process that
+left the job's process group (``setsid``, a double fork) escapes every kill.
 
 Limits (``SandboxLimits``): wall time and output (read up to the cap) for the job; memory,
 process count and CPU time for the job as a whole where it gets its own cgroup
