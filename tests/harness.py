@@ -22,11 +22,14 @@ from agentvm.adapters.local.tenant_purge import LocalTenantPurge
 from agentvm.agent.turns import process_turn
 from agentvm.config import Settings
 from agentvm.configcentre.centre import ConfigCentre
+from agentvm.configcentre.sealing import SecretSealer
 from agentvm.events import request
 from agentvm.gateway.dispatch import handle_frame
 from agentvm.ports import ConnectionInfo
 from agentvm.resources.centre import ResourceCentre
 from agentvm.runtime import Runtime, TurnSettings
+
+HARNESS_SERVER_SECRET = b"harness-server-secret-seals-config-secrets-0123456789"
 
 _request_ids = itertools.count(1)
 
@@ -119,6 +122,7 @@ class Harness:
             Settings(data_dir=tmp_path),
             self.rt.clock,
             cache_s=0.0,
+            sealer=SecretSealer(lambda: [HARNESS_SERVER_SECRET]),
         )
         self._conns = itertools.count(1)
 

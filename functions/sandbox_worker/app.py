@@ -13,6 +13,7 @@ environment (docs/deploy.md, "Sandbox isolation on AWS").
 from __future__ import annotations
 
 import contextlib
+import functools
 import os
 import shutil
 import signal
@@ -32,6 +33,7 @@ from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
 from agentvm.adapters.local.sandbox import LocalSandbox, workspace_digest
 from agentvm.agent.sandbox_jobs import answer_job, run_sandbox_job
 from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.hosts.tools import workspace_quota
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -59,14 +61,17 @@ def build_handler(
     *,
     workspaces: S3Workspaces | None = None,
     scratch: Path | None = None,
-    sandbox_factory: Callable[[Path], Sandbox] = LocalSandbox,
+    sandbox_factory: Callable[[Path], Sandbox] | None = None,
 ) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     from agentvm.config import Settings
 
+    settings = Settings()
+    quota = workspace_quota(settings)
+    if sandbox_factory is None:
+        sandbox_factory = functools.partial(LocalSandbox, quota=quota)
     if workspaces is None:
-        bucket = Settings().workspace_bucket
-        assert bucket is not None
-        workspaces = S3Workspaces(bucket)
+        assert settings.workspace_bucket is not None
+        workspaces = S3Workspaces(settings.workspace_bucket, max_bytes=quota.max_bytes)
     store = workspaces
     processor = _Processor(event_type=EventType.SQS, raise_on_entire_batch_failure=False, logger=logger)
 
@@ -89,8 +94,8 @@ def build_handler(
             ran = await run_sandbox_job(rt, job, sandbox, after_run=push)
             logger.info("sandbox job", extra={"ran": ran})
         finally:
+            _kill_leftovers()  # first: a leftover could otherwise keep writing while it is removed
             shutil.rmtree(root, ignore_errors=True)
-            _kill_leftovers()
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

@@ -5,5 +5,7 @@ One core (this package) runs on two hosts: AWS Lambda (``functions/``) and one l
 """
 
 __version__ = "0.1.0"
+# The name on the package index ("agentvm" there is an unrelated project): what to pip install.
+DISTRIBUTION = "agentvm-runtime"
 
-__all__ = ["__version__"]
+__all__ = ["DISTRIBUTION", "__version__"]

@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from agentvm import __version__
+from agentvm import DISTRIBUTION, __version__
 
 if TYPE_CHECKING:
     from agentvm.config import Settings
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="avm", description="AgentVM: an AI agent runtime.")
-    parser.add_argument("--version", action="version", version=f"avm {__version__}")
+    parser.add_argument("--version", action="version", version=f"avm ({DISTRIBUTION} {__version__})")
     sub = parser.add_subparsers(dest="command", required=True)
 
     data_dir = argparse.ArgumentParser(add_help=False)
@@ -167,11 +167,13 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from agentvm.hosts.data_dir import private_umask
     from agentvm.hosts.local import local_runtime, local_security
     from agentvm.hosts.local_server import open_mode_error, serve
     from agentvm.logs import configure_logging
     from agentvm.security.setup import ensure_admin_key
 
+    private_umask()  # what the server creates is its user's only (hosts/data_dir.py)
     settings = _settings(
         args, host=args.host, port=args.port, log_level=args.log_level, open=args.open, workers=args.workers
     )
@@ -202,6 +204,8 @@ def _serve(args: argparse.Namespace) -> int:
     try:
         security = local_security(settings, host.runtime.clock)
         security.attach(host.runtime)
+        if host.runtime.config is not None:  # seal what an older version stored in plaintext
+            asyncio.run(host.runtime.config.seal_stored_secrets())
         token = None if security.auth is None else asyncio.run(ensure_admin_key(security.auth, settings))
     except (AgentVMError, ValueError) as exc:  # a bad AVM_AUTH_SECRET or AVM_ADMIN_KEY
         print(f"avm: {getattr(exc, 'message', exc)}", file=sys.stderr)
@@ -255,10 +259,12 @@ def _security(args: argparse.Namespace) -> Security:
             auth_secret_previous=None,
         )
         return aws_security(aws, SystemClock())
+    from agentvm.hosts.data_dir import prepare_data_dir, private_umask
     from agentvm.hosts.local import local_security
 
     settings = _settings(args).model_copy(update={"open": False})
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    private_umask()
+    prepare_data_dir(settings.data_dir)
     return local_security(settings, SystemClock())
 
 

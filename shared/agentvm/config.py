@@ -110,6 +110,10 @@ class Settings(BaseSettings):
     # Sandbox jobs without bubblewrap run as plain processes of the server's user: allowed on a
     # loopback address, refused elsewhere unless this is set (adapters/local/sandbox.py).
     sandbox_allow_unisolated: bool = False
+    # What one container's workspace may hold (both hosts): the files' bytes added up, and its
+    # entries (files, directories, links). Past either, writes are refused and a job is stopped.
+    sandbox_workspace_mb: int = Field(default=256, ge=1, le=64 * 1024)
+    sandbox_workspace_entries: int = Field(default=20_000, ge=100, le=10_000_000)
     # AWS: the sandbox jobs' queue (the turn worker sends, functions/sandbox_worker consumes) and the
     # bucket of the containers' workspaces (adapters/aws/s3_workspaces.py). Unset: no sandbox on AWS.
     sandbox_queue_url: str | None = None

@@ -568,15 +568,37 @@ class SandboxRun:
 @dataclass(frozen=True, slots=True)
 class WorkspaceEntry:
     path: str  # relative to the workspace root
-    kind: str  # "file" | "dir" | "link"
+    kind: str  # "file" | "dir" | "link" | "other" (a FIFO, socket or device)
     size: int
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceQuota:
+    """What one container's workspace may hold, whatever its jobs and tools do."""
+
+    max_bytes: int = 256 * 1024 * 1024  # the regular files' sizes, added up
+    max_entries: int = 20_000  # files, directories, links and others
+
+
+@dataclass(frozen=True, slots=True)
+class WorkspaceScan:
+    """What a workspace holds: every regular file (``{path: (size, mtime_ns)}``), the bytes of
+    those files, and its entries of every kind (files, directories, links, others). ``complete``
+    is False when a bound (entries, depth, time) cut the walk: the counts are then at least."""
+
+    files: dict[str, tuple[int, int]] = field(default_factory=dict)
+    bytes: int = 0
+    entries: int = 0
+    complete: bool = True
 
 
 class Sandbox(Protocol):
     """A persistent workspace per (tenant, container), and jobs run in it under limits.
 
-    Paths are relative to the workspace root; one that leaves it (``..``, an absolute path, a
-    symlink pointing out) raises ``ValueError``. A job sees its own workspace only.
+    Paths are relative to the workspace root (or under ``/workspace``). ``..``, another absolute
+    path, a symlink at any component, and anything but a regular file or a directory raise
+    ``ValueError``, whose message names the given path and never a host path. A job sees its own
+    workspace only. A workspace past its quota (bytes, entries) refuses writes.
     """
 
     @property
@@ -596,9 +618,9 @@ class Sandbox(Protocol):
     async def read(self, tenant_id: str, container_id: str, path: str, *, max_bytes: int) -> bytes: ...
     async def write(self, tenant_id: str, container_id: str, path: str, data: bytes) -> None: ...
     async def list(self, tenant_id: str, container_id: str, path: str) -> list[WorkspaceEntry]: ...
-    async def snapshot(self, tenant_id: str, container_id: str) -> dict[str, tuple[int, int]] | None:
-        """Every regular file of the workspace: ``{path: (size, mtime_ns)}``; None when it holds
-        too many files to compare cheaply."""
+    async def scan(self, tenant_id: str, container_id: str) -> WorkspaceScan:
+        """What the workspace holds (its files, bytes and entries), walked within the sandbox's
+        bounds (``complete`` says whether one cut the walk)."""
         ...
 
 
@@ -835,6 +857,8 @@ __all__ = [
     "UsageCell",
     "UsageRollups",
     "WorkspaceEntry",
+    "WorkspaceQuota",
+    "WorkspaceScan",
     # AgentX v2 (gateway/agentx_v2.py)
     "PROTOCOLS",
     "PROTOCOL_V1",

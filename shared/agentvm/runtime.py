@@ -64,6 +64,9 @@ class TurnSettings:
     auto_title: bool = False  # name an untitled session after its first turn (sessions/title.py)
     title_model: str | None = None  # the model that names it; None = the image's model
     pace_reads: bool = False  # read model streams once per flush window (agent/pacing.py; local host)
+    # where the queue cannot be asked (SQS): a queued or running turn whose record has not changed for
+    # this long has no job left (VisibilityTimeout 5,400 s x maxReceiveCount 5; agent/orphan_turns.py)
+    orphan_after_s: float = 27_000.0
 
 
 def turn_settings(

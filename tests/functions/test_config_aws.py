@@ -5,9 +5,18 @@ tenant's values and audit log are its own."""
 
 from __future__ import annotations
 
+import json
+
+import boto3
 import pytest
 
-from tests.functions.aws_stack import Stack, moto_resources
+from agentvm.adapters.aws.dynamodb_config import DynamoDbConfigStore
+from agentvm.config import Settings
+from agentvm.configcentre.centre import ConfigCentre
+from agentvm.configcentre.sealing import SecretSealer
+from agentvm.hosts.aws import run_sync
+from tests.functions.aws_stack import REGION, TABLE, Stack, moto_resources
+from tests.security_harness import ManualClock
 
 pytestmark = pytest.mark.aws
 
@@ -71,3 +80,17 @@ def test_secrets_are_refused_on_aws_and_bad_values_name_the_key(stack):
     assert status == 400 and body["error"]["key"] == "turns.deadlineS"
     status, body = stack.http("GET", "/v1/config?scope=server", platform)
     assert status == 200 and body == {"settings": {}}
+
+
+def test_a_secret_the_centre_seals_is_ciphertext_in_the_dynamodb_item_and_reads_back(stack):
+    """Secrets are refused above (the functions get no sealer); the centre's sealing is host-neutral,
+    so were a sealer given here, the table would hold ciphertext only, and the value read back."""
+    key = "sk-ant-SEALED-in-dynamodb-0123456789"
+    sealer = SecretSealer(lambda: [b"a-server-secret-from-ssm-0123456789abcdef"])
+    centre = ConfigCentre(DynamoDbConfigStore(TABLE), Settings(), ManualClock(), cache_s=0, sealer=sealer)
+    run_sync(centre.set({"llm.anthropic.apiKey": key}, tenant_id=None, by="k", platform_admin=True))
+    items = boto3.client("dynamodb", region_name=REGION).scan(TableName=TABLE)["Items"]
+    assert any("avm-sealed:v1:" in json.dumps(item) for item in items)
+    assert all(key not in json.dumps(item) for item in items)
+    fresh = ConfigCentre(DynamoDbConfigStore(TABLE), Settings(), ManualClock(), cache_s=0, sealer=sealer)
+    assert run_sync(fresh.resolved(None))["llm.anthropic.apiKey"] == (key, "server")

@@ -5,6 +5,11 @@ While a job is pending no turn-worker invocation runs or holds a job."""
 
 from __future__ import annotations
 
+import asyncio
+import threading
+import time
+from pathlib import Path
+
 import boto3
 import pytest
 from moto import mock_aws
@@ -12,11 +17,13 @@ from moto import mock_aws
 from agentvm.adapters.aws.s3_workspaces import S3Workspaces
 from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
 from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.local.sandbox import LocalSandbox
 from agentvm.agent.tool_sources import ToolSources
 from agentvm.hosts.aws import run_sync
 from functions.sandbox_worker import app as sandbox_worker
 from tests.functions.aws_host import aws_host, frame
 from tests.functions.conftest import FakeLambdaContext
+from tests.integration.test_sandbox_hostile_files import SWAPPER
 
 pytestmark = pytest.mark.aws
 
@@ -41,6 +48,8 @@ class Sandboxes:
         self.jobs = SqsSandboxJobs(self.url, client=self.sqs)
         self.tmp = tmp_path
         self.runs = 0
+        self.sandbox_factory = LocalSandbox  # isolated with bubblewrap where it runs (not on Lambda)
+        self.leftovers = False  # a test whose job leaves a process behind (its directory may stay)
 
     def turn_runtime(self):
         return self.host.runtime(tools=ToolSources(remote_sandbox=True), sandbox_jobs=self.jobs)
@@ -61,12 +70,16 @@ class Sandboxes:
             scratch = self.tmp / f"lambda-{self.runs}"
             scratch.mkdir()
             handler = sandbox_worker.build_handler(
-                self.host.runtime(), workspaces=S3Workspaces(BUCKET, client=self.s3), scratch=scratch
+                self.host.runtime(),
+                workspaces=S3Workspaces(BUCKET, client=self.s3),
+                scratch=scratch,
+                sandbox_factory=self.sandbox_factory,
             )
             response = handler(lambda_sqs_event(messages, self.arn), FakeLambdaContext())
             assert response == {"batchItemFailures": []}
             self.sqs.delete_message(QueueUrl=self.url, ReceiptHandle=messages[0]["ReceiptHandle"])
-            assert list(scratch.iterdir()) == []  # the job's directory is gone after the job
+            if not self.leftovers:  # outside Lambda nothing kills a detached leftover before the removal
+                assert list(scratch.iterdir()) == []  # the job's directory is gone after the job
             done += 1
         return done
 
@@ -222,3 +235,63 @@ def test_a_symlink_out_of_the_workspace_is_never_stored(world, model):
     world.run()
     keys = [o["Key"].rsplit("/", 1)[1] for o in world.s3.list_objects_v2(Bucket=BUCKET)["Contents"]]
     assert keys == ["kept"]
+
+
+def test_a_leftover_process_swapping_links_during_the_push_never_uploads_a_worker_file(
+    world, model, tmp_path
+):
+    """On Lambda a job is a plain process of the worker's user: one that detaches (``setsid``)
+    lives on while the workspace is pushed, swapping files and directories with links to the
+    worker's files. The push stores decoys or nothing, never the worker's bytes."""
+    world.sandbox_factory = lambda root: LocalSandbox(root, isolate=False)
+    world.leftovers = True
+    worker_files = tmp_path / "worker"
+    worker_files.mkdir()
+    (worker_files / "secret.txt").write_text("WORKER SECRET")
+    (tmp_path / "swapper.py").write_text(SWAPPER)
+    targets = " ".join([str(worker_files)] * 20)
+    command = f"setsid python3 {tmp_path}/swapper.py 4 {targets} >/dev/null 2>&1 & sleep 0.5; echo started"
+    host = world.host
+    img = _image(host, "conn-a")
+    for n in range(3):
+        model.add(Calls(("sh", {"command": command})), "Started.")
+        host.send("conn-a", frame("message_send", f"req_{n}", imageId=img["imageId"], content="go"))
+        world.run()
+    assert all("started" in r["result"] for r in _results(host, "conn-a"))
+    stored = world.s3.list_objects_v2(Bucket=BUCKET).get("Contents", [])
+    bodies = [world.s3.get_object(Bucket=BUCKET, Key=o["Key"])["Body"].read() for o in stored]
+    assert stored and not any(b"WORKER SECRET" in body for body in bodies)
+
+
+def test_an_interrupt_stops_a_running_job_and_kills_what_it_started(world, model, tmp_path, monkeypatch):
+    """The turn is interrupted while its job runs on the sandbox worker: the worker sees the wait
+    cancelled, kills the job (a plain process, as on Lambda) and its child, and answers nothing."""
+    from agentvm.agent import sandbox_jobs
+    from agentvm.hosts import aws as aws_hosts
+
+    monkeypatch.setattr(sandbox_jobs, "WAIT_POLL_S", 0.2)
+    world.sandbox_factory = lambda root: LocalSandbox(root, isolate=False)
+    marker = tmp_path / "survived.txt"
+    host = world.host
+    img = _image(host, "conn-a")
+    command = f"(sleep 2; echo child > {marker}.child) & sleep 2; echo survived > {marker}"
+    model.add(Calls(("sh", {"command": command})), "Done.")
+    host.send("conn-a", frame("message_send", "req_1", imageId=img["imageId"], content="go"))
+    world.turn_worker()  # the turn suspends on the job
+    main_loop = aws_hosts.event_loop()
+    worker_loop = asyncio.new_event_loop()  # the sandbox worker is another Lambda: its own loop
+    monkeypatch.setattr(
+        aws_hosts, "event_loop", lambda: worker_loop if threading.current_thread() is worker else main_loop
+    )
+    worker = threading.Thread(target=world.sandbox_worker)
+    worker.start()
+    time.sleep(0.8)  # the job is running
+    host.request("conn-a", "agent_interrupt", imageId=img["imageId"])
+    worker.join(30)
+    assert not worker.is_alive()
+    worker_loop.close()
+    time.sleep(2.5)  # past the moment the job and its child would have written
+    assert not marker.exists() and not Path(f"{marker}.child").exists()
+    world.turn_worker()
+    ends = [f["data"]["reason"] for f in host.session_events("conn-a") if f["type"] == "conversation_end"]
+    assert ends == ["interrupted"] and _results(host, "conn-a") == []

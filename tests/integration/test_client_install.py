@@ -1,4 +1,5 @@
-"""``pip install agentvm[client]`` is light: a fresh venv gets the SDK without the server's stack.
+"""``pip install agentvm-runtime[client]`` is light: a fresh venv gets the SDK without the server's
+stack, under our own distribution name (``avm --version`` says it, and agrees with the metadata).
 
 The venv is made here and filled offline from ``.venv/wheelhouse`` (the client extra's wheels, built
 by ``./dev`` when it sets up ``.venv``): no network. The project is installed from a copy of its
@@ -80,7 +81,7 @@ def light_venv(tmp_path_factory) -> Path:
     base = tmp_path_factory.mktemp("light")
     source = base / "src"
     source.mkdir()
-    for name in ("pyproject.toml", "README.md"):
+    for name in ("pyproject.toml", "README.md", "LICENSE"):
         shutil.copy(ROOT / name, source / name)
     shutil.copytree(
         ROOT / "shared" / "agentvm",
@@ -111,6 +112,9 @@ def light_venv(tmp_path_factory) -> Path:
     return venv
 
 
+LICENCE_CHECK = "import importlib.metadata as m; print(m.metadata('agentvm-runtime')['License-Expression'])"
+
+
 def test_the_client_extra_installs_without_the_server_stack(light_venv):
     import json
 
@@ -128,12 +132,30 @@ def test_the_client_extra_installs_without_the_server_stack(light_venv):
         [str(python), "-m", "pip", "list", "--format=json"], capture_output=True, text=True, env=_pip_env()
     )
     names = {p["name"].lower() for p in json.loads(listed.stdout)}
-    assert {"agentvm", "pydantic", "websockets", "httpx"} <= names
+    assert {"agentvm-runtime", "pydantic", "websockets", "httpx"} <= names
+    assert "agentvm" not in names  # the unrelated project of that name on the index
     assert not names & {"fastapi", "boto3", "pynamodb", "anthropic", "openai", "mcp", "uvicorn"}
     helped = subprocess.run(
         [str(light_venv / "bin" / "avm"), "chat", "--help"], capture_output=True, text=True, timeout=60
     )
     assert helped.returncode == 0 and "--url" in helped.stdout, helped.stderr
+    version = subprocess.run([str(light_venv / "bin" / "avm"), "--version"], capture_output=True, text=True)
+    installed = subprocess.run(
+        [str(python), "-c", "import importlib.metadata as m; print(m.version('agentvm-runtime'))"],
+        capture_output=True,
+        text=True,
+    )
+    assert version.stdout.strip() == f"avm (agentvm-runtime {installed.stdout.strip()})", version
+    licence = subprocess.run(
+        [
+            str(python),
+            "-c",
+            LICENCE_CHECK,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert licence.stdout.strip() == "MIT", licence
 
 
 def test_the_light_install_holds_a_typed_turn_with_a_server(light_venv, tmp_path):

@@ -118,7 +118,9 @@ async def test_a_secret_set_through_the_api_is_never_shown_audited_or_logged(wor
     assert bad.status_code == 400 and bad.json()["error"]["key"] == "llm.openai.apiKey"
     assert SECRET not in caplog.text
     stored = await world.rt.config.store.get_values("server")
-    assert stored.values["llm.openai.apiKey"] == SECRET  # kept, for the provider client
+    assert SECRET not in stored.values["llm.openai.apiKey"]  # sealed (test_config_secrets_sealed.py)
+    resolved = await world.rt.config.resolved(None)
+    assert resolved["llm.openai.apiKey"] == (SECRET, "server")  # kept, for the provider client
 
 
 @pytest.mark.parametrize(

@@ -4,11 +4,13 @@ continuation (``agent.waits.decide``).
 
 A job whose wait is no longer pending (timed out, cancelled, or a duplicate delivery after it was
 answered) is dropped without running: a job runs at most once per answer that can still count.
+One whose wait stops being pending while it runs (the turn was interrupted) is stopped.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import logging
 from typing import TYPE_CHECKING
@@ -25,6 +27,7 @@ if TYPE_CHECKING:
     from agentvm.runtime import Runtime
 
 log = logging.getLogger("agentvm.sandbox_jobs")
+WAIT_POLL_S = 2.0  # how often a running job's wait is read (one point read each, DynamoDB on AWS)
 
 
 async def run_sandbox_job(
@@ -33,9 +36,12 @@ async def run_sandbox_job(
     sandbox: Sandbox,
     *,
     after_run: Callable[[], Awaitable[object]] | None = None,
+    poll_s: float | None = None,
 ) -> bool:
     """Run ``job`` and answer its wait. False: its wait was answered already, nothing ran.
 
+    While the job runs its wait is read every ``poll_s``: once it is no longer pending (the turn
+    was interrupted, or timed out) the job is stopped, its processes killed, and nothing answers.
     ``after_run`` (the worker's push of the workspace to storage) runs before the answer, so the
     turn never goes on while the job's files are not stored yet."""
     assert rt.waits is not None
@@ -49,12 +55,39 @@ async def run_sandbox_job(
     else:
         limits = SandboxLimits(**job.limits) if job.limits else SandboxLimits()
         tool = SandboxTool(spec, sandbox, job.tenantId, job.containerId, limits)
-        output = await _call(tool, job)
+        output = await _call_while_pending(rt, tool, job, poll_s or WAIT_POLL_S)
+        if output is None:
+            log.info("sandbox job stopped: its wait was decided while it ran", extra={"turn_id": job.turnId})
+            if after_run is not None:
+                await after_run()  # what it wrote before it was stopped is the workspace's now
+            return True
     if after_run is not None:
         await after_run()
     files = [dataclasses.asdict(f) for f in output.files]
     await decide(rt, wait, "answered", output=output.text, is_error=output.is_error, files=files)
     return True
+
+
+async def _call_while_pending(
+    rt: Runtime, tool: SandboxTool, job: SandboxJob, poll_s: float
+) -> ToolOutput | None:
+    """The call's output, or None when its wait was decided elsewhere while it ran (the call
+    is then cancelled: the sandbox kills the job's processes)."""
+    assert rt.waits is not None
+    call = asyncio.ensure_future(_call(tool, job))
+    try:
+        while True:
+            done, _ = await asyncio.wait({call}, timeout=poll_s)
+            if done:
+                return call.result()
+            wait = await rt.waits.get_wait(job.turnId, job.waitId)
+            if wait is None or wait.status != "pending":
+                return None
+    finally:
+        if not call.done():
+            call.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await call
 
 
 async def _call(tool: SandboxTool, job: SandboxJob) -> ToolOutput:

@@ -21,6 +21,7 @@ if TYPE_CHECKING:
     from agentvm.ports import Sandbox, SandboxRun
 
 MAX_READ_BYTES = 256 * 1024
+MAX_EDIT_BYTES = 4 * 1024 * 1024
 _STOPPED = {
     "wall_time": "it ran longer than its wall-time limit of {wall_s:g} s",
     "cpu_time": "it used more than its CPU-time limit of {cpu_s} s",
@@ -99,12 +100,12 @@ class SandboxTool:
         if self.spec.name in ("ls", "read"):
             return await self._call(arguments)
         ids = (self.tenant_id, self.container_id)
-        before = await self.sandbox.snapshot(*ids)
+        before = await self.sandbox.scan(*ids)
         output = await self._call(arguments)
-        after = await self.sandbox.snapshot(*ids)
-        if before is None or after is None:
+        after = await self.sandbox.scan(*ids)
+        if not (before.complete and after.complete):  # too many files to compare: no events
             return output
-        return dataclasses.replace(output, files=changes(before, after))
+        return dataclasses.replace(output, files=changes(before.files, after.files))
 
     async def _call(self, arguments: dict[str, Any]) -> ToolOutput:
         name, ids = self.spec.name, (self.tenant_id, self.container_id)
@@ -151,7 +152,11 @@ class SandboxTool:
 
     async def _edit(self, path: str, old: str, new: str) -> ToolOutput:
         ids = (self.tenant_id, self.container_id)
-        text = (await self.sandbox.read(*ids, path, max_bytes=MAX_READ_BYTES * 16)).decode("utf-8")
+        data = await self.sandbox.read(*ids, path, max_bytes=MAX_EDIT_BYTES + 1)
+        if len(data) > MAX_EDIT_BYTES:  # editing the part read would cut the file
+            limit = MAX_EDIT_BYTES // (1024 * 1024)
+            return ToolOutput(f"Error: {path} is too large to edit (over {limit} MB); use sh", is_error=True)
+        text = data.decode("utf-8")
         count = text.count(old)
         if count != 1:
             where = "does not occur" if count == 0 else f"occurs {count} times"

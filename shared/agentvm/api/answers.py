@@ -70,7 +70,7 @@ class Usage(BaseModel):
 
 class WorkspaceEntry(BaseModel):
     path: str = Field(description="relative to the workspace root")
-    kind: Literal["file", "dir", "link"]
+    kind: Literal["file", "dir", "link", "other"]
     size: int
 
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Request, Security  # noqa: TC002 (FastAPI reads annotations)
+from fastapi import APIRouter, Depends, FastAPI, Path, Request, Security  # noqa: TC002 (FastAPI reads annotations)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
@@ -148,16 +148,23 @@ class CreateKey(BaseModel):
     rate_limit_per_minute: StrictInt | None = Field(default=None, ge=1)
 
 
+CONTAINER_ID = Path(min_length=1, max_length=128)  # the gateway's bound on container ids
+MAX_BUDGET_TOKENS = 10**15  # far above any real budget; below 2**53, so every JSON reader keeps it exact
+
+
 class BudgetLimits(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
+        strict=True,  # booleans are not numbers: `false` is refused, never taken for 0
         json_schema_extra=examples(
             {"daily_tokens": 1000000, "monthly_tokens": 20000000}, {"daily_tokens": None}
         ),
     )
 
-    daily_tokens: int | None = Field(default=None, ge=0)  # per UTC day; null = no limit
-    monthly_tokens: int | None = Field(default=None, ge=0)  # per UTC calendar month; null = no limit
+    daily_tokens: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_BUDGET_TOKENS
+    )  # per UTC day; null: none
+    monthly_tokens: StrictInt | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)  # per calendar month
 
 
 def error_body(exc: AgentVMError) -> dict[str, Any]:
@@ -372,7 +379,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         response_model=None,
         responses=container_budget,
     )
-    async def put_container_budget(request: Request, container_id: str, body: BudgetLimits) -> dict[str, Any]:
+    async def put_container_budget(
+        request: Request, body: BudgetLimits, container_id: str = CONTAINER_ID
+    ) -> dict[str, Any]:
         """Token limits for one container of the caller's tenant (it need not exist yet)."""
         principal = admin(request)
         await budgets().set(
@@ -389,7 +398,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         response_model=None,
         responses=container_budget,
     )
-    async def get_container_budget(request: Request, container_id: str) -> dict[str, Any]:
+    async def get_container_budget(request: Request, container_id: str = CONTAINER_ID) -> dict[str, Any]:
         return await budget_view(admin(request).tenant_id, container_id)
 
     @v1.get(

@@ -48,7 +48,7 @@ def add_chat_command(sub: Any) -> None:
     where = chat.add_mutually_exclusive_group()
     where.add_argument("--url", help=f"the server's WebSocket URL (default {DEFAULT_URL}, env AVM_WS_URL)")
     where.add_argument(
-        "--local", action="store_true", help="start a server of its own (needs agentvm[local])"
+        "--local", action="store_true", help="start a server of its own (needs agentvm-runtime[local])"
     )
     chat.add_argument("--key", help="an API key of the tenant (env AVM_API_KEY; not needed with --local)")
     chat.add_argument(

@@ -6,7 +6,7 @@ dir. The data dir is a temporary one, removed at the end, unless ``--data-dir`` 
 (then the next ``avm chat --local --data-dir`` finds the same images). Provider keys in the
 environment reach it as they would reach ``avm serve``; with none, images use the echo model.
 
-Needs the server's packages (``pip install 'agentvm[local]'``); the light ``agentvm[client]``
+Needs the server's packages (``pip install 'agentvm-runtime[local]'``); the light ``agentvm-runtime[client]``
 install can chat with a running server (``--url``) only.
 """
 
@@ -47,7 +47,7 @@ def local_server(data_dir: Path | None = None, *, start_timeout: float = 30.0) -
     if missing:
         raise LocalServerError(
             "--local runs a server, which needs the server's packages "
-            f"(missing: {', '.join(missing)}): pip install 'agentvm[local]', or chat with a running "
+            f"(missing: {', '.join(missing)}): pip install 'agentvm-runtime[local]', or chat with a running "
             "server: avm chat --url ws://HOST:PORT/ws --key KEY"
         )
     with contextlib.ExitStack() as stack:

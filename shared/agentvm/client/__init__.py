@@ -8,7 +8,7 @@
             if isinstance(event, TextDeltaEvent):
                 print(event.data.text, end="", flush=True)
 
-Light on purpose: ``pip install agentvm[client]`` brings pydantic, websockets and httpx, and this
+Light on purpose: ``pip install agentvm-runtime[client]`` brings pydantic, websockets and httpx, and this
 package imports nothing of the server (no FastAPI, no AWS or provider SDKs). docs/sdk.md is the
 reference; the public names are ``__all__`` below (pinned by tests/unit/test_sdk_public_names.py).
 """

@@ -14,8 +14,9 @@ that read (a worker invocation's batch starts its turns together): on AWS at mos
 consistent GetItems (``CFG#server``, ``CFG#tenant:<t>``) per ``cache_s`` per environment, 1 RRU each.
 
 **Secrets** (provider API keys) are write-only: shown masked, never returned, logged or audited.
-They are stored in the config store (locally the data dir's database); on AWS they are refused
-(``allow_secrets``: provider keys live in the SSM parameter there).
+They reach the config store sealed (``configcentre.sealing``: AES-GCM under a key derived from the
+server secret, which is not in the store), and are opened when read; a host that gives the centre
+no ``sealer`` refuses them (AWS: provider keys live in the SSM parameter there).
 
 **Audit.** Each change is recorded with who (the API key), when, old -> new (secrets as
 ``"********"``), and readable at ``GET /v1/config/audit``.
@@ -30,6 +31,7 @@ import logging
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentvm.configcentre.keys import KEYS, MASK, MODEL_KEYS, check, key
+from agentvm.configcentre.sealing import SecretUnreadable, is_sealed
 from agentvm.errors import Conflict, Forbidden, InvalidConfig
 from agentvm.records import ConfigChange, ConfigValues
 
@@ -38,6 +40,7 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from agentvm.config import Settings
+    from agentvm.configcentre.sealing import SecretSealer
     from agentvm.ports import Clock, ConfigStore
     from agentvm.runtime import Runtime
 
@@ -105,14 +108,14 @@ class ConfigCentre:
         *,
         file_values: Mapping[str, Any] | None = None,
         cache_s: float = 5.0,
-        allow_secrets: bool = True,
+        sealer: SecretSealer | None = None,
     ) -> None:
         self.store = store
         self.settings = settings
         self.clock = clock
         self.file_values = dict(file_values or {})
         self.cache_s = cache_s
-        self.allow_secrets = allow_secrets
+        self.sealer = sealer  # None: secrets are refused here
         self._env_fields = set(settings.model_fields_set)
         self._cache: dict[str, tuple[float, ConfigValues | None]] = {}
         # the read of a scope under way, per event loop (``_read``)
@@ -142,7 +145,7 @@ class ConfigCentre:
         key = (loop, scope)
         reading = self._reading.get(key)
         if reading is None:
-            task = loop.create_task(self.store.get_values(scope))
+            task = loop.create_task(self._get_opened(scope))
             reading = self._reading[key] = (now, task)
             task.add_done_callback(lambda done: self._forget_read(key, done))
         started, task = reading
@@ -151,6 +154,60 @@ class ConfigCentre:
     def _forget_read(self, key: tuple[asyncio.AbstractEventLoop, str], done: asyncio.Task[Any]) -> None:
         if key in self._reading and self._reading[key][1] is done:
             del self._reading[key]
+
+    async def _get_opened(self, scope: str) -> ConfigValues | None:
+        """The stored values of ``scope`` with their secrets opened."""
+        record = await self.store.get_values(scope)
+        if record is None or self.sealer is None:
+            return record
+        values = dict(record.values)
+        for name, value in record.values.items():
+            if name in KEYS and KEYS[name].secret and isinstance(value, str):
+                try:
+                    values[name] = self.sealer.open(name, value)
+                except SecretUnreadable:
+                    log.warning(
+                        "a stored secret setting opens with neither server secret; treated as unset",
+                        extra={"key": name, "scope": scope},
+                    )
+                    values.pop(name)
+        return record.model_copy(update={"values": values})
+
+    def _sealed(self, record: ConfigValues) -> ConfigValues:
+        """``record`` as it is stored: every secret sealed (``self.sealer`` is set when any is there)."""
+        values = dict(record.values)
+        for name, value in record.values.items():
+            if name in KEYS and KEYS[name].secret and isinstance(value, str):
+                assert self.sealer is not None  # set() refuses secrets without one
+                values[name] = self.sealer.seal(name, value)
+        return record.model_copy(update={"values": values})
+
+    async def seal_stored_secrets(self) -> list[str]:
+        """Seal the secrets an older version stored in plaintext (secrets are server settings
+        only); returns their names. ``avm serve`` calls this at start."""
+        if self.sealer is None:
+            return []
+        for _ in range(_WRITE_ATTEMPTS):
+            stored = await self.store.get_values(SERVER)
+            if stored is None:
+                return []
+            plain = sorted(
+                n
+                for n, v in stored.values.items()
+                if n in KEYS and KEYS[n].secret and isinstance(v, str) and not is_sealed(v)
+            )
+            if not plain:
+                return []
+            opened = await self._get_opened(SERVER)
+            assert opened is not None
+            record = opened.model_copy(update={"version": stored.version + 1})
+            if await self.store.put_values(self._sealed(record), []):
+                self._cache.pop(SERVER, None)
+                log.warning(
+                    "sealed secret settings an older version stored in plaintext", extra={"keys": plain}
+                )
+                return plain
+        raise Conflict("the settings are being changed by someone else; try again")
 
     def _base(self, name: str) -> tuple[Any, Source]:
         k = KEYS[name]
@@ -224,7 +281,7 @@ class ConfigCentre:
             k = key(name)
             if tenant_id is not None and not k.tenant:
                 raise InvalidConfig(f"{name}: can only be set for the whole server (scope server)", key=name)
-            if k.secret and value is not None and not self.allow_secrets:
+            if k.secret and value is not None and self.sealer is None:
                 raise InvalidConfig(
                     f"{name}: secrets cannot be set through the API on this host; "
                     "put provider keys in the SSM parameter AVM_PROVIDER_KEYS_PARAMETER names",
@@ -240,7 +297,7 @@ class ConfigCentre:
             raise Forbidden("server settings need a platform admin key (an admin key of the platform tenant)")
         scope = SERVER if tenant_id is None else tenant_scope(tenant_id)
         for _ in range(_WRITE_ATTEMPTS):
-            current = await self.store.get_values(scope)
+            current = await self._get_opened(scope)
             values = dict(current.values) if current is not None else {}
             audit = []
             now = self.clock.now_ms()
@@ -264,7 +321,7 @@ class ConfigCentre:
             record = ConfigValues(
                 scope=scope, values=values, version=(current.version if current else 0) + 1, updatedAt=now
             )
-            if await self.store.put_values(record, audit):
+            if await self.store.put_values(self._sealed(record), audit):
                 self._cache[scope] = (self.clock.monotonic() + self.cache_s, record)
                 for reading in [k for k in self._reading if k[1] == scope]:  # started before it
                     self._reading.pop(reading, None)

@@ -7,7 +7,8 @@ environment and are not part of the tree.
 
 * ``tenant``: a tenant's admin may set it for the tenant (it beats the server's value for that
   tenant's turns); otherwise only a platform admin may set it, for the whole server.
-* ``secret``: write-only: shown as ``"********"`` when set, never returned, logged or audited.
+* ``secret``: write-only: shown as ``"********"`` when set, never returned, logged or audited,
+  and stored sealed (``configcentre.sealing``).
 """
 
 from __future__ import annotations

@@ -11,6 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentvm.agent import orphan_turns
 from agentvm.agent.history import pending_user_ids
 from agentvm.agent.tool_config import McpStdioServer, parse_mcp_servers
 from agentvm.agent.turns import TERMINAL, turn_id_for
@@ -46,7 +47,7 @@ if TYPE_CHECKING:
         ImageUpdate,
         MessageSend,
     )
-    from agentvm.ports import ConnectionInfo
+    from agentvm.ports import AppendResult, ConnectionInfo
     from agentvm.resources.centre import ResourceCentre
     from agentvm.runtime import Runtime
 
@@ -160,24 +161,38 @@ async def _stop_agent(ctx: CommandContext, image: ImageRecord) -> bool:
     return True
 
 
-async def _active_turn(ctx: CommandContext, image: ImageRecord) -> TurnRecord | None:
+async def _active_turn(
+    ctx: CommandContext, image: ImageRecord, *, grace_ms: int = orphan_turns.GRACE_MS
+) -> TurnRecord | None:
     """The oldest turn of the session that is queued, running or suspended, if any.
 
     Unanswered user messages in the recent window are the candidates; their turn records say
-    which are still live (an interrupted turn with no text leaves its message unanswered).
+    which are still live (an interrupted turn with no text leaves its message unanswered). A live
+    record with no job behind it (``agent.orphan_turns``) is ended here instead of returned.
     """
     window = await ctx.rt.store.recent_messages(image.sessionId, ctx.rt.turns.history_window)
     for user_id in pending_user_ids(window):
         turn = await ctx.rt.store.get_turn(turn_id_for(user_id))
-        if turn is not None and turn.status not in TERMINAL:
-            return turn
+        if turn is None or turn.status in TERMINAL:
+            continue
+        if await orphan_turns.has_no_job(ctx.rt, turn, grace_ms=grace_ms):
+            await orphan_turns.end(
+                ctx.rt,
+                turn,
+                tenant_id=ctx.tenant_id,
+                container_id=image.containerId,
+                status="interrupted" if grace_ms == 0 else "failed",
+            )
+            continue
+        return turn
     return None
 
 
 async def _interrupt_running(ctx: CommandContext, image: ImageRecord) -> bool:
     """Mark the active turn cancelled (store + in-process signal). The turn's worker tells the
-    subscribers (``interrupted``, numbered in the turn's stream) when it sees the mark."""
-    turn = await _active_turn(ctx, image)
+    subscribers (``interrupted``, numbered in the turn's stream) when it sees the mark. A live turn
+    with no job is ended ``interrupted`` at once: no worker would ever see its mark."""
+    turn = await _active_turn(ctx, image, grace_ms=0)
     if turn is None:
         return False
     await ctx.rt.store.request_cancel(image.sessionId, turn.turnId)
@@ -299,22 +314,59 @@ async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | i
     appended = await ctx.rt.store.append_message(
         image.sessionId, user, idempotency_key=f"req:{req.requestId}"
     )
-    if quota is not None and appended.created:
-        await quota.add(ctx.tenant_id, size)
     user_id = appended.message.id
     turn_id = turn_id_for(user_id)
-    # message_persisted is the first frame of the turn, sent by its worker: numbered in the
-    # session's stream, it cannot overtake the frames of a turn still running before it.
-    if appended.created:
-        await ctx.rt.store.put_turn(
-            TurnRecord(
-                turnId=turn_id,
-                sessionId=image.sessionId,
-                status="queued",
-                updatedAt=ctx.now(),
-                userSeq=appended.seq,
+    # This request queues the turn if it stored the message, or if it retries one whose turn was
+    # withdrawn when a write after the message failed (agent/orphan_turns.py).
+    queues = appended.created or orphan_turns.is_withdrawn(await ctx.rt.store.get_turn(turn_id))
+    try:
+        await _queue_turn(ctx, req, image, appended, size=size, queues=queues, rpc_id=rpc_id)
+    except BaseException:
+        if queues:  # a refusal leaves no live turn without a job behind it
+            await orphan_turns.withdraw(
+                ctx.rt,
+                tenant_id=ctx.tenant_id,
+                container_id=image.containerId,
+                session_id=image.sessionId,
+                turn_id=turn_id,
+                user_seq=appended.seq,
             )
-        )
+        raise
+    # Additive: which turn this message started (its frames carry context.turnId), so that a
+    # client tells its own turn's frames from those of a turn still running before it.
+    return Sent(
+        {
+            "imageId": image.imageId,
+            "agentId": image.agentId,
+            "sessionId": image.sessionId,
+            "messageId": user_id,
+            "turnId": turn_id,
+        },
+        turn_id,
+        queues,
+    )
+
+
+async def _queue_turn(
+    ctx: CommandContext,
+    req: MessageSend,
+    image: ImageRecord,
+    appended: AppendResult,
+    *,
+    size: int,
+    queues: bool,
+    rpc_id: str | int | None,
+) -> None:
+    """The writes after the message: its bytes counted, the running mark, the ``queued`` record (if
+    ``queues``), then the job. Each may fail (a full disk, an unreachable queue); the caller
+    withdraws what this request wrote."""
+    assert image.agentId is not None
+    quota = ctx.rt.storage_quota
+    if quota is not None and appended.created:
+        await quota.add(ctx.tenant_id, size)
+    turn_id = turn_id_for(appended.message.id)
+    # The mark first: a process dying before the record leaves a mark the sweeper removes, never a
+    # record nobody lists (agent/orphan_turns.py).
     if ctx.rt.running is not None:  # the operator's list of unfinished turns (observability/running.py)
         await ctx.rt.running.mark(
             RunningTurn(
@@ -327,6 +379,18 @@ async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | i
                 model=image.model,
             )
         )
+    # message_persisted is the first frame of the turn, sent by its worker: numbered in the
+    # session's stream, it cannot overtake the frames of a turn still running before it.
+    if queues:
+        await ctx.rt.store.put_turn(
+            TurnRecord(
+                turnId=turn_id,
+                sessionId=image.sessionId,
+                status="queued",
+                updatedAt=ctx.now(),
+                userSeq=appended.seq,
+            )
+        )
     job = TurnJob(
         turnId=turn_id,
         tenantId=ctx.tenant_id,
@@ -334,28 +398,15 @@ async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | i
         imageId=image.imageId,
         sessionId=image.sessionId,
         agentId=image.agentId,
-        userMessageId=user_id,
+        userMessageId=appended.message.id,
         requestId=req.requestId,
         enqueuedAt=ctx.now(),
         userSeq=appended.seq,
         userSavedAt=appended.message.timestamp,
     )
-    if rpc_id is not None and appended.created:
+    if rpc_id is not None and queues:
         job = job.model_copy(update={"rpcConnectionId": ctx.connection_id, "rpcId": rpc_id})
     await ctx.rt.queue.enqueue(job)  # idempotent by turnId
-    # Additive: which turn this message started (its frames carry context.turnId), so that a
-    # client tells its own turn's frames from those of a turn still running before it.
-    return Sent(
-        {
-            "imageId": image.imageId,
-            "agentId": image.agentId,
-            "sessionId": image.sessionId,
-            "messageId": user_id,
-            "turnId": turn_id,
-        },
-        turn_id,
-        appended.created,
-    )
 
 
 async def agent_interrupt(ctx: CommandContext, req: AgentInterrupt) -> Json:

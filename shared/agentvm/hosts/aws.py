@@ -108,13 +108,12 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     runtime.sessions = DynamoSessionArchive(settings.table_name)  # session centre (search reads messages)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
-    # Provider keys stay in SSM on AWS: the config centre refuses secrets here.
+    # Provider keys stay in SSM on AWS: the config centre is given no sealer, so it refuses secrets.
     runtime.config = ConfigCentre(
         DynamoDbConfigStore(settings.table_name),
         settings,
         runtime.clock,
         cache_s=settings.config_cache_s,
-        allow_secrets=False,
     )
     runtime.metrics = cloudwatch_metrics(settings)
     from agentvm.observability.tracing import configure_tracing

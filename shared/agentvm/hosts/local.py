@@ -58,9 +58,11 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
     from agentvm.adapters.local.tenant_purge import LocalTenantPurge
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
+    from agentvm.configcentre.sealing import SecretSealer
+    from agentvm.hosts.data_dir import prepare_data_dir
     from agentvm.resources.centre import ResourceCentre
 
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    prepare_data_dir(settings.data_dir)  # 0700, its files 0600 (hosts/data_dir.py)
     # Before any connection opens: their logs are checkpointed off the event loop, and the adapters
     # of agentvm.db share one connection (adapters/local/sqlite_store.py: share_connections).
     checkpoint_in_background(*(settings.data_dir / name for name in ("agentvm.db", "queue.db", "logs.db")))
@@ -127,6 +129,8 @@ def local_runtime(settings: Settings) -> LocalHost:
         runtime.clock,
         file_values=read_config_file(settings.data_dir),
         cache_s=settings.config_cache_s,
+        # secrets sealed under the server secret (auth_secret, not in the database), read on first use
+        sealer=SecretSealer(lambda: local_server_secrets(settings).newest_first()),
     )
     if isinstance(push, RelayPush):
         from agentvm.adapters.local.relay import RelaySignals

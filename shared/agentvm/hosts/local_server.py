@@ -65,14 +65,17 @@ def open_mode_error(settings: Settings) -> str | None:
 
 
 async def _sweep_waits(rt: Runtime, every_s: float) -> None:
-    """Suspended turns' waits past their deadline time out; lost continuations are enqueued again.
-    The first sweep runs at start: waits that expired while the server was down go on at once."""
+    """Suspended turns' waits past their deadline time out; lost continuations are enqueued again;
+    turns with no job are ended (``agent.orphan_turns``). The first sweep runs at start: waits that
+    expired while the server was down go on at once."""
+    from agentvm.agent import orphan_turns
     from agentvm.agent.waits import sweep
 
     while True:
         try:
             while await sweep(rt) > 0:
                 pass
+            await orphan_turns.sweep(rt)
         except Exception as exc:  # the store is busy or full: the next sweep tries again
             log.warning("sweeping suspended turns failed", extra={"error": type(exc).__name__})
         await asyncio.sleep(every_s)

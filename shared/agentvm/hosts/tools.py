@@ -16,7 +16,7 @@ if TYPE_CHECKING:
     from agentvm.agent.tool_sources import ToolSources
     from agentvm.agent.tools import Toolbox
     from agentvm.config import Settings
-    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Sandbox, Store
+    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Sandbox, Store, WorkspaceQuota
     from agentvm.records import ImageRecord
 
 
@@ -106,10 +106,17 @@ def local_sandbox(settings: Settings, root: Path) -> Sandbox | None:
     from agentvm.adapters.local.sandbox import LocalSandbox
     from agentvm.hosts.local_server import is_loopback
 
-    sandbox = LocalSandbox(root)
+    sandbox = LocalSandbox(root, quota=workspace_quota(settings))
     if sandbox.isolated or settings.sandbox_allow_unisolated or is_loopback(settings.host):
         return sandbox
     return None
+
+
+def workspace_quota(settings: Settings) -> WorkspaceQuota:
+    """The server's per-container workspace quota (the same on the local host and the worker)."""
+    from agentvm.ports import WorkspaceQuota
+
+    return WorkspaceQuota(settings.sandbox_workspace_mb * 1024 * 1024, settings.sandbox_workspace_entries)
 
 
 def _build(
@@ -133,4 +140,11 @@ def _build(
     )
 
 
-__all__ = ["LazyHttpToolClient", "LazyMcpConnector", "LazyToolSources", "local_sandbox", "tool_sources"]
+__all__ = [
+    "LazyHttpToolClient",
+    "LazyMcpConnector",
+    "LazyToolSources",
+    "local_sandbox",
+    "tool_sources",
+    "workspace_quota",
+]

@@ -5,7 +5,7 @@ Off unless an exporter is configured: ``AVM_OTEL_EXPORTER=console|otlp``, or the
 variables itself). Off, nothing of OpenTelemetry is imported (the Lambda import path stays as it
 is) and each hook below is a call on a no-op object. On, the host's composition root calls
 ``configure_tracing`` once: the SDK's ``TracerProvider`` with a batching processor (the console
-exporter: a simple one), service name ``agentvm``. Install ``agentvm[otel]``; on Lambda add the
+exporter: a simple one), service name ``agentvm``. Install ``agentvm-runtime[otel]``; on Lambda add the
 packages to the layer (or use the ADOT Python layer).
 
 Spans, after the OpenTelemetry GenAI semantic conventions (``gen_ai.*``, development status):

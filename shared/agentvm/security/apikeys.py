@@ -84,6 +84,11 @@ class ServerSecrets:
     def __repr__(self) -> str:
         return f"ServerSecrets(current_id={self.current_id!r}, previous_id={self.previous_id!r})"
 
+    def newest_first(self) -> tuple[bytes, ...]:
+        """The secrets themselves, the current one first: what other keys are derived from
+        (``configcentre.sealing``). Never log or store them."""
+        return (self._current,) if self._previous is None else (self._current, self._previous)
+
     @staticmethod
     def _fingerprint(secret: bytes) -> str:
         return hmac.new(secret, b"agentvm auth secret id", hashlib.sha256).hexdigest()[:16]

@@ -6,8 +6,10 @@ local sandbox uses), one object per file. A pull is one LIST and one GET per fil
 the files that are new or changed (by MD5, which S3 keeps as the ETag of a single-part PUT) and
 deletes the objects of files the job removed (DELETE is free). Plain GetObject/PutObject, not
 boto3's transfer manager: one request per file (no HEAD first), and no threads of its own (a job's
-files are at most 64 MB, one PUT each). Only regular files inside the directory are pushed: a symlink (say, to
-``/proc/self/environ``) is skipped, so a job cannot smuggle a file of the worker into storage.
+files are at most 64 MB, one PUT each). Both go through ``adapters/sandbox/workspace_files.py``:
+only lone regular files beneath the directory are pushed, never through a link (say, to
+``/proc/self/environ``, even one a leftover process swaps in during the push), so a job cannot
+smuggle a file of the worker into storage; a pull writes beneath the fresh directory only.
 A workspace past ``max_bytes`` is refused at the pull, before anything is downloaded.
 """
 
@@ -15,17 +17,25 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-import os
-import posixpath
 import shutil
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any, BinaryIO
 
-from agentvm.adapters.local.sandbox import WORKDIR, workspace_digest
-from agentvm.ports import WorkspaceEntry
+from agentvm.adapters.local.sandbox import workspace_digest
+from agentvm.adapters.sandbox.workspace_files import (
+    WorkspaceError,
+    create_file,
+    open_file,
+    relative_parts,
+    scan,
+)
+from agentvm.ports import WorkspaceEntry, WorkspaceScan
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 PREFIX = "workspaces/"
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
+_PUSH_MAX_ENTRIES = 200_000  # past the workspace quota's entries: a push sees every file the quota allows
 
 
 class WorkspaceTooLarge(Exception):
@@ -64,38 +74,43 @@ class S3Workspaces:
         total = sum(obj["Size"] for obj in objects)
         if total > self.max_bytes:
             raise WorkspaceTooLarge(f"the workspace holds {total} bytes (at most {self.max_bytes})")
-        dest.mkdir(parents=True, exist_ok=True)
-        root = dest.resolve()
+        dest.mkdir(parents=True, exist_ok=True, mode=0o700)
         held: dict[str, str] = {}
         for obj in objects:
             rel = obj["Key"][len(prefix) :]
-            target = (root / rel).resolve()
-            if not rel or root not in target.parents:
+            try:
+                ours = rel != "" and "/".join(relative_parts(rel)) == rel
+            except WorkspaceError:
+                ours = False
+            if not ours:
                 continue  # not a file of this workspace (we never write such keys)
-            target.parent.mkdir(parents=True, exist_ok=True)
             body = self._s3.get_object(Bucket=self.bucket, Key=obj["Key"])["Body"]
-            with target.open("wb") as f:
+            with create_file(dest, rel) as f:
                 shutil.copyfileobj(body, f, 1 << 20)
             held[rel] = obj["ETag"].strip('"')
         return held
 
     def _push(self, prefix: str, src: Path, before: dict[str, str]) -> int:
-        root = src.resolve()
+        """Through ``workspace_files``: a process the job left behind may still be swapping
+        links in ``src``, and a link followed here would upload a file of the worker."""
+        held = scan(src, max_entries=_PUSH_MAX_ENTRIES, max_seconds=60)
         now: dict[str, str] = {}
         writes = 0
-        for dirpath, _dirs, filenames in os.walk(root, followlinks=False):
-            for name in filenames:
-                path = Path(dirpath) / name
-                if path.is_symlink() or not path.is_file():
-                    continue
-                rel = path.relative_to(root).as_posix()
-                digest = _md5(path)
-                now[rel] = digest
-                if before.get(rel) != digest:
-                    with path.open("rb") as f:
+        for rel in held.files:
+            try:
+                with open_file(src, rel) as f:
+                    digest = _md5(f)
+                    now[rel] = digest
+                    if before.get(rel) != digest:
+                        f.seek(0)
                         self._s3.put_object(Bucket=self.bucket, Key=prefix + rel, Body=f)
-                    writes += 1
-        for rel in set(before) - set(now):
+                        writes += 1
+            except WorkspaceError:
+                continue  # no longer a lone regular file: not stored (as if removed)
+        # A cut scan has not seen every file: deleting what it missed would lose files.
+        seen = set(before) if held.complete else set(before) & set(held.files)
+        gone = seen - set(now)
+        for rel in gone:
             self._s3.delete_object(Bucket=self.bucket, Key=prefix + rel)
             writes += 1
         return writes
@@ -121,15 +136,7 @@ class S3WorkspaceView:
 
     def _key(self, tenant_id: str, container_id: str, path: str) -> tuple[str, str]:
         """(the workspace prefix, the path below it: "" for the root)."""
-        rel = path.strip()
-        if rel == WORKDIR or rel.startswith(WORKDIR + "/"):
-            rel = rel[len(WORKDIR) :].lstrip("/")
-        if rel.startswith("/") or "\0" in rel:
-            raise ValueError(f"{path!r}: use a path inside the workspace ({WORKDIR}/... or relative)")
-        rel = posixpath.normpath(rel or ".")
-        if rel == ".." or rel.startswith("../"):
-            raise ValueError(f"{path!r} is outside the workspace")
-        return S3Workspaces.prefix(tenant_id, container_id), "" if rel == "." else rel
+        return S3Workspaces.prefix(tenant_id, container_id), "/".join(relative_parts(path))
 
     async def read(self, tenant_id: str, container_id: str, path: str, *, max_bytes: int) -> bytes:
         prefix, rel = self._key(tenant_id, container_id, path)
@@ -172,15 +179,14 @@ class S3WorkspaceView:
     async def run(self, *args: Any, **kwargs: Any) -> Any:
         raise RuntimeError("sandbox jobs run on the sandbox worker, not here")
 
-    async def snapshot(self, tenant_id: str, container_id: str) -> dict[str, tuple[int, int]] | None:
-        return None
+    async def scan(self, tenant_id: str, container_id: str) -> WorkspaceScan:
+        raise RuntimeError("the HTTP API's view of a workspace runs no tools; jobs run on the sandbox worker")
 
 
-def _md5(path: Path) -> str:
+def _md5(f: BinaryIO) -> str:
     digest = hashlib.md5(usedforsecurity=False)
-    with path.open("rb") as f:
-        for chunk in iter(lambda: f.read(1 << 20), b""):
-            digest.update(chunk)
+    for chunk in iter(lambda: f.read(1 << 20), b""):
+        digest.update(chunk)
     return digest.hexdigest()
 
 

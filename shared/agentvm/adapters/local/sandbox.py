@@ -29,9 +29,11 @@ on the process count); and, per process always, the largest file (``RLIMIT_FSIZE
 dumps, and ``RLIMIT_CPU`` as a second bound. Past a limit the job is killed and ``stopped_by``
 says which.
 
-Paths given to ``read``/``write``/``list`` are resolved on the host, symlinks included, and must
-stay inside the workspace. No job runs between two tool calls (each job's processes die with
-it), so a link a job made cannot be swapped between the check and the use.
+Files (``read``/``write``/``list``, the change scan, the HTTP workspace routes) go through
+``adapters/sandbox/workspace_files.py``: opened beneath the workspace's root descriptor, never
+through a link, regular files only, on threads of their own. A job may run at the same time (the
+calls of one model message run concurrently) and swap anything in its workspace: that can make a
+tool call fail, never reach outside. Writes stop at the workspace quota (``WorkspaceQuota``).
 """
 
 from __future__ import annotations
@@ -45,13 +47,14 @@ import os
 import resource
 import shutil
 import signal
-import stat
 import subprocess
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from agentvm.adapters.sandbox import workspace_files as files
 from agentvm.adapters.sandbox.job_limits import detect as detect_cgroups
-from agentvm.ports import SandboxRun, WorkspaceEntry
+from agentvm.adapters.sandbox.workspace_files import WORKDIR, WorkspaceError, run_io
+from agentvm.ports import SandboxRun, WorkspaceEntry, WorkspaceQuota, WorkspaceScan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -59,10 +62,7 @@ if TYPE_CHECKING:
     from agentvm.adapters.sandbox.job_limits import JobCgroup
     from agentvm.ports import SandboxLimits
 
-WORKDIR = "/workspace"  # where a job sees its workspace (isolated), and the paths tools accept
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
-_MAX_LISTED = 1000
-_MAX_SNAPSHOT = 5000  # files compared before and after a job; past this, no file_changed events
 
 
 def workspace_digest(tenant_id: str, container_id: str) -> str:
@@ -87,8 +87,9 @@ def bubblewrap() -> str | None:
 
 
 class LocalSandbox:
-    def __init__(self, root: Path, *, isolate: bool = True) -> None:
+    def __init__(self, root: Path, *, isolate: bool = True, quota: WorkspaceQuota | None = None) -> None:
         self.root = root
+        self.quota = quota or WorkspaceQuota()
         self._bwrap = bubblewrap() if isolate else None
         self._cgroups = detect_cgroups()
         self._jobs: set[_Job] = set()  # running, or being reaped: ``close`` kills them
@@ -97,68 +98,38 @@ class LocalSandbox:
     def isolated(self) -> bool:
         return self._bwrap is not None
 
-    # the workspace
+    # the workspace: every file operation beneath its root, off the event loop (workspace_files)
 
     def workspace(self, tenant_id: str, container_id: str) -> Path:
         """The container's workspace directory (created on first use). Named by a hash of the
         ids: client-chosen names never become path components."""
-        path = self.root / workspace_digest(tenant_id, container_id)
+        path = self.root.absolute() / workspace_digest(tenant_id, container_id)
         path.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return path.resolve()
+        return path
 
-    def _resolve(self, tenant_id: str, container_id: str, path: str) -> tuple[Path, Path]:
-        root = self.workspace(tenant_id, container_id)
-        rel = path.strip()
-        if rel == WORKDIR or rel.startswith(WORKDIR + "/"):
-            rel = rel[len(WORKDIR) :].lstrip("/")
-        if rel.startswith("/") or "\0" in rel:
-            raise ValueError(f"{path!r}: use a path inside the workspace ({WORKDIR}/... or relative)")
-        target = (root / rel).resolve()
-        if target != root and root not in target.parents:
-            raise ValueError(f"{path!r} is outside the workspace")
-        return root, target
+    async def _root(self, tenant_id: str, container_id: str) -> Path:
+        return await run_io(self.workspace, tenant_id, container_id)
 
     async def read(self, tenant_id: str, container_id: str, path: str, *, max_bytes: int) -> bytes:
-        _, target = self._resolve(tenant_id, container_id, path)
-        if not target.is_file():
-            raise ValueError(f"{path!r} is not a file in the workspace")
-        with target.open("rb") as f:
-            return f.read(max_bytes)
+        return await run_io(files.read_file, await self._root(tenant_id, container_id), path, max_bytes)
 
     async def write(self, tenant_id: str, container_id: str, path: str, data: bytes) -> None:
-        root, target = self._resolve(tenant_id, container_id, path)
-        if target == root or target.is_dir():
-            raise ValueError(f"{path!r} is a directory")
-        target.parent.mkdir(parents=True, exist_ok=True)
-        # O_NOFOLLOW: the last component was resolved above, and must not have become a link.
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
+        root = await self._root(tenant_id, container_id)
+        await run_io(self._write_within_quota, root, path, data)
+
+    def _write_within_quota(self, root: Path, path: str, data: bytes) -> None:
+        held = files.scan(root, max_entries=self.quota.max_entries)
+        problem = quota_problem(self.quota, held, adding=len(data))
+        if problem is not None:
+            raise WorkspaceError(f"{path!r} cannot be written: {problem}")
+        files.write_file(root, path, data)
 
     async def list(self, tenant_id: str, container_id: str, path: str) -> list[WorkspaceEntry]:
-        root, target = self._resolve(tenant_id, container_id, path or ".")
-        if not target.is_dir():
-            raise ValueError(f"{path!r} is not a directory in the workspace")
-        out = []
-        for entry in sorted(target.iterdir())[:_MAX_LISTED]:
-            kind = "link" if entry.is_symlink() else "dir" if entry.is_dir() else "file"
-            size = entry.lstat().st_size if kind == "file" else 0
-            out.append(WorkspaceEntry(str(entry.relative_to(root)), kind, size))
-        return out
+        return await run_io(files.list_dir, await self._root(tenant_id, container_id), path or ".")
 
-    async def snapshot(self, tenant_id: str, container_id: str) -> dict[str, tuple[int, int]] | None:
-        root = self.workspace(tenant_id, container_id)
-        out: dict[str, tuple[int, int]] = {}
-        for dirpath, _dirs, files in os.walk(root, followlinks=False):
-            for name in files:
-                path = Path(dirpath) / name
-                with contextlib.suppress(OSError):
-                    st = path.lstat()
-                    if stat.S_ISREG(st.st_mode):
-                        out[path.relative_to(root).as_posix()] = (st.st_size, st.st_mtime_ns)
-                if len(out) > _MAX_SNAPSHOT:
-                    return None
-        return out
+    async def scan(self, tenant_id: str, container_id: str) -> WorkspaceScan:
+        root = await self._root(tenant_id, container_id)
+        return await run_io(files.scan, root, max_entries=self.quota.max_entries)
 
     # jobs
 
@@ -403,4 +374,16 @@ def _out_of_memory(text: str) -> bool:
     return "MemoryError" in text or "Cannot allocate memory" in text or "out of memory" in text
 
 
-__all__ = ["WORKDIR", "LocalSandbox", "bubblewrap", "workspace_digest"]
+def quota_problem(quota: WorkspaceQuota, held: WorkspaceScan, *, adding: int = 0) -> str | None:
+    """Why the workspace cannot take ``adding`` more bytes, or None when it can."""
+    if held.entries > quota.max_entries or not held.complete:
+        most = quota.max_entries
+        return f"the workspace holds more than {most} files and directories (its quota); delete some"
+    if held.bytes + adding > quota.max_bytes:
+        mb = quota.max_bytes / (1024 * 1024)
+        total = held.bytes + adding
+        return f"the workspace would hold {total} bytes, past its quota of {mb:g} MB; delete files"
+    return None
+
+
+__all__ = ["WORKDIR", "LocalSandbox", "bubblewrap", "quota_problem", "workspace_digest"]

@@ -1,7 +1,7 @@
 """The ``ConfigStore`` port on SQLite (the local host): one row of values per scope, and the audit log.
 
-The values (secrets included) live in the data dir's database, as the auth secret does in its
-directory: readable by the server's user only (``avm serve`` creates the data dir for itself).
+The values live in the data dir's database, readable by the server's user only (hosts/data_dir.py);
+secrets arrive here already sealed by the centre (configcentre/sealing.py), never in plaintext.
 """
 
 from __future__ import annotations

@@ -134,6 +134,13 @@ class SqliteTurnQueue:
 
     # inspection, for tests and operators
 
+    def has_job(self, turn_id: str) -> bool:
+        """Whether the turn's job is queued or running here (``agent.orphan_turns.JobLookup``)."""
+        row = self._conn.execute(
+            "SELECT 1 FROM turn_jobs WHERE turn_id = ? AND state != 'dead'", (turn_id,)
+        ).fetchone()
+        return row is not None
+
     def pending(self) -> list[TurnJob]:
         """Jobs queued or running, oldest first."""
         rows = self._conn.execute(

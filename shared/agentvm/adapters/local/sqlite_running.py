@@ -2,7 +2,9 @@
 
 ``mark`` is an idempotent insert, ``unmark`` a delete, a listing one indexed range read. A turn's
 tokens so far are summed from the store's usage table (its own record and its ``:step:<n>`` ones),
-read through the store's connection, so a record written a moment ago counts.
+read through the store's connection, so a record written a moment ago counts. ``stale`` lists the
+marks of every tenant queued by a time, for the sweeper of turns with no job
+(``agent.orphan_turns``): one range read of ``running_by_age``.
 """
 
 from __future__ import annotations
@@ -30,6 +32,7 @@ CREATE TABLE IF NOT EXISTS running_turns (
     PRIMARY KEY (tenant_id, turn_id)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS running_by_container ON running_turns (tenant_id, container_id, queued_at);
+CREATE INDEX IF NOT EXISTS running_by_age ON running_turns (queued_at);
 """
 
 
@@ -81,6 +84,15 @@ class SqliteRunningTurns:
                 " ORDER BY queued_at, turn_id LIMIT ?",
                 (tenant_id, container_id, limit),
             ).fetchall()
+        return [RunningTurn(*row) for row in rows]
+
+    async def stale(self, queued_by_ms: int, limit: int) -> list[RunningTurn]:
+        """Every tenant's marks queued at or before ``queued_by_ms``, oldest first."""
+        rows = self._conn.execute(
+            "SELECT tenant_id, container_id, image_id, session_id, turn_id, queued_at, model"
+            " FROM running_turns WHERE queued_at <= ? ORDER BY queued_at, turn_id LIMIT ?",
+            (queued_by_ms, limit),
+        ).fetchall()
         return [RunningTurn(*row) for row in rows]
 
     async def tokens(self, turn_ids: Sequence[str]) -> dict[str, TurnTokens]:

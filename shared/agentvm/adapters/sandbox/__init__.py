@@ -1,1 +1,1 @@
-"""How sandbox jobs run on both hosts: their processes and their limits."""
+"""The sandbox's parts both hosts share: workspace file access and the limits of a job."""
