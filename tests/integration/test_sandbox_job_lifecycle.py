@@ -15,6 +15,7 @@ import asyncio
 import os
 import random
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -324,3 +325,12 @@ async def test_stopping_avm_serve_kills_its_sandbox_jobs(tmp_path):
         server.proc.wait(timeout=10)
         await assert_gone(marker, _served_workspace(tmp_path), started)
     assert "sandbox limits per" in server.output()
+
+
+@needs_bwrap
+@pytest.mark.skipif(shutil.which("unshare") is None, reason="no unshare(1) here to try it with")
+async def test_a_job_cannot_make_a_user_namespace_of_its_own(tmp_path):
+    sandbox = LocalSandbox(tmp_path / "workspaces")
+    command = "unshare --user true && echo made || echo refused"
+    run = await sandbox.run("acme", "alice", ["/bin/sh", "-c", command], stdin=None, limits=LIMITS)
+    assert run.output.endswith("refused\n"), run.output

@@ -91,6 +91,8 @@ class LocalSandbox:
         self.root = root
         self.quota = quota or WorkspaceQuota()
         self._bwrap = bubblewrap() if isolate else None
+        # Forbid the job user namespaces of its own, where this bubblewrap can (probed once, here).
+        self._disable_userns = self._bwrap is not None and _bwrap_disables_userns(self._bwrap)
         self._cgroups = detect_cgroups()
         self._jobs: set[_Job] = set()  # running, or being reaped: ``close`` kills them
 
@@ -144,7 +146,7 @@ class LocalSandbox:
     ) -> SandboxRun:
         if any("\0" in arg for arg in argv):
             raise ValueError("a job's arguments cannot contain a NUL byte")
-        workspace = self.workspace(tenant_id, container_id)
+        workspace = await self._root(tenant_id, container_id)
         job = _Job(self._cgroups.create(limits))
         self._jobs.add(job)
         try:
@@ -247,8 +249,8 @@ class LocalSandbox:
         if self._bwrap is None:
             return list(argv), None
         args = ["--unshare-all", "--die-with-parent", "--new-session"]
-        if _bwrap_disables_userns(self._bwrap):
-            args += ["--unshare-user", "--disable-userns"]  # no namespaces of its own inside
+        if self._disable_userns:
+            args += ["--unshare-user", "--disable-userns"]
         args += ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):  # merged-/usr links, or real dirs
             path = Path(top)
