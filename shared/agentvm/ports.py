@@ -552,9 +552,10 @@ class SandboxLimits:
 
     wall_s: float = 30.0  # seconds of real time
     cpu_s: int = 20  # seconds of CPU time
-    memory_mb: int = 512  # address space
+    memory_mb: int = 512  # the job's memory (its cgroup), or each process's address space (rlimit)
     output_bytes: int = 64 * 1024  # stdout and stderr together; the rest is cut
-    file_mb: int = 64  # the largest file a job may write
+    file_mb: int = 64  # the largest file a job may write (and the size of its private /tmp)
+    processes: int = 128  # processes alive at once in the job (where it has a cgroup)
 
 
 @dataclass(frozen=True, slots=True)
@@ -565,7 +566,8 @@ class SandboxRun:
     exit_code: int | None
     output: str
     truncated: bool = False
-    stopped_by: str | None = None  # "wall_time" | "cpu_time" | "memory" | "output" | "file_size"
+    # "wall_time" | "cpu_time" | "memory" | "processes" | "output" | "file_size" | "shutdown"
+    stopped_by: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

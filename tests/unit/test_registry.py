@@ -172,7 +172,14 @@ async def test_every_registry_type_stores_and_resolves_its_content(world):
         (  # a spec as validated: the defaults filled in
             "profiles/small.sandbox@1",
             '{"memoryMb": 256}',
-            {"memoryMb": 256, "wallS": 30.0, "cpuS": 20, "outputBytes": 65536, "packages": []},
+            {
+                "memoryMb": 256,
+                "wallS": 30.0,
+                "cpuS": 20,
+                "outputBytes": 65536,
+                "processes": 128,
+                "packages": [],
+            },
         ),
     ]
     async with world() as http:

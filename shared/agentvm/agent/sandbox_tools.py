@@ -26,6 +26,8 @@ _STOPPED = {
     "wall_time": "it ran longer than its wall-time limit of {wall_s:g} s",
     "cpu_time": "it used more than its CPU-time limit of {cpu_s} s",
     "memory": "it ran out of memory (limit {memory_mb} MB)",
+    "processes": "it tried to run more than {processes} processes at once",
+    "shutdown": "the server shut down while it ran",
     "output": "it printed more than {output_bytes} bytes",
     "file_size": "it wrote a file larger than {file_mb} MB",
 }
@@ -143,6 +145,7 @@ class SandboxTool:
                 memory_mb=self.limits.memory_mb,
                 output_bytes=self.limits.output_bytes,
                 file_mb=self.limits.file_mb,
+                processes=self.limits.processes,
             )
             return ToolOutput(f"{text}\n[stopped: {why}]", is_error=True)
         return ToolOutput(f"{text}\n[exit code {run.exit_code}]", is_error=run.exit_code != 0)
@@ -197,7 +200,11 @@ class RemoteSandboxTool:
 
 def limits_of(decl: SandboxToolDecl) -> SandboxLimits:
     return SandboxLimits(
-        wall_s=decl.wallS, cpu_s=decl.cpuS, memory_mb=decl.memoryMb, output_bytes=decl.outputBytes
+        wall_s=decl.wallS,
+        cpu_s=decl.cpuS,
+        memory_mb=decl.memoryMb,
+        output_bytes=decl.outputBytes,
+        processes=decl.processes,
     )
 
 

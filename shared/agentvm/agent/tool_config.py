@@ -6,7 +6,7 @@ Three sources, all in the image's ``config``:
   (local host only), ``{"type": "http", url, headers}`` (Streamable HTTP) or ``{"type": "sse", ...}``.
 * ``tools``: a list of declarations: ``{"type": "http", name, description, inputSchema, method, url,
   headers, timeoutS, idempotent}``, ``{"type": "builtin", name}`` (``agent.builtin_tools``) or
-  ``{"type": "sandbox", wallS, cpuS, memoryMb, outputBytes}`` (``agent.sandbox_tools``: the tools
+  ``{"type": "sandbox", wallS, cpuS, memoryMb, outputBytes, processes}`` (``agent.sandbox_tools``: the tools
   ``sh``, ``python``, ``read``, ``write``, ``edit``, ``ls`` on the container's workspace), or
   ``{"type": "client", name, description, inputSchema, timeoutS}``: a tool the *client* runs (the
   turn suspends until it sends the result, at most ``timeoutS``, default 600 s).
@@ -104,6 +104,7 @@ class SandboxToolDecl(_Decl):
     cpuS: int = Field(default=20, ge=1, le=600)
     memoryMb: int = Field(default=512, ge=64, le=8192)
     outputBytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
+    processes: int = Field(default=128, ge=8, le=4096)
 
 
 DEFAULT_CLIENT_TIMEOUT_S = 600.0

@@ -119,6 +119,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
                     await task
             if relay is not None:
                 await relay.aclose()
+            await _kill_sandbox_jobs(rt)
 
     app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
     app.include_router(playground_routes())  # the web playground at / (static files, no key)
@@ -292,9 +293,19 @@ def _frame_rate_error(rt: Runtime, rate: FrameRate) -> RateLimited:
     )
 
 
+async def _kill_sandbox_jobs(rt: Runtime) -> None:
+    """At shutdown, after the turns are cancelled: no sandbox job outlives the server."""
+    from agentvm.adapters.local.sandbox import LocalSandbox
+
+    if isinstance(rt.sandbox, LocalSandbox):
+        await rt.sandbox.close()
+
+
 def _say_sandbox_isolation(settings: Settings) -> None:
     from agentvm.adapters.local.sandbox import bubblewrap
+    from agentvm.adapters.sandbox.job_limits import detect
 
+    log.info(detect().describe())
     if bubblewrap() is not None:
         log.info("sandbox jobs run isolated with bubblewrap")
     elif settings.sandbox_allow_unisolated or is_loopback(settings.host):

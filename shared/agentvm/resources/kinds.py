@@ -6,7 +6,8 @@
 * ``tool``: ``{tool: <a tool declaration as images take them>}`` (``http``, ``builtin``,
   ``client``) or ``{mcpServer: {name, config}}`` (AgentX's McpServerConfig).
 * ``sandbox``: a sandbox profile: the limits of ``{"type": "sandbox"}`` (``wallS``, ``cpuS``,
-  ``memoryMb``, ``outputBytes``) and ``packages`` (recorded with the profile; not installed yet).
+  ``memoryMb``, ``outputBytes``, ``processes``) and ``packages`` (recorded with the profile; not
+  installed yet).
 * ``agent``: ``{systemPrompt | prompt: {uri, arguments}, model, tools: [uri], sandbox: uri,
   knowledge: [uri], maxSteps, approval}``: what an image is built from.
 * ``knowledge``: ``{documents: [{id, title, text}]}``: searchable by an agent.
@@ -84,6 +85,7 @@ class SandboxSpec(_Spec):
     cpuS: int = Field(default=20, ge=1, le=600)
     memoryMb: int = Field(default=512, ge=64, le=8192)
     outputBytes: int = Field(default=64 * 1024, ge=1024, le=1024 * 1024)
+    processes: int = Field(default=128, ge=8, le=4096)
     packages: list[StrictStr] = Field(default_factory=list, max_length=100)
 
 

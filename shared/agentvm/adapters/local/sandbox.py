@@ -2,16 +2,32 @@
 data dir, and jobs run in it as subprocesses, isolated with bubblewrap when it works here.
 
 Isolation (``bwrap``, Debian's ``bubblewrap``; ``./dev`` installs it): a job runs in new user,
-PID, network, IPC, UTS and cgroup namespaces, sees ``/usr`` (and the ``/bin``, ``/lib`` links to
-it) read-only, a private ``/tmp``, ``/proc`` and ``/dev``, and its own workspace at ``/workspace``
-(its working directory), nothing else of the host: no other workspace, no data dir, no network.
-It dies with the server. Without bubblewrap, jobs are plain subprocesses in the workspace (the
-same limits, none of the isolation); ``isolated`` says which, and ``avm serve`` says it at start.
+PID, network, IPC, UTS and cgroup namespaces (and may not make user namespaces of its own, where
+bubblewrap can forbid it), sees ``/usr`` (and the ``/bin``, ``/lib`` links to it) read-only, a
+private ``/tmp`` (a tmpfs of ``file_mb``), ``/proc`` and ``/dev``, and its own workspace at
+``/workspace`` (its working directory), nothing else of the host: no other workspace, no data
+dir, no network. Bubblewrap reads its arguments from a memfd (``--args``), so the command line a
+job sees as pid 1's names no host path. Without bubblewrap, jobs are plain subprocesses in the
+workspace (the same limits, none of the isolation); ``isolated`` says which, and ``avm serve``
+says it at start.
 
-Limits on every job, isolated or not (``SandboxLimits``): wall time (the job is killed), CPU time
-(``RLIMIT_CPU``), address space (``RLIMIT_AS``), the largest file it may write
-(``RLIMIT_FSIZE``), and its output (read up to the cap, then the job is killed). Fork bombs are
-bounded by the wall time and the PID namespace only: no cgroups here (documented in SECURITY.md).
+A job dies with its reason to live: whichever way ``run`` ends (its result, an error, or its task
+cancelled by an interrupt, a turn deadline, a toolbox timeout or the shutdown), its ``finally``
+SIGKILLs the job's process group and everything in its cgroup, and reaps it off the event loop.
+A job is over when its first process exits: what it left in the background is killed.
+``close`` kills every live job (``avm serve``'s shutdown). If the server itself is killed, the
+kernel kills the job's first process (``PR_SET_PDEATHSIG``); with bubblewrap that is the PID
+namespace's parent, and the namespace and all in it die with it. Without bubblewrap only that
+first process dies: its children live on until the next start kills what is left in the job
+cgroups of servers that are gone (``job_limits``). And where there is no cgroup, a process that
+left the job's process group (``setsid``, a double fork) escapes every kill.
+
+Limits (``SandboxLimits``): wall time and output (read up to the cap) for the job; memory,
+process count and CPU time for the job as a whole where it gets its own cgroup
+(``adapters/sandbox/job_limits.py``), else per process (``RLIMIT_AS``, ``RLIMIT_CPU``; no bound
+on the process count); and, per process always, the largest file (``RLIMIT_FSIZE``), no core
+dumps, and ``RLIMIT_CPU`` as a second bound. Past a limit the job is killed and ``stopped_by``
+says which.
 
 Files (``read``/``write``/``list``, the change scan, the HTTP workspace routes) go through
 ``adapters/sandbox/workspace_files.py``: opened beneath the workspace's root descriptor, never
@@ -24,6 +40,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import ctypes
 import functools
 import hashlib
 import os
@@ -35,12 +52,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from agentvm.adapters.sandbox import workspace_files as files
+from agentvm.adapters.sandbox.job_limits import detect as detect_cgroups
 from agentvm.adapters.sandbox.workspace_files import WORKDIR, WorkspaceError, run_io
 from agentvm.ports import SandboxRun, WorkspaceEntry, WorkspaceQuota, WorkspaceScan
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from agentvm.adapters.sandbox.job_limits import JobCgroup
     from agentvm.ports import SandboxLimits
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
@@ -72,6 +91,10 @@ class LocalSandbox:
         self.root = root
         self.quota = quota or WorkspaceQuota()
         self._bwrap = bubblewrap() if isolate else None
+        # Forbid the job user namespaces of its own, where this bubblewrap can (probed once, here).
+        self._disable_userns = self._bwrap is not None and _bwrap_disables_userns(self._bwrap)
+        self._cgroups = detect_cgroups()
+        self._jobs: set[_Job] = set()  # running, or being reaped: ``close`` kills them
 
     @property
     def isolated(self) -> bool:
@@ -121,18 +144,56 @@ class LocalSandbox:
         stdin: str | None,
         limits: SandboxLimits,
     ) -> SandboxRun:
-        workspace = self.workspace(tenant_id, container_id)
-        command = self._command(workspace, argv)
-        proc = await asyncio.create_subprocess_exec(
-            *command,
-            stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.STDOUT,
-            cwd=workspace,
-            env=_ENV,
-            start_new_session=True,  # its own process group: one kill stops it and its children
-            preexec_fn=functools.partial(_apply_limits, limits),
-        )
+        if any("\0" in arg for arg in argv):
+            raise ValueError("a job's arguments cannot contain a NUL byte")
+        workspace = await self._root(tenant_id, container_id)
+        job = _Job(self._cgroups.create(limits))
+        self._jobs.add(job)
+        try:
+            return await self._run(job, workspace, argv, stdin, limits)
+        finally:
+            # Every way out (a result, an error, the task cancelled by an interrupt, a deadline,
+            # a timeout or the shutdown) kills the whole job; the reaping runs on even if this
+            # task is cancelled again meanwhile (``close`` waits for it).
+            job.kill()
+            job.ending = asyncio.ensure_future(self._end(job))
+            await asyncio.shield(job.ending)
+
+    async def close(self) -> None:
+        """Kill every job still running (the server is shutting down), and wait until each is reaped."""
+        for job in list(self._jobs):
+            job.stop("shutdown")
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(_REAP_TIMEOUT_S):
+                while self._jobs:  # each job's run reaps it in its ``finally``, and leaves the set
+                    await asyncio.sleep(0.01)
+
+    async def _run(
+        self, job: _Job, workspace: Path, argv: Sequence[str], stdin: str | None, limits: SandboxLimits
+    ) -> SandboxRun:
+        command, args_fd = self._command(workspace, argv, limits)
+        if job.cgroup is not None:
+            job.cgroup.prepare_enter()
+        try:
+            job.proc = await asyncio.create_subprocess_exec(
+                *command,
+                stdin=asyncio.subprocess.PIPE if stdin is not None else asyncio.subprocess.DEVNULL,
+                stdout=asyncio.subprocess.PIPE,
+                stderr=asyncio.subprocess.STDOUT,
+                cwd=workspace,
+                env=_ENV,
+                pass_fds=() if args_fd is None else (args_fd,),
+                start_new_session=True,  # its own process group: one kill stops it and its children
+                preexec_fn=functools.partial(_prepare_child, limits, job.cgroup, os.getpid()),
+            )
+        except OSError as exc:  # without the file name: it would be a host path
+            raise OSError(exc.errno, f"the job could not start: {exc.strerror}") from None
+        finally:
+            if args_fd is not None:
+                os.close(args_fd)
+        proc = job.proc
+        if job.stopped_by is not None:  # stopped (``close``) while it started: its group is known now
+            job.kill()
         if stdin is not None and proc.stdin is not None:
             with contextlib.suppress(BrokenPipeError, ConnectionResetError):
                 proc.stdin.write(stdin.encode())
@@ -140,56 +201,144 @@ class LocalSandbox:
             proc.stdin.close()
         assert proc.stdout is not None
         output = bytearray()
-        stopped_by: str | None = None
+        watch = asyncio.create_task(_watch(job, limits))
         try:
             async with asyncio.timeout(limits.wall_s):
                 while chunk := await proc.stdout.read(65536):
                     output += chunk
                     if len(output) > limits.output_bytes:
-                        stopped_by = "output"
+                        job.stop("output")
                         break
         except TimeoutError:
-            stopped_by = "wall_time"
-        if stopped_by is not None:
-            _kill(proc)
-            # Read what is left to the end: the pipe's EOF is what lets ``wait`` return (asyncio
-            # waits for the pipes as well as the process), and a paused reader never sees it.
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(5):
-                    while await proc.stdout.read(65536):
-                        pass
-        code = await proc.wait()
+            job.stop("wall_time")
+        finally:
+            watch.cancel()
+        code = await _reap(proc)
+        stopped_by = job.stopped_by
+        if stopped_by is None and code != 0 and job.cgroup is not None:
+            stopped_by = job.cgroup.exceeded(limits)  # in the last moments, before a poll saw it
         if stopped_by is None:
             # Killed by a signal: a negative code from a plain process, 128 + the signal through
             # bubblewrap or a shell (the convention, so a job exiting 152 on its own reads alike).
-            signum = -code if code < 0 else code - 128 if code > 128 else 0
+            signum = -code if code is not None and code < 0 else code - 128 if code and code > 128 else 0
             stopped_by = _LIMIT_SIGNALS.get(signum)
         text = bytes(output[: limits.output_bytes]).decode("utf-8", "replace")
         if stopped_by is None and code != 0 and _out_of_memory(text):
             stopped_by = "memory"
         return SandboxRun(
-            exit_code=None if stopped_by in ("wall_time", "output") else code,
+            exit_code=None if job.stopped_by is not None or code is None else code,
             output=text,
             truncated=len(output) > limits.output_bytes,
             stopped_by=stopped_by,
         )
 
-    def _command(self, workspace: Path, argv: Sequence[str]) -> list[str]:
+    async def _end(self, job: _Job) -> None:
+        try:
+            if job.proc is not None:
+                await _reap(job.proc)
+            if job.cgroup is not None:
+                await job.cgroup.remove()
+        finally:
+            self._jobs.discard(job)
+
+    def _command(
+        self, workspace: Path, argv: Sequence[str], limits: SandboxLimits
+    ) -> tuple[list[str], int | None]:
+        """What to execute, and the descriptor bubblewrap reads its arguments from: they hold the
+        workspace's host path, and a command line is visible in ``/proc`` (inside, as pid 1's)."""
         if self._bwrap is None:
-            return list(argv)
-        cmd = [self._bwrap, "--unshare-all", "--die-with-parent", "--new-session"]
-        cmd += ["--ro-bind", "/usr", "/usr"]
+            return list(argv), None
+        args = ["--unshare-all", "--die-with-parent", "--new-session"]
+        if self._disable_userns:
+            args += ["--unshare-user", "--disable-userns"]
+        args += ["--ro-bind", "/usr", "/usr"]
         for top in ("/bin", "/sbin", "/lib", "/lib64", "/lib32"):  # merged-/usr links, or real dirs
             path = Path(top)
             if path.is_symlink():
-                cmd += ["--symlink", str(path.readlink()), top]
+                args += ["--symlink", str(path.readlink()), top]
             elif path.is_dir():
-                cmd += ["--ro-bind", top, top]
-        cmd += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
-        cmd += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
-        cmd += ["--proc", "/proc", "--dev", "/dev", "--tmpfs", "/tmp"]
-        cmd += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR, "--", *argv]
-        return cmd
+                args += ["--ro-bind", top, top]
+        args += ["--ro-bind-try", "/etc/ld.so.cache", "/etc/ld.so.cache"]
+        args += ["--ro-bind-try", "/etc/alternatives", "/etc/alternatives"]
+        # /tmp is memory: sized like the largest file, and counted in the job's memory cgroup.
+        args += ["--proc", "/proc", "--dev", "/dev"]
+        args += ["--size", str(limits.file_mb * 1024 * 1024), "--tmpfs", "/tmp"]
+        args += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR]
+        args_fd = _args_file(args)  # the command itself must follow on the command line
+        return [self._bwrap, "--args", str(args_fd), "--", *argv], args_fd
+
+
+class _Job:
+    """One running job: its first process (the leader of its process group) and its cgroup."""
+
+    def __init__(self, cgroup: JobCgroup | None) -> None:
+        self.cgroup = cgroup
+        self.proc: asyncio.subprocess.Process | None = None
+        self.stopped_by: str | None = None  # the limit it was stopped at, by the sandbox
+        self.ending: asyncio.Future[None] | None = None
+
+    def stop(self, reason: str) -> None:
+        if self.stopped_by is None:
+            self.stopped_by = reason
+        self.kill()
+
+    def kill(self) -> None:
+        """SIGKILL the job's process group (with bubblewrap, its PID namespace goes with its init)
+        and every process in its cgroup (what left the group: ``setsid``, a double fork)."""
+        if self.proc is not None:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(self.proc.pid, signal.SIGKILL)
+        if self.cgroup is not None:
+            self.cgroup.kill()
+
+
+async def _watch(job: _Job, limits: SandboxLimits) -> None:
+    """While the job runs: stop it when its cgroup passes a limit, and kill what it left in the
+    background once its first process has exited (the job is over; its output pipe would stay open)."""
+    assert job.proc is not None
+    while True:
+        await asyncio.sleep(_WATCH_S)
+        if job.proc.returncode is not None:
+            job.kill()
+            return
+        exceeded = job.cgroup.exceeded(limits) if job.cgroup is not None else None
+        if exceeded is not None:
+            job.stop(exceeded)
+            return
+
+
+async def _reap(proc: asyncio.subprocess.Process) -> int | None:
+    """The job's exit code, once it has exited and its pipe is closed (asyncio waits for both);
+    what is left in the pipe is read and dropped, so a paused reader does not hold it open. None
+    if that takes too long (a process that left the group holds the pipe, and there is no cgroup)."""
+    assert proc.stdout is not None
+    with contextlib.suppress(TimeoutError):
+        async with asyncio.timeout(_REAP_TIMEOUT_S):
+            while await proc.stdout.read(65536):
+                pass
+            return await proc.wait()
+    return proc.returncode
+
+
+def _args_file(args: list[str]) -> int:
+    """An anonymous in-memory file holding ``args`` NUL-separated, for ``bwrap --args``."""
+    fd = os.memfd_create("bwrap-args", 0)  # no MFD_CLOEXEC: bubblewrap must inherit it
+    os.write(fd, b"".join(os.fsencode(arg) + b"\0" for arg in args))
+    os.lseek(fd, 0, os.SEEK_SET)
+    return fd
+
+
+@functools.cache
+def _bwrap_disables_userns(bwrap: str) -> bool:
+    """Whether this bubblewrap can forbid new user namespaces inside the sandbox (0.8+, where
+    user namespaces can be made): a job then cannot build namespaces of its own to attack from."""
+    probe = subprocess.run(
+        [bwrap, "--unshare-all", "--unshare-user", "--disable-userns", "--ro-bind", "/", "/", "true"],
+        capture_output=True,
+        timeout=10,
+        check=False,
+    )
+    return probe.returncode == 0
 
 
 _LIMIT_SIGNALS = {
@@ -197,21 +346,30 @@ _LIMIT_SIGNALS = {
     signal.SIGKILL: "cpu_time",  # the hard CPU limit, one second past the soft one
     signal.SIGXFSZ: "file_size",
 }
+_WATCH_S = 0.1  # how often a running job's cgroup counters are read
+_REAP_TIMEOUT_S = 5.0
+_PR_SET_PDEATHSIG = 1
+_libc = ctypes.CDLL(None, use_errno=True)
 
 
-def _apply_limits(limits: SandboxLimits) -> None:
-    """In the child, before it runs the job (inherited by bubblewrap and everything it starts)."""
+def _prepare_child(limits: SandboxLimits, cgroup: JobCgroup | None, server_pid: int) -> None:
+    """In the child, before it runs the job (inherited by bubblewrap and everything it starts):
+    into the job's cgroup, killed if the server dies, and the per-process rlimits."""
+    if cgroup is not None:
+        cgroup.enter()
+    _libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    if os.getppid() != server_pid:  # the server died before the line above took effect
+        os.kill(os.getpid(), signal.SIGKILL)
     resource.setrlimit(resource.RLIMIT_CPU, (limits.cpu_s, limits.cpu_s + 1))
-    memory = limits.memory_mb * 1024 * 1024
-    resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    if cgroup is None or "memory" not in cgroup.dirs:
+        # Without a memory cgroup, each process's address space is bounded instead. With one,
+        # not: the cgroup bounds what the job really uses, and runtimes that reserve address
+        # space they never touch (Go, Java, V8) run.
+        memory = limits.memory_mb * 1024 * 1024
+        resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
     size = limits.file_mb * 1024 * 1024
     resource.setrlimit(resource.RLIMIT_FSIZE, (size, size))
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))
-
-
-def _kill(proc: asyncio.subprocess.Process) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, signal.SIGKILL)
 
 
 def _out_of_memory(text: str) -> bool:
