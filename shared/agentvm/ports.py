@@ -566,7 +566,7 @@ class SandboxRun:
     exit_code: int | None
     output: str
     truncated: bool = False
-    # "wall_time" | "cpu_time" | "memory" | "processes" | "output" | "file_size" | "shutdown"
+    # "wall_time" | "cpu_time" | "memory" | "processes" | "output" | "file_size" | "workspace" | "shutdown"
     stopped_by: str | None = None
 
 

@@ -288,3 +288,21 @@ async def test_the_http_workspace_route_never_reads_through_a_link_the_tenants_j
     answered = [s for s in statuses if s in (200, 400)]  # the rest: 429, the key's rate limit
     assert len(answered) >= 200 and set(statuses) <= {200, 400, 429}, sorted(set(statuses))
     assert sorted(p.name for p in data_dir.iterdir()) == ["secret.txt"]
+
+
+async def test_a_job_that_fills_its_workspace_is_stopped_at_the_quota(tmp_path):
+    quota = WorkspaceQuota(max_bytes=20 * 1024 * 1024, max_entries=1000)
+    sandbox = LocalSandbox(tmp_path / "workspaces", isolate=bubblewrap() is not None, quota=quota)
+    fill = "import os\nfor i in range(10_000):\n    open(f'f{i}', 'wb').write(os.urandom(1 << 20))\n"
+    run = await sandbox.run("acme", "alice", ["python3", "-c", fill], stdin=None, limits=LIMITS)
+    assert run.stopped_by == "workspace" and run.exit_code is None
+    held = await sandbox.scan("acme", "alice")
+    assert held.bytes < 10_000 * (1 << 20) and len(held.files) < 10_000
+    refused = await call(toolbox(sandbox), "write", path="more.txt", content="x")
+    assert_clean_error(refused, tmp_path, "quota")
+    # A job may still clean up a workspace past its quota (it is not stopped for being there).
+    cleaned = await sandbox.run(
+        "acme", "alice", ["sh", "-c", "rm -f f*; echo cleaned"], stdin=None, limits=LIMITS
+    )
+    assert cleaned.stopped_by is None and "cleaned" in cleaned.output
+    assert not (await call(toolbox(sandbox), "write", path="more.txt", content="x")).is_error

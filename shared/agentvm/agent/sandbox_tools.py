@@ -30,6 +30,7 @@ _STOPPED = {
     "shutdown": "the server shut down while it ran",
     "output": "it printed more than {output_bytes} bytes",
     "file_size": "it wrote a file larger than {file_mb} MB",
+    "workspace": "it filled the workspace past its quota (size, files or depth); delete files first",
 }
 
 

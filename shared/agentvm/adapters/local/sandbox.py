@@ -33,7 +33,9 @@ Files (``read``/``write``/``list``, the change scan, the HTTP workspace routes) 
 ``adapters/sandbox/workspace_files.py``: opened beneath the workspace's root descriptor, never
 through a link, regular files only, on threads of their own. A job may run at the same time (the
 calls of one model message run concurrently) and swap anything in its workspace: that can make a
-tool call fail, never reach outside. Writes stop at the workspace quota (``WorkspaceQuota``).
+tool call fail, never reach outside. Writes stop at the workspace quota (``WorkspaceQuota``), and
+a job that fills its workspace past it is stopped (``stopped_by="workspace"``; walked at most every
+``_WORKSPACE_WATCH_S``, so a fast writer can pass it by what it writes in that time).
 """
 
 from __future__ import annotations
@@ -48,6 +50,7 @@ import resource
 import shutil
 import signal
 import subprocess
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -202,6 +205,7 @@ class LocalSandbox:
         assert proc.stdout is not None
         output = bytearray()
         watch = asyncio.create_task(_watch(job, limits))
+        guard = asyncio.create_task(self._watch_workspace(job, workspace))
         try:
             async with asyncio.timeout(limits.wall_s):
                 while chunk := await proc.stdout.read(65536):
@@ -213,6 +217,7 @@ class LocalSandbox:
             job.stop("wall_time")
         finally:
             watch.cancel()
+            guard.cancel()
         code = await _reap(proc)
         stopped_by = job.stopped_by
         if stopped_by is None and code != 0 and job.cgroup is not None:
@@ -231,6 +236,24 @@ class LocalSandbox:
             truncated=len(output) > limits.output_bytes,
             stopped_by=stopped_by,
         )
+
+    async def _watch_workspace(self, job: _Job, workspace: Path) -> None:
+        """Stop the job once it fills its workspace past the quota (bytes, entries, or a tree too
+        deep or slow to walk). A workspace already past it when the job started may stay there
+        (the job may be deleting files) but not grow. Walked on the workspace threads, every
+        ``_WORKSPACE_WATCH_S`` or four times as long as a walk takes, whichever is longer."""
+        quota = self.quota
+        start = await run_io(files.scan, workspace, max_entries=quota.max_entries * 2)
+        most_bytes, most_entries = max(quota.max_bytes, start.bytes), max(quota.max_entries, start.entries)
+        interval = _WORKSPACE_WATCH_S
+        while True:
+            await asyncio.sleep(interval)
+            began = time.monotonic()
+            held = await run_io(files.scan, workspace, max_entries=most_entries)
+            interval = max(_WORKSPACE_WATCH_S, 4 * (time.monotonic() - began))
+            if held.bytes > most_bytes or not held.complete:
+                job.stop("workspace")
+                return
 
     async def _end(self, job: _Job) -> None:
         try:
@@ -347,6 +370,7 @@ _LIMIT_SIGNALS = {
     signal.SIGXFSZ: "file_size",
 }
 _WATCH_S = 0.1  # how often a running job's cgroup counters are read
+_WORKSPACE_WATCH_S = 0.25  # how often, at most, a running job's workspace is walked for its quota
 _REAP_TIMEOUT_S = 5.0
 _PR_SET_PDEATHSIG = 1
 _libc = ctypes.CDLL(None, use_errno=True)
