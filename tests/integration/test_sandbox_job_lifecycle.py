@@ -182,8 +182,10 @@ def start_a_server_again() -> None:
     subprocess.run([sys.executable, "-c", code], env={**os.environ, "PYTHONPATH": str(SHARED)}, check=True)
 
 
-def job_cgroups() -> set[Path]:
-    return {path for parent in set(detect().parents.values()) for path in parent.glob("avm-job-*")}
+def job_cgroups(server_pid: int | None = None) -> set[Path]:
+    """The job cgroups on this machine (of the server with that pid: other servers may run here)."""
+    pattern = f"avm-job-{server_pid}-*" if server_pid else "avm-job-*"
+    return {path for parent in set(detect().parents.values()) for path in parent.glob(pattern)}
 
 
 @needs_bwrap
@@ -300,7 +302,6 @@ async def test_interrupting_a_turn_kills_its_sandbox_job_through_avm_serve(tmp_p
 @needs_bwrap
 async def test_killing_avm_serve_kills_its_sandbox_jobs(tmp_path):
     marker = unique_sleep()
-    cgroups_before = job_cgroups()
     with avm_serve(tmp_path, free_port()) as server:
         async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
             image_id = await _sandbox_image(client)
@@ -310,7 +311,7 @@ async def test_killing_avm_serve_kills_its_sandbox_jobs(tmp_path):
         server.proc.wait(timeout=5)
         await assert_gone(marker, _served_workspace(tmp_path), started)
     start_a_server_again()
-    assert job_cgroups() <= cgroups_before
+    assert job_cgroups(server.proc.pid) == set()
 
 
 @needs_bwrap
