@@ -326,37 +326,51 @@ MAX_DEPTH = 64  # directories deeper than this are not walked (the scan says it 
 def scan(
     root: Path, *, max_entries: int, max_depth: int = MAX_DEPTH, max_seconds: float = 5.0
 ) -> WorkspaceScan:
-    """Walk the workspace without following links, within the bounds."""
+    """Walk the workspace without following links, within the bounds. Depth first, holding one
+    descriptor per level (each directory opened from its parent's, ``O_NOFOLLOW``), never one per
+    directory found: a directory of 100,000 subdirectories costs no more descriptors than one."""
     deadline = time.monotonic() + max_seconds
     files: dict[str, tuple[int, int]] = {}
     total = entries = 0
     with _explained("."), _root(root) as root_fd:
-        stack: list[tuple[int, str, int]] = [(os.dup(root_fd), "", 0)]
+        # Each level: its descriptor, its path prefix, and the subdirectories still to walk.
+        levels: list[tuple[int, str, list[str]]] = []
+        fd, prefix = os.dup(root_fd), ""
         try:
-            while stack:
-                fd, prefix, depth = stack.pop()
-                try:
-                    with os.scandir(fd) as listing:
-                        for entry in listing:
-                            entries += 1
-                            if entries > max_entries or time.monotonic() > deadline:
-                                return WorkspaceScan(files, total, entries, complete=False)
-                            with contextlib.suppress(OSError):  # removed while walked
-                                st = entry.stat(follow_symlinks=False)
-                                if stat.S_ISREG(st.st_mode):
-                                    files[prefix + entry.name] = (st.st_size, st.st_mtime_ns)
-                                    total += st.st_size
-                                elif stat.S_ISDIR(st.st_mode):
-                                    if depth + 1 > max_depth:
-                                        return WorkspaceScan(files, total, entries, complete=False)
-                                    child = os.open(entry.name, _DIR, dir_fd=fd)
-                                    stack.append((child, f"{prefix}{entry.name}/", depth + 1))
-                finally:
-                    os.close(fd)
+            while True:
+                subdirs: list[str] = []
+                with os.scandir(fd) as listing:
+                    for entry in listing:
+                        entries += 1
+                        if entries > max_entries or time.monotonic() > deadline:
+                            return WorkspaceScan(files, total, entries, complete=False)
+                        with contextlib.suppress(OSError):  # removed while walked
+                            st = entry.stat(follow_symlinks=False)
+                            if stat.S_ISREG(st.st_mode):
+                                files[prefix + entry.name] = (st.st_size, st.st_mtime_ns)
+                                total += st.st_size
+                            elif stat.S_ISDIR(st.st_mode):
+                                subdirs.append(entry.name)
+                if subdirs and len(levels) >= max_depth:
+                    return WorkspaceScan(files, total, entries, complete=False)
+                levels.append((fd, prefix, subdirs))
+                fd = -1
+                while levels and fd < 0:  # the next subdirectory to walk, climbing when a level is done
+                    parent, parent_prefix, pending = levels[-1]
+                    if not pending:
+                        os.close(parent)
+                        levels.pop()
+                        continue
+                    name = pending.pop()
+                    with contextlib.suppress(OSError):  # removed, or swapped for a link, meanwhile
+                        fd, prefix = os.open(name, _DIR, dir_fd=parent), f"{parent_prefix}{name}/"
+                if fd < 0:
+                    return WorkspaceScan(files, total, entries)
         finally:
-            for fd, _, _ in stack:
+            if fd >= 0:
                 os.close(fd)
-    return WorkspaceScan(files, total, entries)
+            for level_fd, _, _ in levels:
+                os.close(level_fd)
 
 
 # -- off the event loop ------------------------------------------------------------------------
