@@ -203,6 +203,8 @@ def main() -> None:
         history_scaling,
         noisy_neighbour,
         peer_langgraph,
+        sandbox_calls,
+        sandbox_hostile_health,
         session_search,
         sqlite_commits,
         tool_steps,
@@ -244,6 +246,13 @@ def main() -> None:
     )
 
     sections.append(tool_steps.render(asyncio.run(tool_steps.run(5, 11 if args.quick else 31))))
+
+    # The sandbox's file calls before its hardening (issue 24) and now, side by side.
+    files, calls, runs = (500, 10, 2) if args.quick else (2000, 30, 5)
+    rows = sandbox_calls.compare(sandbox_calls.BEFORE_HARDENING, files, calls, runs)
+    sections.append(sandbox_calls.render(rows, files, calls, runs, sandbox_calls.BEFORE_HARDENING))
+    repeat = 1 if args.quick else 3
+    sections.append(sandbox_hostile_health.render(asyncio.run(sandbox_hostile_health.run(repeat)), repeat))
 
     commits = asyncio.run(sqlite_commits.run(1500 if args.quick else 6000))
     sections.append(

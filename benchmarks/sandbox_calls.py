@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 TOOLS = ("read", "write", "edit", "ls", "sh")
+BEFORE_HARDENING = "f60a78b"  # main before issue 24's file access, job lifecycle and limits
 
 
 async def _measure(files: int, calls: int) -> dict[str, Any]:
