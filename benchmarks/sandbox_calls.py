@@ -122,7 +122,6 @@ def compare(rev: str | None, files: int, calls: int, runs: int) -> list[dict[str
 
 
 def render(rows: list[dict[str, Any]], files: int, calls: int, runs: int, rev: str | None) -> str:
-    keys = list(rows[0])
     lines = [
         "## Sandbox tool calls: latency and the event loop (issue 24)",
         "",
@@ -133,9 +132,13 @@ def render(rows: list[dict[str, Any]], files: int, calls: int, runs: int, rev: s
         f"(loop lag: each run's p99 and worst, how late a 5 ms sleep woke while the calls ran), on a "
         f"workspace of {files} files in 50 directories.",
         "",
-        "| " + " | ".join(keys) + " |",
-        "|" + "---|" * len(keys),
     ]
+    return "\n".join(lines) + "\n" + markdown_table(rows)
+
+
+def markdown_table(rows: list[dict[str, Any]]) -> str:
+    keys = list(rows[0])
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in rows]
     return "\n".join(lines) + "\n"
 

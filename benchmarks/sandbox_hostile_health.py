@@ -26,6 +26,7 @@ import httpx
 
 from agentvm.client import AgentVMClient
 from benchmarks.procs import avm_serve
+from benchmarks.sandbox_calls import markdown_table
 
 BOMB = "import os\nfor i in range(60000): os.mkdir(f'd{i}')"
 FORK_BOMB = "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass"
@@ -124,7 +125,6 @@ async def run(repeat: int) -> list[dict[str, Any]]:
 
 
 def render(rows: list[dict[str, Any]], repeat: int) -> str:
-    keys = list(rows[0])
     lines = [
         "## /health during a hostile model's sandbox calls (issue 24)",
         "",
@@ -132,11 +132,8 @@ def render(rows: list[dict[str, Any]], repeat: int) -> str:
         f"model's `/tool` calls one at a time, `/health` polled every 10 ms meanwhile; medians of {repeat} "
         "runs of each phase (worst max: the slowest poll of any run).",
         "",
-        "| " + " | ".join(keys) + " |",
-        "|" + "---|" * len(keys),
     ]
-    lines += ["| " + " | ".join(str(row[k]) for k in keys) + " |" for row in rows]
-    return "\n".join(lines) + "\n"
+    return "\n".join(lines) + "\n" + markdown_table(rows)
 
 
 def main() -> None:

@@ -37,21 +37,23 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentvm.hosts.http_guard")
 
-_BODY = json.dumps(
-    {"error": {"code": "rate_limited", "message": "too many connections from this address"}}
-).encode()
-_TOO_MANY = (
-    b"HTTP/1.1 429 Too Many Requests\r\ncontent-type: application/json\r\nconnection: close\r\n"
-    b"content-length: %d\r\n\r\n%s" % (len(_BODY), _BODY)
+
+def _closing_answer(status: bytes, code: str, message: str) -> bytes:
+    """A whole HTTP/1.1 answer that closes the connection, with the API's error body."""
+    body = json.dumps({"error": {"code": code, "message": message}}).encode()
+    return (
+        b"HTTP/1.1 %s\r\ncontent-type: application/json\r\nconnection: close\r\n"
+        b"content-length: %d\r\n\r\n%s" % (status, len(body), body)
+    )
+
+
+_TOO_MANY = _closing_answer(
+    b"429 Too Many Requests", "rate_limited", "too many connections from this address"
 )
 
 
-_TIMEOUT_BODY = json.dumps(
-    {"error": {"code": "request_timeout", "message": "the request body did not arrive in time"}}
-).encode()
-_TIMED_OUT = (
-    b"HTTP/1.1 408 Request Timeout\r\ncontent-type: application/json\r\nconnection: close\r\n"
-    b"content-length: %d\r\n\r\n%s" % (len(_TIMEOUT_BODY), _TIMEOUT_BODY)
+_TIMED_OUT = _closing_answer(
+    b"408 Request Timeout", "request_timeout", "the request body did not arrive in time"
 )
 
 
