@@ -3,8 +3,9 @@ are timed, side by side with the same measurement on an idle server (issue 25).
 
 A real ``avm serve`` with API keys and lowered caps, so that a two-core run reaches each of them:
 ``AVM_MAX_CONNECTIONS_PER_TENANT`` 100, ``AVM_MAX_API_KEYS_PER_TENANT`` 10,
-``AVM_TENANT_STORAGE_BYTES`` 1 MB, ``AVM_SANDBOX_WORKSPACE_MB`` 20 and ``AVM_HTTP_BODY_TIMEOUT_S`` 5. The **noisy** tenant, from
-127.0.0.2 where its sockets are its own (per-address caps are separate defences), at once:
+``AVM_TENANT_STORAGE_BYTES`` 1 MB, ``AVM_SANDBOX_WORKSPACE_MB`` 20 and ``AVM_HTTP_BODY_TIMEOUT_S``
+5. The **noisy** tenant, from 127.0.0.2 where its sockets are its own (per-address caps are
+separate defences), at once:
 
 - opens WebSockets until its tenant cap refuses them (``CONNECTIONS`` tries) and holds them;
 - mints keys until the key cap refuses (``KEYS`` tries);
