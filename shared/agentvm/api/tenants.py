@@ -72,14 +72,18 @@ class TenantLimits(_Body):
     limits"); null keeps the server's setting, 0 = no limit."""
 
     maxConnections: StrictInt | None = Field(
-        default=None, ge=0, description="live WebSocket connections (AVM_MAX_CONNECTIONS_PER_TENANT)"
+        default=None,
+        ge=0,
+        le=1_000_000,
+        description="live WebSocket connections (AVM_MAX_CONNECTIONS_PER_TENANT)",
     )
     maxApiKeys: StrictInt | None = Field(
-        default=None, ge=0, description="active API keys (AVM_MAX_API_KEYS_PER_TENANT)"
+        default=None, ge=0, le=100_000, description="active API keys (AVM_MAX_API_KEYS_PER_TENANT)"
     )
     rateLimitPerMinute: StrictInt | None = Field(
         default=None,
         ge=0,
+        le=100_000_000,
         description="requests per minute of all its keys (AVM_TENANT_RATE_LIMIT_PER_MINUTE)",
     )
 
