@@ -87,6 +87,9 @@ async def test_registry_publishing_is_counted_refused_past_the_account_and_given
         )
         assert again.status_code == 201, again.text
     assert await h.rt.storage_quota.used("other") == 0  # per tenant
+    async with _http(h, "acme") as http:  # the tenant sees its account in its usage summary
+        summary = (await http.get("/v1/usage/summary")).json()
+    assert summary["storage"] == {"usedBytes": await h.rt.storage_quota.used("acme"), "limitBytes": 10_000}
 
 
 async def test_resource_versions_and_knowledge_are_counted_and_given_back_on_delete(tmp_path):
