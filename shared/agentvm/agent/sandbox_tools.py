@@ -10,12 +10,13 @@ Each mutating call (everything but ``ls`` and ``read``) is charged to the tenant
 (``security/storage_quota.py``): the workspace's bytes after the call minus before (the scans the
 ``file_changed`` events are made from, so no extra I/O on the workspace), a negative delta given
 back. A tenant already at its account is refused the call (an error result naming the quota), so
-one call can pass the account by what it writes, bounded by the container's workspace quota.
+one call can pass the account by what it writes, bounded by the container's workspace quota. A
+call that raises or is cancelled (an interrupted turn) is not charged: what it wrote before it
+stopped stays uncounted (the workspace quota still bounds it).
 """
 
 from __future__ import annotations
 
-import asyncio
 import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -114,12 +115,10 @@ class SandboxTool:
             except StorageQuotaExceeded as exc:
                 return ToolOutput(f"Error: {exc.message}", is_error=True)
         before = await self.sandbox.scan(*ids)
-        try:
-            output = await self._call(arguments)
-        finally:  # a job stopped at a limit, or cancelled, has written what it wrote: charged too
-            after = await asyncio.shield(self.sandbox.scan(*ids))
-            if before.complete and after.complete and self.storage is not None:
-                await asyncio.shield(self.storage.charge(self.tenant_id, after.bytes - before.bytes))
+        output = await self._call(arguments)  # a job stopped at a limit returns: charged below
+        after = await self.sandbox.scan(*ids)
+        if before.complete and after.complete and self.storage is not None:
+            await self.storage.charge(self.tenant_id, after.bytes - before.bytes)
         if not (before.complete and after.complete):  # too many files to compare: no events
             return output
         return dataclasses.replace(output, files=changes(before.files, after.files))
