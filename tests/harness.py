@@ -110,7 +110,10 @@ class Harness:
             waits=SqliteToolWaits(":memory:"),
         )
         self.rt.resources = ResourceCentre(
-            SqliteResourceStore(":memory:"), self.rt.clock, platform_tenant="platform"
+            SqliteResourceStore(":memory:"),
+            self.rt.clock,
+            platform_tenant="platform",
+            storage=lambda: self.rt.storage_quota,
         )
         self.rt.tenants = SqliteTenantStore(":memory:")
         self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces")

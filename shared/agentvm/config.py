@@ -166,7 +166,7 @@ class Settings(BaseSettings):
     # with one write, then admits from memory (security/ratelimit.py): never over the limit, but up
     # to this - 1 per process may go unused until the window ends; 1 = one write per request
     rate_lease_max: int = Field(default=10, ge=1)
-    # bytes of messages one tenant may store (security/storage_quota.py); 0 = no quota
+    # bytes one tenant may store, every write path (security/storage_quota.py); 0 = no quota
     tenant_storage_bytes: int = Field(default=1 << 30, ge=0)
     # frames (auth attempts included) a WebSocket may send before it has authenticated, per minute
     unauthenticated_frames_per_minute: int = Field(default=30, ge=1)

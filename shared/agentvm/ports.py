@@ -680,7 +680,7 @@ class CounterLease:
 
 
 class Counters(Protocol):
-    """Atomic counters with an expiry: token usage per window, requests per minute.
+    """Atomic counters with an expiry: token usage per window, requests per minute, stored bytes.
 
     A counter is a set of named integer fields under one key (so one write adds to a month's total
     and to that day's field at once). Once ``expires_at`` has passed, the counter reads as empty
@@ -695,7 +695,9 @@ class Counters(Protocol):
         """
         ...
 
-    async def lease(self, key: str, field: str, amount: int, *, limit: int, expires_at: int) -> CounterLease:
+    async def lease(
+        self, key: str, field: str, amount: int, *, limit: int, expires_at: int, whole: bool = False
+    ) -> CounterLease:
         """Atomically add up to ``amount`` to ``field`` without taking it over ``limit``.
 
         Adds ``amount`` if the field stays at or under ``limit``; otherwise what is left
@@ -704,6 +706,10 @@ class Counters(Protocol):
         runs concurrently (``security/ratelimit.py`` leases requests per key this way).
         ``1 <= amount``, ``1 <= limit``; an ``amount`` over ``limit`` is taken as ``limit``.
         ``expires_at`` is as for ``incr``.
+
+        ``whole``: all or nothing. ``amount`` is granted only if all of it fits (an ``amount`` over
+        ``limit`` never does); otherwise nothing is written and 0 granted, with the field's value
+        as ``total`` (``security/storage_quota.py`` reserves bytes this way).
         """
         ...
 

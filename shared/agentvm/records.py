@@ -278,6 +278,7 @@ class TenantLimitOverrides(_Record):
     maxConnections: int | None = None  # live WebSocket connections
     maxApiKeys: int | None = None  # active API keys
     rateLimitPerMinute: int | None = None  # requests per minute of all its keys together
+    storageBytes: int | None = None  # bytes it may store, every write path (its storage account)
 
 
 class TenantRecord(_Record):

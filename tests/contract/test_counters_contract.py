@@ -118,6 +118,37 @@ async def test_concurrent_lessees_never_take_more_than_the_limit(counters):
     assert await counters.get("rate#k#8") == {"n": 37}
 
 
+async def test_a_whole_lease_takes_all_it_asks_or_nothing(counters):
+    first = await counters.lease("storage#acme", "bytes", 60, limit=100, expires_at=later(), whole=True)
+    assert (first.granted, first.total) == (60, 60)
+    refused = await counters.lease("storage#acme", "bytes", 41, limit=100, expires_at=later(), whole=True)
+    assert (refused.granted, refused.total) == (0, 60)  # 40 were left: not a part of it
+    fits = await counters.lease("storage#acme", "bytes", 40, limit=100, expires_at=later(), whole=True)
+    assert (fits.granted, fits.total) == (40, 100)
+    too_big = await counters.lease("storage#other", "bytes", 101, limit=100, expires_at=later(), whole=True)
+    assert (too_big.granted, too_big.total) == (0, 0)
+    assert await counters.get("storage#acme") == {"bytes": 100}
+    assert await counters.get("storage#other") == {}
+
+
+async def test_concurrent_whole_lessees_never_pass_the_limit_together(counters):
+    leases = await asyncio.gather(
+        *(
+            counters.lease("storage#k", "bytes", 10, limit=95, expires_at=later(), whole=True)
+            for _ in range(30)
+        )
+    )
+    assert sorted(lease.granted for lease in leases) == [0] * 21 + [10] * 9  # 9 fit; the 10th would pass
+    assert await counters.get("storage#k") == {"bytes": 90}
+
+
+async def test_a_negative_increment_gives_back(counters):
+    await counters.lease("storage#back", "bytes", 70, limit=100, expires_at=later(), whole=True)
+    assert await counters.incr("storage#back", {"bytes": -30}, expires_at=later()) == {"bytes": 40}
+    again = await counters.lease("storage#back", "bytes", 60, limit=100, expires_at=later(), whole=True)
+    assert (again.granted, again.total) == (60, 100)
+
+
 @pytest.mark.parametrize(("field", "amount", "limit"), [("N", 1, 5), ("n", 0, 5), ("n", 1, 0)])
 async def test_bad_leases_are_refused(counters, field, amount, limit):
     with pytest.raises(ValueError):
@@ -142,3 +173,26 @@ async def test_on_dynamodb_a_lease_is_one_update_and_a_refusal_one_failed_update
         finally:
             events.unregister("before-call.dynamodb", record)
     assert operations == ["UpdateItem", "UpdateItem"]  # the refusal learns the count from ALL_OLD
+
+
+@pytest.mark.aws
+async def test_on_dynamodb_a_refused_whole_lease_is_one_failed_update_and_no_partial_retry():
+    with atomic_moto():
+        create_table()
+        counters = DynamoDbCounters(TABLE, region=REGION)
+        operations: list[str] = []
+        events = counters._table._get_connection().connection.client.meta.events
+
+        def record(model: Any, **_: Any) -> None:
+            operations.append(model.name)
+
+        events.register("before-call.dynamodb", record)
+        try:
+            assert (
+                await counters.lease("storage#x", "bytes", 7, limit=10, expires_at=later(), whole=True)
+            ).granted == 7
+            refused = await counters.lease("storage#x", "bytes", 7, limit=10, expires_at=later(), whole=True)
+        finally:
+            events.unregister("before-call.dynamodb", record)
+    assert (refused.granted, refused.total) == (0, 7)
+    assert operations == ["UpdateItem", "UpdateItem"]

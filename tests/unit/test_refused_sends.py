@@ -67,8 +67,8 @@ async def _disk_full(harness, c, img, mp) -> dict[str, Any]:
     return {"imageId": img["imageId"]}
 
 
-async def _quota_add_fails(harness, c, img, mp) -> dict[str, Any]:
-    mp.setattr(harness.rt.storage_quota, "add", _broken_async)
+async def _quota_reserve_fails(harness, c, img, mp) -> dict[str, Any]:
+    mp.setattr(harness.rt.storage_quota, "reserve", _broken_async)
     return {"imageId": img["imageId"]}
 
 
@@ -93,7 +93,7 @@ REFUSALS: dict[str, Refusal] = {
     "budget-exceeded": Refusal("quota_exceeded", _over_budget),
     "storage-quota": Refusal("storage_quota_exceeded", _storage_quota),
     "storage-unavailable-message": Refusal("storage_unavailable", _disk_full),
-    "storage-unavailable-quota-count": Refusal("storage_unavailable", _quota_add_fails),
+    "storage-unavailable-quota-reserve": Refusal("storage_unavailable", _quota_reserve_fails),
     "storage-unavailable-running-mark": Refusal("storage_unavailable", _mark_fails),
     "storage-unavailable-turn-record": Refusal("storage_unavailable", _record_fails),
     "queue-send-fails": Refusal("storage_unavailable", _enqueue_fails),

@@ -54,7 +54,7 @@ async def run_sandbox_job(
         output = ToolOutput(f"Error: there is no sandbox tool named {job.tool!r}", is_error=True)
     else:
         limits = SandboxLimits(**job.limits) if job.limits else SandboxLimits()
-        tool = SandboxTool(spec, sandbox, job.tenantId, job.containerId, limits)
+        tool = SandboxTool(spec, sandbox, job.tenantId, job.containerId, limits, rt.storage_quota)
         output = await _call_while_pending(rt, tool, job, poll_s or WAIT_POLL_S)
         if output is None:
             log.info("sandbox job stopped: its wait was decided while it ran", extra={"turn_id": job.turnId})

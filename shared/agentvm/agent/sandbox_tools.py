@@ -5,6 +5,14 @@ The workspace belongs to the image's container (the end user): files written in 
 there in the next, and no other container or tenant sees them. Jobs (``sh``, ``python``) run under
 the declaration's limits (``SandboxLimits``); a job stopped at a limit is an error result that
 says which limit, so the model can try something smaller.
+
+Each mutating call (everything but ``ls`` and ``read``) is charged to the tenant's storage account
+(``security/storage_quota.py``): the workspace's bytes after the call minus before (the scans the
+``file_changed`` events are made from, so no extra I/O on the workspace), a negative delta given
+back. A tenant already at its account is refused the call (an error result naming the quota), so
+one call can pass the account by what it writes, bounded by the container's workspace quota. A
+call that raises or is cancelled (an interrupted turn) is not charged: what it wrote before it
+stopped stays uncounted (the workspace quota still bounds it).
 """
 
 from __future__ import annotations
@@ -13,12 +21,14 @@ import dataclasses
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentvm.errors import StorageQuotaExceeded
 from agentvm.llm import ToolSpec
 from agentvm.ports import FileChange, SandboxLimits, ToolOutput
 
 if TYPE_CHECKING:
     from agentvm.agent.tool_config import SandboxToolDecl
     from agentvm.ports import Sandbox, SandboxRun
+    from agentvm.security.storage_quota import StorageQuota
 
 MAX_READ_BYTES = 256 * 1024
 MAX_EDIT_BYTES = 4 * 1024 * 1024
@@ -87,6 +97,7 @@ class SandboxTool:
     tenant_id: str
     container_id: str
     limits: SandboxLimits
+    storage: StorageQuota | None = None  # the tenant's storage account (None: not counted)
 
     @property
     def timeout_s(self) -> float:
@@ -101,9 +112,16 @@ class SandboxTool:
         if self.spec.name in ("ls", "read"):
             return await self._call(arguments)
         ids = (self.tenant_id, self.container_id)
+        if self.storage is not None:
+            try:
+                await self.storage.refuse_if_full(self.tenant_id)
+            except StorageQuotaExceeded as exc:
+                return ToolOutput(f"Error: {exc.message}", is_error=True)
         before = await self.sandbox.scan(*ids)
-        output = await self._call(arguments)
+        output = await self._call(arguments)  # a job stopped at a limit returns: charged below
         after = await self.sandbox.scan(*ids)
+        if before.complete and after.complete and self.storage is not None:
+            await self.storage.charge(self.tenant_id, after.bytes - before.bytes)
         if not (before.complete and after.complete):  # too many files to compare: no events
             return output
         return dataclasses.replace(output, files=changes(before.files, after.files))
@@ -210,10 +228,14 @@ def limits_of(decl: SandboxToolDecl) -> SandboxLimits:
 
 
 def sandbox_tools(
-    decl: SandboxToolDecl, sandbox: Sandbox, tenant_id: str, container_id: str
+    decl: SandboxToolDecl,
+    sandbox: Sandbox,
+    tenant_id: str,
+    container_id: str,
+    storage: StorageQuota | None = None,
 ) -> list[SandboxTool]:
     limits = limits_of(decl)
-    return [SandboxTool(spec, sandbox, tenant_id, container_id, limits) for spec in SPECS.values()]
+    return [SandboxTool(spec, sandbox, tenant_id, container_id, limits, storage) for spec in SPECS.values()]
 
 
 def remote_sandbox_tools(decl: SandboxToolDecl) -> list[RemoteSandboxTool]:

@@ -49,6 +49,7 @@ if TYPE_CHECKING:
 
     from agentvm.ports import HttpToolClient, McpConnector, McpSession, Sandbox, Store, Tool
     from agentvm.records import ImageRecord
+    from agentvm.security.storage_quota import StorageQuota
 
 log = logging.getLogger("agentvm.tools")
 
@@ -194,7 +195,11 @@ class ToolSources:
     default_timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
 
-    async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
+    async def toolbox(
+        self, store: Store, image: ImageRecord, *, storage: StorageQuota | None = None
+    ) -> Toolbox:
+        """The image's tools; ``storage``: the tenant's storage account its sandbox calls are
+        charged to (``security/storage_quota.py``)."""
         secrets = tenant_secrets(self.secrets, image.tenantId)
         tools: list[Tool] = []
         notes: list[str] = []
@@ -220,7 +225,7 @@ class ToolSources:
                 from agentvm.agent.sandbox_tools import sandbox_tools
 
                 decl_ = SandboxToolDecl.model_validate(raw)
-                tools.extend(sandbox_tools(decl_, self.sandbox, image.tenantId, image.containerId))
+                tools.extend(sandbox_tools(decl_, self.sandbox, image.tenantId, image.containerId, storage))
             elif kind == "client":
                 client = ClientToolDecl.model_validate(raw)
                 spec_ = ToolSpec(client.name, client.description, client.inputSchema)

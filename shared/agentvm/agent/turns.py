@@ -208,6 +208,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             if toolbox is not None:
                 await toolbox.aclose()
     if outcome.suspended:
+        await _charge_storage(rt, job, hooks.stored_bytes)
         await _suspend(rt, job, sink, hooks, outcome, attempt)
         _count(rt, job, outcome, hooks)
         return outcome
@@ -219,11 +220,12 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     if outcome.last is not None and not outcome.last.wants_tools:
         # The final step's text (a tool step's text was stored with its calls).
         result = _result_message(rt, job, outcome, started_ms)
+    stored_bytes = hooks.stored_bytes  # the turn's messages, charged with one write below
     if result is not None:
         appended = await store.append_message(job.sessionId, result, idempotency_key=f"result:{job.turnId}")
         result = appended.message
-        if rt.storage_quota is not None and appended.created:
-            await rt.storage_quota.add(job.tenantId, len(result.model_dump_json()))
+        if appended.created:
+            stored_bytes += len(result.model_dump_json())
     if outcome.error is not None and not outcome.interrupted:
         error = ErrorMessage(
             id=rt.ids.new("msg"),
@@ -233,6 +235,8 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
             parentId=job.userMessageId,
         )
         appended = await store.append_message(job.sessionId, error, idempotency_key=f"error:{job.turnId}")
+        if appended.created:
+            stored_bytes += len(appended.message.model_dump_json())
         if result is not None:
             sink.emit("assistant_message", message_to_wire(result), ref=result.id)
         result = appended.message
@@ -245,6 +249,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     )
     await _set_status(rt, job, status, attempt=attempt, frames=sink.frame_map())
     sink.release()
+    await _charge_storage(rt, job, stored_bytes)  # after the terminal frames are out: no wait for it
     await sink.aclose()
     rt.signals.forget(job.turnId)
     _count(rt, job, outcome, hooks)
@@ -258,6 +263,13 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
 
         await title_after_turn(rt, job, image, context, outcome)
     return outcome
+
+
+async def _charge_storage(rt: Runtime, job: TurnJob, stored_bytes: int) -> None:
+    """Count what the turn stored (its reply, calls and results) in the tenant's storage account:
+    one write per attempt, never a refusal (the turn was accepted; security/storage_quota.py)."""
+    if rt.storage_quota is not None and stored_bytes > 0:
+        await rt.storage_quota.charge(job.tenantId, stored_bytes)
 
 
 def _count(rt: Runtime, job: TurnJob, outcome: TurnOutcome, hooks: _TurnHooks) -> None:
@@ -309,7 +321,7 @@ async def _toolbox(rt: Runtime, image: ImageRecord) -> Toolbox | None:
     the search tools of the knowledge resources it was built with (``agent.knowledge_tools``)."""
     box = None
     if rt.tools is not None and (image.tools or image.mcpServers):
-        box = await rt.tools.toolbox(rt.store, image)
+        box = await rt.tools.toolbox(rt.store, image, storage=rt.storage_quota)
     knowledge = [t for t in image.tools or [] if t.get("type") == "knowledge"]
     if knowledge and rt.resources is not None:
         from agentvm.agent.knowledge_tools import knowledge_tools
@@ -467,6 +479,7 @@ class _TurnHooks:
         self.tool_calls = 0  # results stored by this attempt (metrics), and how many were errors
         self.tool_failures = 0
         self.trace: TurnTrace | _NoTrace = NO_TRACE  # OpenTelemetry spans (observability/tracing.py)
+        self.stored_bytes = 0  # the calls and results this attempt stored, charged once at its end
 
     # frames during the stream
     def on_start(self, message_id: str, model: str) -> None:
@@ -657,6 +670,8 @@ class _TurnHooks:
 
     async def _append(self, message: Message, key: str) -> Message:
         appended = await self.rt.store.append_message(self.job.sessionId, message, idempotency_key=key)
+        if appended.created:
+            self.stored_bytes += len(appended.message.model_dump_json())
         return appended.message
 
     def _emit(self, kind: str, message: Message) -> None:

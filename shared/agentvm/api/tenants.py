@@ -86,6 +86,12 @@ class TenantLimits(_Body):
         le=100_000_000,
         description="requests per minute of all its keys (AVM_TENANT_RATE_LIMIT_PER_MINUTE)",
     )
+    storageBytes: StrictInt | None = Field(
+        default=None,
+        ge=0,
+        le=1 << 60,
+        description="bytes it may store, every write path together (AVM_TENANT_STORAGE_BYTES)",
+    )
 
 
 class TenantChanges(_Body):

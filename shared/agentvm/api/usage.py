@@ -56,6 +56,7 @@ _SUMMARY = {
     "pricesAsOf": PRICES_AS_OF,
     "rows": [{"period": "2026-01-07", "containerId": "user-alice", **_TOTALS}],
     "totals": _TOTALS,
+    "storage": {"usedBytes": 52_428_800, "limitBytes": 1_073_741_824},
 }
 _CSV = (
     "period,tenantId,containerId,model,records,turns,inputTokens,outputTokens,cacheReadTokens,"
@@ -114,6 +115,13 @@ class UsageRow(UsageSums):
     period: str = Field(description="2026-01-07T13 (hour), 2026-01-07 (day), 2026-01 (month), or from/to")
 
 
+class StorageUse(BaseModel):
+    """The tenant's storage account now (SECURITY.md, "Storage quotas")."""
+
+    usedBytes: int = Field(description="bytes it has stored, every write path together")
+    limitBytes: int = Field(description="its quota (AVM_TENANT_STORAGE_BYTES or the platform's); 0 = none")
+
+
 class UsageSummary(BaseModel):
     model_config = ConfigDict(json_schema_extra=examples(_SUMMARY))
 
@@ -125,6 +133,9 @@ class UsageSummary(BaseModel):
     pricesAsOf: str = Field(description="the date the list prices were taken")
     rows: list[UsageRow] = Field(description="one per period and grouping values, sorted by them")
     totals: UsageSums
+    storage: StorageUse | None = Field(
+        default=None, description="one tenant's storage account now (absent for * or without quotas)"
+    )
 
 
 class ModelPrices(BaseModel):
@@ -211,7 +222,14 @@ def usage_routes(
         money: dict[str, Any] = {"currency": CURRENCY, "pricesAsOf": PRICES_AS_OF}
         if with_cost:
             money["markup"] = float(pricing.markup)
-        return {**query_wire(query, tenant), **money, "rows": rows, "totals": totals}
+        out = {**query_wire(query, tenant), **money, "rows": rows, "totals": totals}
+        quota = runtime.storage_quota
+        if quota is not None and tenant != ALL_TENANTS:
+            out["storage"] = {
+                "usedBytes": await quota.used(tenant),
+                "limitBytes": await quota.limit_of(tenant),
+            }
+        return out
 
     async def report(tenant: str, query: UsageQuery, *, with_cost: bool) -> tuple[Any, Any, Any]:
         pricing = await pricing_for(runtime)

@@ -22,6 +22,7 @@ from agentvm.gateway import wait_commands
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.ports import RunningTurn
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
+from agentvm.security.storage_quota import image_size
 from agentvm.streaming.fanout import Fanout
 
 if TYPE_CHECKING:
@@ -307,20 +308,27 @@ async def send_message(ctx: CommandContext, req: MessageSend, *, rpc_id: str | i
 
     user = UserMessage(id=ctx.rt.ids.new("msg"), timestamp=ctx.now(), content=req.content)
     quota = ctx.rt.storage_quota
-    size = len(user.model_dump_json()) if quota is not None else 0
-    if quota is not None:
-        await quota.check(ctx.tenant_id, size)  # refused before anything is stored
-    # Keyed by requestId: a retried request never appends twice nor runs a second turn.
-    appended = await ctx.rt.store.append_message(
-        image.sessionId, user, idempotency_key=f"req:{req.requestId}"
-    )
+    # Its bytes reserved before anything is stored (concurrent sends never pass the quota
+    # together); given back if the append fails or a retried request stores nothing.
+    reserved = 0 if quota is None else await quota.reserve(ctx.tenant_id, len(user.model_dump_json()))
+    try:
+        # Keyed by requestId: a retried request never appends twice nor runs a second turn.
+        appended = await ctx.rt.store.append_message(
+            image.sessionId, user, idempotency_key=f"req:{req.requestId}"
+        )
+    except BaseException:
+        if quota is not None:
+            await quota.give_back(ctx.tenant_id, reserved)
+        raise
+    if quota is not None and not appended.created:
+        await quota.give_back(ctx.tenant_id, reserved)
     user_id = appended.message.id
     turn_id = turn_id_for(user_id)
     # This request queues the turn if it stored the message, or if it retries one whose turn was
     # withdrawn when a write after the message failed (agent/orphan_turns.py).
     queues = appended.created or orphan_turns.is_withdrawn(await ctx.rt.store.get_turn(turn_id))
     try:
-        await _queue_turn(ctx, req, image, appended, size=size, queues=queues, rpc_id=rpc_id)
+        await _queue_turn(ctx, req, image, appended, queues=queues, rpc_id=rpc_id)
     except BaseException:
         if queues:  # a refusal leaves no live turn without a job behind it
             await orphan_turns.withdraw(
@@ -353,17 +361,13 @@ async def _queue_turn(
     image: ImageRecord,
     appended: AppendResult,
     *,
-    size: int,
     queues: bool,
     rpc_id: str | int | None,
 ) -> None:
-    """The writes after the message: its bytes counted, the running mark, the ``queued`` record (if
-    ``queues``), then the job. Each may fail (a full disk, an unreachable queue); the caller
-    withdraws what this request wrote."""
+    """The writes after the message: the running mark, the ``queued`` record (if ``queues``),
+    then the job. Each may fail (a full disk, an unreachable queue); the caller withdraws what
+    this request wrote (the message stays, and so does its reserved size)."""
     assert image.agentId is not None
-    quota = ctx.rt.storage_quota
-    if quota is not None and appended.created:
-        await quota.add(ctx.tenant_id, size)
     turn_id = turn_id_for(appended.message.id)
     # The mark first: a process dying before the record leaves a mark the sweeper removes, never a
     # record nobody lists (agent/orphan_turns.py).
@@ -462,8 +466,37 @@ async def image_create(ctx: CommandContext, req: ImageCreate) -> Json:
         createdAt=now,
         updatedAt=now,
     )
-    await ctx.rt.store.create_image(image, session)
+    await _create_counted(ctx, image, session)
     return {"record": image.to_wire(), "__subscriptions": [image.sessionId]}
+
+
+async def _create_counted(ctx: CommandContext, image: ImageRecord, session: SessionRecord) -> None:
+    """Create the image with its config's size reserved in the tenant's storage account first
+    (refused past it: ``storage_quota_exceeded``); a failed create gives it back."""
+    quota = ctx.rt.storage_quota
+    reserved = 0 if quota is None else await quota.reserve(ctx.tenant_id, image_size(image))
+    try:
+        await ctx.rt.store.create_image(image, session)
+    except BaseException:
+        if quota is not None:
+            await quota.give_back(ctx.tenant_id, reserved)
+        raise
+
+
+async def _put_counted(ctx: CommandContext, before: ImageRecord, image: ImageRecord) -> None:
+    """Store a changed image: its growth reserved first (refused past the account), its shrink
+    given back after."""
+    quota = ctx.rt.storage_quota
+    delta = 0 if quota is None else image_size(image) - image_size(before)
+    reserved = await quota.reserve(ctx.tenant_id, delta) if quota is not None and delta > 0 else 0
+    try:
+        await ctx.rt.store.put_image(image)
+    except BaseException:
+        if quota is not None:
+            await quota.give_back(ctx.tenant_id, reserved)
+        raise
+    if quota is not None and delta < 0:
+        await quota.give_back(ctx.tenant_id, -delta)
 
 
 async def _image_create_built(ctx: CommandContext, req: ImageCreate) -> Json:
@@ -506,7 +539,7 @@ async def _image_create_built(ctx: CommandContext, req: ImageCreate) -> Json:
         createdAt=now,
         updatedAt=now,
     )
-    await ctx.rt.store.create_image(image, session)
+    await _create_counted(ctx, image, session)
     await move_edges(centre, image, None)
     return {"record": image.to_wire(), "__subscriptions": [image.sessionId]}
 
@@ -534,9 +567,10 @@ async def rebuild_image(ctx: CommandContext, image: ImageRecord, agent: str | No
             "updates.rebuild: this image was not built from an agent resource (give updates.agent)"
         )
     before = image.build
+    previous = image.model_copy()
     image, _ = await build_into(_centre(ctx), image, written, now_ms=ctx.now(), by=ctx.key_id)
     _check_built(ctx, image)
-    await ctx.rt.store.put_image(image)
+    await _put_counted(ctx, previous, image)
     await move_edges(_centre(ctx), image, before)
     return image
 
@@ -590,17 +624,18 @@ async def image_update(ctx: CommandContext, req: ImageUpdate) -> Json:
     if rebuild or agent:
         image = await rebuild_image(ctx, image, agent)
         if changes:  # name, description, concurrency
-            image = image.model_copy(update={**changes, "updatedAt": ctx.now()})
-            await ctx.rt.store.put_image(image)
+            changed = image.model_copy(update={**changes, "updatedAt": ctx.now()})
+            await _put_counted(ctx, image, changed)
+            image = changed
         return {"record": image.to_wire()}
     if "model" in changes:
         ctx.rt.models.resolve(changes["model"])
     if "tools" in changes:
         changes["tools"] = _tool_decls(req.updates.tools)
     _check_tool_sources(ctx, changes.get("mcpServers"))
-    image = image.model_copy(update={**changes, "updatedAt": ctx.now()})
-    await ctx.rt.store.put_image(image)
-    return {"record": image.to_wire()}
+    changed = image.model_copy(update={**changes, "updatedAt": ctx.now()})
+    await _put_counted(ctx, image, changed)
+    return {"record": changed.to_wire()}
 
 
 async def image_list(ctx: CommandContext, req: ImageList) -> Json:
@@ -619,6 +654,8 @@ async def image_delete(ctx: CommandContext, req: ImageDelete) -> Json:
     image = await image_of(ctx, req.imageId)
     await _stop_agent(ctx, image)
     await ctx.rt.store.delete_image(ctx.tenant_id, image.imageId)
+    if ctx.rt.storage_quota is not None:  # its config; its session's messages stay counted
+        await ctx.rt.storage_quota.give_back(ctx.tenant_id, image_size(image))
     if image.build is not None and ctx.rt.resources is not None:  # its pins no longer hold versions
         from agentvm.resources.build import move_edges
 

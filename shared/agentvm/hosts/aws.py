@@ -93,7 +93,10 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     )
     aws_security(settings, runtime.clock).attach(runtime)
     runtime.resources = ResourceCentre(
-        DynamoDbResourceStore(settings.table_name), runtime.clock, platform_tenant=settings.platform_tenant
+        DynamoDbResourceStore(settings.table_name),
+        runtime.clock,
+        platform_tenant=settings.platform_tenant,
+        storage=lambda: runtime.storage_quota,
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = DynamoDbTenantStore(settings.table_name)

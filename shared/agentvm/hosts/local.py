@@ -98,6 +98,7 @@ def local_runtime(settings: Settings) -> LocalHost:
         SqliteResourceStore(settings.data_dir / "agentvm.db"),
         runtime.clock,
         platform_tenant=settings.platform_tenant,
+        storage=lambda: runtime.storage_quota,
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")

@@ -18,6 +18,7 @@ if TYPE_CHECKING:
     from agentvm.config import Settings
     from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Sandbox, Store, WorkspaceQuota
     from agentvm.records import ImageRecord
+    from agentvm.security.storage_quota import StorageQuota
 
 
 class LazyHttpToolClient:
@@ -77,7 +78,9 @@ class LazyToolSources:
         self._remote_sandbox = remote_sandbox
         self._built: ToolSources | None = None
 
-    async def toolbox(self, store: Store, image: ImageRecord) -> Toolbox:
+    async def toolbox(
+        self, store: Store, image: ImageRecord, *, storage: StorageQuota | None = None
+    ) -> Toolbox:
         if self._built is None:
             self._built = _build(
                 self._settings,
@@ -85,7 +88,7 @@ class LazyToolSources:
                 sandbox=self._sandbox,
                 remote_sandbox=self._remote_sandbox,
             )
-        return await self._built.toolbox(store, image)
+        return await self._built.toolbox(store, image, storage=storage)
 
 
 def tool_sources(

@@ -7,6 +7,12 @@ first, then in the platform's. Dependencies are checked at publish (each must re
 resource that would reach itself is a cycle) and recorded as edges, so deleting a version that
 another resource needs (pinned to it, through a tag pointing at it, or ``latest`` when it is the
 last version) is refused with the dependents listed.
+
+Every version is counted in its tenant's storage account (``security/storage_quota.py``): its size
+(the stored record's JSON, a knowledge version's search index included) is reserved before it is
+written, refused with ``storage_quota_exceeded`` past the account, and given back when it is
+deleted (the delete reads the versions anyway) or when its write fails or loses a race. This covers
+``/v1/resources`` and the ResourceX registry (``/v1/registry``), which publish through here.
 """
 
 from __future__ import annotations
@@ -39,9 +45,10 @@ from agentvm.resources.uri import (
 )
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Callable, Sequence
 
     from agentvm.ports import Clock, ResourceStore
+    from agentvm.security.storage_quota import StorageQuota
 
 MAX_PAGE = 100
 _PUBLISH_ATTEMPTS = 5
@@ -96,10 +103,18 @@ def head_wire(h: ResourceHead, *, platform: bool = False) -> dict[str, Any]:
 
 
 class ResourceCentre:
-    def __init__(self, store: ResourceStore, clock: Clock, *, platform_tenant: str | None = None) -> None:
+    def __init__(
+        self,
+        store: ResourceStore,
+        clock: Clock,
+        *,
+        platform_tenant: str | None = None,
+        storage: Callable[[], StorageQuota | None] = lambda: None,
+    ) -> None:
         self.store = store
         self.clock = clock
         self.platform_tenant = platform_tenant
+        self._storage = storage  # the storage accounts (the runtime's, attached with its security)
 
     def _tenants(self, tenant_id: str) -> list[str]:
         if self.platform_tenant and self.platform_tenant != tenant_id:
@@ -160,7 +175,7 @@ class ResourceCentre:
                 createdBy=by,
                 index=index,
             )
-            if await self.store.create_version(record):
+            if await self._create_counted(record):
                 break
             if version is not None:
                 raise VersionExists(
@@ -188,6 +203,18 @@ class ResourceCentre:
             )
         )
         return record
+
+    async def _create_counted(self, record: ResourceVersion) -> bool:
+        """Create the version with its size reserved first; False (nothing kept) if it exists."""
+        quota = self._storage()
+        reserved = 0 if quota is None else await quota.reserve(record.tenantId, stored_size(record))
+        created = False
+        try:
+            created = await self.store.create_version(record)
+        finally:
+            if quota is not None and not created:
+                await quota.give_back(record.tenantId, reserved)
+        return created
 
     async def _same_file_type(self, tenant_id: str, name: str, file_type: str) -> None:
         head = await self.store.get_head(tenant_id, "file", name)
@@ -339,8 +366,11 @@ class ResourceCentre:
                 "delete or re-publish them (or move the tags) first",
                 dependents=sorted(set(blockers)),
             )
+        quota = self._storage()
         for v in doomed:
             await self.store.delete_version(tenant_id, kind, name, v.version)
+            if quota is not None:
+                await quota.give_back(tenant_id, stored_size(v))
             await self.store.remove_edges(f"{tenant_id}|{v.uri}", [tuple(t) for t in v.targets])  # type: ignore[misc]
         if not remaining:
             await self.store.delete_head(tenant_id, kind, name)
@@ -384,6 +414,11 @@ def search_version(version: ResourceVersion, query: str, limit: int = 5) -> list
         raise InvalidResource(f"{version.uri} has no search index")
     key = f"{version.tenantId}|{version.uri}|{version.digest}"
     return cached_index(key, version.spec["documents"], version.index).search(query, limit)
+
+
+def stored_size(version: ResourceVersion) -> int:
+    """The bytes a version is charged: its record's JSON (the same whenever it is computed)."""
+    return len(version.model_dump_json())
 
 
 def _shown(dependent: str, tenant_id: str) -> str:

@@ -118,6 +118,7 @@ def build_security(
                 connections=settings.max_connections_per_tenant,
                 api_keys=settings.max_api_keys_per_tenant,
                 requests_per_minute=settings.tenant_rate_limit_per_minute,
+                storage_bytes=settings.tenant_storage_bytes,
             ),
             clock,
             cache_s=settings.key_cache_s,
@@ -135,7 +136,9 @@ def build_security(
             tenant_limits=tenant_limits,
             unauthorized_per_minute=settings.unauthorized_per_minute,
         ),
-        storage_quota=StorageQuota(counters, limit_bytes=settings.tenant_storage_bytes),
+        storage_quota=StorageQuota(
+            counters, limit_bytes=settings.tenant_storage_bytes, tenant_limits=tenant_limits
+        ),
         tenant_limits=tenant_limits,
     )
 

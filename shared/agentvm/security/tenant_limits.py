@@ -13,6 +13,9 @@ live WebSocket connections ``AVM_MAX_CONNECTIONS_PER_TENANT`` 1000 ``rate_limite
 active API keys            ``AVM_MAX_API_KEYS_PER_TENANT`` 50      ``conflict`` 409 (``limit``)
 requests per minute, all   ``AVM_TENANT_RATE_LIMIT_PER_MINUTE``    ``rate_limited`` 429
 of its keys together       1800                                    (``security/ratelimit.py``)
+bytes stored (messages,    ``AVM_TENANT_STORAGE_BYTES`` 1 GiB      ``storage_quota_exceeded``
+workspaces, resources,                                             507 (``limit``, ``used``;
+images: every write path)                                          ``security/storage_quota.py``)
 =========================  ======================================  =========================
 
 A platform admin sets any of them for one tenant: ``limits`` of its registry record
@@ -50,6 +53,7 @@ class Limits:
     connections: int
     api_keys: int
     requests_per_minute: int
+    storage_bytes: int = 0  # the storage account (``security/storage_quota.py``)
 
     def overridden(self, overrides: TenantLimitOverrides | None) -> Limits:
         if overrides is None:
@@ -58,6 +62,7 @@ class Limits:
             connections=_pick(overrides.maxConnections, self.connections),
             api_keys=_pick(overrides.maxApiKeys, self.api_keys),
             requests_per_minute=_pick(overrides.rateLimitPerMinute, self.requests_per_minute),
+            storage_bytes=_pick(overrides.storageBytes, self.storage_bytes),
         )
 
 

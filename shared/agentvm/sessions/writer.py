@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentvm.errors import BadRequest, ImportInProgress
 from agentvm.records import ContainerRecord, SessionImport, SessionRecord
+from agentvm.security.storage_quota import image_size
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
@@ -98,8 +99,8 @@ async def write_session(
     else:
         raise ImportInProgress("this import is being written by another request; try again")
 
-    size = sum(len(m.model_dump_json()) for m in messages)
     image = make_image(claim.imageId, claim.sessionId, now)
+    size = image_size(image) + sum(len(m.model_dump_json()) for m in messages)
     session = SessionRecord(
         tenantId=tenant_id,
         sessionId=claim.sessionId,
@@ -109,17 +110,17 @@ async def write_session(
         updatedAt=now,
     )
     copied = summary.model_copy(update={"sessionId": claim.sessionId}) if summary is not None else None
+    quota = rt.storage_quota
+    reserved = 0 if quota is None else await quota.reserve(tenant_id, size)  # refused before any write
     try:
-        if rt.storage_quota is not None:
-            await rt.storage_quota.check(tenant_id, size)  # refused before anything is written
         await archive.write_import(claim, image, session, messages, copied)
     except Exception:
         with contextlib.suppress(Exception):  # what is left is cleared by the next try (the lease)
             await archive.discard_import(claim)
+        if quota is not None:
+            await quota.give_back(tenant_id, reserved)
         raise
     await _ensure_container(rt, tenant_id, container_id, now)
-    if rt.storage_quota is not None:
-        await rt.storage_quota.add(tenant_id, size)
     return image, True
 
 

@@ -19,7 +19,8 @@ one conditional ``UpdateItem``, ``ADD c_<f> :a SET expiresAt = :e`` if ``attribu
 OR c_<f> <= :limit_minus_a`` (and the window is live), with ``ReturnValuesOnConditionCheckFailure=
 ALL_OLD``: 1 write unit. When the condition fails (the failed write is billed too: 1 WRU) the
 returned item tells what is left: nothing left grants 0 with no further request; else the update
-is tried again for what is left (a second write, only in a window's last requests); a window that
+is tried again for what is left (a second write, only in a window's last requests; never for a
+``whole`` lease, all or nothing, whose failed condition is its answer: 0 granted); a window that
 is over is restarted with the same conditional put as ``incr``'s. DynamoDB applies each update
 atomically, so the grants of concurrent lessees never add up past ``limit``.
 """
@@ -72,13 +73,17 @@ class DynamoDbCounters:
             raise ValueError("counter field names are 1-16 characters of [a-z0-9] (at least one)")
         return await asyncio.to_thread(self._incr, key, dict(amounts), expires_at)
 
-    async def lease(self, key: str, field: str, amount: int, *, limit: int, expires_at: int) -> CounterLease:
+    async def lease(
+        self, key: str, field: str, amount: int, *, limit: int, expires_at: int, whole: bool = False
+    ) -> CounterLease:
         if not FIELD_RE.fullmatch(field):
             raise ValueError("counter field names are 1-16 characters of [a-z0-9]")
         if amount < 1 or limit < 1:
             raise ValueError(f"a lease needs amount >= 1 and limit >= 1, got {amount} and {limit}")
+        if whole and amount > limit:  # never fits: no write, only the value to report
+            return CounterLease(0, (await self.get(key)).get(field, 0))
         amount = min(amount, limit)
-        return await asyncio.to_thread(self._lease, key, field, amount, limit, expires_at)
+        return await asyncio.to_thread(self._lease, key, field, amount, limit, expires_at, whole)
 
     async def get(self, key: str) -> dict[str, int]:
         return await asyncio.to_thread(self._get, key)
@@ -112,7 +117,9 @@ class DynamoDbCounters:
             # another writer restarted it between our two calls: add to theirs
         raise RuntimeError(f"counter {key!r} kept changing under concurrent restarts")
 
-    def _lease(self, key: str, field: str, amount: int, limit: int, expires_at: int) -> CounterLease:
+    def _lease(
+        self, key: str, field: str, amount: int, limit: int, expires_at: int, whole: bool
+    ) -> CounterLease:
         client = self._table._get_connection().connection.client
         table = self._table.Meta.table_name
         item_key = {"pk": {"S": counter_pk(key)}, "sk": {"S": META}}
@@ -149,7 +156,7 @@ class DynamoDbCounters:
                     return CounterLease(amount, amount)
                 continue
             value = int(old.get(_PREFIX + field, {}).get("N", "0"))
-            if value >= limit:
+            if value >= limit or whole:  # whole: the condition failed, so it does not all fit
                 return CounterLease(0, value)
             amount = min(amount, limit - value)  # what is left; another lessee may take it first
         raise RuntimeError(f"counter {key!r} kept changing under concurrent leases")

@@ -7,7 +7,7 @@ add. Expired rows are also swept every ``_SWEEP_EVERY`` increments, so the table
 A lease (``lease``: add up to ``amount`` without going over ``limit``) is the same transaction with a
 read of the field between the drop and the upsert; ``BEGIN IMMEDIATE`` holds the write lock across
 both, so concurrent lessees (several ``avm serve --workers`` on one data dir) never take more than
-the limit between them. One that finds nothing left writes nothing.
+the limit between them. One that finds nothing left (or, ``whole``, not all it asks) writes nothing.
 """
 
 from __future__ import annotations
@@ -45,12 +45,13 @@ def check_fields(amounts: Mapping[str, int]) -> None:
             raise ValueError(f"counter field names are 1-16 characters of [a-z0-9], got {name!r}")
 
 
-def check_lease(field: str, amount: int, limit: int) -> int:
-    """The amount to ask for (``amount`` capped at ``limit``); ValueError on a bad field or bound."""
+def check_lease(field: str, amount: int, limit: int, *, whole: bool = False) -> int:
+    """The amount to ask for (``amount`` capped at ``limit``, unless ``whole``: all or nothing);
+    ValueError on a bad field or bound."""
     check_fields({field: amount})
     if amount < 1 or limit < 1:
         raise ValueError(f"a lease needs amount >= 1 and limit >= 1, got {amount} and {limit}")
-    return min(amount, limit)
+    return amount if whole else min(amount, limit)
 
 
 class SqliteCounters:
@@ -87,8 +88,10 @@ class SqliteCounters:
             self._conn.execute("UPDATE counters SET expires_at = ? WHERE key = ?", (expires_at, key))
         return out
 
-    async def lease(self, key: str, field: str, amount: int, *, limit: int, expires_at: int) -> CounterLease:
-        amount = check_lease(field, amount, limit)
+    async def lease(
+        self, key: str, field: str, amount: int, *, limit: int, expires_at: int, whole: bool = False
+    ) -> CounterLease:
+        amount = check_lease(field, amount, limit, whole=whole)
         now = int(self._now())
         with transaction(self._conn):
             self._conn.execute("DELETE FROM counters WHERE key = ? AND expires_at <= ?", (key, now))
@@ -96,7 +99,9 @@ class SqliteCounters:
                 "SELECT value FROM counters WHERE key = ? AND field = ?", (key, field)
             ).fetchone()
             value = row[0] if row is not None else 0
-            granted = max(0, min(amount, limit - value))
+            granted = (
+                (amount if value + amount <= limit else 0) if whole else max(0, min(amount, limit - value))
+            )
             if granted == 0:
                 return CounterLease(0, value)
             self._conn.execute(
