@@ -91,7 +91,33 @@ async def test_every_setting_says_where_its_value_came_from(tmp_path, world):
     assert (view["llm.maxOutputTokens"]["value"], view["llm.maxOutputTokens"]["source"]) == (512, "env")
     assert (view["turns.deadlineS"]["value"], view["turns.deadlineS"]["source"]) == (600.0, "default")
     assert view["llm.maxOutputTokens"]["env"] == "AVM_MAX_OUTPUT_TOKENS"
-    assert view["llm.openai.apiKey"]["env"] == "OPENAI_API_KEY"
+    async with world.http("platform") as http:
+        assert (await http.get("/v1/config")).json()["settings"]["llm.openai.apiKey"][
+            "env"
+        ] == "OPENAI_API_KEY"
+
+
+async def test_a_tenant_admin_never_sees_the_platforms_markup_prices_or_providers(world):
+    """Issue 25: the markup and the price overrides are the platform's (docs/config.md)."""
+    prices = {"scripted/big": {"input": 0.1, "output": 0.2, "cacheRead": 0.01, "cacheWrite": 0.125}}
+    async with world.http("platform") as http:
+        answer = await http.put(
+            "/v1/config",
+            json={"scope": "server", "values": {"billing.markup": 1.37, "billing.prices": prices}},
+        )
+        assert answer.status_code == 200 and answer.json()["settings"]["billing.markup"]["value"] == 1.37
+    private = {"billing.markup", "billing.prices", "llm.anthropic.apiKey", "llm.anthropic.baseUrl"}
+    private |= {"llm.openai.apiKey", "llm.openai.baseUrl"}
+    async with world.http("acme") as http:
+        answers = [await http.get("/v1/config"), await http.get("/v1/config", params={"scope": "server"})]
+        answers.append(await http.put("/v1/config", json={"values": {"llm.maxOutputTokens": 99}}))
+        for answer in answers:
+            assert answer.status_code == 200
+            assert not private & set(answer.json()["settings"]) and "1.37" not in answer.text
+        assert "turns.deadlineS" in answers[0].json()["settings"]  # what shapes its turns it still sees
+        for name in private:
+            refused = await http.get(f"/v1/config/{name}")
+            assert refused.status_code == 403 and "platform" in refused.json()["error"]["message"]
 
 
 def test_a_bad_config_file_stops_the_start_with_the_key_named(tmp_path):

@@ -1,7 +1,8 @@
 """The config centre over HTTP: ``/v1/config`` (``agentvm.configcentre``).
 
-Admin keys only. ``GET`` shows every setting's value for the caller's tenant and where it came from
-(``default``, ``file``, ``env``, ``server``, ``tenant``); secrets are masked. ``PUT`` with
+Admin keys only. ``GET`` shows each setting's value for the caller's tenant and where it came from
+(``default``, ``file``, ``env``, ``server``, ``tenant``); secrets are masked. The platform's own
+settings (its markup, prices and providers) only a platform admin sees. ``PUT`` with
 ``"scope": "tenant"`` (the default) sets values for the caller's tenant (keys marked
 ``tenantSettable``); ``"scope": "server"`` sets them for the whole server and needs a platform admin
 (an admin key of the platform tenant, ``AVM_PLATFORM_TENANT``). ``null`` removes a value set
@@ -18,6 +19,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentvm.api.openapi import examples, ok
 from agentvm.configcentre.centre import SERVER, tenant_scope
+from agentvm.configcentre.keys import KEYS
 from agentvm.configcentre.keys import key as setting
 from agentvm.errors import Forbidden, NotFound
 
@@ -128,6 +130,13 @@ def config_routes(
         """An admin key of the platform tenant, or the open dev mode (no keys: the developer)."""
         return runtime.auth is None or principal.tenant_id == runtime.platform_tenant
 
+    def visible(principal: Principal, settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
+        """A tenant's admin sees every setting but the platform's own (its markup, prices and
+        providers: ``Key.platform``)."""
+        if platform_admin(principal):
+            return settings
+        return {name: entry for name, entry in settings.items() if not KEYS[name].platform}
+
     async def write(request: Request, scope: Scope, values: dict[str, Any]) -> dict[str, Any]:
         principal = admin(request)
         if scope == SERVER and not platform_admin(principal):
@@ -149,7 +158,7 @@ def config_routes(
         """Every setting's effective value for the caller's tenant and its source; with ``scope``,
         only the values set through the API for the tenant or the server."""
         principal = admin(request)
-        return {"settings": await centre().view(principal.tenant_id, scope)}
+        return {"settings": visible(principal, await centre().view(principal.tenant_id, scope))}
 
     @router.put(
         "",
@@ -158,7 +167,7 @@ def config_routes(
     )
     async def put_all(request: Request, body: PutValues) -> dict[str, Any]:
         """Set several values at once (all or nothing); the answer is the new effective view."""
-        return {"settings": await write(request, body.scope, body.values)}
+        return {"settings": visible(admin(request), await write(request, body.scope, body.values))}
 
     @router.get(
         "/audit",
@@ -185,6 +194,8 @@ def config_routes(
         """One setting: its effective value for the caller's tenant, and its source."""
         principal = admin(request)
         setting(key)  # unknown: invalid_config naming it
+        if KEYS[key].platform and not platform_admin(principal):
+            raise Forbidden(f"{key} is the platform's: only a platform admin sees it")
         return (await centre().view(principal.tenant_id))[key]
 
     @router.put(

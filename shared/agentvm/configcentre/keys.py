@@ -9,6 +9,9 @@ environment and are not part of the tree.
   tenant's turns); otherwise only a platform admin may set it, for the whole server.
 * ``secret``: write-only: shown as ``"********"`` when set, never returned, logged or audited,
   and stored sealed (``configcentre.sealing``).
+* ``platform``: the platform's own business (its markup and prices, its providers' keys and
+  URLs): shown to platform admins only. A tenant's admin sees every other setting's effective
+  value (what shapes its turns), and sets the ``tenant`` ones.
 """
 
 from __future__ import annotations
@@ -33,6 +36,7 @@ class Key:
     description: str
     tenant: bool = False
     secret: bool = False
+    platform: bool = False
     env: str | None = None  # the environment variable, when not AVM_<FIELD>
 
     @property
@@ -67,6 +71,7 @@ KEYS: dict[str, Key] = {
             str,
             "Anthropic API key",
             secret=True,
+            platform=True,
             env="ANTHROPIC_API_KEY",
         ),
         Key(
@@ -74,10 +79,26 @@ KEYS: dict[str, Key] = {
             "anthropic_base_url",
             str,
             "Anthropic API base URL",
+            platform=True,
             env="ANTHROPIC_BASE_URL",
         ),
-        Key("llm.openai.apiKey", "openai_api_key", str, "OpenAI API key", secret=True, env="OPENAI_API_KEY"),
-        Key("llm.openai.baseUrl", "openai_base_url", str, "OpenAI API base URL", env="OPENAI_BASE_URL"),
+        Key(
+            "llm.openai.apiKey",
+            "openai_api_key",
+            str,
+            "OpenAI API key",
+            secret=True,
+            platform=True,
+            env="OPENAI_API_KEY",
+        ),
+        Key(
+            "llm.openai.baseUrl",
+            "openai_base_url",
+            str,
+            "OpenAI API base URL",
+            platform=True,
+            env="OPENAI_BASE_URL",
+        ),
         Key(
             "turns.deadlineS",
             "turn_deadline_s",
@@ -100,13 +121,20 @@ KEYS: dict[str, Key] = {
             "the model that summarises (provider/model; unset = the image's model)",
             tenant=True,
         ),
-        Key("billing.markup", "billing_markup", float, "the charge is the list-price cost times this"),
+        Key(
+            "billing.markup",
+            "billing_markup",
+            float,
+            "the charge is the list-price cost times this",
+            platform=True,
+        ),
         Key(
             "billing.prices",
             "billing_prices",
             PriceTable,
             "per-model prices over the list prices, USD per million tokens: "
             '{"provider/model": {"input", "output", "cacheRead", "cacheWrite"}}',
+            platform=True,
         ),
         Key(
             "sessions.autoTitle",
