@@ -34,12 +34,12 @@ EVERY_V1 = {401, 403, 413, 429}  # no, bad or non-admin key, body size, rate lim
 ROUTE_ERRORS = {
     ("post", "/v1/auth/keys"): {400, 409},  # 409: the tenant's active keys at its cap
     ("get", "/v1/auth/keys"): set(),
-    ("delete", "/v1/auth/keys/{key_id}"): {404},
+    ("delete", "/v1/auth/keys/{key_id}"): {400, 404},  # 400: a key id past its bound
     ("put", "/v1/budgets/tenant"): {400},
     ("get", "/v1/budgets/tenant"): {400},  # budgets not enabled
     ("put", "/v1/budgets/containers/{container_id}"): {400},
     ("get", "/v1/budgets/containers/{container_id}"): {400},
-    ("get", "/v1/usage"): set(),
+    ("get", "/v1/usage"): {400},  # a containerId past its bound
     ("get", "/v1/usage/summary"): {400},
     ("get", "/v1/usage/export"): {400},
     ("get", "/v1/usage/prices"): set(),
@@ -75,9 +75,9 @@ ROUTE_ERRORS = {
     ("post", "/v1/tenants/delete"): {400, 404, 409},
     ("post", "/v1/tenants"): {400, 409},
     ("get", "/v1/tenants"): {400},  # a bad status, limit
-    ("get", "/v1/tenants/{tenant_id}"): {404},
+    ("get", "/v1/tenants/{tenant_id}"): {400, 404},  # 400: a tenant id past its bound
     ("patch", "/v1/tenants/{tenant_id}"): {400, 404, 409},
-    ("delete", "/v1/tenants/{tenant_id}"): {404, 409},
+    ("delete", "/v1/tenants/{tenant_id}"): {400, 404, 409},
     ("get", "/v1/resources/{plural}/{name}"): {400, 404},
     ("put", "/v1/resources/{plural}/{name}"): {400, 404, 409},
     ("delete", "/v1/resources/{plural}/{name}"): {400, 404, 409},

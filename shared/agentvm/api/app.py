@@ -18,7 +18,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Depends, FastAPI, Path, Request, Security  # noqa: TC002 (FastAPI reads annotations)
+from fastapi import APIRouter, Depends, FastAPI, Path, Query, Request, Security  # noqa: TC002 (FastAPI reads annotations)
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from fastapi.security import HTTPBearer
@@ -137,6 +137,9 @@ bearer_scheme = HTTPBearer(
 )
 
 
+MAX_KEY_RATE_LIMIT = 1_000_000  # requests per minute; above the server's limit is the operator's anyway
+
+
 class CreateKey(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -145,14 +148,18 @@ class CreateKey(BaseModel):
         ),
     )
 
-    scopes: list[Literal["admin", "client"]] = Field(default_factory=lambda: ["client"], min_length=1)
+    scopes: list[Literal["admin", "client"]] = Field(
+        default_factory=lambda: ["client"], min_length=1, max_length=2
+    )
     name: str | None = Field(default=None, max_length=200)
     # At least 1 (0 would mean unlimited) and at most the server's limit: only the operator, with
     # `avm keys create --rate-limit`, may lift a key above it. Booleans are not numbers (strict).
-    rate_limit_per_minute: StrictInt | None = Field(default=None, ge=1)
+    rate_limit_per_minute: StrictInt | None = Field(default=None, ge=1, le=MAX_KEY_RATE_LIMIT)
 
 
 CONTAINER_ID = Path(min_length=1, max_length=128)  # the gateway's bound on container ids
+MAX_ID = 128  # the gateway's bound on ids (containers, images, sessions, turns); API key ids are 12
+MAX_WORKSPACE_PATH = 4096  # Linux's PATH_MAX: a longer path names no file of a workspace
 MAX_BUDGET_TOKENS = 10**15  # far above any real budget; below 2**53, so every JSON reader keeps it exact
 
 
@@ -348,9 +355,11 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         "/auth/keys/{key_id}",
         tags=["auth"],
         response_model=None,
-        responses={**ok(200, "OneKey", doc.REVOKED_KEY, "the revoked key"), **_errors(404)},
+        responses={**ok(200, "OneKey", doc.REVOKED_KEY, "the revoked key"), **_errors(400, 404)},
     )
-    async def revoke_key(request: Request, key_id: str) -> dict[str, Any]:
+    async def revoke_key(
+        request: Request, key_id: str = Path(min_length=1, max_length=MAX_ID)
+    ) -> dict[str, Any]:
         """Revoke at once in this process; other processes stop accepting it within the cache bound."""
         principal = admin(request)
         record = None
@@ -425,9 +434,12 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         "/usage",
         tags=["budgets"],
         response_model=None,
-        responses=ok(200, "Usage", doc.USAGE, "the usage records and their totals"),
+        responses={**ok(200, "Usage", doc.USAGE, "the usage records and their totals"), **_errors(400)},
     )
-    async def usage(request: Request, containerId: str | None = None) -> dict[str, Any]:  # noqa: N803
+    async def usage(
+        request: Request,
+        containerId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
+    ) -> dict[str, Any]:
         """The tenant's usage records (one per turn, and one per compaction of a session's history:
         ``kind``), oldest first, and their totals (tokens of both: both are billed). Reads every
         record: for sums by period, end user, model and kind use ``/v1/usage/summary``."""
@@ -465,7 +477,11 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
             **_errors(400, 404),
         },
     )
-    async def list_workspace(request: Request, container_id: str, path: str = ".") -> dict[str, Any]:
+    async def list_workspace(
+        request: Request,
+        container_id: str = CONTAINER_ID,
+        path: str = Query(default=".", min_length=1, max_length=MAX_WORKSPACE_PATH),
+    ) -> dict[str, Any]:
         """The entries of a directory of the container's sandbox workspace (its root by default)."""
         principal = admin(request)
         sandbox = await workspace_of(principal, container_id)
@@ -481,7 +497,11 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         response_model=None,
         responses={**ok(200, "WorkspaceFile", doc.WORKSPACE_FILE, "the file's text"), **_errors(400, 404)},
     )
-    async def read_workspace_file(request: Request, container_id: str, path: str) -> dict[str, Any]:
+    async def read_workspace_file(
+        request: Request,
+        container_id: str = CONTAINER_ID,
+        path: str = Query(min_length=1, max_length=MAX_WORKSPACE_PATH),
+    ) -> dict[str, Any]:
         """A file of the container's workspace as text (UTF-8; at most 1 MiB, ``truncated`` says so)."""
         principal = admin(request)
         sandbox = await workspace_of(principal, container_id)

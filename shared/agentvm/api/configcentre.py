@@ -12,12 +12,12 @@ nothing changes, and the error names the key (``invalid_config``, with ``key``).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentvm.api.openapi import examples, ok
+from agentvm.api.openapi import examples, ok, stated
 from agentvm.configcentre.centre import SERVER, tenant_scope
 from agentvm.configcentre.keys import KEYS
 from agentvm.configcentre.keys import key as setting
@@ -31,6 +31,8 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 Scope = Literal["tenant", "server"]
+# A setting's name: one of the catalogue's; another is refused by setting() (invalid_config, naming it).
+SettingName = Annotated[str, stated(enum=list(KEYS))]
 
 # Real answers of a test server, for the documented examples.
 _MODEL = {
@@ -190,7 +192,7 @@ def config_routes(
         response_model=None,
         responses={**ok(200, "ConfigSetting", _MODEL, "the setting"), **errors(400)},
     )
-    async def get_one(request: Request, key: str) -> dict[str, Any]:
+    async def get_one(request: Request, key: SettingName) -> dict[str, Any]:
         """One setting: its effective value for the caller's tenant, and its source."""
         principal = admin(request)
         setting(key)  # unknown: invalid_config naming it
@@ -206,7 +208,7 @@ def config_routes(
             **errors(400),
         },
     )
-    async def put_one(request: Request, key: str, body: PutValue) -> dict[str, Any]:
+    async def put_one(request: Request, key: SettingName, body: PutValue) -> dict[str, Any]:
         """Set (or with ``null`` remove) one value; the answer is its new effective entry."""
         return (await write(request, body.scope, {key: body.value}))[key]
 

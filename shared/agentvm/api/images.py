@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Body, Request
+from fastapi import APIRouter, Body, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from agentvm.api.openapi import examples, ok
@@ -96,7 +96,7 @@ def image_routes(
     )
     async def rebuild(
         request: Request,
-        image_id: str,
+        image_id: str = Path(min_length=1, max_length=128),  # the gateway's bound on image ids
         body: Annotated[Rebuild | None, Body(openapi_examples=_EXAMPLES)] = None,
     ) -> dict[str, Any]:
         """Resolve the image's agent definition again and pin the image to the versions it resolves

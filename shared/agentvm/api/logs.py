@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentvm.api.metrics import scope_of
+from agentvm.api.app import MAX_ID
+from agentvm.api.metrics import MAX_TIME, scope_of
 from agentvm.api.openapi import examples, ok
+from agentvm.api.tenants import MAX_TENANT_ID
 from agentvm.errors import NotFound
 from agentvm.observability.logstore import DEFAULT_LIMIT, MAX_LIMIT, LogQuery
 from agentvm.observability.query import parse_level, parse_time, time_range
@@ -30,6 +32,8 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 HOUR_MS = 3_600_000
+MAX_LEVEL = 32  # a level's name (blanks around it are allowed): anything longer is no level
+MAX_CURSOR = 400  # a cursor this route gave is base64url JSON of two numbers, far shorter
 _LINE = {
     "id": "4182",
     "ts": 1767225600123,
@@ -81,17 +85,28 @@ def log_routes(
     )
     async def logs(
         request: Request,
-        tenant: str | None = Query(default=None, description="platform admins: one tenant's lines"),
-        containerId: str | None = Query(default=None),  # noqa: N803 (the protocol's names)
-        sessionId: str | None = Query(default=None),  # noqa: N803
-        turnId: str | None = Query(default=None),  # noqa: N803
-        level: str | None = Query(default=None, description="this level and above: debug ... critical"),
-        since: str | None = Query(
-            default=None, description="epoch ms or ISO 8601 (AWS default: an hour ago)"
+        tenant: str | None = Query(
+            default=None,
+            min_length=1,
+            max_length=MAX_TENANT_ID,
+            description="platform admins: one tenant's lines",
         ),
-        until: str | None = Query(default=None, description="epoch ms or ISO 8601 (default: now)"),
+        containerId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803 (the protocol's names)
+        sessionId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
+        turnId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
+        level: str | None = Query(
+            default=None, max_length=MAX_LEVEL, description="this level and above: debug ... critical"
+        ),
+        since: str | None = Query(
+            default=None, max_length=MAX_TIME, description="epoch ms or ISO 8601 (AWS default: an hour ago)"
+        ),
+        until: str | None = Query(
+            default=None, max_length=MAX_TIME, description="epoch ms or ISO 8601 (default: now)"
+        ),
         limit: int = Query(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Query(default=None, description="``next`` of the previous page"),
+        cursor: str | None = Query(
+            default=None, max_length=MAX_CURSOR, description="``next`` of the previous page"
+        ),
     ) -> dict[str, Any]:
         """Recent log lines of the caller's tenant (platform admins: every line, or one tenant's),
         secrets masked, filtered by container, session, turn, level and time."""

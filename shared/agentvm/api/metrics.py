@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 HOUR_MS = 3_600_000
+MAX_TIME = 64  # epoch ms or ISO 8601 (a date, a time, an offset): anything longer is no time
 _EXAMPLE: dict[str, Any] = {
     "scope": "tenant",
     "tenantId": "acme",
@@ -127,9 +128,15 @@ def metrics_routes(
         format: Literal["json", "prometheus"] | None = Query(  # noqa: A002 (the parameter's name)
             default=None, description="json (default) or prometheus; else chosen by the Accept header"
         ),
-        tenant: str | None = Query(default=None, description="platform admins: one tenant's figures"),
-        since: str | None = Query(default=None, description="AWS: epoch ms or ISO 8601; default an hour ago"),
-        until: str | None = Query(default=None, description="AWS: epoch ms or ISO 8601; default now"),
+        tenant: str | None = Query(
+            default=None, min_length=1, max_length=64, description="platform admins: one tenant's figures"
+        ),
+        since: str | None = Query(
+            default=None, max_length=MAX_TIME, description="AWS: epoch ms or ISO 8601; default an hour ago"
+        ),
+        until: str | None = Query(
+            default=None, max_length=MAX_TIME, description="AWS: epoch ms or ISO 8601; default now"
+        ),
     ) -> Any:
         """Requests and their success rate, turns, tokens in and out, estimated token cost, time to
         first token and turn duration (p50/p95/p99), errors by code, tool calls and failures,

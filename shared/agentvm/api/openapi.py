@@ -71,6 +71,16 @@ def examples(*values: Any) -> dict[str, Any]:
     return {"examples": list(values), _MANY: json.dumps(list(values))}
 
 
+def stated(**bounds: Any) -> Any:
+    """A bound the code checks itself, with its own error code (``invalid_locator``,
+    ``invalid_config``, ...), stated in the schema: ``Annotated[str, stated(maxLength=256)]``.
+    Pydantic does not check it a second time, so a refusal keeps the code's error; a bound nothing
+    else enforces is declared as usual (``Field(max_length=...)``, ``Query(max_length=...)``)."""
+    from pydantic import Field
+
+    return Field(json_schema_extra=bounds)
+
+
 def finish_document(schema: dict[str, Any]) -> None:
     """Complete an OpenAPI document FastAPI made: the schemas of the answers named by ``ok(...)``
     (in ``components``), and every example as written (nulls included)."""
@@ -112,4 +122,4 @@ def _answer_schema(name: str, components: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-__all__ = ["Responses", "error_examples", "examples", "finish_document", "ok"]
+__all__ = ["Responses", "error_examples", "examples", "finish_document", "ok", "stated"]

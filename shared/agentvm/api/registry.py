@@ -16,14 +16,15 @@ Reading needs any key of the tenant; publishing and deleting need the admin scop
 from __future__ import annotations
 
 import json
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
 from fastapi import APIRouter, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from agentvm.api.openapi import examples, ok
+from agentvm.api.openapi import examples, ok, stated
 from agentvm.errors import BadRequest, InvalidLocator, InvalidResource, NotFound, UnsupportedUpload
 from agentvm.resources.locator import (
+    MAX_LOCATOR,
     TYPES,
     Locator,
     format_locator,
@@ -32,7 +33,7 @@ from agentvm.resources.locator import (
     registry_type,
     type_of,
 )
-from agentvm.resources.uri import LATEST, is_version
+from agentvm.resources.uri import LATEST, TAG, is_version
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -43,6 +44,12 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 MAX_SEARCH_PAGE = 100
+MAX_OFFSET = 10**9
+MAX_TYPE = 64  # the longest type name or alias has 13 characters
+MAX_FOLDER_PATH = 4096  # refused whatever it is (never read): bounded as a path
+# Checked by parse_locator (invalid_locator) and the resource centre (invalid_resource): stated only.
+LocatorText = Annotated[StrictStr, stated(minLength=1, maxLength=MAX_LOCATOR)]
+TagName = Annotated[StrictStr, stated(maxLength=64, pattern=TAG.pattern)]
 _LOCATOR = "deepractice.ai/prompts/assistant.prompt@1.0.0"
 
 
@@ -112,24 +119,28 @@ class Upload(_Body):
         ),
     )
 
-    locator: StrictStr | None = Field(default=None, description="RXL name.type@version or RXI name:tag")
+    locator: LocatorText | None = Field(default=None, description="RXL name.type@version or RXI name:tag")
     content: Any = Field(
         default=None,
         description="a prompt, text or skill: the text; json: a JSON value (a string is JSON text); "
         "binary: base64; tool, sandbox, agent, knowledge: the spec",
     )
-    type: StrictStr | None = Field(default=None, description="the type, when the locator has none")
+    type: StrictStr | None = Field(
+        default=None, min_length=1, max_length=MAX_TYPE, description="the type, when the locator has none"
+    )
     description: StrictStr | None = Field(default=None, max_length=2000)
-    tags: list[StrictStr] = Field(default_factory=list, max_length=16)
+    tags: list[TagName] = Field(default_factory=list, max_length=16)
     folderPath: StrictStr | None = Field(  # noqa: N815 (Deepractice's name)
-        default=None, description="refused: folders on the server's disk are not read; send the content"
+        default=None,
+        max_length=MAX_FOLDER_PATH,
+        description="refused: folders on the server's disk are not read; send the content",
     )
 
 
 class LocatorRef(_Body):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=examples({"locator": _LOCATOR}))
 
-    locator: StrictStr
+    locator: LocatorText
 
 
 class Resolve(_Body):
@@ -139,7 +150,7 @@ class Resolve(_Body):
         json_schema_extra=examples({"locator": _LOCATOR, "args": {"product": "Acme"}}),
     )
 
-    locator: StrictStr
+    locator: LocatorText
     args: dict[str, Any] = Field(default_factory=dict, description="a prompt's variables")
 
 
@@ -223,7 +234,7 @@ def registry_routes(
             default="", max_length=200, description="a substring of domain, path, name or type"
         ),
         limit: int = Query(default=20, ge=1, le=MAX_SEARCH_PAGE),
-        offset: int = Query(default=0, ge=0),
+        offset: int = Query(default=0, ge=0, le=MAX_OFFSET),
     ) -> dict[str, Any]:
         """The tenant's resources (and the platform's) whose domain, path, name or type holds
         ``query`` (case-insensitive); ``total`` counts every match."""

@@ -7,15 +7,15 @@ after it selects a version, as in the resource's URI: ``GET /v1/resources/prompt
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from agentvm.api.openapi import examples, ok
+from agentvm.api.openapi import examples, ok, stated
 from agentvm.errors import BadRequest, Forbidden, NotFound
 from agentvm.resources.centre import MAX_PAGE, head_wire, version_wire
-from agentvm.resources.uri import KIND_OF, LATEST, ResourceRef, parse
+from agentvm.resources.uri import KIND_OF, KINDS, LATEST, MAX_NAME, NAME, TAG, ResourceRef, parse
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -150,6 +150,19 @@ _HITS = {
 }
 
 
+# Bounds the resource centre checks itself (invalid_resource, not_found): stated, not checked again.
+KindName = Annotated[StrictStr, stated(enum=list(KINDS))]
+ResourceName = Annotated[StrictStr, stated(maxLength=MAX_NAME, pattern=NAME.pattern)]
+TagName = Annotated[StrictStr, stated(maxLength=64, pattern=TAG.pattern)]  # not "latest", not a version
+# Bounds nothing else checks: a version is an integer of at most 9 digits or a semantic version (of
+# any length, so bounded here); a URI or a name with its @selector: the name's 200 and a selector.
+MAX_VERSION = 64
+MAX_URI = 300
+MAX_OFFSET = 10**9  # a page cursor: an offset into the matches
+PLURAL = Path(json_schema_extra={"enum": list(KIND_OF)})  # another: 404 (unknown kind)
+NAME_AT_SELECTOR = Path(min_length=1, max_length=MAX_URI, description="a name, @<version|tag|latest>")
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -171,20 +184,21 @@ class NewVersion(_Body):
     )
 
     version: StrictStr | None = Field(
-        default=None, description="an integer or semver; default: the next integer"
+        default=None,
+        min_length=1,
+        max_length=MAX_VERSION,
+        description="an integer or semver; default: the next integer",
     )
     description: StrictStr | None = Field(default=None, max_length=2000)
     spec: dict[str, Any] = Field(description="what the kind holds (docs/resources.md)")
-    tags: list[StrictStr] = Field(
-        default_factory=list, max_length=16, description="tags moved to this version"
-    )
+    tags: list[TagName] = Field(default_factory=list, max_length=16, description="tags moved to this version")
 
 
 class Publish(NewVersion):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=examples(_PROMPT_EXAMPLE))
 
-    kind: StrictStr = Field(description="prompt, tool, sandbox, agent or knowledge")
-    name: StrictStr
+    kind: KindName = Field(description="prompt, tool, sandbox, agent or knowledge")
+    name: ResourceName
 
 
 class Render(_Body):
@@ -196,7 +210,7 @@ class Render(_Body):
         ),
     )
 
-    uri: StrictStr
+    uri: StrictStr = Field(min_length=1, max_length=MAX_URI)
     arguments: dict[str, Any] = Field(default_factory=dict)
 
 
@@ -209,7 +223,7 @@ class Search(_Body):
         ),
     )
 
-    uri: StrictStr = Field(description="a knowledge resource")
+    uri: StrictStr = Field(min_length=1, max_length=MAX_URI, description="a knowledge resource")
     query: StrictStr = Field(min_length=1, max_length=1000)
     limit: int = Field(default=5, ge=1, le=10)
 
@@ -221,8 +235,10 @@ class Tag(_Body):
         json_schema_extra=examples({"uri": "resource://prompts/support/greeting@1", "tag": "stable"}),
     )
 
-    uri: StrictStr = Field(description="a version: resource://prompts/greeting@2")
-    tag: StrictStr
+    uri: StrictStr = Field(
+        min_length=1, max_length=MAX_URI, description="a version: resource://prompts/greeting@2"
+    )
+    tag: TagName
 
 
 def resource_routes(
@@ -275,12 +291,12 @@ def resource_routes(
     )
     async def discover(
         request: Request,
-        kind: str | None = None,
+        kind: Annotated[str, stated(enum=list(KINDS))] | None = Query(default=None),
         prefix: str | None = Query(default=None, max_length=200),
         tag: str | None = Query(default=None, max_length=64),
         q: str | None = Query(default=None, max_length=200, description="free text: name and description"),
         limit: int = Query(default=20, ge=1, le=MAX_PAGE),
-        cursor: int = Query(default=0, ge=0),
+        cursor: int = Query(default=0, ge=0, le=MAX_OFFSET),
     ) -> dict[str, Any]:
         """The tenant's resources (and the platform's), filtered; ``next`` pages on."""
         page, more = await centre().discover(
@@ -365,7 +381,7 @@ def resource_routes(
             **errors(400, 404),
         },
     )
-    async def get(request: Request, plural: str, name: str) -> dict[str, Any]:
+    async def get(request: Request, plural: str = PLURAL, name: str = NAME_AT_SELECTOR) -> dict[str, Any]:
         """A resource by name (its versions and tags), or one version with ``@<version|tag|latest>``."""
         kind, tenant = _kind(plural), caller(request).tenant_id
         base, at, selector = name.partition("@")
@@ -395,7 +411,9 @@ def resource_routes(
             **errors(400, 404, 409),
         },
     )
-    async def publish_next(request: Request, plural: str, name: str, body: NewVersion) -> dict[str, Any]:
+    async def publish_next(
+        request: Request, body: NewVersion, plural: str = PLURAL, name: str = NAME_AT_SELECTOR
+    ) -> dict[str, Any]:
         """Publish the next version of a resource (a new immutable version; the old ones stay)."""
         principal = admin(request)
         if "@" in name:
@@ -425,7 +443,7 @@ def resource_routes(
             **errors(400, 404, 409),
         },
     )
-    async def delete(request: Request, plural: str, name: str) -> dict[str, Any]:
+    async def delete(request: Request, plural: str = PLURAL, name: str = NAME_AT_SELECTOR) -> dict[str, Any]:
         """Delete one version (``@<version>``) or every version; refused while others depend on it."""
         principal = admin(request)
         kind = _kind(plural)

@@ -14,6 +14,7 @@ from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from agentvm.api.openapi import examples, ok
+from agentvm.sessions.search import MAX_QUERY_CHARS
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -22,6 +23,7 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 MEDIA_TYPE = "application/x-ndjson"
+SESSION_ID = Path(min_length=1, max_length=128)  # the gateway's bound on ids
 _RECORD = {
     "imageId": "img_mjw1x2y3_0k4m5n6p7q",
     "containerId": "user-alice",
@@ -184,7 +186,8 @@ def session_routes(
     async def search_sessions(
         request: Request,
         q: str = Query(
-            description='plain words and "quoted phrases" (all must occur); a trailing * for a prefix'
+            json_schema_extra={"maxLength": MAX_QUERY_CHARS},  # stated: longer is invalid_query
+            description='plain words and "quoted phrases" (all must occur); a trailing * for a prefix',
         ),
         containerId: str | None = Query(default=None, min_length=1, max_length=128),  # noqa: N803
         limit: int = Query(default=20, ge=1, le=100),
@@ -211,7 +214,7 @@ def session_routes(
             **errors(400, 404),
         },
     )
-    async def export_session(request: Request, session_id: str) -> Response:
+    async def export_session(request: Request, session_id: str = SESSION_ID) -> Response:
         """The session's messages, its image's pinned config, its compaction summary and its usage
         records, one JSON object per line (400 ``export_too_large`` past 4 MiB)."""
         from agentvm.sessions.export import export_session
@@ -233,7 +236,13 @@ def session_routes(
         openapi_extra={
             "requestBody": {
                 "required": True,
-                "content": {MEDIA_TYPE: {"schema": {"type": "string"}, "example": _EXPORT}},
+                "content": {
+                    MEDIA_TYPE: {
+                        # bytes, refused past AVM_MAX_BODY_BYTES (413): never more characters than that
+                        "schema": {"type": "string", "maxLength": runtime.turns.max_body_bytes},
+                        "example": _EXPORT,
+                    }
+                },
             }
         },
     )
@@ -262,7 +271,7 @@ def session_routes(
         },
     )
     async def fork_session(
-        request: Request, response: Response, session_id: str, body: Fork
+        request: Request, response: Response, body: Fork, session_id: str = SESSION_ID
     ) -> dict[str, Any]:
         """A new image in the same container, with the same config, whose history is the session's
         messages up to and including ``messageId`` (404 ``message_not_found`` if it has no such message)."""
@@ -286,7 +295,7 @@ def session_routes(
         response_model=Titled,
         responses={**ok(200, Titled, _TITLED, "the image, renamed"), **errors(400, 404)},
     )
-    async def title_session(request: Request, session_id: str, body: Title) -> dict[str, Any]:
+    async def title_session(request: Request, body: Title, session_id: str = SESSION_ID) -> dict[str, Any]:
         """Set the session's title: its image's ``name``, as ``image_list`` shows it."""
         from agentvm.sessions.title import set_title
 

@@ -8,15 +8,16 @@ open dev mode. Every other caller gets ``403 forbidden``, whatever the tenant id
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
-from agentvm.api.openapi import examples, ok
+from agentvm.api.openapi import examples, ok, stated
 from agentvm.errors import BadRequest, Forbidden
 from agentvm.records import TenantLimitOverrides
 from agentvm.security import tenants
+from agentvm.security.apikeys import TENANT_RE
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -50,6 +51,14 @@ _DELETED = {
 _KEPT = {**{k: v for k, v in _DELETED.items() if k != "deletedConversations"}, "conversations": "kept"}
 
 
+# A tenant id: 1-64 characters of A-Z a-z 0-9 . _ - (security/apikeys.py, TENANT_RE); a new one is
+# checked by check_new_id (its own message), so stated; any other longer one names no tenant.
+MAX_TENANT_ID = 64
+MAX_TENANT_LIMIT = 1_000_000  # connections, keys, requests per minute: far above any real tenant
+NewTenantId = Annotated[StrictStr, stated(maxLength=MAX_TENANT_ID, pattern=f"^{TENANT_RE.pattern}$")]
+TENANT_ID = Path(min_length=1, max_length=MAX_TENANT_ID)
+
+
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid", strict=True)
 
@@ -61,7 +70,7 @@ class NewTenant(_Body):
 
     name: StrictStr = Field(min_length=1, max_length=200)
     description: StrictStr | None = Field(default=None, max_length=2000)
-    tenantId: StrictStr | None = Field(
+    tenantId: NewTenantId | None = Field(
         default=None,
         description="register a tenant id in use already (keys made with avm keys); default: a new id",
     )
@@ -74,16 +83,16 @@ class TenantLimits(_Body):
     maxConnections: StrictInt | None = Field(
         default=None,
         ge=0,
-        le=1_000_000,
+        le=MAX_TENANT_LIMIT,
         description="live WebSocket connections (AVM_MAX_CONNECTIONS_PER_TENANT)",
     )
     maxApiKeys: StrictInt | None = Field(
-        default=None, ge=0, le=100_000, description="active API keys (AVM_MAX_API_KEYS_PER_TENANT)"
+        default=None, ge=0, le=MAX_TENANT_LIMIT, description="active API keys (AVM_MAX_API_KEYS_PER_TENANT)"
     )
     rateLimitPerMinute: StrictInt | None = Field(
         default=None,
         ge=0,
-        le=100_000_000,
+        le=MAX_TENANT_LIMIT,
         description="requests per minute of all its keys (AVM_TENANT_RATE_LIMIT_PER_MINUTE)",
     )
     storageBytes: StrictInt | None = Field(
@@ -111,7 +120,7 @@ class TenantChanges(_Body):
 class TenantRef(_Body):
     model_config = ConfigDict(extra="forbid", strict=True, json_schema_extra=examples({"tenantId": "acme"}))
 
-    tenantId: StrictStr = Field(min_length=1)
+    tenantId: StrictStr = Field(min_length=1, max_length=MAX_TENANT_ID)
 
 
 class AliasUpdate(TenantChanges):
@@ -119,7 +128,7 @@ class AliasUpdate(TenantChanges):
         extra="forbid", strict=True, json_schema_extra=examples({"tenantId": "acme", "name": "Acme"})
     )
 
-    tenantId: StrictStr = Field(min_length=1)
+    tenantId: StrictStr = Field(min_length=1, max_length=MAX_TENANT_ID)
 
 
 class Tenant(BaseModel):
@@ -269,28 +278,32 @@ def tenant_routes(
             default=None, description="default: active and deleting; deleted: the tombstones"
         ),
         limit: int = Query(default=50, ge=1, le=MAX_PAGE),
-        cursor: str | None = Query(default=None, description="``next`` of the previous page"),
+        cursor: str | None = Query(
+            default=None, max_length=MAX_TENANT_ID, description="``next`` of the previous page"
+        ),
     ) -> dict[str, Any]:
         """The registry by tenant id, a page at a time."""
         platform(request)
         page, after = await tenants.listing(runtime, statuses=_SHOWN[status], limit=limit, after=cursor)
         return {"tenants": [t.to_wire() for t in page], "next": after}
 
-    @router.get("/{tenant_id}", response_model=None, responses={**one, **errors(404)})
-    async def get_tenant(request: Request, tenant_id: str) -> dict[str, Any]:
+    @router.get("/{tenant_id}", response_model=None, responses={**one, **errors(400, 404)})
+    async def get_tenant(request: Request, tenant_id: str = TENANT_ID) -> dict[str, Any]:
         """One tenant (a deleted one is ``404``)."""
         platform(request)
         return (await tenants.get(runtime, tenant_id)).to_wire()
 
     @router.patch("/{tenant_id}", response_model=None, responses={**one, **errors(400, 404, 409)})
-    async def update_tenant(request: Request, tenant_id: str, body: TenantChanges) -> dict[str, Any]:
+    async def update_tenant(
+        request: Request, body: TenantChanges, tenant_id: str = TENANT_ID
+    ) -> dict[str, Any]:
         """Change the name or the description (``null`` removes it). A tenant being deleted is
         ``409 conflict``."""
         platform(request)
         return await update(tenant_id, body)
 
-    @router.delete("/{tenant_id}", response_model=None, responses={**gone, **errors(404, 409)})
-    async def delete_tenant(request: Request, tenant_id: str) -> dict[str, Any]:
+    @router.delete("/{tenant_id}", response_model=None, responses={**gone, **errors(400, 404, 409)})
+    async def delete_tenant(request: Request, tenant_id: str = TENANT_ID) -> dict[str, Any]:
         """Delete a tenant: its keys are revoked at once, its budgets, resources and settings
         deleted, its conversations purged or kept (docs/tenants.md). Again: ``404``; the platform
         tenant: ``409``."""

@@ -8,9 +8,9 @@ one that does not exist: it is not listed, and cancelling it is ``404`` (or list
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Path, Query, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from agentvm.api.openapi import examples, ok
@@ -24,6 +24,10 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 MAX_IDS = 100
+MAX_ID = 128  # the gateway's bound on ids (turns, containers)
+MAX_TENANT_ID = 64  # security/apikeys.py, TENANT_RE
+MAX_STATUSES = 64  # queued,running,suspended has 24 characters
+TurnId = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]
 _TURN = {
     "turnId": "turn_mk2x9a_q8w7e6r5t4",
     "containerId": "user-alice",
@@ -86,10 +90,14 @@ class CancelTurns(BaseModel):
         ),
     )
 
-    turnIds: list[StrictStr] | None = Field(default=None, max_length=MAX_IDS, description="these turns")
-    containerId: StrictStr | None = Field(default=None, description="every unfinished turn of a container")
+    turnIds: list[TurnId] | None = Field(default=None, max_length=MAX_IDS, description="these turns")
+    containerId: StrictStr | None = Field(
+        default=None, min_length=1, max_length=MAX_ID, description="every unfinished turn of a container"
+    )
     all: StrictBool = Field(default=False, description="every unfinished turn of the tenant")
-    tenantId: StrictStr | None = Field(default=None, description="platform admins: another tenant")
+    tenantId: StrictStr | None = Field(
+        default=None, min_length=1, max_length=MAX_TENANT_ID, description="platform admins: another tenant"
+    )
 
 
 class CancelledTurn(BaseModel):
@@ -137,10 +145,18 @@ def turn_routes(
     )
     async def list_turns(
         request: Request,
-        container_id: str | None = Query(default=None, alias="containerId", description="one container"),
-        status: str | None = Query(default=None, description="comma-separated: queued, running, suspended"),
+        container_id: str | None = Query(
+            default=None, alias="containerId", min_length=1, max_length=MAX_ID, description="one container"
+        ),
+        status: str | None = Query(
+            default=None, max_length=MAX_STATUSES, description="comma-separated: queued, running, suspended"
+        ),
         tenant_id: str | None = Query(
-            default=None, alias="tenantId", description="platform admins: a tenant"
+            default=None,
+            alias="tenantId",
+            min_length=1,
+            max_length=MAX_TENANT_ID,
+            description="platform admins: a tenant",
         ),
     ) -> dict[str, Any]:
         """The turns queued, running or suspended, oldest first: status, model, age and tokens so far.
@@ -187,9 +203,13 @@ def turn_routes(
     )
     async def cancel_turn(
         request: Request,
-        turn_id: str,
+        turn_id: str = Path(min_length=1, max_length=MAX_ID),
         tenant_id: str | None = Query(
-            default=None, alias="tenantId", description="platform admins: a tenant"
+            default=None,
+            alias="tenantId",
+            min_length=1,
+            max_length=MAX_TENANT_ID,
+            description="platform admins: a tenant",
         ),
     ) -> dict[str, Any]:
         """Stop one turn; ``404`` if it is no unfinished turn of the tenant."""

@@ -74,19 +74,44 @@ _PRICES = {
     "overridden": [],
 }
 
-PERIOD = Query(default=None, description="hour, day, month or range (default: one bucket, the range)")
+MAX_ID = 128  # the gateway's bound on container ids
+MAX_TENANT_ID = 64  # security/apikeys.py, TENANT_RE (or *)
+MAX_TIME = 64  # a UTC date or time in ISO 8601
+MAX_WORD = 32  # a period or a month: anything longer is none
+MAX_GROUPINGS = 128  # tenant,container,image,model,kind has 33 characters
+PERIOD = Query(
+    default=None,
+    max_length=MAX_WORD,
+    description="hour, day, month or range (default: one bucket, the range)",
+)
 GROUP_BY = Query(
     default=None,
     alias="groupBy",
+    max_length=MAX_GROUPINGS,
     description="comma-separated: tenant, container, image, model, kind (default: totals only)",
 )
-FROM = Query(default=None, alias="from", description="UTC date or time, inclusive (default: this month)")
-TO = Query(default=None, description="UTC date or time, exclusive (default: the end of today)")
-MONTH = Query(default=None, description="a billing month, YYYY-MM, instead of from/to")
-CONTAINER = Query(default=None, alias="containerId", description="one container (end user) only")
+FROM = Query(
+    default=None,
+    alias="from",
+    max_length=MAX_TIME,
+    description="UTC date or time, inclusive (default: this month)",
+)
+TO = Query(
+    default=None, max_length=MAX_TIME, description="UTC date or time, exclusive (default: the end of today)"
+)
+MONTH = Query(default=None, max_length=MAX_WORD, description="a billing month, YYYY-MM, instead of from/to")
+CONTAINER = Query(
+    default=None,
+    alias="containerId",
+    min_length=1,
+    max_length=MAX_ID,
+    description="one container (end user) only",
+)
 TENANT = Query(
     default=None,
     alias="tenantId",
+    min_length=1,
+    max_length=MAX_TENANT_ID,
     description="platform admins: a tenant, or * for every tenant (default: the caller's tenant)",
 )
 
@@ -263,6 +288,7 @@ def usage_routes(
         group_by: str | None = Query(
             default="tenant,container,model",
             alias="groupBy",
+            max_length=MAX_GROUPINGS,
             description="comma-separated groupings (default: tenant, container, model)",
         ),
         start: str | None = FROM,
