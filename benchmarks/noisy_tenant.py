@@ -49,6 +49,10 @@ CAPS = {
     "AVM_TENANT_STORAGE_BYTES": str(1_000_000),
     "AVM_SANDBOX_WORKSPACE_MB": "20",
     "AVM_HTTP_BODY_TIMEOUT_S": "5",
+    # The quiet tenant's session grows by two messages a turn: no compaction in the middle of the
+    # measure (the echo model says its summary at 20 ms a word: a 2-9 s turn that is not noise).
+    "AVM_HISTORY_WINDOW": "10000",
+    "AVM_COMPACTION_THRESHOLD_TOKENS": "0",
 }
 JOBS = [
     "import os\nwhile True:\n    try: os.fork()\n    except OSError: pass",
@@ -113,7 +117,8 @@ async def _noise(port: int, url: str, token: str, stop: asyncio.Event) -> dict[s
             answer = await client.request("message_send", imageId=image_id, content="x" * 100_000)
             if answer.get("error"):
                 refused += 1
-                got["storage refusal"] = answer["error"].get("code")
+                error = answer["error"]
+                got["storage refused with"] = error.get("code") if isinstance(error, dict) else error
             else:
                 stored += 1
                 async for frame in client.turn_events(timeout=60):
@@ -143,9 +148,12 @@ async def _noise(port: int, url: str, token: str, stop: asyncio.Event) -> dict[s
     async def jobs(client: AgentVMClient, image_id: str) -> None:
         said = []
         for code in JOBS:
-            await client.request(
-                "message_send", imageId=image_id, content=f"/tool python {json.dumps({'code': code})}"
-            )
+            content = f"/tool python {json.dumps({'code': code})}"
+            answer = await client.request("message_send", imageId=image_id, content=content)
+            if answer.get("error"):  # e.g. the storage account already full
+                error = answer["error"]
+                said.append(f"refused: {error.get('code') if isinstance(error, dict) else error}"[:60])
+                continue
             async for frame in client.turn_events(timeout=120):
                 if frame["type"] == "tool_result":
                     said.append(frame["data"]["result"].rsplit("[", 1)[-1].rstrip("]\n")[:40])
@@ -160,18 +168,20 @@ async def _noise(port: int, url: str, token: str, stop: asyncio.Event) -> dict[s
         httpx.AsyncClient(base_url=base, headers=headers, transport=transport) as http,
         AgentVMClient.connect(url, token=token) as client,
     ):
-        await client.request("container_create", check=True, containerId="noisy")
-        config = {"name": "noisy", "tools": [{"type": "sandbox", "wallS": 20, "memoryMb": 512}]}
-        image = (await client.request("image_create", check=True, containerId="noisy", config=config))[
-            "record"
-        ]
-        await asyncio.gather(
-            connections(),
-            keys(http),
-            storage(client, image["imageId"]),
-            slow_bodies(),
-            jobs(client, image["imageId"]),
-        )
+        images = []
+        for name in ("messages", "jobs"):  # a session and a client each: their turns never mix
+            await client.request("container_create", check=True, containerId=name)
+            config = {"name": name, "tools": [{"type": "sandbox", "wallS": 20, "memoryMb": 512}]}
+            created = await client.request("image_create", check=True, containerId=name, config=config)
+            images.append(created["record"]["imageId"])
+        async with AgentVMClient.connect(url, token=token) as jobs_client:
+            await asyncio.gather(
+                connections(),
+                keys(http),
+                storage(client, images[0]),
+                slow_bodies(),
+                jobs(jobs_client, images[1]),
+            )
     for sock in sockets:
         sock.close()
     return got
@@ -231,8 +241,11 @@ async def run(turns: int = 20) -> tuple[list[dict[str, Any]], dict[str, Any]]:
             idle = await _quiet(server.url, quiet_token, image["imageId"], turns)
             stop = asyncio.Event()
             noise = asyncio.create_task(_noise(port, server.url, noisy_token, stop))
+            noise_started = time.monotonic()
             await asyncio.sleep(3)  # the caps are reached
             during = await _quiet(server.url, quiet_token, image["imageId"], turns)
+            body_deadline = float(CAPS["AVM_HTTP_BODY_TIMEOUT_S"])  # the slow bodies' fate is seen
+            await asyncio.sleep(max(0.0, noise_started + body_deadline + 2 - time.monotonic()))
             stop.set()
             got = await noise
     return [_summary("idle server", idle), _summary("noisy tenant at every cap", during)], got

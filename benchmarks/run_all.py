@@ -202,6 +202,7 @@ def main() -> None:
         cold_start,
         history_scaling,
         noisy_neighbour,
+        noisy_tenant,
         peer_langgraph,
         sandbox_calls,
         sandbox_hostile_health,
@@ -267,6 +268,10 @@ def main() -> None:
     else:
         neighbours = asyncio.run(noisy_neighbour.run(flood=1100, turns=7))
     sections.append(noisy_neighbour.render(neighbours))
+
+    quiet_turns = 10 if args.quick else 30
+    tenant_rows, got = asyncio.run(noisy_tenant.run(quiet_turns))
+    sections.append(noisy_tenant.render(tenant_rows, got, quiet_turns))
 
     sections.append(cold_start.report(quick=args.quick))
 
