@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
 from agentvm.adapters.local.sqlite_counters import SqliteCounters
 from tests.contract.moto_table import REGION, TABLE, atomic_moto, backends, create_table
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 
 @pytest.fixture(params=backends(SqliteCounters, DynamoDbCounters, file="counters.db"))
@@ -155,23 +159,30 @@ async def test_bad_leases_are_refused(counters, field, amount, limit):
         await counters.lease("k", field, amount, limit=limit, expires_at=later())
 
 
+@contextlib.contextmanager
+def dynamodb_calls(counters: DynamoDbCounters) -> Iterator[list[str]]:
+    """The names of the DynamoDB operations ``counters`` makes inside the block, in order."""
+    operations: list[str] = []
+    events = counters._table._get_connection().connection.client.meta.events
+
+    def record(model: Any, **_: Any) -> None:
+        operations.append(model.name)
+
+    events.register("before-call.dynamodb", record)
+    try:
+        yield operations
+    finally:
+        events.unregister("before-call.dynamodb", record)
+
+
 @pytest.mark.aws
 async def test_on_dynamodb_a_lease_is_one_update_and_a_refusal_one_failed_update_with_no_read():
     with atomic_moto():
         create_table()
         counters = DynamoDbCounters(TABLE, region=REGION)
-        operations: list[str] = []
-        events = counters._table._get_connection().connection.client.meta.events
-
-        def record(model: Any, **_: Any) -> None:
-            operations.append(model.name)
-
-        events.register("before-call.dynamodb", record)
-        try:
+        with dynamodb_calls(counters) as operations:
             assert (await counters.lease("rate#k#9", "n", 5, limit=5, expires_at=later())).granted == 5
             assert (await counters.lease("rate#k#9", "n", 5, limit=5, expires_at=later())).granted == 0
-        finally:
-            events.unregister("before-call.dynamodb", record)
     assert operations == ["UpdateItem", "UpdateItem"]  # the refusal learns the count from ALL_OLD
 
 
@@ -180,19 +191,10 @@ async def test_on_dynamodb_a_refused_whole_lease_is_one_failed_update_and_no_par
     with atomic_moto():
         create_table()
         counters = DynamoDbCounters(TABLE, region=REGION)
-        operations: list[str] = []
-        events = counters._table._get_connection().connection.client.meta.events
-
-        def record(model: Any, **_: Any) -> None:
-            operations.append(model.name)
-
-        events.register("before-call.dynamodb", record)
-        try:
+        with dynamodb_calls(counters) as operations:
             assert (
                 await counters.lease("storage#x", "bytes", 7, limit=10, expires_at=later(), whole=True)
             ).granted == 7
             refused = await counters.lease("storage#x", "bytes", 7, limit=10, expires_at=later(), whole=True)
-        finally:
-            events.unregister("before-call.dynamodb", record)
     assert (refused.granted, refused.total) == (0, 7)
     assert operations == ["UpdateItem", "UpdateItem"]
