@@ -20,12 +20,12 @@ from pathlib import Path
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite_store import SqliteStore
-from agentvm.agent.turns import process_turn
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.messages import AssistantMessage, TextPart, UserMessage
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.worker import process_turn
 
 REPLY = " ".join(["word"] * 200)
 

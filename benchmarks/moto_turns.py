@@ -346,7 +346,7 @@ class Metering:
         from moto.core.botocore_stubber import BotocoreStubber
         from moto.dynamodb.responses import DynamoHandler
 
-        from agentvm.adapters.aws import dynamodb_models
+        from agentvm.adapters.aws.dynamodb import models as dynamodb_models
 
         def unbind() -> None:
             for binder in vars(dynamodb_models).values():
@@ -455,7 +455,7 @@ class Host:
     ) -> None:
         import boto3
 
-        from agentvm.adapters.aws.dynamodb_store import DynamoStore
+        from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
         from agentvm.config import Settings
         from agentvm.hosts.aws import prepare_lambda_logger
 
@@ -479,7 +479,7 @@ class Host:
             )["QueueUrl"]
             attributes = self.sqs.get_queue_attributes(QueueUrl=self.queue_url, AttributeNames=["QueueArn"])
             self.queue_arn = attributes["Attributes"]["QueueArn"]
-            DynamoStore(TABLE).create_table(wait=True)
+            DynamoDbStore(TABLE).create_table(wait=True)
             if standard.sandbox:
                 self.sandbox_url = self.sqs.create_queue(
                     QueueName="agentvm-sandbox.fifo",
@@ -614,13 +614,13 @@ class Host:
         closed: its AWS requests are billed, spread over the turns (``Invocation("usage_rollup")``,
         a function the template does not list apart: its Lambda time is the sweeper's, which runs
         every minute anyway)."""
-        from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups
+        from agentvm.adapters.aws.dynamodb.usage import GRACE_MS, DynamoDbUsageRollups
         from agentvm.hosts.aws import run_sync
         from agentvm.observability.periods import HOUR_MS
 
         now = VirtualClock(self.loop).now_ms()
         closed = now - now % HOUR_MS + HOUR_MS + GRACE_MS
-        rollups = DynamoUsageRollups(TABLE)
+        rollups = DynamoDbUsageRollups(TABLE)
         inv = Invocation("usage_rollup", "turn")
         with scope(inv):
             while run_sync(rollups.roll_closed_hours(closed)).more:
@@ -716,7 +716,7 @@ class Session:
 
     def prepare(self) -> None:
         """Not billed: the user's image, its agent running, and the standard turn's history."""
-        from agentvm.adapters.aws.dynamodb_store import DynamoStore
+        from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
         from agentvm.hosts.aws import run_sync
         from agentvm.messages import AssistantMessage, TextPart, UserMessage
 
@@ -738,7 +738,7 @@ class Session:
             with scope(SETUP):
                 run_sync(budgets.set(self.tenant, None, daily_tokens=10**9, monthly_tokens=10**10))
                 run_sync(budgets.set(self.tenant, self.container_id, daily_tokens=None, monthly_tokens=10**9))
-        store, parent = DynamoStore(TABLE), None
+        store, parent = DynamoDbStore(TABLE), None
         for i in range(self.standard.history_messages):  # user and assistant, in turn
             text, msg_id, now = _text(self.standard.message_bytes), f"msg_h{uuid.uuid4().hex}", _now_ms()
             message: Any = (
@@ -839,7 +839,7 @@ class _StubWeatherApi:
 
 
 def _stub_tool_sources(standard: StandardTurn) -> Any:
-    from agentvm.agent.tool_sources import ToolSources
+    from agentvm.agent.tools.sources import ToolSources
 
     # Private networks allowed: the egress check would resolve api.example.com (a DNS lookup, no AWS
     # cost, and no network here).
@@ -852,7 +852,7 @@ WORKSPACE_BUCKET = "agentvm-cost-meter-workspaces"
 
 
 def _timed_sandbox_class() -> type:
-    from agentvm.adapters.local.sandbox import LocalSandbox
+    from agentvm.adapters.sandbox.process import LocalSandbox
 
     class TimedSandbox(LocalSandbox):
         """The real workspace directory; a job that takes ``job_s`` on the simulated clock, prints

@@ -98,7 +98,7 @@ def _wait_http(url: str, proc: subprocess.Popen[bytes], timeout: float = 30) -> 
 @contextlib.contextmanager
 def fake_llm(*args: str, cpus: str | None = None) -> Iterator[Proc]:
     port = free_port()
-    cmd = [sys.executable, "-m", "agentvm.cli", "fake-llm", "--port", str(port), *args]
+    cmd = [sys.executable, "-m", "agentvm.cli.main", "fake-llm", "--port", str(port), *args]
     proc = subprocess.Popen(pinned(cmd, cpus), stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
         _wait_http(f"http://127.0.0.1:{port}/_fake/stats", proc)
@@ -127,7 +127,16 @@ def avm_serve(
             **env,
         }
     )
-    cmd = [sys.executable, "-m", "agentvm.cli", "serve", "--port", str(port), "--data-dir", str(data_dir)]
+    cmd = [
+        sys.executable,
+        "-m",
+        "agentvm.cli.main",
+        "serve",
+        "--port",
+        str(port),
+        "--data-dir",
+        str(data_dir),
+    ]
     if open_mode and "--open" in _serve_help():
         cmd.append("--open")
     proc = subprocess.Popen(
@@ -143,7 +152,7 @@ def avm_serve(
 
 def create_key(data_dir: Path, tenant: str, *, rate_limit: int | None = None) -> str:
     """A client+admin key of ``tenant`` made with ``avm keys create``; returns its token."""
-    cmd = [sys.executable, "-m", "agentvm.cli", "keys", "create", "--data-dir", str(data_dir)]
+    cmd = [sys.executable, "-m", "agentvm.cli.main", "keys", "create", "--data-dir", str(data_dir)]
     cmd += ["--tenant", tenant, "--scope", "client", "--scope", "admin"]
     if rate_limit is not None:
         cmd += ["--rate-limit", str(rate_limit)]
@@ -153,6 +162,9 @@ def create_key(data_dir: Path, tenant: str, *, rate_limit: int | None = None) ->
 
 def _serve_help() -> str:
     out = subprocess.run(
-        [sys.executable, "-m", "agentvm.cli", "serve", "--help"], capture_output=True, text=True, check=False
+        [sys.executable, "-m", "agentvm.cli.main", "serve", "--help"],
+        capture_output=True,
+        text=True,
+        check=False,
     )
     return out.stdout

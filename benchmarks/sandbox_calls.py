@@ -35,8 +35,8 @@ async def _measure(files: int, calls: int) -> dict[str, Any]:
     """One run in this process: per-tool call latency medians (ms) and the loop's worst lag (ms).
     Uses only what every revision since the sandbox landed has: ``LocalSandbox`` and
     ``SandboxTool``."""
-    from agentvm.adapters.local.sandbox import LocalSandbox, bubblewrap
-    from agentvm.agent.sandbox_tools import SPECS, SandboxTool
+    from agentvm.adapters.sandbox.process import LocalSandbox, bubblewrap
+    from agentvm.agent.tools.sandbox import SPECS, SandboxTool
     from agentvm.ports import SandboxLimits
 
     with tempfile.TemporaryDirectory() as tmp:

@@ -7,7 +7,7 @@ this reads the whole container), a frequent word (the first page of 20 hits) and
 * SQLite (``SqliteSessionArchive``, FTS5, a file in a temporary directory): the first search of
   the container (which indexes all 10,000 messages), then each search warm (median and p95 of
   ``--runs``), and a search after 100 more messages were written (the index catching up).
-* DynamoDB (``DynamoSessionArchive`` through PynamoDB on moto): each search followed page after
+* DynamoDB (``DynamoDbSessionArchive`` through PynamoDB on moto): each search followed page after
   page to its end, with every AWS request counted and billed by ``benchmarks/billing.py``
   (eventually consistent Query pages, read units on whole items) and priced with
   ``benchmarks/prices.py``. moto answers in this process, so its latencies say how much CPU the
@@ -157,8 +157,8 @@ def _ms(seconds: float) -> str:
 
 
 async def sqlite_rows(data: Corpus, runs: int) -> list[dict[str, object]]:
-    from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
-    from agentvm.adapters.local.sqlite_store import SqliteStore
+    from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
+    from agentvm.adapters.local.sqlite.store import SqliteStore
 
     rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
@@ -213,8 +213,8 @@ async def sqlite_rows(data: Corpus, runs: int) -> list[dict[str, object]]:
 
 
 async def dynamo_rows(data: Corpus, runs: int) -> list[dict[str, object]]:
-    from agentvm.adapters.aws.dynamodb_sessions import DynamoSessionArchive
-    from agentvm.adapters.aws.dynamodb_store import DynamoStore
+    from agentvm.adapters.aws.dynamodb.sessions import DynamoDbSessionArchive
+    from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
     from benchmarks.billing import DDB_READ, DDB_WRITE, TableSchema
     from benchmarks.moto_turns import Metering
 
@@ -222,9 +222,9 @@ async def dynamo_rows(data: Corpus, runs: int) -> list[dict[str, object]]:
     metering = Metering(schema)
     rows: list[dict[str, object]] = []
     with metering.active():
-        store = DynamoStore("agentvm-search-bench", region="us-east-1")
+        store = DynamoDbStore("agentvm-search-bench", region="us-east-1")
         store.create_table()
-        archive = DynamoSessionArchive("agentvm-search-bench", region="us-east-1")
+        archive = DynamoDbSessionArchive("agentvm-search-bench", region="us-east-1")
         images = await seed(archive, data)
         calls = metering.aws.calls
         for label, query in queries(data).items():

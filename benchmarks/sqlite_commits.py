@@ -1,5 +1,5 @@
 """How long the local store's commits hold the event loop, with SQLite's own checkpoints and with
-the checkpoint thread (``adapters/local/sqlite_checkpoint.py``).
+the checkpoint thread (``adapters/local/sqlite/checkpoint.py``).
 
 Every statement of the local store runs on the event loop, so a commit's wall time is time the
 loop serves nobody else. A turn's writes are replayed through ``SqliteStore`` (the turn record
@@ -24,8 +24,8 @@ import tempfile
 import time
 from pathlib import Path
 
-from agentvm.adapters.local.sqlite_checkpoint import checkpoint_in_background
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite.checkpoint import checkpoint_in_background
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.messages import AssistantMessage, UserMessage
 from agentvm.records import TurnRecord, UsageRecord
 

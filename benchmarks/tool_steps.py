@@ -23,16 +23,16 @@ from typing import Any
 from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite_store import SqliteStore
-from agentvm.agent.tool_sources import ToolSources
-from agentvm.agent.tools import Toolbox
-from agentvm.agent.turns import process_turn
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.store import SqliteStore
+from agentvm.agent.tools.sources import ToolSources
+from agentvm.agent.tools.toolbox import Toolbox
 from agentvm.llm import ToolSpec
 from agentvm.messages import UserMessage
 from agentvm.ports import ConnectionInfo, ToolOutput
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.worker import process_turn
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 

@@ -22,8 +22,8 @@ import sys
 
 
 def main(argv: list[str] | None = None) -> int:
-    from agentvm.cli import AWS_SECRET_PARAMETER
-    from agentvm.cli import main as avm
+    from agentvm.cli.main import AWS_SECRET_PARAMETER
+    from agentvm.cli.main import main as avm
 
     parser = argparse.ArgumentParser(
         description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter

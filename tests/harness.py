@@ -9,17 +9,16 @@ from typing import Any
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite_config import SqliteConfigStore
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
-from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
-from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
-from agentvm.adapters.local.sqlite_store import SqliteStore
-from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
-from agentvm.adapters.local.sqlite_usage import SqliteUsageRollups
-from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
-from agentvm.adapters.local.tenant_purge import LocalTenantPurge
-from agentvm.agent.turns import process_turn
+from agentvm.adapters.local.sqlite.config import SqliteConfigStore
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
+from agentvm.adapters.local.sqlite.running import SqliteRunningTurns
+from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
+from agentvm.adapters.local.sqlite.store import SqliteStore
+from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
+from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
+from agentvm.adapters.local.sqlite.usage import SqliteUsageRollups
+from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
 from agentvm.config import Settings
 from agentvm.configcentre.centre import ConfigCentre
 from agentvm.configcentre.sealing import SecretSealer
@@ -28,6 +27,7 @@ from agentvm.gateway.dispatch import handle_frame
 from agentvm.ports import ConnectionInfo
 from agentvm.resources.centre import ResourceCentre
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.worker import process_turn
 
 HARNESS_SERVER_SECRET = b"harness-server-secret-seals-config-secrets-0123456789"
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.local.sqlite_budgets import SqliteBudgetStore
-from agentvm.adapters.local.sqlite_counters import SqliteCounters
-from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
+from agentvm.adapters.local.sqlite.budgets import SqliteBudgetStore
+from agentvm.adapters.local.sqlite.counters import SqliteCounters
+from agentvm.adapters.local.sqlite.keys import SqliteKeyStore
 from agentvm.ports import ConnectionInfo
 from agentvm.security.apikeys import ApiKeys, ServerSecrets
 from agentvm.security.auth import Authenticator

@@ -5,8 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
-from agentvm.agent.tool_sources import ToolSources
-from agentvm.agent.tools import Toolbox
+from agentvm.agent.tools.sources import ToolSources
+from agentvm.agent.tools.toolbox import Toolbox
 from agentvm.llm import ToolSpec
 from agentvm.ports import ToolOutput
 

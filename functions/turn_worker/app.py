@@ -20,11 +20,11 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.batch.exceptions import SQSFifoMessageGroupCircuitBreakerError
 
-from agentvm.adapters.aws.emf_metrics import held
+from agentvm.adapters.aws.cloudwatch.emf_metrics import held
 from agentvm.adapters.aws.sqs_queue import job_from_body
-from agentvm.agent.turns import process_turn
 from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.observability.metrics import turn_status
+from agentvm.turns.worker import process_turn
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -90,7 +90,7 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
             session_id=job.sessionId, turn_id=job.turnId, tenant_id=job.tenantId, message_id=record.message_id
         )
         # The attempt's EMF document (observability/metrics.py) is recorded by the turn, and held:
-        # the `turn finished` line carries it (adapters/aws/emf_metrics.py), one line where two
+        # the `turn finished` line carries it (adapters/aws/cloudwatch/emf_metrics.py), one line where two
         # said the same thing. Any document no line took is written on its own (held's end).
         started = rt.clock.monotonic()
         with held() as documents:

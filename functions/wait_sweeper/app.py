@@ -1,7 +1,7 @@
 """The wait sweeper: every minute (an EventBridge schedule), suspended turns whose wait passed its
 deadline are answered ``timed_out`` and continued, and continuations whose enqueue was lost are
 enqueued again (``agent.waits.sweep``); and the usage hours that closed are rolled up into their
-sums (``DynamoUsageRollups.roll_closed_hours``: at most ``ROLLUP_LIMIT`` tenant hours per run).
+sums (``DynamoDbUsageRollups.roll_closed_hours``: at most ``ROLLUP_LIMIT`` tenant hours per run).
 
 One Query of the due marks per run, plus a read and a write or two per wait it acts on; nothing
 else. A run that finds nothing costs one Lambda request of a few milliseconds and one read unit:
@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from agentvm.adapters.aws.dynamodb_usage import DynamoUsageRollups
-from agentvm.agent.waits import sweep
+from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
 from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.turns.waits import sweep
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -40,7 +40,7 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
             if acted == 0:
                 break
         rolled = 0
-        if isinstance(rt.usage, DynamoUsageRollups):
+        if isinstance(rt.usage, DynamoDbUsageRollups):
             rolled = (await rt.usage.roll_closed_hours(rt.clock.now_ms())).rolled
         return total, rolled
 

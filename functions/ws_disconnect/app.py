@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 from aws_lambda_powertools.logging import correlation_paths
 
-from agentvm.adapters.aws.emf_metrics import held
+from agentvm.adapters.aws.cloudwatch.emf_metrics import held
 from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.observability.metrics import record_connection
 

@@ -85,30 +85,30 @@ class Settings(BaseSettings):
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.
     compaction_threshold_tokens: int = Field(default=8000, ge=0)
     compaction_model: str | None = None  # "provider/model" that summarises; None = the image's model
-    # Sessions are named after their first turn by a (cheap) model, when opted in (sessions/title.py)
+    # Sessions are named after their first turn by a (cheap) model, when opted in (turns/title.py)
     auto_title: bool = False
     title_model: str | None = None  # "provider/model" that names sessions; None = the image's model
     echo_delay_ms: int = 20  # pause between words of the echo model
     turn_deadline_s: float = Field(default=600.0, ge=0)  # a whole turn, all steps and tools; 0 = none
-    # How often the local server looks for suspended turns' waits past their deadline (agent/waits.py);
+    # How often the local server looks for suspended turns' waits past their deadline (turns/waits.py);
     # on AWS the WaitSweeperFunction runs every minute.
     wait_sweep_s: float = Field(default=5.0, gt=0)
-    # Local turn slots (adapters/local/sqlite_queue.py): turns running at once, and at most this
+    # Local turn slots (adapters/local/sqlite/queue.py): turns running at once, and at most this
     # many of one tenant, so one tenant's flood leaves slots to the others (not in the open mode,
     # which has one tenant). On AWS, Lambda concurrency plays this part (SECURITY.md).
     turn_slots: int = Field(default=1000, ge=1)
     turn_slots_per_tenant: int = Field(default=750, ge=1)
 
-    # tools (agent/tool_config.py, agent/tool_sources.py)
+    # tools (agent/tools/declarations.py, agent/tools/sources.py)
     tool_timeout_s: float = Field(default=60.0, gt=0)  # per call, unless the declaration says otherwise
     tool_max_output_chars: int = Field(default=32_000, ge=100)  # longer results are cut, with a marker
     # Values HTTP tool and MCP headers may reference as {"secret": "NAME"}, by tenant ("*": every
     # tenant's): {"acme": {"WEATHER_KEY": "..."}}. Never stored, returned or logged. JSON in env.
     tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
-    # Tools may reach loopback, private and link-local addresses (agent/egress.py); off by default.
+    # Tools may reach loopback, private and link-local addresses (agent/tools/egress.py); off by default.
     tool_allow_private_networks: bool = False
     # Sandbox jobs without bubblewrap run as plain processes of the server's user: allowed on a
-    # loopback address, refused elsewhere unless this is set (adapters/local/sandbox.py).
+    # loopback address, refused elsewhere unless this is set (adapters/sandbox/process.py).
     sandbox_allow_unisolated: bool = False
     # What one container's workspace may hold (both hosts): the files' bytes added up, and its
     # entries (files, directories, links). Past either, writes are refused and a job is stopped.

@@ -134,7 +134,7 @@ class Store(Protocol):
         the tenant's whole history)."""
         ...
 
-    # interrupt marks: set by the gateway, checked by the worker (agent/cancel_poll.py)
+    # interrupt marks: set by the gateway, checked by the worker (turns/cancel_poll.py)
     async def request_cancel(self, session_id: str, turn_id: str) -> None:
         """Mark the turn cancelled; then, if its record (read after the mark is written) says it
         is ``running`` under a poller, make it one of that poller's ``cancel_requests``."""
@@ -870,7 +870,7 @@ __all__ = [
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",
-    # AgentX v2 (gateway/agentx_v2.py)
+    # AgentX v2 (gateway/v2/rpc.py)
     "PROTOCOLS",
     "PROTOCOL_V1",
     "PROTOCOL_V2",

@@ -41,12 +41,14 @@ class ImageRecord(_Record):
     description: str | None = None
     systemPrompt: str | None = None
     model: str | None = None  # "provider/model"; None = the server default
-    mcpServers: dict[str, Any] | None = None  # AgentX McpServerConfig map (agent/tool_config.py)
-    tools: list[dict[str, Any]] | None = None  # HTTP and built-in tool declarations (agent/tool_config.py)
+    mcpServers: dict[str, Any] | None = None  # AgentX McpServerConfig map (agent/tools/declarations.py)
+    tools: list[dict[str, Any]] | None = (
+        None  # HTTP and built-in tool declarations (agent/tools/)
+    )
     maxSteps: int | None = None  # model calls per turn; None = DEFAULT_MAX_STEPS
     # Which tools need a person's approval before they run: {"tools": [names] | "*", "timeoutS": n}
     approval: dict[str, Any] | None = None
-    # The MCP servers' tool lists, fetched once per build of mcpServers (agent/tool_sources.py):
+    # The MCP servers' tool lists, fetched once per build of mcpServers (agent/tools/sources.py):
     # {"key": <fingerprint of mcpServers>, "servers": {name: [{name, description, inputSchema}]}}
     toolCatalog: dict[str, Any] | None = None
     concurrency: ConcurrencyPolicy = "queue"
@@ -139,7 +141,7 @@ class TurnRecord(_Record):
     attempt: int = 0  # which run of the turn wrote this (a retry after a worker died: one more)
     frames: FrameMap | None = None  # with the terminal status: what the attempt sent (resume)
     # with ``running`` on a host that polls for interrupts (AWS): the worker's poller id, under
-    # which an interrupt marks the turn too (agent/cancel_poll.py); None: nobody polls for it
+    # which an interrupt marks the turn too (turns/cancel_poll.py); None: nobody polls for it
     poller: str | None = None
 
 
@@ -351,7 +353,7 @@ class UsageRecord(_Record):
     # the "turn" record itself), so every step's tokens are billed as soon as the step ends.
     # "compaction": the tokens of summarising a session's older history (core/compaction.py),
     # billed like a turn's; its turnId is "<turn that triggered it>:compact:<upToSeq>".
-    # "title": the tokens of naming a session after its first turn (sessions/title.py), turnId
+    # "title": the tokens of naming a session after its first turn (turns/title.py), turnId
     # "<turn>:title".
     kind: UsageKind = "turn"
     # True when the provider never reported the usage (an interrupted or cut stream): output is the

@@ -13,8 +13,7 @@ from agentvm.observability.metrics import NoMetrics
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agentvm.agent.cancel_poll import CancelPoll
-    from agentvm.agent.tool_sources import ToolSources
+    from agentvm.agent.tools.sources import ToolSources
     from agentvm.config import Settings
     from agentvm.configcentre.centre import ConfigCentre
     from agentvm.observability.logstore import LogStore
@@ -43,6 +42,7 @@ if TYPE_CHECKING:
     from agentvm.security.ratelimit import RateLimiter
     from agentvm.security.storage_quota import StorageQuota
     from agentvm.security.tenant_limits import TenantLimits
+    from agentvm.turns.cancel_poll import CancelPoll
 
 
 @dataclass(frozen=True, slots=True)
@@ -62,11 +62,11 @@ class TurnSettings:
     compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
     compaction_model: str | None = None  # None = the image's model
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
-    auto_title: bool = False  # name an untitled session after its first turn (sessions/title.py)
+    auto_title: bool = False  # name an untitled session after its first turn (turns/title.py)
     title_model: str | None = None  # the model that names it; None = the image's model
     pace_reads: bool = False  # read model streams once per flush window (agent/pacing.py; local host)
     # where the queue cannot be asked (SQS): a queued or running turn whose record has not changed for
-    # this long has no job left (VisibilityTimeout 5,400 s x maxReceiveCount 5; agent/orphan_turns.py)
+    # this long has no job left (VisibilityTimeout 5,400 s x maxReceiveCount 5; turns/orphans.py)
     orphan_after_s: float = 27_000.0
 
 
@@ -167,7 +167,7 @@ class CancelSignals:
 
 
 def _cancel_poll() -> CancelPoll:
-    from agentvm.agent.cancel_poll import CancelPoll
+    from agentvm.turns.cancel_poll import CancelPoll
 
     return CancelPoll()
 
@@ -200,11 +200,11 @@ class Runtime:
     # Connections, keys and requests per tenant (security/tenant_limits.py). None: not bounded per
     # tenant (the open dev mode has one tenant).
     tenant_limits: TenantLimits | None = None
-    # Where a turn's tools come from (agent/tool_sources.py). None: images' tools are not run.
+    # Where a turn's tools come from (agent/tools/sources.py). None: images' tools are not run.
     tools: ToolSources | None = None
     # Containers' workspaces (sandbox tools, the workspace routes). None: this host has no sandbox.
     sandbox: Sandbox | None = None
-    # The tool calls suspended turns wait on (agent/waits.py). None: tools never wait (a call that
+    # The tool calls suspended turns wait on (turns/waits.py). None: tools never wait (a call that
     # needs approval or the client is answered with an error instead).
     waits: ToolWaits | None = None
     # Where sandbox jobs go when they do not run in the turn (AWS). None: they run in the turn.

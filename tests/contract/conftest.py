@@ -13,8 +13,8 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from tests.contract.moto_table import atomic_moto
 
 if TYPE_CHECKING:
@@ -61,7 +61,7 @@ def aws() -> Iterator[None]:
 @asynccontextmanager
 async def dynamo_store(tmp_path: Path) -> AsyncIterator[Store]:
     with atomic_moto():
-        store = DynamoStore(CONTRACT_TABLE)
+        store = DynamoDbStore(CONTRACT_TABLE)
         store.create_table()
         yield store
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_budgets import DynamoDbBudgetStore
-from agentvm.adapters.local.sqlite_budgets import SqliteBudgetStore
+from agentvm.adapters.aws.dynamodb.budgets import DynamoDbBudgetStore
+from agentvm.adapters.local.sqlite.budgets import SqliteBudgetStore
 from agentvm.records import BudgetRecord
 from tests.contract.moto_table import backends
 

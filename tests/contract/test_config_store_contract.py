@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_config import DynamoDbConfigStore
-from agentvm.adapters.local.sqlite_config import SqliteConfigStore
+from agentvm.adapters.aws.dynamodb.config import DynamoDbConfigStore
+from agentvm.adapters.local.sqlite.config import SqliteConfigStore
 from agentvm.records import ConfigChange, ConfigValues
 from tests.contract.moto_table import backends
 

@@ -16,9 +16,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
 from agentvm.adapters.local.memory_connections import InMemoryConnections
-from agentvm.adapters.local.sqlite_connections import SqliteConnections
+from agentvm.adapters.local.sqlite.connections import SqliteConnections
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 
 if TYPE_CHECKING:
@@ -37,8 +37,8 @@ class FakeClock:
         return self.now
 
 
-def dynamo_connections(clock: FakeClock | None = None, ttl_s: int = 7500) -> DynamoConnections:
-    connections = DynamoConnections(TABLE, ttl_s=ttl_s, clock=clock or FakeClock())
+def dynamo_connections(clock: FakeClock | None = None, ttl_s: int = 7500) -> DynamoDbConnections:
+    connections = DynamoDbConnections(TABLE, ttl_s=ttl_s, clock=clock or FakeClock())
     connections.create_table()
     return connections
 
@@ -392,7 +392,7 @@ async def test_a_subscribe_given_the_connection_it_read_subscribes_like_one_with
 
 
 @contextmanager
-def dynamodb_calls(connections: DynamoConnections) -> Iterator[list[str]]:
+def dynamodb_calls(connections: DynamoDbConnections) -> Iterator[list[str]]:
     """The DynamoDB operations the adapter's client makes inside the block, by name."""
     operations: list[str] = []
     events = connections._m.base._get_connection().connection.client.meta.events

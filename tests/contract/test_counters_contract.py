@@ -9,8 +9,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
-from agentvm.adapters.local.sqlite_counters import SqliteCounters
+from agentvm.adapters.aws.dynamodb.counters import DynamoDbCounters
+from agentvm.adapters.local.sqlite.counters import SqliteCounters
 from tests.contract.moto_table import REGION, TABLE, atomic_moto, backends, create_table
 
 if TYPE_CHECKING:

@@ -1,4 +1,4 @@
-"""DynamoDB-only behaviour of ``DynamoStore`` on moto: table schema, request kinds and counts,
+"""DynamoDB-only behaviour of ``DynamoDbStore`` on moto: table schema, request kinds and counts,
 idempotency claims left behind by dead writers, and keys built from client-chosen ids.
 
 The port's behaviour is covered for every store by ``test_store_contract.py``.
@@ -14,8 +14,8 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from agentvm.adapters.aws.dynamodb_models import bind_models, idem_sk, message_sk, session_pk
-from agentvm.adapters.aws.dynamodb_store import CLAIM_LEASE_MS, DynamoStore
+from agentvm.adapters.aws.dynamodb.models import bind_models, idem_sk, message_sk, session_pk
+from agentvm.adapters.aws.dynamodb.store import CLAIM_LEASE_MS, DynamoDbStore
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.records import ImageRecord, SessionRecord, TurnRecord, UsageRecord
 
@@ -29,14 +29,14 @@ TENANT = "tenant-a"
 
 
 @pytest.fixture
-def store(aws: None) -> DynamoStore:
-    instance = DynamoStore(TABLE)
+def store(aws: None) -> DynamoDbStore:
+    instance = DynamoDbStore(TABLE)
     instance.create_table()
     return instance
 
 
 @pytest.fixture
-def operations(store: DynamoStore) -> Iterator[list[str]]:
+def operations(store: DynamoDbStore) -> Iterator[list[str]]:
     """The name of every DynamoDB API call the store makes from here on."""
     seen: list[str] = []
     # the store's own client (``bind_models(TABLE)`` is another cache entry, with another client)
@@ -104,7 +104,7 @@ def write_message(session_id: str, seq: int, message: UserMessage, key: str | No
 # the table
 
 
-def test_create_table_builds_the_fixed_schema_and_is_idempotent(store: DynamoStore) -> None:
+def test_create_table_builds_the_fixed_schema_and_is_idempotent(store: DynamoDbStore) -> None:
     store.create_table()  # a second time: nothing to do, no error
 
     client = boto3.client("dynamodb")
@@ -132,7 +132,7 @@ def test_create_table_builds_the_fixed_schema_and_is_idempotent(store: DynamoSto
 
 
 async def test_every_operation_uses_gets_queries_and_single_item_writes_only(
-    store: DynamoStore, operations: list[str]
+    store: DynamoDbStore, operations: list[str]
 ) -> None:
     img, ses = image()
     await store.create_image(img, ses)
@@ -149,7 +149,7 @@ async def test_every_operation_uses_gets_queries_and_single_item_writes_only(
 
 
 async def test_the_usage_record_is_one_conditional_put_and_no_transaction(
-    store: DynamoStore, operations: list[str]
+    store: DynamoDbStore, operations: list[str]
 ) -> None:
     await store.put_usage(usage("turn_1"))  # the record (sums are rolled up later: dynamodb_usage)
     await store.put_usage(usage("turn_1"))  # a repeat: its condition fails
@@ -159,7 +159,7 @@ async def test_the_usage_record_is_one_conditional_put_and_no_transaction(
     assert operations == ["PutItem", "UpdateItem", "PutItem", "UpdateItem", "PutItem"]
 
 
-async def test_queries_counts_read_requests_and_no_writes(store: DynamoStore) -> None:
+async def test_queries_counts_read_requests_and_no_writes(store: DynamoDbStore) -> None:
     img, ses = image()
     await store.create_image(img, ses)
     await store.put_turn(TurnRecord(turnId="turn_1", sessionId=ses.sessionId, status="queued", updatedAt=1))
@@ -179,7 +179,7 @@ async def test_queries_counts_read_requests_and_no_writes(store: DynamoStore) ->
 
 
 async def test_a_workers_cancel_poll_reads_eventually_consistent_and_a_turns_start_strongly(
-    store: DynamoStore,
+    store: DynamoDbStore,
 ) -> None:
     calls: list[dict[str, Any]] = []
     events = store._m.base._get_connection().connection.client.meta.events
@@ -208,7 +208,7 @@ async def test_a_workers_cancel_poll_reads_eventually_consistent_and_a_turns_sta
     ]
 
 
-async def test_a_history_read_that_need_not_be_fresh_is_eventually_consistent(store: DynamoStore) -> None:
+async def test_a_history_read_that_need_not_be_fresh_is_eventually_consistent(store: DynamoDbStore) -> None:
     for i in range(3):
         await store.append_message("ses_1", user(f"m{i}"))
     calls: list[dict[str, Any]] = []
@@ -227,7 +227,7 @@ async def test_a_history_read_that_need_not_be_fresh_is_eventually_consistent(st
     assert [bool(c.get("ConsistentRead")) for c in calls] == [False, True]
 
 
-async def test_long_messages_are_stored_compressed_and_read_back_exactly(store: DynamoStore) -> None:
+async def test_long_messages_are_stored_compressed_and_read_back_exactly(store: DynamoDbStore) -> None:
     prose = " ".join(
         f"The agent read line {i} of the report, checked the figures and wrote a short note about them."
         for i in range(12)
@@ -249,12 +249,12 @@ async def test_long_messages_are_stored_compressed_and_read_back_exactly(store: 
     assert [m.message.content for m in window] == [prose, "short"]
 
 
-async def test_messages_stored_as_text_before_compression_still_read(store: DynamoStore) -> None:
+async def test_messages_stored_as_text_before_compression_still_read(store: DynamoDbStore) -> None:
     write_message("ses_1", 1, user("x" * 2000), None)  # an item of the previous layout: plain body
     assert [m.content for m in await store.recent_messages("ses_1", 5)] == ["x" * 2000]
 
 
-async def test_an_append_reads_once_and_a_repeated_key_reads_three_times(store: DynamoStore) -> None:
+async def test_an_append_reads_once_and_a_repeated_key_reads_three_times(store: DynamoDbStore) -> None:
     await store.append_message("ses_1", user("a"), idempotency_key="req_1")
     before = store.queries
 
@@ -270,7 +270,7 @@ async def test_an_append_reads_once_and_a_repeated_key_reads_three_times(store: 
 # idempotency claims
 
 
-async def test_a_claim_left_by_a_dead_writer_is_taken_over_after_its_lease(store: DynamoStore) -> None:
+async def test_a_claim_left_by_a_dead_writer_is_taken_over_after_its_lease(store: DynamoDbStore) -> None:
     leave_claim("ses_1", "req_1", seq=1, age_ms=CLAIM_LEASE_MS + 1000)
 
     result = await store.append_message("ses_1", user("a"), idempotency_key="req_1")
@@ -281,7 +281,7 @@ async def test_a_claim_left_by_a_dead_writer_is_taken_over_after_its_lease(store
     assert await store.list_messages("ses_1") == [user("a")]
 
 
-async def test_a_dead_claims_seq_taken_by_another_message_moves_to_the_next_seq(store: DynamoStore) -> None:
+async def test_a_dead_claims_seq_taken_by_another_message_moves_to_the_next_seq(store: DynamoDbStore) -> None:
     leave_claim("ses_1", "req_1", seq=1, age_ms=CLAIM_LEASE_MS + 1000)
     await store.append_message("ses_1", user("other"), idempotency_key="req_2")  # takes seq 1
 
@@ -291,7 +291,7 @@ async def test_a_dead_claims_seq_taken_by_another_message_moves_to_the_next_seq(
     assert await store.list_messages("ses_1") == [user("other"), user("a")]
 
 
-async def test_a_claim_in_progress_is_awaited_and_its_message_returned(store: DynamoStore) -> None:
+async def test_a_claim_in_progress_is_awaited_and_its_message_returned(store: DynamoDbStore) -> None:
     leave_claim("ses_1", "req_1", seq=1, age_ms=0)
 
     async def finish_the_other_writer() -> None:
@@ -306,7 +306,7 @@ async def test_a_claim_in_progress_is_awaited_and_its_message_returned(store: Dy
     assert await store.list_messages("ses_1") == [user("theirs")]
 
 
-async def test_idempotency_keys_longer_than_a_sort_key_allows_still_deduplicate(store: DynamoStore) -> None:
+async def test_idempotency_keys_longer_than_a_sort_key_allows_still_deduplicate(store: DynamoDbStore) -> None:
     key = "req:" + "x" * 2000  # DynamoDB sort keys are limited to 1,024 bytes
 
     first = await store.append_message("ses_1", user("a"), idempotency_key=key)
@@ -317,7 +317,7 @@ async def test_idempotency_keys_longer_than_a_sort_key_allows_still_deduplicate(
 
 
 async def test_delete_image_empties_the_session_partition_but_keeps_turns_and_usage(
-    store: DynamoStore,
+    store: DynamoDbStore,
 ) -> None:
     img, ses = image()
     await store.create_image(img, ses)
@@ -342,7 +342,7 @@ async def test_delete_image_empties_the_session_partition_but_keeps_turns_and_us
 # client-chosen ids inside sort keys
 
 
-async def test_a_container_id_that_extends_another_with_a_hash_stays_separate(store: DynamoStore) -> None:
+async def test_a_container_id_that_extends_another_with_a_hash_stays_separate(store: DynamoDbStore) -> None:
     await store.create_image(*image("img_1", container_id="a"))
     await store.create_image(*image("img_2", container_id="a#b"))
     await store.put_usage(usage("turn_1", container_id="a"))

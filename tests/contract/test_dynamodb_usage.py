@@ -9,8 +9,8 @@ import json
 import pytest
 from pynamodb.exceptions import PutError
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups, agg_pk, open_pk
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.aws.dynamodb.usage import GRACE_MS, DynamoDbUsageRollups, agg_pk, open_pk
 from agentvm.observability.periods import DAY_MS, HOUR_MS
 from agentvm.observability.usage import UsageQuery, cells_of, summarise
 from agentvm.records import UsageRecord
@@ -61,7 +61,7 @@ def clock() -> Clock:
 
 @pytest.fixture
 def store(aws, clock):
-    store = DynamoStore(CONTRACT_TABLE)
+    store = DynamoDbStore(CONTRACT_TABLE)
     store.create_table()
     store._usage.clock = clock
     return store
@@ -69,14 +69,14 @@ def store(aws, clock):
 
 @pytest.fixture
 def rollups(store):
-    return DynamoUsageRollups(CONTRACT_TABLE)
+    return DynamoDbUsageRollups(CONTRACT_TABLE)
 
 
-def raw_client(store: DynamoStore):
+def raw_client(store: DynamoDbStore):
     return store._m.base._get_connection().connection.client
 
 
-def partition(store: DynamoStore, pk: str) -> list[dict]:
+def partition(store: DynamoDbStore, pk: str) -> list[dict]:
     return raw_client(store).query(
         TableName=CONTRACT_TABLE,
         KeyConditionExpression="pk = :pk",
@@ -85,14 +85,14 @@ def partition(store: DynamoStore, pk: str) -> list[dict]:
     )["Items"]
 
 
-async def sums(rollups: DynamoUsageRollups, tenant: str = "acme") -> tuple[list, list]:
+async def sums(rollups: DynamoDbUsageRollups, tenant: str = "acme") -> tuple[list, list]:
     return (
         await rollups.hour_cells(tenant, DAY, DAY + DAY_MS),
         await rollups.day_cells(tenant, DAY, DAY + DAY_MS),
     )
 
 
-async def assert_exact(store: DynamoStore, rollups: DynamoUsageRollups) -> None:
+async def assert_exact(store: DynamoDbStore, rollups: DynamoDbUsageRollups) -> None:
     """Every grouping and period of the day's sums equals the stored records (the contract's check)."""
     records = [r for t in USERS for r in await store.list_usage(t)]
     start, end = DAY - DAY_MS, DAY + 2 * DAY_MS
@@ -111,7 +111,7 @@ async def assert_exact(store: DynamoStore, rollups: DynamoUsageRollups) -> None:
     assert as_rows(alice, rows) == expected(alice, [r for r in records if r.tenantId == "tenant-a"])
 
 
-async def write_day(store: DynamoStore, clock: Clock) -> list[UsageRecord]:
+async def write_day(store: DynamoDbStore, clock: Clock) -> list[UsageRecord]:
     """The contract's scripted day, each record written at its own time (and retries, refused)."""
     records = sorted(scripted_day(), key=lambda r: r.createdAt)
     for record in records:
@@ -123,7 +123,7 @@ async def write_day(store: DynamoStore, clock: Clock) -> list[UsageRecord]:
     return records
 
 
-def sums_items(store: DynamoStore) -> list[dict]:
+def sums_items(store: DynamoDbStore) -> list[dict]:
     """The rolled-up state of both tenants (markers and day items), to compare runs."""
     return sorted(
         (item for t in USERS for item in partition(store, agg_pk(t))),
@@ -217,7 +217,7 @@ async def test_a_rollup_run_twice_or_concurrently_writes_the_same_sums(store, ro
                     ":s": {"S": f"{item['sk']['S'][2:]}#{tenant}"},
                 },
             )
-    other = DynamoUsageRollups(CONTRACT_TABLE)
+    other = DynamoDbUsageRollups(CONTRACT_TABLE)
     await asyncio.gather(
         rollups.roll_closed_hours(AFTER_DAY + 120_000, limit=100),
         other.roll_closed_hours(AFTER_DAY + 120_000, limit=100),

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_keys import DynamoDbKeyStore
-from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
+from agentvm.adapters.aws.dynamodb.keys import DynamoDbKeyStore
+from agentvm.adapters.local.sqlite.keys import SqliteKeyStore
 from agentvm.records import ApiKeyRecord
 from tests.contract.moto_table import backends
 

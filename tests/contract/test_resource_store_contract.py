@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_resources import DynamoDbResourceStore
-from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
+from agentvm.adapters.aws.dynamodb.resources import DynamoDbResourceStore
+from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
 from agentvm.records import ResourceHead, ResourceVersion
 from tests.contract.moto_table import backends
 

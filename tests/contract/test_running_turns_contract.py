@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_running import DynamoRunningTurns
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.aws.dynamodb.running import DynamoDbRunningTurns
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.local.sqlite.running import SqliteRunningTurns
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.ports import RunningTurn, TurnTokens
 from agentvm.records import UsageRecord
 from tests.contract.conftest import CONTRACT_TABLE
@@ -36,9 +36,9 @@ async def on_sqlite(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
 @asynccontextmanager
 async def on_dynamodb(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
     with atomic_moto():
-        store = DynamoStore(CONTRACT_TABLE)
+        store = DynamoDbStore(CONTRACT_TABLE)
         store.create_table()
-        yield store, DynamoRunningTurns(CONTRACT_TABLE)
+        yield store, DynamoDbRunningTurns(CONTRACT_TABLE)
 
 
 @pytest.fixture(

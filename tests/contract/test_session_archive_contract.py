@@ -9,10 +9,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_sessions import DynamoSessionArchive
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.aws.dynamodb.sessions import DynamoDbSessionArchive
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.errors import Conflict
 from agentvm.messages import (
     AssistantMessage,
@@ -60,10 +60,10 @@ async def sqlite_scan(tmp_path: Path) -> AsyncIterator[tuple[Store, SessionArchi
 @asynccontextmanager
 async def dynamo(tmp_path: Path, budget: int | None = None) -> AsyncIterator[tuple[Store, SessionArchive]]:
     with atomic_moto():
-        store = DynamoStore(CONTRACT_TABLE)
+        store = DynamoDbStore(CONTRACT_TABLE)
         store.create_table()
         kw = {} if budget is None else {"scan_budget_bytes": budget}
-        yield store, DynamoSessionArchive(CONTRACT_TABLE, **kw)
+        yield store, DynamoDbSessionArchive(CONTRACT_TABLE, **kw)
 
 
 @asynccontextmanager

@@ -12,10 +12,10 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_sessions import DynamoSessionArchive
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.aws.dynamodb.sessions import DynamoDbSessionArchive
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.sessions.search import parse_query
 from benchmarks.session_search import CONTAINER, PHRASE, TENANT, corpus, search_all, seed
 from tests.contract.conftest import CONTRACT_TABLE
@@ -42,8 +42,8 @@ async def sqlite(tmp_path: Path) -> AsyncIterator[SessionArchive]:
 @asynccontextmanager
 async def dynamo(tmp_path: Path) -> AsyncIterator[SessionArchive]:
     with atomic_moto():
-        DynamoStore(CONTRACT_TABLE).create_table()
-        yield DynamoSessionArchive(CONTRACT_TABLE)
+        DynamoDbStore(CONTRACT_TABLE).create_table()
+        yield DynamoDbSessionArchive(CONTRACT_TABLE)
 
 
 @pytest.mark.parametrize(
@@ -67,5 +67,5 @@ async def test_session_search_at_scale_finds_a_phrase_among_10000_messages(archi
         assert (hit.image.imageId, hit.seq) == (images[conversation].imageId, index + 1)
         first, _ = await search_all(archive, data.frequent, pages=1)
         assert first == 20
-        if isinstance(archive, DynamoSessionArchive):
+        if isinstance(archive, DynamoDbSessionArchive):
             assert requests > 1  # ~11 MiB is read in 4 MiB requests, each answering with a cursor

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.messages import UserMessage
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, UsageRecord
 
@@ -167,9 +167,9 @@ async def test_store_and_turn_queue_can_share_one_file(tmp_path: Path) -> None:
 
 
 async def test_adapters_of_a_shared_file_use_one_connection_that_outlives_their_close(tmp_path: Path) -> None:
-    from agentvm.adapters.local.sqlite_counters import SqliteCounters
-    from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
-    from agentvm.adapters.local.sqlite_store import connect, share_connections
+    from agentvm.adapters.local.sqlite.counters import SqliteCounters
+    from agentvm.adapters.local.sqlite.running import SqliteRunningTurns
+    from agentvm.adapters.local.sqlite.store import connect, share_connections
     from agentvm.ports import RunningTurn
 
     shared, own = tmp_path / "shared.db", tmp_path / "own.db"

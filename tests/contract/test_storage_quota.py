@@ -9,9 +9,9 @@ import asyncio
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
-from agentvm.adapters.local.sqlite_counters import SqliteCounters
-from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
+from agentvm.adapters.aws.dynamodb.counters import DynamoDbCounters
+from agentvm.adapters.local.sqlite.counters import SqliteCounters
+from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
 from agentvm.errors import StorageQuotaExceeded
 from agentvm.records import TenantLimitOverrides, TenantRecord
 from agentvm.security.storage_quota import StorageQuota

@@ -607,7 +607,7 @@ async def test_several_turns_of_a_session_can_be_cancelled_at_once(store: Store)
     assert await store.is_cancel_requested("ses_1", "turn_3") is False
 
 
-# a worker's cancel poll: one read for the turns running under its poller id (agent/cancel_poll.py)
+# a worker's cancel poll: one read for the turns running under its poller id (turns/cancel_poll.py)
 
 
 def running(turn_id: str, poller: str | None, session_id: str = "ses_1") -> TurnRecord:

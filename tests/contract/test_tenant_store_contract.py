@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_tenants import DynamoDbTenantStore
-from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
+from agentvm.adapters.aws.dynamodb.tenants import DynamoDbTenantStore
+from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
 from agentvm.records import TenantRecord
 from tests.contract.moto_table import backends
 

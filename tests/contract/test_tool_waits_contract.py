@@ -6,8 +6,8 @@ import asyncio
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
-from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
+from agentvm.adapters.aws.dynamodb.waits import DynamoDbToolWaits
+from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
 from agentvm.records import ToolWait, TurnJob
 from tests.contract.moto_table import backends
 

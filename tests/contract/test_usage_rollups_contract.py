@@ -15,10 +15,10 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.aws.dynamodb_usage import DynamoUsageRollups
-from agentvm.adapters.local.sqlite_store import SqliteStore
-from agentvm.adapters.local.sqlite_usage import SqliteUsageRollups
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
+from agentvm.adapters.local.sqlite.store import SqliteStore
+from agentvm.adapters.local.sqlite.usage import SqliteUsageRollups
 from agentvm.observability.periods import DAY_MS, HOUR_MS, day_key, hour_key, iso, month_key
 from agentvm.observability.usage import COLUMNS, DIMENSIONS, UsageQuery, cells_of, summarise
 from agentvm.records import UsageRecord
@@ -84,9 +84,9 @@ async def on_sqlite(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
 @asynccontextmanager
 async def on_dynamodb(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
     with atomic_moto():
-        store = DynamoStore(CONTRACT_TABLE)
+        store = DynamoDbStore(CONTRACT_TABLE)
         store.create_table()
-        yield store, DynamoUsageRollups(CONTRACT_TABLE)
+        yield store, DynamoDbUsageRollups(CONTRACT_TABLE)
 
 
 @pytest.fixture(

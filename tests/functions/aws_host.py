@@ -19,9 +19,9 @@ from typing import TYPE_CHECKING, Any
 import boto3
 
 from agentvm.adapters.aws.apigw_push import ApiGatewayPush
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.aws.dynamodb.waits import DynamoDbToolWaits
 from agentvm.adapters.aws.sqs_queue import SqsTurnQueue, lambda_sqs_event
 from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
@@ -91,9 +91,9 @@ class AwsHost:
         if self.gone_client is None:
             self.gone_client = GoneAwareClient(boto3.client("apigatewaymanagementapi", endpoint_url=ENDPOINT))
         rt = Runtime(
-            store=DynamoStore(TABLE),
+            store=DynamoDbStore(TABLE),
             queue=SqsTurnQueue(self.queue_url, client=self.sqs),
-            connections=DynamoConnections(TABLE),
+            connections=DynamoDbConnections(TABLE),
             push=RecordingPush(ApiGatewayPush(ENDPOINT, client=self.gone_client), self.posts),
             models=self.models,
             turns=self.turns,
@@ -112,7 +112,7 @@ class AwsHost:
     # -- the client side -------------------------------------------------------------------------
 
     def connect(self, connection_id: str, tenant: str = "default", *, batch: bool = False) -> str:
-        connections = DynamoConnections(TABLE)
+        connections = DynamoDbConnections(TABLE)
         run_sync(connections.register(ConnectionInfo(connection_id, tenant, 0, batch=batch)))
         return connection_id
 
@@ -194,7 +194,7 @@ class AwsHost:
 
 def aws_host(models: ModelResolver, turns: TurnSettings = TURNS) -> Iterator[AwsHost]:
     """Call inside ``moto.mock_aws()``: the table and the FIFO queue, then the host."""
-    DynamoStore(TABLE).create_table(wait=True)
+    DynamoDbStore(TABLE).create_table(wait=True)
     sqs = boto3.client("sqs", region_name="us-east-1")
     # A visibility timeout of 0: a message a worker failed (or never acknowledged) is at once
     # receivable again, as it would be after the timeout in SQS.

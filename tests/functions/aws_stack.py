@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 from moto import mock_aws
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.aws.sqs_queue import lambda_sqs_event
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.config import Settings
@@ -95,7 +95,7 @@ def moto_resources(monkeypatch: pytest.MonkeyPatch) -> Iterator[Resources]:
             "AVM_DEAD_LETTER_QUEUE_URL": dead_letters,
         }.items():
             monkeypatch.setenv(name, value)
-        DynamoStore(TABLE).create_table(wait=True)
+        DynamoDbStore(TABLE).create_table(wait=True)
         yield Resources(sqs, queue_url, queue_arn)
 
 

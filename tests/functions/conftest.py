@@ -20,8 +20,8 @@ from moto import mock_aws
 
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.errors import ConnectionGone
 from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo

@@ -16,7 +16,7 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.hosts.aws import run_sync
 from agentvm.ports import PROTOCOL_V2
@@ -110,7 +110,7 @@ def test_a_v2_turn_streams_2x_events_and_the_worker_answers_message_send(host, m
 def test_the_protocol_of_a_connection_is_remembered_across_invocations(host):
     host.connect(A)
     call(host, A, "container.list")  # its first frame: JSON-RPC
-    info = run_sync(DynamoConnections(TABLE).get(A))
+    info = run_sync(DynamoDbConnections(TABLE).get(A))
     assert info is not None and info.protocol == PROTOCOL_V2
     host.send(A, {"type": "container_list_request", "data": {"requestId": "r1"}, "source": "command"})
     (refused,) = [m for m in _messages(host, A) if "error" in m]
@@ -121,7 +121,7 @@ def test_the_protocol_of_a_connection_is_remembered_across_invocations(host):
     host.send(V1, rpc("image.get", {"imageId": record["imageId"]}))
     last = host.frames(V1)[-1]
     assert last["type"] == "system_error" and last["data"]["details"]["code"] == "bad_request"
-    assert run_sync(DynamoConnections(TABLE).get(V1)).protocol is None  # v1 is never written
+    assert run_sync(DynamoDbConnections(TABLE).get(V1)).protocol is None  # v1 is never written
 
 
 def test_a_v2_client_interrupts_a_turn_the_worker_streams(host, model, monkeypatch):

@@ -23,15 +23,15 @@ from moto.apigatewaymanagementapi.models import apigatewaymanagementapi_backends
 from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite_store import SqliteStore
-from agentvm.agent.tool_sources import ToolSources
-from agentvm.agent.turns import process_turn
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.store import SqliteStore
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.config import Settings
 from agentvm.gateway.dispatch import handle_frame
 from agentvm.hosts.aws import aws_runtime, aws_security, run_sync
 from agentvm.ports import ConnectionInfo
 from agentvm.runtime import Runtime, SystemClock, TurnSettings
+from agentvm.turns.worker import process_turn
 from functions.turn_worker import app as turn_worker
 from functions.ws_authorizer import app as ws_authorizer
 from functions.ws_connect import app as ws_connect
@@ -271,6 +271,6 @@ def test_aws_host_persists_what_the_turns_streamed(aws, load_event, context):
     assert texts == [REPLIES[0], REPLIES[1], "Let me compute.", REPLIES[3]]
     assert history[7]["toolResult"]["output"] == {"type": "text", "value": "42"}
     # $disconnect removed the connection from DynamoDB
-    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
 
-    assert run_sync(DynamoConnections(TABLE).get(CONNECTION)) is None
+    assert run_sync(DynamoDbConnections(TABLE).get(CONNECTION)) is None

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.client import SessionCursors
 from agentvm.config import Settings
@@ -92,7 +92,7 @@ class AwsHost:
                 ("disconnect", ws_disconnect),
             )
         }
-        self.store = DynamoStore(TABLE)
+        self.store = DynamoDbStore(TABLE)
 
     def _handler(self, name: str, app: Any, turns: TurnSettings) -> Any:
         rt = aws_runtime(Settings(), require=app.REQUIRED_SETTINGS)  # one per function, as on Lambda

@@ -12,8 +12,8 @@ import pytest
 from moto import mock_aws
 
 from agentvm.adapters.aws.apigw_push import ApiGatewayPush
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
 from agentvm.config import Settings
 from agentvm.errors import BadRequest
@@ -53,8 +53,8 @@ def no_network(monkeypatch):
 
 def test_aws_runtime_wires_the_aws_adapters_without_network_io(no_network):
     rt = aws_runtime(_settings(provider_keys_parameter=PARAMETER, cancel_poll_ms=250, flush_ms=100))
-    assert isinstance(rt.store, DynamoStore)
-    assert isinstance(rt.connections, DynamoConnections)
+    assert isinstance(rt.store, DynamoDbStore)
+    assert isinstance(rt.connections, DynamoDbConnections)
     assert isinstance(rt.queue, SqsTurnQueue) and rt.queue.queue_url == AWS_SETTINGS["queue_url"]
     assert isinstance(rt.push, ApiGatewayPush) and rt.push.endpoint_url == AWS_SETTINGS["ws_endpoint"]
     assert isinstance(rt.models, SsmKeysModelResolver)
@@ -165,9 +165,9 @@ def _put_secret(ssm, value: dict | str) -> CountingSsm:
 
 
 def test_aws_runtime_attaches_security_on_the_table_without_reading_the_secret(no_network):
-    from agentvm.adapters.aws.dynamodb_budgets import DynamoDbBudgetStore
-    from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
-    from agentvm.adapters.aws.dynamodb_keys import DynamoDbKeyStore
+    from agentvm.adapters.aws.dynamodb.budgets import DynamoDbBudgetStore
+    from agentvm.adapters.aws.dynamodb.counters import DynamoDbCounters
+    from agentvm.adapters.aws.dynamodb.keys import DynamoDbKeyStore
     from agentvm.security.setup import LazyServerSecrets
 
     rt = aws_runtime(
@@ -207,7 +207,7 @@ def test_the_server_secret_is_read_once_on_first_use(ssm):
 
     counting = _put_secret(ssm, {"AVM_AUTH_SECRET": AUTH_SECRET})
     settings = _settings(auth_secret_parameter=AUTH_PARAMETER)
-    DynamoStore(settings.table_name).create_table(wait=True)
+    DynamoDbStore(settings.table_name).create_table(wait=True)
     auth = aws_security(settings, SystemClock(), ssm_client=counting).auth
     assert auth is not None and counting.calls == 0
     _, token = run_sync(auth.keys.create("acme", ["client"]))
@@ -231,7 +231,7 @@ def test_keys_survive_a_rotation_through_the_parameter(ssm):
         return aws_security(settings, SystemClock(), ssm_client=ssm).auth
 
     settings = _settings(auth_secret_parameter=AUTH_PARAMETER, key_cache_s=0)
-    DynamoStore(settings.table_name).create_table(wait=True)
+    DynamoDbStore(settings.table_name).create_table(wait=True)
     put({"AVM_AUTH_SECRET": OLD_SECRET})
     used, used_token = run_sync(auth().keys.create("acme", ["client"]))
     _, unused_token = run_sync(auth().keys.create("acme", ["client"]))
@@ -288,7 +288,7 @@ def test_the_server_secret_is_never_logged(ssm, caplog):
 
 def test_lambda_entry_builds_from_the_environment_once(monkeypatch, load_event, context):
     with mock_aws():
-        DynamoStore("agentvm-entry").create_table(wait=True)
+        DynamoDbStore("agentvm-entry").create_table(wait=True)
         monkeypatch.setenv("AVM_TABLE_NAME", "agentvm-entry")
         builds = []
 
@@ -301,7 +301,7 @@ def test_lambda_entry_builds_from_the_environment_once(monkeypatch, load_event, 
         assert entry(event, context) == {"statusCode": 200}
         assert entry(event, context) == {"statusCode": 200}
         assert len(builds) == 1  # the second invocation reused the runtime and its clients
-        info = run_sync(DynamoConnections("agentvm-entry").get(event["requestContext"]["connectionId"]))
+        info = run_sync(DynamoDbConnections("agentvm-entry").get(event["requestContext"]["connectionId"]))
         assert info is not None and (info.tenant_id, info.key_id) == ("tenant-acme", "k7q2m9x4a1b3")
 
 
@@ -309,7 +309,7 @@ def test_lambda_lines_leave_out_what_cloudwatch_stores_and_keep_the_request_ids(
     monkeypatch, load_event, context, powertools_logs, parse_json_lines
 ):
     with mock_aws():
-        DynamoStore("agentvm-entry").create_table(wait=True)
+        DynamoDbStore("agentvm-entry").create_table(wait=True)
         monkeypatch.setenv("AVM_TABLE_NAME", "agentvm-entry")
         entry = LambdaEntry(
             ws_connect.build_handler, require=ws_connect.REQUIRED_SETTINGS, logger=ws_connect.logger

@@ -16,7 +16,7 @@ from typing import Any
 import boto3
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.hosts.aws import run_sync
 from tests.crashes import AppendCrashingStore
 from tests.functions.aws_stack import REGION, TABLE, Stack, lambda_sqs_event, moto_resources
@@ -115,10 +115,10 @@ def test_the_stream_is_cut_when_the_budget_is_crossed_and_the_partial_reply_is_k
     assert history[2]["errorCode"] == "quota_exceeded"
 
     # the usage record: the tokens actually received, and the input estimated (chars/4 of "hi")
-    [usage] = run_sync(DynamoStore(TABLE).list_usage("acme"))
+    [usage] = run_sync(DynamoDbStore(TABLE).list_usage("acme"))
     assert (usage.outputTokens, usage.inputTokens, usage.estimated, usage.status) == (6, 1, True, "failed")
     assert (usage.containerId, usage.imageId, usage.sessionId) == ("c1", img["imageId"], img["sessionId"])
-    assert run_sync(DynamoStore(TABLE).get_turn(usage.turnId)).status == "failed"
+    assert run_sync(DynamoDbStore(TABLE).get_turn(usage.turnId)).status == "failed"
     status, listed = stack.http("GET", "/v1/usage", admin)
     assert status == 200 and listed["totals"] == {
         "turns": 1,
@@ -159,7 +159,7 @@ def test_a_reply_within_the_budget_is_not_cut_and_is_counted(stack, admin, push)
     events = _session_events(push)
     assert events[-1]["type"] == "conversation_end" and events[-1]["data"] == {"reason": "completed"}
     assert stack.model.closed_early == 0
-    [usage] = run_sync(DynamoStore(TABLE).list_usage("acme"))
+    [usage] = run_sync(DynamoDbStore(TABLE).list_usage("acme"))
     # the scripted model reports its usage at the end: input = the words of the request
     assert (usage.inputTokens, usage.outputTokens, usage.estimated, usage.status) == (
         4,
@@ -210,7 +210,7 @@ def test_a_queued_turn_finding_the_budget_used_up_never_calls_the_model(stack, a
     assert [m["subtype"] for m in history] == ["user", "user", "assistant", "error", "error"]
     assert [m.get("errorCode") for m in history[3:]] == ["quota_exceeded", "quota_exceeded"]
     assert history[2]["content"] == [{"type": "text", "text": "one two three four five six seven eight nine"}]
-    usage = run_sync(DynamoStore(TABLE).list_usage("acme"))
+    usage = run_sync(DynamoDbStore(TABLE).list_usage("acme"))
     assert sorted((u.inputTokens, u.outputTokens, u.status) for u in usage) == [
         (0, 0, "failed"),  # refused before the provider was called: nothing billed
         (2, 9, "failed"),  # "first" estimated as 2 tokens, 9 deltas received
@@ -244,7 +244,7 @@ def test_a_redelivered_turn_adds_to_the_counters_what_its_usage_record_bills(sta
 
     assert len(stack.model.requests) == 2  # the reply was never stored: the turn ran again
     assert [m["subtype"] for m in _history(stack, img)] == ["user", "assistant"]
-    [usage] = run_sync(DynamoStore(TABLE).list_usage("acme"))  # first write wins: one record
+    [usage] = run_sync(DynamoDbStore(TABLE).list_usage("acme"))  # first write wins: one record
     billed = usage.inputTokens + usage.outputTokens
     for counted in ("tenant", "c1"):  # the counters must agree with what the usage record bills
         assert _counters(stack, admin, counted)["day"] == billed
@@ -268,7 +268,7 @@ def test_turns_of_a_tenant_without_budgets_write_no_budget_counters_and_its_usag
 
     assert _budget_counter_items(stack) == []  # no counter write for scopes without a budget
     # the budget views keep their shape: the usage comes from the usage sums, equal to the records
-    records = run_sync(DynamoStore(TABLE).list_usage("acme"))
+    records = run_sync(DynamoDbStore(TABLE).list_usage("acme"))
     used = sum(r.inputTokens + r.outputTokens for r in records)
     assert len(records) == 2 and used > 7
     for scope in ("tenant", "c1"):
@@ -294,7 +294,7 @@ def test_a_budget_set_after_usage_is_seeded_from_the_sums_and_enforced(stack, ad
     replies = [m for m in _history(stack, img) if m["subtype"] != "user"]
     assert [m["subtype"] for m in replies] == ["assistant", "assistant", "error"]
     assert replies[1]["content"] == [{"type": "text", "text": "one two three four"}]
-    records = run_sync(DynamoStore(TABLE).list_usage("acme"))
+    records = run_sync(DynamoDbStore(TABLE).list_usage("acme"))
     [cut] = [r for r in records if r.outputTokens == 4]  # the first turn's reply was 3 tokens
     assert _counters(stack, admin, "tenant")["day"] == 7 + cut.inputTokens + cut.outputTokens
     # the container has no budget: still no counter of its own

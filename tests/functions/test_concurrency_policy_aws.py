@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.hosts.aws import run_sync
 from functions.turn_worker import app as turn_worker
 from tests.functions.aws_host import TABLE
@@ -109,7 +109,7 @@ def test_queue_policy_runs_both_turns_in_order_when_sqs_delivers_them(host, mode
         f["data"]["content"][0]["text"] for f in host.session_events(CONN) if f["type"] == "assistant_message"
     ]
     assert texts == ["first", "second"]  # the subscriber saw the replies in order
-    usage = run_sync(DynamoStore(TABLE).list_usage("default"))
+    usage = run_sync(DynamoDbStore(TABLE).list_usage("default"))
     assert [u.status for u in usage] == ["completed", "completed"]
     assert host.receive() == []
 
@@ -224,7 +224,7 @@ def test_interrupt_policy_cancels_the_running_turn_then_runs_the_new_one(host, m
     assert _ends(host) == ["interrupted", "completed"]
     assert [r.messages[-1].text for r in model.requests] == ["one", "two"]
     assert _replies(_history(host, img)) == [partial, "fresh answer"]
-    usage = run_sync(DynamoStore(TABLE).list_usage("default"))
+    usage = run_sync(DynamoDbStore(TABLE).list_usage("default"))
     assert [u.status for u in usage] == ["interrupted", "completed"]
     assert usage[0].outputTokens == len(partial.split())
     assert host.receive() == []

@@ -10,7 +10,7 @@ import json
 import boto3
 import pytest
 
-from agentvm.adapters.aws.dynamodb_config import DynamoDbConfigStore
+from agentvm.adapters.aws.dynamodb.config import DynamoDbConfigStore
 from agentvm.config import Settings
 from agentvm.configcentre.centre import ConfigCentre
 from agentvm.configcentre.sealing import SecretSealer

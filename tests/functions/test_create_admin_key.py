@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from agentvm.cli import main
+from agentvm.cli.main import main
 from agentvm.hosts.aws import event_loop
 from tests.functions.aws_stack import AUTH_SECRET, AUTH_SECRET_PARAMETER, TABLE, Stack, moto_resources
 

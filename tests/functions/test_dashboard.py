@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.aws.emf_metrics import CATALOGUE, MARK, CloudWatchMetrics
+from agentvm.adapters.aws.cloudwatch.emf_metrics import CATALOGUE, MARK, CloudWatchMetrics
 from agentvm.observability.metrics import TurnFigures
 
 SUBSTITUTION = re.compile(r"\$\{([A-Za-z0-9:.]+)\}")

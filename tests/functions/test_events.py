@@ -19,7 +19,7 @@ from aws_lambda_powertools.utilities.parser.models import (
 from pydantic import BaseModel, model_validator
 
 from agentvm.adapters.aws.sqs_queue import ATTRIBUTES, job_from_body
-from agentvm.gateway.agentx_v1 import FrameError, parse_frame
+from agentvm.gateway.v1.frames import FrameError, parse_frame
 
 EVENTS = Path(__file__).resolve().parents[2] / "events"
 # `<source>-<route>[-<variant>].json` -> the function (folder under functions/) it is sent to.
@@ -116,7 +116,7 @@ def test_websocket_message_body_is_a_frame_unless_malformed(name):
         with pytest.raises(FrameError):
             parse_frame(body, max_bytes=256 * 1024)
     elif "jsonrpc" in name:  # AgentX v2 (JSON-RPC 2.0) on the same route
-        from agentvm.gateway.agentx_v2 import looks_like_rpc, resolve
+        from agentvm.gateway.v2.rpc import looks_like_rpc, resolve
 
         doc = json.loads(body)
         assert looks_like_rpc(body) and doc["jsonrpc"] == "2.0" and resolve(doc["method"]) is not None
@@ -169,7 +169,7 @@ def test_http_event_parses_as_payload_format_2(name):
 
 def test_the_sandbox_job_event_carries_a_job_grouped_by_workspace_and_deduplicated_by_wait():
     from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
-    from agentvm.adapters.local.sandbox import workspace_digest
+    from agentvm.adapters.sandbox.process import workspace_digest
 
     [record] = SqsModel.model_validate(_load("sqs-sandbox-job.json")).Records
     job = sandbox_job_from_body(record.body)

@@ -11,7 +11,7 @@ import asyncio
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.hosts.aws import run_sync
 from tests.crashes import AppendCrashingStore, CrashingStore, DyingModel, PollFailingStore
@@ -43,7 +43,7 @@ def _send(host, img, request_id: str = "req_hi") -> None:
 
 
 def _assert_answered_once(host, img) -> None:
-    store = DynamoStore(TABLE)
+    store = DynamoDbStore(TABLE)
     history = run_sync(store.list_messages(img["sessionId"]))
     assert [m.subtype for m in history] == ["user", "assistant"]
     assert history[1].content[0].text == REPLY
@@ -105,7 +105,7 @@ def test_a_worker_failing_at_a_step_reports_the_record_and_the_redelivery_comple
     img = host.image(CONN)
     _send(host, img)
     model.add(REPLY, "a second reply must never be made")
-    store = CrashingStore(DynamoStore(TABLE), status=status)
+    store = CrashingStore(DynamoDbStore(TABLE), status=status)
     worker = host.worker(host.runtime(store=store))
 
     _fails_once_then_is_redelivered(host, worker, store)
@@ -123,13 +123,13 @@ def test_a_worker_dying_after_its_model_call_keeps_that_calls_usage_once_on_rede
     _send(host, img)
     model.cache_read_tokens = 5
     model.add(LOST_REPLY, REPLY)
-    store = AppendCrashingStore(DynamoStore(TABLE), key_prefix="result:")
+    store = AppendCrashingStore(DynamoDbStore(TABLE), key_prefix="result:")
     worker = host.worker(host.runtime(store=store))
 
     _fails_once_then_is_redelivered(host, worker, store)
     assert len(model.requests) == 2
     _assert_answered_once(host, img)
-    [usage] = run_sync(DynamoStore(TABLE).list_usage("default"))
+    [usage] = run_sync(DynamoDbStore(TABLE).list_usage("default"))
     assert (usage.outputTokens, usage.cacheReadTokens) == (7, 5)
 
 
@@ -145,7 +145,7 @@ def test_a_worker_dying_mid_stream_is_redelivered_and_the_turn_runs_again(host, 
     messages = host.receive()
     with pytest.raises(asyncio.CancelledError):
         worker(host.sqs_event(messages), FakeLambdaContext())
-    assert [m.subtype for m in run_sync(DynamoStore(TABLE).list_messages(img["sessionId"]))] == ["user"]
+    assert [m.subtype for m in run_sync(DynamoDbStore(TABLE).list_messages(img["sessionId"]))] == ["user"]
 
     host.run_turns(worker)
 
@@ -158,7 +158,7 @@ def test_a_failing_cancel_poll_does_not_fail_the_turn(host, model):
     _send(host, img)
     model.word_delay_s = 0.01
     model.add(REPLY)
-    store = PollFailingStore(DynamoStore(TABLE), failures=2)
+    store = PollFailingStore(DynamoDbStore(TABLE), failures=2)
     worker = host.worker(host.runtime(store=store))  # polls every 20 ms (aws_host.TURNS)
 
     host.run_turns(worker)

@@ -25,8 +25,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-from agentvm.gateway.agentx_v1 import REQUEST_MODELS
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+from agentvm.gateway.v1.frames import REQUEST_MODELS
 from agentvm.hosts.aws import run_sync
 from tests.functions.aws_stack import TABLE, Stack, load_event, moto_resources
 from tests.functions.conftest import FakeLambdaContext, RecordingPush
@@ -234,7 +234,7 @@ def test_the_fuzzed_connection_is_still_authenticated_and_served(gateway):
     """Whatever the fuzzing sent (auth frames with junk headers included), the connection keeps its
     tenant and key: a plain request after it is answered for tenant ``acme``."""
     stack = gateway.stack
-    registered = run_sync(DynamoConnections(TABLE).get(CONN))
+    registered = run_sync(DynamoDbConnections(TABLE).get(CONN))
     assert registered is not None and (registered.tenant_id, registered.key_id) == ("acme", gateway.key_id)
     assert stack.request(CONN, "container_create", "after-fuzz", containerId="user-after") == {
         "requestId": "after-fuzz",

@@ -8,8 +8,8 @@ from __future__ import annotations
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.hosts.aws import run_sync
 from tests.functions.aws_host import TABLE, aws_host
@@ -42,7 +42,7 @@ def _two_subscribers(host) -> dict:
 
 
 def _subscribers(session_id: str) -> list[str]:
-    return list(run_sync(DynamoConnections(TABLE).subscribers(session_id)))
+    return list(run_sync(DynamoDbConnections(TABLE).subscribers(session_id)))
 
 
 def test_a_gone_connection_is_pruned_and_the_turn_streams_on_to_the_others(host, model):
@@ -57,7 +57,7 @@ def test_a_gone_connection_is_pruned_and_the_turn_streams_on_to_the_others(host,
     text = "".join(f["data"]["text"] for f in host.session_events("conn-phone") if f["type"] == "text_delta")
     assert text == REPLY
     assert host.session_events("conn-laptop") == []
-    assert run_sync(DynamoConnections(TABLE).get("conn-laptop")) is None  # pruned on its first 410
+    assert run_sync(DynamoDbConnections(TABLE).get("conn-laptop")) is None  # pruned on its first 410
     assert _subscribers(img["sessionId"]) == ["conn-phone"]
 
 
@@ -67,7 +67,7 @@ def test_a_turn_with_no_subscriber_left_completes_and_persists(host, model):
 
     host.run_turns()  # acknowledged: no record failed
 
-    store = DynamoStore(TABLE)
+    store = DynamoDbStore(TABLE)
     history = run_sync(store.list_messages(img["sessionId"]))
     assert [m.subtype for m in history] == ["user", "assistant"]
     assert history[1].content[0].text == REPLY
@@ -75,4 +75,4 @@ def test_a_turn_with_no_subscriber_left_completes_and_persists(host, model):
     assert usage.status == "completed"
     assert run_sync(store.get_turn(usage.turnId)).status == "completed"
     assert _subscribers(img["sessionId"]) == []
-    assert run_sync(DynamoConnections(TABLE).get("conn-phone")) is None
+    assert run_sync(DynamoDbConnections(TABLE).get("conn-phone")) is None

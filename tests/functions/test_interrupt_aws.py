@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from agentvm.fakellm import FakeLLMServer
 from agentvm.hosts.aws import run_sync
@@ -123,7 +123,7 @@ def test_interrupt_on_aws_stops_the_provider_producing(worker_in_its_own_loop):
         assert usage.inputTokens == 42 and usage.outputTokens <= stats["tokens_emitted"]
 
 
-# One poll per worker invocation (agent/cancel_poll.py): the turns of a batch share it.
+# One poll per worker invocation (turns/cancel_poll.py): the turns of a batch share it.
 
 POLL_S = 0.25
 
@@ -131,7 +131,7 @@ POLL_S = 0.25
 def _record_reads(calls: list[tuple[str, str]]) -> object:
     """Records each GetItem and Query on the table's botocore client (shared by the test's "Lambdas")
     as (operation, the keys it names); returns what unregisters the hook."""
-    events = DynamoStore(TABLE)._m.base._get_connection().connection.client.meta.events
+    events = DynamoDbStore(TABLE)._m.base._get_connection().connection.client.meta.events
 
     def record(params: dict, model: object, **_: object) -> None:
         name = model.name  # type: ignore[attr-defined]
@@ -224,7 +224,7 @@ def test_an_interrupt_racing_the_running_write_is_seen_by_the_turns_start_check(
     names no poller, and no poll would ever see it; the strongly consistent check after the write does."""
     with _interrupt_around_the_running_write(after_the_write=False) as (store, model, host):
         assert store.interrupted == 1
-        assert run_sync(DynamoStore(TABLE).cancel_requests(store.poller)) == set()  # no poller mark
+        assert run_sync(DynamoDbStore(TABLE).cancel_requests(store.poller)) == set()  # no poller mark
         assert model.requests == []
         assert _ends(host.session_events(CONN)) == ["interrupted"]
 
@@ -245,16 +245,16 @@ def test_a_redelivered_turn_sees_an_interrupt_sent_to_the_attempt_that_died():
         with pytest.raises(asyncio.CancelledError):
             worker(host.sqs_event(messages), FakeLambdaContext())
         turn_id = json.loads(messages[0]["Body"])["turnId"]
-        first = run_sync(DynamoStore(TABLE).get_turn(turn_id))
+        first = run_sync(DynamoDbStore(TABLE).get_turn(turn_id))
         assert first.status == "running" and first.poller is not None
 
         host.request(CONN, "agent_interrupt", imageId=img["imageId"])
         host.run_turns(worker)
 
-        assert run_sync(DynamoStore(TABLE).cancel_requests(first.poller)) == {turn_id}  # read by nobody
+        assert run_sync(DynamoDbStore(TABLE).cancel_requests(first.poller)) == {turn_id}  # read by nobody
         assert dying.deaths == 1 and len(model.requests) == 1  # the redelivery never called the model
         assert _ends(host.session_events(CONN))[-1] == "interrupted"
-        assert run_sync(DynamoStore(TABLE).get_turn(turn_id)).status == "interrupted"
+        assert run_sync(DynamoDbStore(TABLE).get_turn(turn_id)).status == "interrupted"
 
 
 def test_an_interrupt_between_the_running_write_and_the_start_check_marks_the_poller_too(
@@ -264,7 +264,7 @@ def test_an_interrupt_between_the_running_write_and_the_start_check_marks_the_po
     poller); the turn's start check, after it, sees the turn's own mark: it stops either way."""
     with _interrupt_around_the_running_write(after_the_write=True) as (store, model, host):
         assert store.interrupted == 1 and store.poller is not None
-        assert len(run_sync(DynamoStore(TABLE).cancel_requests(store.poller))) == 1  # the poller's mark
+        assert len(run_sync(DynamoDbStore(TABLE).cancel_requests(store.poller))) == 1  # the poller's mark
         assert model.requests == []
         assert _ends(host.session_events(CONN)) == ["interrupted"]
 
@@ -282,7 +282,7 @@ def _interrupt_around_the_running_write(
         img = host.image(CONN)
         host.request(CONN, "message_send", imageId=img["imageId"], content="Tell me a long story")
         interrupt = lambda: host.request(CONN, "agent_interrupt", imageId=img["imageId"])  # noqa: E731
-        store = InterruptBeforeRunning(DynamoStore(TABLE), interrupt, after_the_write=after_the_write)
+        store = InterruptBeforeRunning(DynamoDbStore(TABLE), interrupt, after_the_write=after_the_write)
         host.run_turns(host.worker(host.runtime(store=store)))
         yield store, model, host
 
@@ -293,7 +293,7 @@ class InterruptBeforeRunning:
     names is kept."""
 
     def __init__(
-        self, inner: DynamoStore, interrupt: Callable[[], object], *, after_the_write: bool = False
+        self, inner: DynamoDbStore, interrupt: Callable[[], object], *, after_the_write: bool = False
     ) -> None:
         self.inner = inner
         self.interrupt = interrupt

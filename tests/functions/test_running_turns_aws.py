@@ -13,7 +13,7 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.hosts.aws import run_sync
 from agentvm.runtime import TurnSettings
 from functions.turn_worker import app as turn_worker
@@ -104,7 +104,7 @@ def test_a_long_turn_is_listed_and_cancelled_over_http_and_ends_interrupted_with
     thread.join(10)
     assert not thread.is_alive() and result == {"batchItemFailures": []}
     assert stack.model.closed_early == 1  # the worker closed the model stream
-    store = DynamoStore(TABLE)
+    store = DynamoDbStore(TABLE)
     assert run_sync(store.get_turn(queued["turnId"])).status == "interrupted"
     history = stack.request(CONN, "image_messages", "history", imageId=img["imageId"])["messages"]
     assert [m["subtype"] for m in history] == ["user", "assistant"]
@@ -124,6 +124,6 @@ def test_a_queued_turn_cancelled_over_http_ends_interrupted_without_calling_the_
     stack.run_turns()
 
     assert stack.model.requests == []
-    turn = run_sync(DynamoStore(TABLE).get_turn(body["cancelled"][0]["turnId"]))
+    turn = run_sync(DynamoDbStore(TABLE).get_turn(body["cancelled"][0]["turnId"]))
     assert turn.status == "interrupted"
     assert stack.http("GET", "/v1/turns", tokens["acme"]) == (200, {"turns": []})

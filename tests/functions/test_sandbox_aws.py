@@ -17,8 +17,8 @@ from moto import mock_aws
 from agentvm.adapters.aws.s3_workspaces import S3Workspaces
 from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
 from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local.sandbox import LocalSandbox
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.hosts.aws import run_sync
 from functions.sandbox_worker import app as sandbox_worker
 from tests.functions.aws_host import aws_host, frame
@@ -266,8 +266,8 @@ def test_a_leftover_process_swapping_links_during_the_push_never_uploads_a_worke
 def test_an_interrupt_stops_a_running_job_and_kills_what_it_started(world, model, tmp_path, monkeypatch):
     """The turn is interrupted while its job runs on the sandbox worker: the worker sees the wait
     cancelled, kills the job (a plain process, as on Lambda) and its child, and answers nothing."""
-    from agentvm.agent import sandbox_jobs
     from agentvm.hosts import aws as aws_hosts
+    from agentvm.turns import sandbox_jobs
 
     monkeypatch.setattr(sandbox_jobs, "WAIT_POLL_S", 0.2)
     world.sandbox_factory = lambda root: LocalSandbox(root, isolate=False)

@@ -126,10 +126,10 @@ def test_avm_chat_against_the_aws_host(bridge):
 
 
 async def _subscribers(session_id: str) -> list[str]:
-    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+    from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
     from tests.functions.aws_host import TABLE
 
-    return list(await DynamoConnections(TABLE).subscribers(session_id))
+    return list(await DynamoDbConnections(TABLE).subscribers(session_id))
 
 
 async def test_the_sdk_is_subscribed_by_the_aws_gateway_to_what_it_lists_and_gets_the_stream(bridge):

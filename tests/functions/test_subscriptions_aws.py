@@ -10,8 +10,8 @@ from typing import Any
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
 from tests.functions.aws_host import TABLE, aws_host
 
@@ -25,7 +25,7 @@ class LaggingIndex:
     """The worker's connections; the subscriber lookup's first answers miss every subscriber (the
     index has not caught up with a subscription made a moment ago)."""
 
-    def __init__(self, inner: DynamoConnections, misses: int) -> None:
+    def __init__(self, inner: DynamoDbConnections, misses: int) -> None:
         self.inner = inner
         self.misses = misses
 
@@ -40,7 +40,7 @@ class LaggingIndex:
 
 
 def _subscription_writes(calls: list[str]) -> object:
-    events = DynamoStore(TABLE)._m.base._get_connection().connection.client.meta.events
+    events = DynamoDbStore(TABLE)._m.base._get_connection().connection.client.meta.events
 
     def record(params: dict, model: Any, **_: Any) -> None:
         if model.name in ("UpdateItem", "PutItem") and params.get("Key", params.get("Item", {})).get(
@@ -63,7 +63,7 @@ def test_message_send_writes_nothing_over_the_clients_subscription_and_a_late_fo
         for _ in range(2):
             host.request(CONN, "message_send", imageId=img["imageId"], content="hi")
             # the worker's first subscriber lookups find nobody (the index lags); it looks again
-            worker = host.worker(host.runtime(connections=LaggingIndex(DynamoConnections(TABLE), misses=1)))
+            worker = host.worker(host.runtime(connections=LaggingIndex(DynamoDbConnections(TABLE), misses=1)))
             host.run_turns(worker)
         unregister()
 

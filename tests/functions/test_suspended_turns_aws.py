@@ -8,9 +8,9 @@ import time
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.hosts.aws import run_sync
 from functions.wait_sweeper import app as wait_sweeper
 from tests.functions.aws_host import TABLE, frame
@@ -67,7 +67,7 @@ def test_an_approval_turn_suspends_between_invocations_and_continues_once(host, 
     _invoke_worker(host)
 
     [requested] = _events(host, "tool_approval_requested")
-    store = DynamoStore(TABLE)
+    store = DynamoDbStore(TABLE)
     assert run_sync(store.get_turn(requested["turnId"])).status == "suspended"
     _nothing_runs_or_waits(host)  # the worker returned: nothing bills while the person decides
     listed = host.request(CONN, "tool_waits", containerId="user-alice")["waits"]

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_keys import key_pk
+from agentvm.adapters.aws.dynamodb.keys import key_pk
 from agentvm.config import Settings
 from agentvm.hosts.aws import LambdaEntry
 

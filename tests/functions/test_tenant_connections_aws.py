@@ -1,6 +1,6 @@
 """A tenant's live WebSockets on AWS are capped whatever its keys (issue 25): ``$connect`` takes a
 slot of the tenant's count on the table, ``$disconnect`` gives it back
-(``adapters/aws/tenant_connection_count.py``). On main, ``$connect`` counted nothing."""
+(``adapters/aws/dynamodb/tenant_connection_count.py``). On main, ``$connect`` counted nothing."""
 
 from __future__ import annotations
 

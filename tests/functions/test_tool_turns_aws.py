@@ -8,7 +8,7 @@ import asyncio
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.hosts.aws import run_sync
 from tests.functions.aws_host import TABLE, frame
@@ -42,7 +42,7 @@ def test_a_worker_dying_after_a_tool_ran_is_redelivered_and_the_tool_is_not_run_
     host.run_turns(worker)  # SQS hands the unacknowledged record to a worker again
 
     assert len(tool.calls) == 1 and len(model.requests) == 3
-    store = DynamoStore(TABLE)
+    store = DynamoDbStore(TABLE)
     history = run_sync(store.list_messages(img["sessionId"]))
     assert [m.subtype for m in history] == ["user", "tool-call", "tool-result", "assistant"]
     assert history[-1].content[0].text == "Sunny in Paris."

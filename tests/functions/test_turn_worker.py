@@ -6,7 +6,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.aws.sqs_queue import job_from_body
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.hosts.aws import run_sync
 from agentvm.messages import UserMessage
 from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnRecord
@@ -151,7 +151,7 @@ def test_failed_record_fails_its_sessions_later_records_and_nothing_else(
     event = load_event("sqs-turn-job-batch.json")
     a1, b1, a2 = _jobs(event)
     rt = _failing_rt(rt, a1.turnId)
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
 
     rt.metrics = CloudWatchMetrics()
     _seed_batch(rt, connect, event)
@@ -199,7 +199,7 @@ def test_every_record_failing_is_reported_not_raised(rt, connect, load_event, co
 def test_each_turn_finished_line_is_its_one_emf_document_with_ids_as_properties(
     rt, model, connect, load_event, context, capsys, powertools_logs
 ):
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
 
     rt.metrics = CloudWatchMetrics(namespace="AgentVMTest")  # writes to stdout, as on Lambda
     event = load_event("sqs-turn-job-batch.json")
@@ -247,7 +247,7 @@ def test_each_turn_finished_line_is_its_one_emf_document_with_ids_as_properties(
 def test_without_info_lines_each_turn_still_writes_its_emf_document(
     rt, model, connect, load_event, context, capsys, powertools_logs
 ):
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
     from functions.turn_worker.app import logger
 
     rt.metrics = CloudWatchMetrics()

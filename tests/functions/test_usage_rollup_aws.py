@@ -6,8 +6,8 @@ from __future__ import annotations
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
-from agentvm.adapters.aws.dynamodb_usage import GRACE_MS, DynamoUsageRollups
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.aws.dynamodb.usage import GRACE_MS, DynamoDbUsageRollups
 from agentvm.hosts.aws import run_sync
 from agentvm.observability.periods import HOUR_MS
 from functions.wait_sweeper import app as wait_sweeper
@@ -24,10 +24,10 @@ def test_the_sweeper_rolls_up_a_closed_hour_and_the_sums_stay_the_records(host, 
         model.add(f"Answer {n}.")
         host.send(CONN, frame("message_send", f"req_{n}", imageId=img["imageId"], content=f"q{n}"))
         host.run_turns()
-    records = run_sync(DynamoStore(TABLE).list_usage("default"))
+    records = run_sync(DynamoDbStore(TABLE).list_usage("default"))
     assert len(records) == 3
     start = min(r.createdAt for r in records) // HOUR_MS * HOUR_MS
-    rollups = DynamoUsageRollups(TABLE)
+    rollups = DynamoDbUsageRollups(TABLE)
 
     def summed() -> tuple[int, int, int, int]:
         hours = run_sync(rollups.hour_cells("default", start - HOUR_MS, start + 2 * HOUR_MS))

@@ -12,7 +12,7 @@ import logging
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
 from agentvm.hosts.aws import run_sync
 from agentvm.ports import ConnectionInfo
 from agentvm.security.apikeys import key_id_of
@@ -37,7 +37,7 @@ def _effect(answer: dict) -> str:
 
 
 def _registered(connection_id: str) -> ConnectionInfo | None:
-    return run_sync(DynamoConnections(TABLE).get(connection_id))
+    return run_sync(DynamoDbConnections(TABLE).get(connection_id))
 
 
 def _error_codes(frames: list[dict]) -> list[tuple[str, str]]:

@@ -66,7 +66,7 @@ def test_connect_refuses_an_unknown_frames_mode_and_registers_nothing(rt, load_e
 def test_connected_line_carries_the_connections_opened_document(
     rt, load_event, context, capsys, powertools_logs, parse_json_lines
 ):
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
 
     rt.metrics = CloudWatchMetrics()
     build_handler(rt)(load_event("apigw-ws-connect-authorizer.json"), context)

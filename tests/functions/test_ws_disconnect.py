@@ -28,7 +28,7 @@ def test_disconnect_of_an_unknown_connection_succeeds(rt, load_event, context):
 def test_disconnected_line_carries_the_connections_closed_document(
     rt, connect, load_event, context, capsys, powertools_logs, parse_json_lines
 ):
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
 
     rt.metrics = CloudWatchMetrics()
     connect(CONNECTION)
@@ -50,7 +50,7 @@ def test_disconnected_line_carries_the_connections_closed_document(
 def test_without_info_lines_the_connections_closed_document_is_written_alone(
     rt, connect, load_event, context, capsys, powertools_logs, parse_json_lines
 ):
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
     from functions.ws_disconnect.app import logger
 
     rt.metrics = CloudWatchMetrics()

@@ -24,8 +24,8 @@ from urllib.parse import parse_qsl, urlsplit
 from websockets.exceptions import ConnectionClosed
 
 import agentvm.hosts.aws as aws_hosting
-from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.hosts.aws import run_sync
 from agentvm.streaming.batching import wants_batches
 from tests.functions.aws_host import TABLE, GoneAwareClient
@@ -141,7 +141,7 @@ class WsBridge:
         finally:
             self.sockets.pop(connection_id, None)
             await asyncio.to_thread(
-                self._call, lambda: run_sync(DynamoConnections(TABLE).remove(connection_id))
+                self._call, lambda: run_sync(DynamoDbConnections(TABLE).remove(connection_id))
             )
 
     def _call(self, fn: Any) -> Any:

@@ -35,7 +35,7 @@ def run_avm(
     *args: str, env: dict[str, str] | None = None, timeout: float = 30
 ) -> subprocess.CompletedProcess:
     return subprocess.run(
-        [sys.executable, "-m", "agentvm.cli", *args],
+        [sys.executable, "-m", "agentvm.cli.main", *args],
         env=env or base_env(),
         capture_output=True,
         text=True,
@@ -84,7 +84,7 @@ def avm_serve(data_dir, port: int, *args: str, env: dict[str, str] | None = None
         [
             sys.executable,
             "-m",
-            "agentvm.cli",
+            "agentvm.cli.main",
             "serve",
             "--port",
             str(port),

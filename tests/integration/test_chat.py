@@ -38,7 +38,7 @@ class Terminal:
         pid, fd = pty.fork()
         if pid == 0:  # the child: the pty is its controlling terminal (Ctrl-C -> SIGINT)
             try:
-                os.execve(sys.executable, [sys.executable, "-m", "agentvm.cli", *args], env)
+                os.execve(sys.executable, [sys.executable, "-m", "agentvm.cli.main", *args], env)
             finally:
                 os._exit(127)
         self.pid, self.fd = pid, fd

@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from agentvm.cli import main
+from agentvm.cli.main import main
 from agentvm.security.apikeys import new_token
 from tests.functions.aws_stack import load_event
 from tests.integration.avm_process import avm_serve, base_env, free_port

@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 import pytest
 
-from agentvm.cli import main
+from agentvm.cli.main import main
 from agentvm.client import AgentVMClient
 from tests.integration.avm_process import avm_serve, base_env, free_port
 

@@ -9,7 +9,7 @@ import json
 import sqlite3
 from typing import TYPE_CHECKING
 
-from agentvm.cli import main
+from agentvm.cli.main import main
 from agentvm.security.apikeys import new_token
 from tests.integration.avm_process import avm_serve, base_env, free_port
 

@@ -7,8 +7,8 @@ from __future__ import annotations
 
 import asyncio
 
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-from agentvm.agent.turns import process_turn
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.turns.worker import process_turn
 
 BIG = "a long message that needs new pages " * 500  # ~18 KB: several new pages
 

@@ -12,7 +12,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agentvm.adapters.http_tools import HttpToolConnectionError, HttpToolTimeout, HttpxToolClient
+from agentvm.adapters.http.tools import HttpToolConnectionError, HttpToolTimeout, HttpxToolClient
 from agentvm.ports import HttpToolResponse
 
 SECRET = "s3cret-token-value"

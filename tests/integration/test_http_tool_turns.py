@@ -11,9 +11,9 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
 
-from agentvm.adapters.http_tools import HttpxToolClient
+from agentvm.adapters.http.tools import HttpxToolClient
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 
 SECRET = "s3cret-weather-key-0123456789"
 

@@ -1,4 +1,4 @@
-"""The local sandbox (``adapters/local/sandbox.py``): a persistent workspace per container, jobs
+"""The local sandbox (``adapters/sandbox/process.py``): a persistent workspace per container, jobs
 stopped at their limits, and no way out of the workspace or into another tenant's.
 
 Isolation needs bubblewrap (``./dev`` installs Debian's ``bubblewrap``); where it cannot run, the
@@ -11,7 +11,7 @@ import socket
 
 import pytest
 
-from agentvm.adapters.local.sandbox import LocalSandbox, bubblewrap
+from agentvm.adapters.sandbox.process import LocalSandbox, bubblewrap
 from agentvm.client import AgentVMClient
 from agentvm.ports import SandboxLimits
 from tests.integration.avm_process import avm_serve, free_port

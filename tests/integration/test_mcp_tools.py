@@ -11,8 +11,8 @@ import pytest
 
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.adapters.mcp.client import McpUnavailable, SdkMcpConnector
-from agentvm.agent.tool_sources import ToolSources
-from agentvm.agent.turns import process_turn
+from agentvm.agent.tools.sources import ToolSources
+from agentvm.turns.worker import process_turn
 from tests.mcp_servers.fixtures import http_server, stdio_config
 from tests.tools import WorkerDied
 

@@ -22,8 +22,8 @@ import httpx
 import pytest
 from hypothesis import HealthCheck, Phase, given, settings
 
-from agentvm.adapters.local.sandbox import LocalSandbox
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
 from tests.api_tour import WORKSPACE_FILE
 from tests.harness import Harness

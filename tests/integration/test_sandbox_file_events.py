@@ -7,8 +7,8 @@ from __future__ import annotations
 from typing import Any
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.adapters.local.sandbox import LocalSandbox
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.agent.tools.sources import ToolSources
 from tests.harness import Harness
 
 

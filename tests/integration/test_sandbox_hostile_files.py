@@ -18,10 +18,10 @@ import time
 import httpx
 import pytest
 
-from agentvm.adapters.local.sandbox import LocalSandbox, bubblewrap
 from agentvm.adapters.sandbox import workspace_files as files
-from agentvm.agent.sandbox_tools import MAX_READ_BYTES, SPECS, SandboxTool
-from agentvm.agent.tools import Toolbox
+from agentvm.adapters.sandbox.process import LocalSandbox, bubblewrap
+from agentvm.agent.tools.sandbox import MAX_READ_BYTES, SPECS, SandboxTool
+from agentvm.agent.tools.toolbox import Toolbox
 from agentvm.api.app import create_app
 from agentvm.llm import ToolCall
 from agentvm.ports import SandboxLimits, WorkspaceQuota

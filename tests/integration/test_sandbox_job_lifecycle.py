@@ -1,5 +1,5 @@
 """A sandbox job dies with its reason to live, and its limits hold for the job as a whole
-(``adapters/local/sandbox.py``, ``adapters/sandbox/job_limits.py``; issue 24, items 3 to 5).
+(``adapters/sandbox/process.py``, ``adapters/sandbox/job_limits.py``; issue 24, items 3 to 5).
 
 Real processes and, where it can run, real bubblewrap: a job's run cancelled (an interrupt, a
 turn deadline), timed out (the toolbox's ``wait_for``), shut down (``close``) or orphaned (the
@@ -24,8 +24,8 @@ from pathlib import Path
 
 import pytest
 
-from agentvm.adapters.local.sandbox import LocalSandbox, bubblewrap, workspace_digest
 from agentvm.adapters.sandbox.job_limits import detect
+from agentvm.adapters.sandbox.process import LocalSandbox, bubblewrap, workspace_digest
 from agentvm.client import AgentVMClient
 from agentvm.ports import SandboxLimits
 from tests.integration.avm_process import avm_serve, free_port
@@ -146,7 +146,7 @@ async def test_what_a_job_leaves_in_the_background_is_killed_when_it_ends(sandbo
 _CRASHING_SERVER = """
 import asyncio, sys
 from pathlib import Path
-from agentvm.adapters.local.sandbox import LocalSandbox
+from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.ports import SandboxLimits
 
 async def main():

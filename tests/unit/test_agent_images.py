@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.errors import ResourceInUse
 from tests.harness import Harness
 

@@ -9,7 +9,7 @@ import re
 import pytest
 from pydantic import ValidationError
 
-from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
+from agentvm.adapters.local.sqlite.keys import SqliteKeyStore
 from agentvm.config import Settings
 from agentvm.errors import BadRequest, Unauthorized
 from agentvm.security.apikeys import ApiKeys, ServerSecrets, key_id_of, new_token

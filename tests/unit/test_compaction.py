@@ -13,21 +13,21 @@ from typing import TYPE_CHECKING, Any
 import boto3
 import pytest
 
-from agentvm.adapters.aws.dynamodb_models import message_sk, session_pk
-from agentvm.adapters.aws.dynamodb_store import DynamoStore
+from agentvm.adapters.aws.dynamodb.models import message_sk, session_pk
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.agent.compaction import SUMMARY_SYSTEM, fold_count
 from agentvm.agent.context import SUMMARY_HEADING, estimate_tokens
-from agentvm.agent.turns import process_turn, turn_id_for
 from agentvm.errors import ProviderUnavailable
 from agentvm.llm import ModelStart, ModelStop, TextDelta
 from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, UserMessage, message_to_wire
 from agentvm.ports import ConnectionInfo
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.worker import process_turn, turn_id_for
 from tests.contract.conftest import CONTRACT_TABLE
 from tests.contract.moto_table import atomic_moto
 
@@ -79,7 +79,7 @@ async def _sqlite(tmp_path) -> AsyncIterator[Any]:
 
 async def _dynamo(tmp_path) -> AsyncIterator[Any]:
     with atomic_moto():
-        store = DynamoStore(CONTRACT_TABLE)
+        store = DynamoDbStore(CONTRACT_TABLE)
         store.create_table()
         yield store
 
@@ -136,7 +136,7 @@ class Session:
             )
             messages += [question, answer]
         self.seeded += pairs
-        if isinstance(store, DynamoStore):
+        if isinstance(store, DynamoDbStore):
             last = await store.recent_messages_after(self.session_id, 0, 1)
             seq = last[-1].seq if last else 0
             with store._m.message.batch_write() as batch:
@@ -215,7 +215,7 @@ async def test_store_reads_per_turn_do_not_grow_with_history(store):
 async def _stored_messages(store, session_id: str) -> int:
     """How many messages the session has. On DynamoDB a COUNT query: ``list_messages`` of 10,000
     items takes moto seconds (its listing is tested in the contract suite and below)."""
-    if not isinstance(store, DynamoStore):
+    if not isinstance(store, DynamoDbStore):
         history = await store.list_messages(session_id)
         assert history[0].id == "msg_u0"
         return len(history)

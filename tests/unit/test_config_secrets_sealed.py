@@ -13,7 +13,7 @@ import sys
 
 import pytest
 
-from agentvm.adapters.local.sqlite_config import SqliteConfigStore
+from agentvm.adapters.local.sqlite.config import SqliteConfigStore
 from agentvm.config import Settings
 from agentvm.configcentre.centre import SERVER, ConfigCentre
 from agentvm.configcentre.sealing import PREFIX, SecretSealer, SecretUnreadable

@@ -15,8 +15,14 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.emf_metrics import CATALOGUE, CloudWatchMetrics, fill_view, held, metrics_query
-from agentvm.adapters.aws.logs_insights import LogsInsights, quoted
+from agentvm.adapters.aws.cloudwatch.emf_metrics import (
+    CATALOGUE,
+    CloudWatchMetrics,
+    fill_view,
+    held,
+    metrics_query,
+)
+from agentvm.adapters.aws.cloudwatch.logs_insights import LogsInsights, quoted
 from agentvm.errors import QueryTimedOut
 from agentvm.observability.metrics import MetricsQuery, TurnFigures, empty_view
 
@@ -258,7 +264,7 @@ async def test_a_query_that_does_not_finish_in_time_is_stopped_and_answered_503(
 
 async def test_v1_logs_shows_a_line_that_carries_a_document_and_never_a_document_alone():
     with mock_aws():
-        from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
+        from agentvm.adapters.aws.cloudwatch.logs import CloudWatchLogStore
         from agentvm.observability.logstore import LogQuery
         from tests.moto_logs import MotoLogShipper
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import asyncio
 
-from agentvm.agent.turns import process_turn
+from agentvm.turns.worker import process_turn
 from tests.crashes import AppendCrashingStore, CrashingStore, DyingModel, PollFailingStore
 
 REPLY = "one two three four five six seven eight"

@@ -10,8 +10,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentvm.gateway.agentx_v1 import REQUEST_MODELS
 from agentvm.gateway.dispatch import handle_frame
+from agentvm.gateway.v1.frames import REQUEST_MODELS
 from tests.harness import Harness
 
 FIELDS = [

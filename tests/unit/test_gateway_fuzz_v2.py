@@ -13,8 +13,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from agentvm.gateway.agentx_v2 import MAX_BATCH, METHODS, PREFIXES, resolve
 from agentvm.gateway.dispatch import handle_frame
+from agentvm.gateway.v2.rpc import MAX_BATCH, METHODS, PREFIXES, resolve
 from tests.harness import Harness
 from tests.unit.test_gateway_fuzz import any_text, field_values, json_values, raw_frames
 from tests.v2_client import v2_client
@@ -161,7 +161,7 @@ def check_rpc_replies(raw: str | bytes, replies: list[Any]) -> None:
 
 
 def _peekable(raw: str | bytes) -> list[Any]:
-    from agentvm.gateway.agentx_v2 import peek_id
+    from agentvm.gateway.v2.rpc import peek_id
 
     return [peek_id(raw)]
 

@@ -9,7 +9,7 @@ import json
 from typing import Any
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 from tests.v2_client import rpc, v2_client
 
 TEXT_TURN = [

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.agent.context import load_context
 from agentvm.messages import UserMessage
 

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING
 
 import pytest
 
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.records import TurnJob
 
 if TYPE_CHECKING:

@@ -12,8 +12,8 @@ import contextlib
 import sqlite3
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.local import sqlite_queue
-from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite import queue as sqlite_queue
+from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from tests.unit.test_local_queue import FAST, job
 
 if TYPE_CHECKING:

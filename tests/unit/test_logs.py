@@ -11,7 +11,7 @@ import httpx
 import pytest
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+from agentvm.adapters.local.sqlite.logs import SqliteLogStore
 from agentvm.api.app import create_app
 from agentvm.logs import add_log_handler
 from agentvm.observability.logcontext import bind, unbind
@@ -201,7 +201,7 @@ async def test_the_store_keeps_its_size_under_the_cap_dropping_the_oldest_lines(
 
 
 def test_the_aws_log_query_scopes_a_tenant_in_a_stage_of_its_own():
-    from agentvm.adapters.aws.cloudwatch_logs import logs_query
+    from agentvm.adapters.aws.cloudwatch.logs import logs_query
 
     query = LogQuery(tenant_id="acme", container_id='x" or tenant_id != "', turn_id="turn_1", min_level=30)
     stages = logs_query(query, since_ms=1000, until_ms=2000, limit=11).split("\n| ")

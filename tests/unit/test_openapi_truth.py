@@ -13,8 +13,8 @@ from typing import Any
 import httpx
 import pytest
 
-from agentvm.adapters.local.sandbox import LocalSandbox
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import ErrorBody, create_app
 from tests.api_tour import (
     WORKSPACE_FILE,

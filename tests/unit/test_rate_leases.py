@@ -11,8 +11,8 @@ from typing import Any
 
 import pytest
 
-from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
-from agentvm.adapters.local.sqlite_counters import SqliteCounters
+from agentvm.adapters.aws.dynamodb.counters import DynamoDbCounters
+from agentvm.adapters.local.sqlite.counters import SqliteCounters
 from agentvm.errors import RateLimited
 from agentvm.security.auth import Principal
 from agentvm.security.ratelimit import RateLimiter

@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
 from tests.security_harness import new_key
 from tests.unit.test_tenant_attacks import RUNTIME_FACTORIES

@@ -22,8 +22,8 @@ from moto import mock_aws
 from pydantic import BaseModel
 
 from agentvm.adapters.llm.scripted import Calls, Fail, ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local.sandbox import LocalSandbox
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.client import (
     EVENT_MODELS,
     RESPONSE_MODELS,

@@ -9,7 +9,7 @@ import json
 
 import pytest
 
-from agentvm.gateway.agentx_v1 import RequestFrame, parse_frame
+from agentvm.gateway.v1.frames import RequestFrame, parse_frame
 from tests.harness import Harness
 
 

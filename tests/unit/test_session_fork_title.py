@@ -11,7 +11,7 @@ import pytest
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.errors import ProviderUnavailable
 from agentvm.records import SessionSummary
-from agentvm.sessions.title import TITLE_SYSTEM
+from agentvm.turns.title import TITLE_SYSTEM
 from tests.unit.test_tenant_attacks import RUNTIME_FACTORIES
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 @pytest.fixture(params=RUNTIME_FACTORIES)
 async def world(request, tmp_path):
     async with request.param(tmp_path) as w:
-        from agentvm.agent.tool_sources import ToolSources
+        from agentvm.agent.tools.sources import ToolSources
 
         w.rt.tools = w.rt.tools or ToolSources()
         yield w

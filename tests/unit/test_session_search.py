@@ -10,8 +10,8 @@ import logging
 
 import pytest
 
-from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
-from agentvm.adapters.local.sqlite_store import SqliteStore
+from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
+from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.errors import BadRequest, InvalidQuery
 from agentvm.messages import UserMessage
 from agentvm.ports import SearchPosition, SearchTerm
@@ -209,7 +209,7 @@ async def test_without_fts5_search_reads_messages_and_a_database_indexed_before_
 
 
 async def test_a_python_without_fts5_is_told_at_start_and_still_searches(monkeypatch, caplog):
-    from agentvm.adapters.local import sqlite_sessions
+    from agentvm.adapters.local.sqlite import sessions as sqlite_sessions
 
     # What this SQLite says when its module is missing: "no such module: fts5..."
     monkeypatch.setattr(sqlite_sessions, "_FTS", "CREATE VIRTUAL TABLE probe USING fts5_missing(text)")

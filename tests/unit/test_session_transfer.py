@@ -31,7 +31,7 @@ if TYPE_CHECKING:
 @pytest.fixture(params=RUNTIME_FACTORIES)
 async def world(request, tmp_path):
     async with request.param(tmp_path) as w:
-        from agentvm.agent.tool_sources import ToolSources
+        from agentvm.agent.tools.sources import ToolSources
 
         w.rt.tools = w.rt.tools or ToolSources()
         yield w

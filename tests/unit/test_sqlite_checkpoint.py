@@ -3,9 +3,9 @@
 import shutil
 import sqlite3
 
-from agentvm.adapters.local import sqlite_checkpoint
-from agentvm.adapters.local.sqlite_checkpoint import checkpoint_in_background, checkpoint_now
-from agentvm.adapters.local.sqlite_store import connect
+from agentvm.adapters.local.sqlite import checkpoint as sqlite_checkpoint
+from agentvm.adapters.local.sqlite.checkpoint import checkpoint_in_background, checkpoint_now
+from agentvm.adapters.local.sqlite.store import connect
 from agentvm.config import Settings
 from agentvm.hosts.local import local_runtime
 

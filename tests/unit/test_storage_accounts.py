@@ -12,8 +12,8 @@ from contextlib import asynccontextmanager
 import httpx
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.adapters.local.sandbox import LocalSandbox
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
 from tests.harness import Harness
 from tests.security_harness import ManualClock, new_key, secure

@@ -8,8 +8,8 @@ import json
 from typing import Any
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
-from agentvm.agent.waits import sweep
+from agentvm.agent.tools.sources import ToolSources
+from agentvm.turns.waits import sweep
 from tests.harness import Harness
 from tests.tools import agent_types
 

@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 
-from agentvm.adapters.local.sandbox import LocalSandbox
+from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.api.app import create_app
 from tests.contract.moto_table import atomic_moto
 from tests.harness import Harness
@@ -76,7 +76,7 @@ async def _world(h: Harness) -> World:
 @asynccontextmanager
 async def local_sqlite_world(tmp_path: Any) -> AsyncIterator[World]:
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
-    from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+    from agentvm.adapters.local.sqlite.logs import SqliteLogStore
 
     h = Harness(tmp_path)
     secure(h, ManualClock())
@@ -112,11 +112,11 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
     and counters on the one table) with the real gateway and HTTP app. Only the queue, the push and
     the model are the harness's (SQS and API Gateway are not what this suite attacks), and security
     runs on the test's clock, as in the local world."""
-    from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
-    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-    from agentvm.adapters.aws.dynamodb_store import DynamoStore
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
-    from agentvm.adapters.aws.logs_insights import LogsInsights
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.logs import CloudWatchLogStore
+    from agentvm.adapters.aws.cloudwatch.logs_insights import LogsInsights
+    from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+    from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
     from agentvm.config import Settings
     from agentvm.hosts.aws import aws_runtime, aws_security
 
@@ -124,11 +124,11 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
     local_store = h.store
     with atomic_moto():
         settings = Settings(table_name="agentvm-attacks", auth_secret=SERVER_SECRET.decode())
-        DynamoStore(settings.table_name).create_table(wait=True)
+        DynamoDbStore(settings.table_name).create_table(wait=True)
         rt = aws_runtime(settings)
         h.rt = dataclasses.replace(rt, queue=h.queue, push=h.push, models=h.rt.models, turns=h.rt.turns)
         aws_security(settings, ManualClock()).attach(h.rt)
-        assert isinstance(h.rt.store, DynamoStore) and isinstance(h.rt.connections, DynamoConnections)
+        assert isinstance(h.rt.store, DynamoDbStore) and isinstance(h.rt.connections, DynamoDbConnections)
         # Logs and metrics on CloudWatch (moto): lines shipped into the group as Lambda ships them
         shipper = MotoLogShipper(GROUP)
         insights = LogsInsights(GROUP, poll_s=0.0)
@@ -203,7 +203,7 @@ class Victim:
 
 async def victim(world: World) -> Victim:
     from agentvm.adapters.llm.scripted import Calls
-    from agentvm.agent.tool_sources import ToolSources
+    from agentvm.agent.tools.sources import ToolSources
 
     if world.rt.tools is None:
         world.rt.tools = ToolSources()
@@ -368,7 +368,7 @@ COMMANDS_COVERED = {
 
 
 def test_the_suite_covers_every_command():
-    from agentvm.gateway.commands import COMMANDS
+    from agentvm.gateway.v1.commands import COMMANDS
 
     assert {t.removesuffix("_request") for t in COMMANDS} == COMMANDS_COVERED
 
@@ -707,7 +707,7 @@ V2_WITHOUT_IDS = {"container.list", "auth", "control.ack"}
 
 
 def test_the_v2_suite_covers_every_method():
-    from agentvm.gateway.agentx_v2 import METHODS
+    from agentvm.gateway.v2.rpc import METHODS
 
     attacked = {
         m for m, *_ in v2_attacks(Victim(None, "", {"imageId": "", "sessionId": ""}, "", "", "", "", ""))

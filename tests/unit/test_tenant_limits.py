@@ -65,9 +65,9 @@ def _clock() -> ManualClock:
 
 @asynccontextmanager
 async def local_world(tmp_path: Any) -> AsyncIterator[World]:
-    from agentvm.adapters.local.sqlite_budgets import SqliteBudgetStore
-    from agentvm.adapters.local.sqlite_counters import SqliteCounters
-    from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
+    from agentvm.adapters.local.sqlite.budgets import SqliteBudgetStore
+    from agentvm.adapters.local.sqlite.counters import SqliteCounters
+    from agentvm.adapters.local.sqlite.keys import SqliteKeyStore
     from agentvm.security.apikeys import ServerSecrets
     from agentvm.security.setup import build_security
 
@@ -91,14 +91,14 @@ async def local_world(tmp_path: Any) -> AsyncIterator[World]:
 
 @asynccontextmanager
 async def aws_world(tmp_path: Any) -> AsyncIterator[World]:
-    from agentvm.adapters.aws.dynamodb_store import DynamoStore
+    from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
     from agentvm.hosts.aws import aws_runtime, aws_security
 
     h, clock = Harness(tmp_path), _clock()
     local_store = h.store
     with atomic_moto():
         settings = Settings(table_name="agentvm-limits", auth_secret=SERVER_SECRET.decode(), **LIMITS)
-        DynamoStore(settings.table_name).create_table(wait=True)
+        DynamoDbStore(settings.table_name).create_table(wait=True)
         rt = aws_runtime(settings)
         h.rt = dataclasses.replace(rt, queue=h.queue, push=h.push, models=h.rt.models, turns=h.rt.turns)
         aws_security(settings, clock).attach(h.rt)
@@ -226,8 +226,8 @@ async def test_bad_keys_from_one_address_are_refused_before_their_key_is_read(wo
 async def test_a_lost_disconnect_on_aws_frees_its_slot_within_two_windows(tmp_path):
     """API Gateway's ``$disconnect`` is best-effort: a slot it never gave back is counted in its
     window and the next (a connection lives at most one window), then no more."""
-    from agentvm.adapters.aws.tenant_connection_count import WINDOW_MS, TenantConnectionCount
-    from agentvm.adapters.local.sqlite_counters import SqliteCounters
+    from agentvm.adapters.aws.dynamodb.tenant_connection_count import WINDOW_MS, TenantConnectionCount
+    from agentvm.adapters.local.sqlite.counters import SqliteCounters
     from agentvm.errors import RateLimited
 
     now_ms = 1_800_000_000_000 // WINDOW_MS * WINDOW_MS + 1000

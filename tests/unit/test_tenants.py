@@ -14,9 +14,9 @@ import httpx
 import pytest
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
-from agentvm.cli import main
+from agentvm.cli.main import main
 from tests.harness import Harness
 from tests.security_harness import ManualClock, keyed_client, new_key, secure
 
@@ -113,7 +113,7 @@ async def conversation(world, token: str) -> dict:
 
 
 async def test_deleting_a_tenant_revokes_its_keys_and_removes_everything_but_its_usage(world, tmp_path):
-    from agentvm.adapters.local.sandbox import LocalSandbox
+    from agentvm.adapters.sandbox.process import LocalSandbox
 
     acme, globex = world.tokens["acme"], world.tokens["globex"]
     world.rt.sandbox = LocalSandbox(tmp_path / "workspaces", isolate=False)
@@ -187,7 +187,7 @@ async def test_deleting_a_tenant_revokes_its_keys_and_removes_everything_but_its
 
 
 def _digest(tenant: str, container: str) -> str:
-    from agentvm.adapters.local.sandbox import workspace_digest
+    from agentvm.adapters.sandbox.process import workspace_digest
 
     return workspace_digest(tenant, container)
 
@@ -233,7 +233,7 @@ async def test_no_key_is_made_for_a_tenant_being_deleted(world, tmp_path, capsys
     assert refused.status_code == 403 and refused.json()["error"]["code"] == "forbidden"
     assert len(await world.rt.auth.keys.list("acme")) == 1
 
-    from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
+    from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
 
     data = tmp_path / "data"
     store = SqliteTenantStore(data / "agentvm.db")

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 
 WEATHER = {
     "type": "http",

@@ -10,9 +10,9 @@ import pytest
 
 from agentvm.adapters.llm.echo import EchoModelClient
 from agentvm.adapters.llm.scripted import Calls, SingleModelResolver
-from agentvm.agent.tool_sources import ToolSources
-from agentvm.agent.turns import process_turn
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.ports import ToolOutput
+from agentvm.turns.worker import process_turn
 from tests.harness import Harness
 from tests.tools import FakeTool, FixedToolSources, WorkerDied, agent_types
 

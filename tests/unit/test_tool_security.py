@@ -7,9 +7,9 @@ import json
 
 import pytest
 
-from agentvm.agent.egress import EgressRefused, check_public
-from agentvm.agent.tool_config import HttpToolDecl
-from agentvm.agent.tool_sources import HttpTool, ToolSources, tenant_secrets
+from agentvm.agent.tools.declarations import HttpToolDecl
+from agentvm.agent.tools.egress import EgressRefused, check_public
+from agentvm.agent.tools.sources import HttpTool, ToolSources, tenant_secrets
 from agentvm.ports import HttpToolResponse
 from tests.security_harness import keyed_client, new_key, secure
 

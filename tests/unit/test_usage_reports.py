@@ -16,7 +16,7 @@ import httpx
 import pytest
 
 from agentvm.adapters.llm.scripted import Calls
-from agentvm.agent.tool_sources import ToolSources
+from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
 from agentvm.observability.periods import DAY_MS, HOUR_MS
 from agentvm.observability.usage import COLUMNS, DIMENSIONS, UsageQuery

@@ -1,4 +1,4 @@
-"""The workers' shared connection registry and relay (adapters/local/sqlite_connections.py, relay.py),
+"""The workers' shared connection registry and relay (adapters/local/sqlite/connections.py, relay.py),
 two workers in one test process: each with its own SQLite connection and Unix socket, as each
 worker process has."""
 
@@ -9,7 +9,7 @@ import asyncio
 import pytest
 
 from agentvm.adapters.local.relay import RelayPush, RelaySignals
-from agentvm.adapters.local.sqlite_connections import SqliteConnections
+from agentvm.adapters.local.sqlite.connections import SqliteConnections
 from agentvm.errors import ConnectionGone, RateLimited
 from agentvm.ports import ConnectionInfo
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from agentvm.adapters.local.sandbox import LocalSandbox
+from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.api.app import create_app
 from tests.security_harness import ManualClock, new_key, secure
 

@@ -38,7 +38,7 @@ from agentvm.llm import (
 )
 
 if TYPE_CHECKING:
-    from agentvm.agent.tools import Toolbox, ToolRun
+    from agentvm.agent.tools.toolbox import Toolbox, ToolRun
     from agentvm.llm import ModelRequest
     from agentvm.ports import Clock, ModelClient
     from agentvm.records import WaitKind
@@ -275,7 +275,7 @@ def _exchange(text: str, calls: list[ToolCall], results: list[ToolResult]) -> li
 
 
 def _refused(call: ToolCallEnd | ToolCall, note: str) -> ToolRun:
-    from agentvm.agent.tools import ToolRun
+    from agentvm.agent.tools.toolbox import ToolRun
 
     return ToolRun(ToolResult(call.id, call.name, note, is_error=True), "error", 0.0)
 

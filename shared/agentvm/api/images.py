@@ -101,7 +101,7 @@ def image_routes(
     ) -> dict[str, Any]:
         """Resolve the image's agent definition again and pin the image to the versions it resolves
         to now; the build is recorded in ``record.build.history``."""
-        from agentvm.gateway.commands import CommandContext, image_of, rebuild_image
+        from agentvm.gateway.v1.commands import CommandContext, image_of, rebuild_image
 
         principal = admin(request)
         ctx = CommandContext(

@@ -297,7 +297,7 @@ def session_routes(
     )
     async def title_session(request: Request, body: Title, session_id: str = SESSION_ID) -> dict[str, Any]:
         """Set the session's title: its image's ``name``, as ``image_list`` shows it."""
-        from agentvm.sessions.title import set_title
+        from agentvm.turns.title import set_title
 
         principal = admin(request)
         image = await set_title(runtime, principal.tenant_id, session_id, body.title)

@@ -61,7 +61,7 @@ def local_server(data_dir: Path | None = None, *, start_timeout: float = 30.0) -
             [
                 sys.executable,
                 "-m",
-                "agentvm.cli",
+                "agentvm.cli.main",
                 "serve",
                 "--open",
                 "--host",

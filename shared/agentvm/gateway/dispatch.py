@@ -26,9 +26,11 @@ from typing import TYPE_CHECKING
 
 from agentvm.errors import AgentVMError, NotFound, Unauthorized
 from agentvm.events import SUBSCRIBED_KEY, dumps, response, system_error
-from agentvm.gateway import agentx_v2
 from agentvm.gateway.access import admit, authenticate, is_admin, log_refused_frame
-from agentvm.gateway.agentx_v1 import (
+from agentvm.gateway.tally import Tally, counted_for, failed, not_counted
+from agentvm.gateway.tally import current as current_tally
+from agentvm.gateway.v1.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
+from agentvm.gateway.v1.frames import (
     AuthFrame,
     FrameError,
     IgnoredFrame,
@@ -37,9 +39,7 @@ from agentvm.gateway.agentx_v1 import (
     parse_frame,
     peek_request,
 )
-from agentvm.gateway.commands import COMMANDS, ECHOED_FIELDS, FAILURE_DEFAULTS, CommandContext
-from agentvm.gateway.tally import Tally, counted_for, failed, not_counted
-from agentvm.gateway.tally import current as current_tally
+from agentvm.gateway.v2 import rpc as agentx_v2
 from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_request
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2

@@ -59,12 +59,12 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     so no function ever runs unauthenticated.
     """
     from agentvm.adapters.aws.apigw_push import ApiGatewayPush
-    from agentvm.adapters.aws.dynamodb_config import DynamoDbConfigStore
-    from agentvm.adapters.aws.dynamodb_connections import DynamoConnections
-    from agentvm.adapters.aws.dynamodb_resources import DynamoDbResourceStore
-    from agentvm.adapters.aws.dynamodb_store import DynamoStore
-    from agentvm.adapters.aws.dynamodb_tenants import DynamoDbTenantStore
-    from agentvm.adapters.aws.dynamodb_waits import DynamoDbToolWaits
+    from agentvm.adapters.aws.dynamodb.config import DynamoDbConfigStore
+    from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+    from agentvm.adapters.aws.dynamodb.resources import DynamoDbResourceStore
+    from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+    from agentvm.adapters.aws.dynamodb.tenants import DynamoDbTenantStore
+    from agentvm.adapters.aws.dynamodb.waits import DynamoDbToolWaits
     from agentvm.adapters.aws.s3_workspaces import S3WorkspaceView
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
@@ -77,9 +77,9 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         raise RuntimeError(f"AWS host misconfigured: {names} not set")
     assert settings.table_name is not None
     runtime = Runtime(
-        store=DynamoStore(settings.table_name),
+        store=DynamoDbStore(settings.table_name),
         queue=SqsTurnQueue(settings.queue_url) if settings.queue_url else NotConfigured("queue_url"),
-        connections=DynamoConnections(settings.table_name),
+        connections=DynamoDbConnections(settings.table_name),
         push=ApiGatewayPush(settings.ws_endpoint) if settings.ws_endpoint else NotConfigured("ws_endpoint"),
         models=SsmKeysModelResolver(settings),
         turns=turn_settings(settings, cancel_poll_s=settings.cancel_poll_ms / 1000),
@@ -100,15 +100,15 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = DynamoDbTenantStore(settings.table_name)
-    from agentvm.adapters.aws.dynamodb_usage import DynamoUsageRollups
+    from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
 
-    runtime.usage = DynamoUsageRollups(settings.table_name)  # sums DynamoStore.put_usage writes
-    from agentvm.adapters.aws.dynamodb_running import DynamoRunningTurns
+    runtime.usage = DynamoDbUsageRollups(settings.table_name)  # sums DynamoDbStore.put_usage writes
+    from agentvm.adapters.aws.dynamodb.running import DynamoDbRunningTurns
 
-    runtime.running = DynamoRunningTurns(settings.table_name)
-    from agentvm.adapters.aws.dynamodb_sessions import DynamoSessionArchive
+    runtime.running = DynamoDbRunningTurns(settings.table_name)
+    from agentvm.adapters.aws.dynamodb.sessions import DynamoDbSessionArchive
 
-    runtime.sessions = DynamoSessionArchive(settings.table_name)  # session centre (search reads messages)
+    runtime.sessions = DynamoDbSessionArchive(settings.table_name)  # session centre (search reads messages)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre is given no sealer, so it refuses secrets.
@@ -123,7 +123,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
 
     configure_tracing(settings)  # imports OpenTelemetry only when an exporter is configured
     if settings.log_group:  # /v1/logs: Logs Insights over the functions' group
-        from agentvm.adapters.aws.cloudwatch_logs import CloudWatchLogStore
+        from agentvm.adapters.aws.cloudwatch.logs import CloudWatchLogStore
 
         insights = getattr(runtime.metrics, "insights", None)
         runtime.logs = CloudWatchLogStore(insights, now_ms=runtime.clock.now_ms)
@@ -133,8 +133,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
 def cloudwatch_metrics(settings: Settings) -> Metrics:
     """EMF lines out; Logs Insights over ``AVM_LOG_GROUP`` (and the queues) for ``/v1/metrics``.
     Builds objects only: the boto3 clients are made on the first read (the HTTP API's)."""
-    from agentvm.adapters.aws.emf_metrics import CloudWatchMetrics
-    from agentvm.adapters.aws.logs_insights import LogsInsights
+    from agentvm.adapters.aws.cloudwatch.emf_metrics import CloudWatchMetrics
+    from agentvm.adapters.aws.cloudwatch.logs_insights import LogsInsights
 
     insights = (
         LogsInsights(settings.log_group, timeout_s=settings.insights_timeout_s)
@@ -288,9 +288,9 @@ def aws_security(settings: Settings, clock: Clock, *, ssm_client: Any = None) ->
     A function given neither still gets an authenticator, whose first token check fails: there is
     no unauthenticated mode on AWS. Counter windows expire by ``clock``, like budgets and limits.
     """
-    from agentvm.adapters.aws.dynamodb_budgets import DynamoDbBudgetStore
-    from agentvm.adapters.aws.dynamodb_counters import DynamoDbCounters
-    from agentvm.adapters.aws.dynamodb_keys import DynamoDbKeyStore
+    from agentvm.adapters.aws.dynamodb.budgets import DynamoDbBudgetStore
+    from agentvm.adapters.aws.dynamodb.counters import DynamoDbCounters
+    from agentvm.adapters.aws.dynamodb.keys import DynamoDbKeyStore
     from agentvm.security.setup import LazyServerSecrets, build_security, server_secrets
 
     if not settings.table_name:

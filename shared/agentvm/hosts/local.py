@@ -25,8 +25,8 @@ if TYPE_CHECKING:
     from agentvm.adapters.local.memory_connections import InMemoryConnections
     from agentvm.adapters.local.push import LocalPush
     from agentvm.adapters.local.relay import RelayPush
-    from agentvm.adapters.local.sqlite_connections import SqliteConnections
-    from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+    from agentvm.adapters.local.sqlite.connections import SqliteConnections
+    from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
     from agentvm.config import Settings
     from agentvm.ports import Clock
 
@@ -49,14 +49,14 @@ def local_runtime(settings: Settings) -> LocalHost:
     """SQLite store and durable queue under ``settings.data_dir``, in-process push."""
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.adapters.local.relay import RelayPush
-    from agentvm.adapters.local.sqlite_checkpoint import checkpoint_in_background
-    from agentvm.adapters.local.sqlite_config import SqliteConfigStore
-    from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
-    from agentvm.adapters.local.sqlite_resources import SqliteResourceStore
-    from agentvm.adapters.local.sqlite_store import SqliteStore, share_connections
-    from agentvm.adapters.local.sqlite_tenants import SqliteTenantStore
-    from agentvm.adapters.local.sqlite_waits import SqliteToolWaits
-    from agentvm.adapters.local.tenant_purge import LocalTenantPurge
+    from agentvm.adapters.local.sqlite.checkpoint import checkpoint_in_background
+    from agentvm.adapters.local.sqlite.config import SqliteConfigStore
+    from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+    from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
+    from agentvm.adapters.local.sqlite.store import SqliteStore, share_connections
+    from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
+    from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
+    from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
     from agentvm.configcentre.sealing import SecretSealer
     from agentvm.hosts.data_dir import prepare_data_dir
@@ -64,7 +64,7 @@ def local_runtime(settings: Settings) -> LocalHost:
 
     prepare_data_dir(settings.data_dir)  # 0700, its files 0600 (hosts/data_dir.py)
     # Before any connection opens: their logs are checkpointed off the event loop, and the adapters
-    # of agentvm.db share one connection (adapters/local/sqlite_store.py: share_connections).
+    # of agentvm.db share one connection (adapters/local/sqlite/store.py: share_connections).
     checkpoint_in_background(*(settings.data_dir / name for name in ("agentvm.db", "queue.db", "logs.db")))
     share_connections(settings.data_dir / "agentvm.db")
     sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
@@ -112,16 +112,16 @@ def local_runtime(settings: Settings) -> LocalHost:
 
     configure_tracing(settings)  # OpenTelemetry spans, when an exporter is configured
     if settings.log_store_max_bytes > 0:  # /v1/logs (``avm serve`` puts its handler on the root logger)
-        from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+        from agentvm.adapters.local.sqlite.logs import SqliteLogStore
 
         runtime.logs = SqliteLogStore(settings.data_dir / "logs.db", max_bytes=settings.log_store_max_bytes)
-    from agentvm.adapters.local.sqlite_usage import SqliteUsageRollups
+    from agentvm.adapters.local.sqlite.usage import SqliteUsageRollups
 
     runtime.usage = SqliteUsageRollups(store)
-    from agentvm.adapters.local.sqlite_running import SqliteRunningTurns
+    from agentvm.adapters.local.sqlite.running import SqliteRunningTurns
 
     runtime.running = SqliteRunningTurns(settings.data_dir / "agentvm.db", store)
-    from agentvm.adapters.local.sqlite_sessions import SqliteSessionArchive
+    from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
 
     runtime.sessions = SqliteSessionArchive(store)  # session centre: imports, forks, search (FTS5)
     runtime.config = ConfigCentre(
@@ -155,7 +155,7 @@ def _connections_and_push(
     if settings.worker_id is None:
         return InMemoryConnections(max_per_key=settings.max_connections_per_key), LocalPush()
     from agentvm.adapters.local.relay import RelayPush
-    from agentvm.adapters.local.sqlite_connections import SqliteConnections
+    from agentvm.adapters.local.sqlite.connections import SqliteConnections
 
     connections = SqliteConnections(
         settings.data_dir / "agentvm.db",
@@ -195,9 +195,9 @@ def _read_or_create_secret(path: Path) -> bytes:
 
 def local_security(settings: Settings, clock: Clock) -> Security:
     """SQLite key store, budgets and counters in ``<data_dir>/agentvm.db``; no authenticator when open."""
-    from agentvm.adapters.local.sqlite_budgets import SqliteBudgetStore
-    from agentvm.adapters.local.sqlite_counters import SqliteCounters
-    from agentvm.adapters.local.sqlite_keys import SqliteKeyStore
+    from agentvm.adapters.local.sqlite.budgets import SqliteBudgetStore
+    from agentvm.adapters.local.sqlite.counters import SqliteCounters
+    from agentvm.adapters.local.sqlite.keys import SqliteKeyStore
 
     db = settings.data_dir / "agentvm.db"
     return build_security(

@@ -24,7 +24,6 @@ from fastapi.responses import JSONResponse
 from agentvm.adapters.local.frame_rate import FrameRate
 from agentvm.adapters.local.ws_writer import ConnectionWriter
 from agentvm.addresses import is_loopback
-from agentvm.agent.turns import process_turn
 from agentvm.api.app import create_app, error_body
 from agentvm.api.playground import playground_routes
 from agentvm.config import ECHO_MODEL
@@ -35,6 +34,7 @@ from agentvm.logs import client_source, log_refusal, upgrade_refused
 from agentvm.ports import ConnectionInfo
 from agentvm.security.tenant_limits import connection_cap
 from agentvm.streaming.batching import wants_batches
+from agentvm.turns.worker import process_turn
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -69,8 +69,8 @@ async def _sweep_waits(rt: Runtime, every_s: float) -> None:
     """Suspended turns' waits past their deadline time out; lost continuations are enqueued again;
     turns with no job are ended (``agent.orphan_turns``). The first sweep runs at start: waits that
     expired while the server was down go on at once."""
-    from agentvm.agent import orphan_turns
-    from agentvm.agent.waits import sweep
+    from agentvm.turns import orphans as orphan_turns
+    from agentvm.turns.waits import sweep
 
     while True:
         try:
@@ -295,15 +295,15 @@ def _frame_rate_error(rt: Runtime, rate: FrameRate) -> RateLimited:
 
 async def _kill_sandbox_jobs(rt: Runtime) -> None:
     """At shutdown, after the turns are cancelled: no sandbox job outlives the server."""
-    from agentvm.adapters.local.sandbox import LocalSandbox
+    from agentvm.adapters.sandbox.process import LocalSandbox
 
     if isinstance(rt.sandbox, LocalSandbox):
         await rt.sandbox.close()
 
 
 def _say_sandbox_isolation(settings: Settings) -> None:
-    from agentvm.adapters.local.sandbox import bubblewrap
     from agentvm.adapters.sandbox.job_limits import detect
+    from agentvm.adapters.sandbox.process import bubblewrap
 
     log.info(detect().describe())
     if bubblewrap() is not None:
@@ -335,8 +335,8 @@ def _raise_descriptor_limit() -> None:
 
 
 def _keep_log_lines(host: LocalHost) -> None:
-    """Every line from now on is also kept for ``/v1/logs`` (adapters/local/sqlite_logs.py)."""
-    from agentvm.adapters.local.sqlite_logs import SqliteLogStore
+    """Every line from now on is also kept for ``/v1/logs`` (adapters/local/sqlite/logs.py)."""
+    from agentvm.adapters.local.sqlite.logs import SqliteLogStore
     from agentvm.logs import add_log_handler
 
     if isinstance(host.runtime.logs, SqliteLogStore):

@@ -4,7 +4,7 @@ One Python process serves its sockets, turns and provider streams on one core. W
 the command starts N worker processes (``avm serve`` again, with ``AVM_WORKER_ID`` w0..wN-1 and
 ``AVM_REUSE_PORT``): each binds the same port with ``SO_REUSEPORT`` and the kernel spreads new
 connections over them; they share the SQLite store and turn queue (WAL), the connection registry
-(``adapters/local/sqlite_connections.py``) and reach each other's sockets through the relay
+(``adapters/local/sqlite/connections.py``) and reach each other's sockets through the relay
 (``adapters/local/relay.py``). docs/scaling.md says what is shared, what is per worker, and what
 was measured.
 
@@ -45,7 +45,7 @@ def worker_command(argv: list[str]) -> list[str]:
         if arg.startswith("--workers="):
             continue
         out.append(arg)
-    return [sys.executable, "-m", "agentvm.cli", *out]
+    return [sys.executable, "-m", "agentvm.cli.main", *out]
 
 
 def run_workers(settings: Settings, argv: list[str]) -> int:

@@ -13,8 +13,8 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
     from pathlib import Path
 
-    from agentvm.agent.tool_sources import ToolSources
-    from agentvm.agent.tools import Toolbox
+    from agentvm.agent.tools.sources import ToolSources
+    from agentvm.agent.tools.toolbox import Toolbox
     from agentvm.config import Settings
     from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Sandbox, Store, WorkspaceQuota
     from agentvm.records import ImageRecord
@@ -38,7 +38,7 @@ class LazyHttpToolClient:
         max_bytes: int,
     ) -> HttpToolResponse:
         if self._client is None:
-            from agentvm.adapters.http_tools import HttpxToolClient
+            from agentvm.adapters.http.tools import HttpxToolClient
 
             self._client = HttpxToolClient()
         return await self._client.request(
@@ -106,7 +106,7 @@ def local_sandbox(settings: Settings, root: Path) -> Sandbox | None:
     """The workspaces under ``root``, isolated with bubblewrap when it works here. Without it, jobs
     would run as plain processes of the server's user: allowed on a loopback address (the
     developer's own machine) or with ``AVM_SANDBOX_ALLOW_UNISOLATED``, refused otherwise."""
-    from agentvm.adapters.local.sandbox import LocalSandbox
+    from agentvm.adapters.sandbox.process import LocalSandbox
     from agentvm.hosts.local_server import is_loopback
 
     sandbox = LocalSandbox(root, quota=workspace_quota(settings))
@@ -125,7 +125,7 @@ def workspace_quota(settings: Settings) -> WorkspaceQuota:
 def _build(
     settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None, remote_sandbox: bool = False
 ) -> ToolSources:
-    from agentvm.agent.tool_sources import ToolSources
+    from agentvm.agent.tools.sources import ToolSources
 
     return ToolSources(
         mcp=LazyMcpConnector(),

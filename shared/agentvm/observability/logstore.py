@@ -1,8 +1,8 @@
 """``/v1/logs``: recent structured log lines, filtered and paginated, each host's ``LogStore``.
 
-Hosts: the local host keeps the lines itself (``adapters/local/sqlite_logs.py``: a size-capped
+Hosts: the local host keeps the lines itself (``adapters/local/sqlite/logs.py``: a size-capped
 SQLite file in the data dir, oldest lines dropped first); the AWS host asks CloudWatch Logs
-Insights for them (``adapters/aws/cloudwatch_logs.py``). Both answer the same ``LogQuery`` with
+Insights for them (``adapters/aws/cloudwatch/logs.py``). Both answer the same ``LogQuery`` with
 the same line shape (``public_line``), newest first, a page at a time.
 
 Isolation: a tenant's query is always scoped to its tenant (``LogQuery.tenant_id``): it gets the

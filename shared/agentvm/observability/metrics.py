@@ -13,7 +13,7 @@ The core reports three things, each once, never per text delta (a counter increm
 
 Hosts: the local host keeps Prometheus counters and histograms in process
 (``adapters/local/prometheus_metrics.py``, exposition and JSON at ``/v1/metrics``); the AWS host
-writes one CloudWatch EMF line per event (``adapters/aws/emf_metrics.py``): CloudWatch turns them
+writes one CloudWatch EMF line per event (``adapters/aws/cloudwatch/emf_metrics.py``): CloudWatch turns them
 into the dashboard's metrics, and ``/v1/metrics`` reads a tenant's figures back from the same
 lines with CloudWatch Logs Insights. Recording never raises into the request or turn it measures.
 

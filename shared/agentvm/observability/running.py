@@ -159,8 +159,8 @@ def model_of(rt: Runtime, model: str | None) -> str | None:
 
 async def cancel(rt: Runtime, tenant_id: str, turns: Sequence[LiveTurn], *, reason: str) -> list[str]:
     """Stop these turns (the tenant's, listed just now); returns the ids asked to stop."""
-    from agentvm.agent import orphan_turns
-    from agentvm.agent.waits import cancel_turn_waits
+    from agentvm.turns import orphans as orphan_turns
+    from agentvm.turns.waits import cancel_turn_waits
 
     stopped = []
     for turn in turns:
@@ -168,7 +168,7 @@ async def cancel(rt: Runtime, tenant_id: str, turns: Sequence[LiveTurn], *, reas
         if mark.tenant_id != tenant_id:  # never another tenant's (the listing is the tenant's)
             continue
         if turn.record is not None and await orphan_turns.has_no_job(rt, turn.record, grace_ms=0):
-            # no worker would ever see the mark: ended here (agent/orphan_turns.py)
+            # no worker would ever see the mark: ended here (turns/orphans.py)
             await orphan_turns.end(
                 rt, turn.record, tenant_id=tenant_id, container_id=mark.container_id, status="interrupted"
             )

@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from agentvm.agent.loop import StepOutcome, TurnOutcome
-    from agentvm.agent.tools import ToolRun
+    from agentvm.agent.tools.toolbox import ToolRun
     from agentvm.config import Settings
     from agentvm.records import TurnJob
 

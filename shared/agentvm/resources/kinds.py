@@ -28,7 +28,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator
 
-from agentvm.agent.tool_config import (
+from agentvm.agent.tools.declarations import (
     ApprovalConfig,
     BuiltinToolDecl,
     ClientToolDecl,

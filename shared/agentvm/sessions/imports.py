@@ -89,10 +89,10 @@ def _built(export: SessionExport) -> dict[str, Any]:
 
 async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[str, Any]:
     """The image fields of the export's config, checked as an inline ``image_create`` config."""
-    from agentvm.agent.knowledge_tools import KnowledgeToolDecl
-    from agentvm.agent.tool_config import parse_mcp_servers
-    from agentvm.gateway.agentx_v1 import ImageConfig
-    from agentvm.gateway.commands import DEFAULT_IMAGE_NAME
+    from agentvm.agent.tools.declarations import parse_mcp_servers
+    from agentvm.agent.tools.knowledge import KnowledgeToolDecl
+    from agentvm.gateway.v1.commands import DEFAULT_IMAGE_NAME
+    from agentvm.gateway.v1.frames import ImageConfig
 
     line = export.image_line
     raw = dict(export.config)

@@ -20,7 +20,7 @@ import hashlib
 import shutil
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from agentvm.adapters.local.sandbox import workspace_digest
+from agentvm.adapters.sandbox.process import workspace_digest
 from agentvm.adapters.sandbox.workspace_files import (
     WorkspaceError,
     create_file,

@@ -14,7 +14,7 @@ import asyncio
 import hashlib
 from typing import Any
 
-from agentvm.adapters.local.sandbox import workspace_digest
+from agentvm.adapters.sandbox.process import workspace_digest
 from agentvm.records import SandboxJob
 
 

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from agentvm.adapters.local.memory_connections import InMemoryConnections
-    from agentvm.adapters.local.sqlite_queue import SqliteTurnQueue
+    from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
     from agentvm.observability.metrics import Transport, TurnFigures
 
 TTFT_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 60.0)

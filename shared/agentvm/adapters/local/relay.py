@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
     from pathlib import Path
 
-    from agentvm.adapters.local.sqlite_connections import SqliteConnections
+    from agentvm.adapters.local.sqlite.connections import SqliteConnections
 
 log = logging.getLogger("agentvm.relay")
 

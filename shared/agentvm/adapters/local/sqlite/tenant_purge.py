@@ -1,0 +1,38 @@
+"""The ``TenantPurge`` port on this machine: a deleted tenant's conversations go at once.
+
+Cheap here (a few SQLite statements in one transaction, and a directory per container), so the
+local host purges while the tenant is deleted. The AWS host has none: there a purge would be a
+Query and a batch of deletes per session, and turn records are found by no tenant index (a table
+scan), so a deleted tenant's conversations are kept and marked instead (docs/tenants.md).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from typing import TYPE_CHECKING
+
+from agentvm.adapters.sandbox.process import workspace_digest
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from agentvm.adapters.local.sqlite.store import SqliteStore
+
+
+class LocalTenantPurge:
+    def __init__(self, store: SqliteStore, workspaces: Path | None = None) -> None:
+        self._store = store
+        self._workspaces = workspaces  # the sandbox's root (None: this host has no workspaces)
+
+    async def purge_tenant(self, tenant_id: str) -> int:
+        # Workspaces first: they are found through the containers the store purges.
+        if self._workspaces is not None:
+            root = self._workspaces
+            for container in await self._store.list_containers(tenant_id):
+                path = root / workspace_digest(tenant_id, container.containerId)
+                await asyncio.to_thread(shutil.rmtree, path, True)
+        return await self._store.purge_tenant(tenant_id)
+
+
+__all__ = ["LocalTenantPurge"]

@@ -1,0 +1,362 @@
+"""From an image's declarations to the ``Toolbox`` of one turn: built-ins, HTTP tools, MCP tools.
+
+MCP tool lists are fetched once per image build (its ``mcpServers`` as they are now) and cached
+in the image record (``toolCatalog``, keyed by a fingerprint of the servers' config): a turn reads
+the list from the record and connects to a server only when the model calls one of its tools. A
+server whose tools cannot be listed is left out of that turn (and tried again on the next one).
+
+Names are unique per image: declared tools keep theirs; an MCP tool whose name is taken gets its
+server's name as a prefix (``<server>__<tool>``).
+
+Secrets that headers reference (``{"secret": "NAME"}``) are the image's tenant's
+(``AVM_TOOL_SECRETS = {"<tenant>": {"NAME": "value"}, "*": {...}}``, ``"*"``: every tenant's), so
+one tenant can never send another tenant's secret to a URL of its choosing. URLs must resolve to
+public addresses unless private networks are allowed (``agent.egress``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
+
+from agentvm.agent.tools.builtin import BUILTIN_TOOLS
+from agentvm.agent.tools.declarations import (
+    DEFAULT_APPROVAL_TIMEOUT_S,
+    TOOL_NAME,
+    ApprovalConfig,
+    BuiltinToolDecl,
+    ClientToolDecl,
+    HttpToolDecl,
+    McpRemoteServer,
+    McpStdioServer,
+    SandboxToolDecl,
+    SecretRef,
+    parse_mcp_servers,
+)
+from agentvm.agent.tools.egress import EgressRefused, check_public
+from agentvm.agent.tools.toolbox import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, ClientTool, Toolbox
+from agentvm.llm import ToolSpec
+from agentvm.ports import ToolOutput
+
+if TYPE_CHECKING:
+    from collections.abc import Mapping
+
+    from agentvm.ports import HttpToolClient, McpConnector, McpSession, Sandbox, Store, Tool
+    from agentvm.records import ImageRecord
+    from agentvm.security.storage_quota import StorageQuota
+
+log = logging.getLogger("agentvm.tools")
+
+_PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_]+)\}")
+_LIST_TIMEOUT_S = 20.0
+
+
+class MissingSecret(ValueError):
+    """A header names a secret the server does not have (the name is safe to show; no value)."""
+
+
+def resolve_headers(headers: Mapping[str, str | SecretRef], secrets: Mapping[str, str]) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for name, value in headers.items():
+        if isinstance(value, SecretRef):
+            if value.secret not in secrets:
+                raise MissingSecret(
+                    f"the server has no tool secret named {value.secret!r} (AVM_TOOL_SECRETS)"
+                )
+            out[name] = secrets[value.secret]
+        else:
+            out[name] = value
+    return out
+
+
+def tenant_secrets(secrets: Mapping[str, Mapping[str, str]], tenant_id: str) -> dict[str, str]:
+    """The secrets an image of ``tenant_id`` may reference: the shared ones, then its own."""
+    return {**secrets.get("*", {}), **secrets.get(tenant_id, {})}
+
+
+@dataclass
+class HttpTool:
+    """An HTTP declaration as a callable tool."""
+
+    decl: HttpToolDecl
+    client: HttpToolClient
+    secrets: Mapping[str, str]
+    max_bytes: int
+    allow_private: bool = False
+
+    @property
+    def spec(self) -> ToolSpec:
+        return ToolSpec(self.decl.name, self.decl.description, self.decl.inputSchema)
+
+    @property
+    def timeout_s(self) -> float | None:
+        return self.decl.timeoutS
+
+    @property
+    def idempotent(self) -> bool:
+        return self.decl.idempotent if self.decl.idempotent is not None else self.decl.method == "GET"
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        rest = dict(arguments)
+
+        def fill(match: re.Match[str]) -> str:
+            return quote(str(rest.pop(match.group(1), "")), safe="")
+
+        url = _PLACEHOLDER.sub(fill, self.decl.url)
+        body: Any = None
+        if self.decl.method in ("GET", "DELETE"):
+            if rest:
+                from urllib.parse import urlencode
+
+                query = {k: v if isinstance(v, str) else json.dumps(v) for k, v in rest.items()}
+                url += ("&" if "?" in url else "?") + urlencode(query)
+        else:
+            body = rest
+        if not self.allow_private:
+            await check_public(url)
+        response = await self.client.request(
+            self.decl.method,
+            url,
+            headers=resolve_headers(self.decl.headers, self.secrets),
+            json_body=body,
+            timeout_s=self.decl.timeoutS or DEFAULT_TIMEOUT_S,
+            max_bytes=self.max_bytes,
+        )
+        text = response.text
+        if response.truncated:
+            text += f"\n[response truncated at {self.max_bytes} bytes]"
+        if response.status >= 400:
+            return ToolOutput(f"HTTP {response.status}: {text}", is_error=True)
+        return ToolOutput(text)
+
+
+@dataclass
+class McpTool:
+    """One tool of an MCP server; the server's session is opened on the first call of the turn."""
+
+    spec: ToolSpec
+    remote_name: str
+    server: str
+    sessions: TurnMcpSessions
+    timeout_s: float | None = None
+    idempotent: bool = False
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        session = await self.sessions.get(self.server)
+        return await session.call_tool(self.remote_name, arguments)
+
+
+@dataclass
+class TurnMcpSessions:
+    """The MCP sessions of one turn, opened on demand, closed with the toolbox."""
+
+    connector: McpConnector
+    servers: Mapping[str, McpStdioServer | McpRemoteServer]
+    secrets: Mapping[str, str]
+    allow_private: bool = False
+    _open: dict[str, McpSession] = field(default_factory=dict)
+
+    async def get(self, server: str) -> McpSession:
+        """The server's session, opened on first use. A missing secret or a refused address raises
+        here: an error result for that call."""
+        if server not in self._open:
+            config = self.servers[server]
+            if isinstance(config, McpRemoteServer) and not self.allow_private:
+                await check_public(config.url)
+            self._open[server] = self.connector.session(server, _resolved(config, self.secrets))
+        return self._open[server]
+
+    async def aclose(self) -> None:
+        sessions, self._open = list(self._open.values()), {}
+        await asyncio.gather(*(s.aclose() for s in sessions), return_exceptions=True)
+
+
+def servers_fingerprint(mcp_servers: Mapping[str, Any] | None) -> str:
+    return hashlib.sha256(json.dumps(mcp_servers or {}, sort_keys=True).encode()).hexdigest()[:16]
+
+
+@dataclass
+class ToolSources:
+    """Builds each turn's toolbox. Wired per host: what it can reach (MCP, HTTP) and its settings."""
+
+    mcp: McpConnector | None = None
+    http: HttpToolClient | None = None
+    sandbox: Sandbox | None = None  # None: this host runs no sandbox (its tools are left out, with a note)
+    remote_sandbox: bool = False  # sandbox jobs run on a sandbox worker (AWS): the turn suspends on each
+    secrets: Mapping[str, Mapping[str, str]] = field(default_factory=dict)  # by tenant; "*": all
+    allow_stdio: bool = True
+    allow_private_networks: bool = False
+    default_timeout_s: float = DEFAULT_TIMEOUT_S
+    max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+
+    async def toolbox(
+        self, store: Store, image: ImageRecord, *, storage: StorageQuota | None = None
+    ) -> Toolbox:
+        """The image's tools; ``storage``: the tenant's storage account its sandbox calls are
+        charged to (``security/storage_quota.py``)."""
+        secrets = tenant_secrets(self.secrets, image.tenantId)
+        tools: list[Tool] = []
+        notes: list[str] = []
+        for raw in image.tools or []:
+            kind = raw.get("type")
+            if kind == "builtin":
+                decl = BuiltinToolDecl.model_validate(raw)
+                builtin = BUILTIN_TOOLS[decl.name]
+                tools.append(builtin if decl.timeoutS is None else _with_timeout(builtin, decl.timeoutS))
+            elif kind == "http" and self.http is not None:
+                http = HttpToolDecl.model_validate(raw)
+                tools.append(
+                    HttpTool(http, self.http, secrets, self.max_output_chars * 4, self.allow_private_networks)
+                )
+            elif kind == "sandbox" and self.remote_sandbox:
+                from agentvm.agent.tools.sandbox import remote_sandbox_tools
+
+                tools.extend(remote_sandbox_tools(SandboxToolDecl.model_validate(raw)))
+            elif kind == "sandbox":
+                if self.sandbox is None:
+                    notes.append("the sandbox is not available on this server; its tools are left out")
+                    continue
+                from agentvm.agent.tools.sandbox import sandbox_tools
+
+                decl_ = SandboxToolDecl.model_validate(raw)
+                tools.extend(sandbox_tools(decl_, self.sandbox, image.tenantId, image.containerId, storage))
+            elif kind == "client":
+                client = ClientToolDecl.model_validate(raw)
+                spec_ = ToolSpec(client.name, client.description, client.inputSchema)
+                tools.append(ClientTool(spec_, client.timeoutS))
+        closers = []
+        if image.mcpServers and self.mcp is not None:
+            servers = parse_mcp_servers(image.mcpServers, allow_stdio=self.allow_stdio)
+            catalog, listing_notes = await self._catalog(store, image, servers, secrets)
+            notes += listing_notes
+            sessions = TurnMcpSessions(self.mcp, servers, secrets, self.allow_private_networks)
+            taken = {t.spec.name for t in tools}
+            for server in sorted(catalog):
+                for entry in catalog[server]:
+                    name = _unique_name(entry["name"], server, taken)
+                    taken.add(name)
+                    spec = ToolSpec(name, entry.get("description") or "", entry.get("inputSchema") or {})
+                    timeout = servers[server].timeoutS
+                    tools.append(McpTool(spec, entry["name"], server, sessions, timeout_s=timeout))
+            closers.append(sessions.aclose)
+        approval = ApprovalConfig.model_validate(image.approval) if image.approval else None
+        return Toolbox(
+            tools,
+            default_timeout_s=self.default_timeout_s,
+            max_output_chars=self.max_output_chars,
+            closers=closers,
+            notes=notes,
+            approval=frozenset() if approval is None else _approval_names(approval.tools),
+            approval_timeout_s=DEFAULT_APPROVAL_TIMEOUT_S if approval is None else approval.timeoutS,
+        )
+
+    async def _catalog(
+        self,
+        store: Store,
+        image: ImageRecord,
+        servers: Mapping[str, McpStdioServer | McpRemoteServer],
+        secrets: Mapping[str, str],
+    ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
+        """The servers' tool lists: from the image record, else listed now and stored there."""
+        key = servers_fingerprint(image.mcpServers)
+        cached = image.toolCatalog or {}
+        if cached.get("key") == key and set(cached.get("servers", {})) == set(servers):
+            return cached["servers"], []
+        assert self.mcp is not None
+        listed: dict[str, list[dict[str, Any]]] = (
+            dict(cached.get("servers", {})) if cached.get("key") == key else {}
+        )
+        notes: list[str] = []
+        for name, server in servers.items():
+            if name in listed:
+                continue
+            try:
+                if isinstance(server, McpRemoteServer) and not self.allow_private_networks:
+                    await check_public(server.url)
+                session = self.mcp.session(name, _resolved(server, secrets))
+            except (MissingSecret, EgressRefused) as exc:
+                notes.append(f"MCP server {name!r} is unavailable: {exc}")
+                continue
+            try:
+                # The declared timeout is per tool call; starting a server and listing may take longer.
+                list_timeout = max(server.timeoutS or 0, _LIST_TIMEOUT_S)
+                specs = await asyncio.wait_for(session.list_tools(), list_timeout)
+            except Exception as exc:  # down, hanging, misconfigured: leave it out of this turn
+                message = str(exc)[:300] or type(exc).__name__
+                log.warning("MCP server tools could not be listed", extra={"server": name, "error": message})
+                notes.append(f"MCP server {name!r} is unavailable: {message}")
+                continue
+            finally:
+                await session.aclose()
+            listed[name] = [
+                {"name": s.name, "description": s.description, "inputSchema": s.input_schema} for s in specs
+            ]
+        complete = set(listed) == set(servers)
+        if complete or listed:
+            image.toolCatalog = {"key": key, "servers": listed}
+            try:
+                await store.put_image(image)
+            except Exception as exc:  # a cache write that fails costs a listing next turn, nothing more
+                log.warning("could not cache the MCP tool catalog", extra={"error": type(exc).__name__})
+        return listed, notes
+
+
+def _approval_names(tools: list[str] | str) -> frozenset[str] | str:
+    return "*" if tools == "*" else frozenset(tools)
+
+
+def _resolved(server: McpStdioServer | McpRemoteServer, secrets: Mapping[str, str]) -> dict[str, Any]:
+    """The server's config as the connector takes it, with header secrets resolved."""
+    cfg = server.model_dump(exclude_none=True, exclude={"timeoutS"})
+    if isinstance(server, McpRemoteServer):
+        cfg["headers"] = resolve_headers(server.headers, secrets)
+    return cfg
+
+
+def _unique_name(name: str, server: str, taken: set[str]) -> str:
+    if name not in taken and TOOL_NAME.match(name):
+        return name
+    base = re.sub(r"[^A-Za-z0-9_-]", "_", f"{server}__{name}")[:64]
+    candidate, n = base, 2
+    while candidate in taken:
+        candidate = f"{base[:60]}_{n}"
+        n += 1
+    return candidate
+
+
+@dataclass(frozen=True)
+class _TimedBuiltin:
+    inner: Tool
+    timeout_s: float | None
+
+    @property
+    def spec(self) -> ToolSpec:
+        return self.inner.spec
+
+    @property
+    def idempotent(self) -> bool:
+        return self.inner.idempotent
+
+    async def call(self, arguments: dict[str, Any]) -> ToolOutput:
+        return await self.inner.call(arguments)
+
+
+def _with_timeout(tool: Tool, timeout_s: float) -> Tool:
+    return _TimedBuiltin(tool, timeout_s)
+
+
+__all__ = [
+    "HttpTool",
+    "McpTool",
+    "MissingSecret",
+    "ToolSources",
+    "TurnMcpSessions",
+    "servers_fingerprint",
+    "tenant_secrets",
+]
