@@ -4,7 +4,7 @@ success status, the top-level keys of one of its examples, and its schema).
 
 ``tour()`` is a generator of steps (``Http``, ``Ws``, ``Turn``) that receives each step's answer,
 so one script runs on both hosts: in-process on the local wiring
-(``tests/unit/test_openapi_truth.py``) and on AWS through the real Lambda handlers on moto
+(``tests/unit/api/test_openapi_truth.py``) and on AWS through the real Lambda handlers on moto
 (``tests/functions/test_api_tour_aws.py``). Before it starts, the host has a workspace file
 ``src/hello.py`` (``print(6*7)``) for tenant ``acme``'s container ``user-alice``. A new route
 joins the tour (one ``yield Http(...)``).

@@ -2,7 +2,7 @@
 handler, the image built over the WebSocket handler, turns run by the worker handler, and the
 rebuild through ``POST /v1/images/{imageId}/rebuild``. The model sees the pinned prompt until the
 rebuild, and the knowledge search tool answers from DynamoDB. The local twin is
-``tests/unit/test_agent_images.py``."""
+``tests/unit/images/test_agent_images.py``."""
 
 from __future__ import annotations
 

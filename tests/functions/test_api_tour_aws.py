@@ -2,7 +2,7 @@
 Lambda handlers on moto (HTTP API handler, WebSocket ``$default``, the turn worker), on DynamoDB,
 with workspaces read from S3. Each answer has a documented status, the top-level keys of one of
 the documented examples and fits the documented schema, as on the local host
-(``tests/unit/test_openapi_truth.py``)."""
+(``tests/unit/api/test_openapi_truth.py``)."""
 
 from __future__ import annotations
 

@@ -5,7 +5,7 @@ the model stream once the output crosses it; the partial reply is kept, the turn
 ``quota_exceeded``, and its tokens are added to the counters of the scopes with a budget (none
 without: the budget views then show the usage sums; a new budget is seeded from them).
 
-The local twin is ``tests/unit/test_budgets.py`` (refusal before a turn on AWS: ``test_ws_auth.py``).
+The local twin is ``tests/unit/security/test_budgets.py`` (refusal before a turn on AWS: ``test_ws_auth.py``).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
 """Concurrent messages on one session on the AWS host (moto): queue (default), reject, interrupt, per
-image or per request. The local twin is ``tests/unit/test_concurrency_policy.py``.
+image or per request. The local twin is ``tests/unit/turns/test_concurrency_policy.py``.
 
 ``ws_default`` (one Lambda) decides the policy from what DynamoDB says about the session's turns;
 ``turn_worker`` (another) runs the turns SQS delivers, one session's in queue order. For the

@@ -1,7 +1,7 @@
 """The CloudWatch dashboard in template.yaml plots what the code emits: every AgentVM metric on it
 is one of ``emf_metrics.CATALOGUE`` with exactly its dimensions (and values the code writes), every
 catalogued metric is on it, and the AWS metrics it adds (queues, Lambda) name the stack's own
-resources. ``tests/unit/test_emf_metrics.py`` holds the catalogue to the lines actually written."""
+resources. ``tests/unit/adapters/test_emf_metrics.py`` holds the catalogue to the lines actually written."""
 
 from __future__ import annotations
 

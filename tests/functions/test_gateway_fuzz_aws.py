@@ -1,5 +1,5 @@
 """Fuzzing ``$default`` on the AWS host (moto): no frame crashes the handler, and every request is
-answered exactly once, by its requestId. The local twin is ``tests/unit/test_gateway_fuzz.py``,
+answered exactly once, by its requestId. The local twin is ``tests/unit/gateway/test_gateway_fuzz.py``,
 whose frame strategy and reply checker are used here unchanged.
 
 Frames go through the real ``ws_default`` handler, built by ``aws_runtime`` + ``aws_security`` as
@@ -30,7 +30,7 @@ from agentvm.gateway.v1.frames import REQUEST_MODELS
 from agentvm.hosts.aws import run_sync
 from tests.functions.aws_stack import TABLE, Stack, load_event, moto_resources
 from tests.functions.conftest import FakeLambdaContext, RecordingPush
-from tests.unit.test_gateway_fuzz import check_replies, raw_frames
+from tests.unit.gateway.test_gateway_fuzz import check_replies, raw_frames
 
 pytestmark = pytest.mark.aws
 

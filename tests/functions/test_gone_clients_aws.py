@@ -1,6 +1,6 @@
 """Gone clients on the AWS host (moto): API Gateway answers ``GoneException`` (410) for a closed
 connection; the worker prunes it from DynamoDB and keeps streaming to the others, and a turn with no
-subscriber left still completes and persists. (Local host: ``tests/unit/test_fanout.py``.)
+subscriber left still completes and persists. (Local host: ``tests/unit/streaming/test_fanout.py``.)
 """
 
 from __future__ import annotations

@@ -5,8 +5,9 @@ stdout: ``tests/moto_logs.py``) read back with Logs Insights, each tenant's scop
 moto runs ``StartQuery``/``GetQueryResults`` but evaluates no Insights command but ``fields``,
 ``sort`` and ``limit``: the log route's own check of every row (tenant first) is what scopes its
 answer here, and the metrics' ``stats`` come back empty (zeros); the queries themselves are
-checked as strings (scoped by the tenant's own stage). The local twins: ``tests/unit/test_logs.py``
-and ``tests/unit/test_metrics.py``."""
+checked as strings (scoped by the tenant's own stage). The local twins:
+``tests/unit/observability/test_logs.py``
+and ``tests/unit/observability/test_metrics.py``."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """ResourceX compatibility (``/v1/registry/*``) through the Lambda HTTP handler on moto: publish by
 upload in both locator grammars, resource, resolve, exists, search with its real total, delete,
 an agent definition built on a registry prompt, tenant isolation and bad input. The local twin is
-``tests/unit/test_registry.py``."""
+``tests/unit/resources/test_registry.py``."""
 
 from __future__ import annotations
 

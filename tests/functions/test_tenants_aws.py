@@ -2,7 +2,7 @@
 Deepractice aliases) for a platform admin, 403 for anyone else, bad input refused, and deletion:
 the tenant's keys revoked (the WebSocket authorizer denies them too), its budgets and resources
 deleted, its conversations kept and the tombstone saying so (no ``purgedAt``). The local twin is
-``tests/unit/test_tenants.py``."""
+``tests/unit/security/test_tenants.py``."""
 
 from __future__ import annotations
 

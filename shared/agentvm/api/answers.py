@@ -3,7 +3,7 @@
 is built, never on a request's path (so these classes cost a Lambda's cold start nothing).
 
 They document, they do not filter: routes answer ``response_model=None`` and build their answers
-themselves; ``tests/unit/test_openapi_truth.py`` checks real answers against these schemas.
+themselves; ``tests/unit/api/test_openapi_truth.py`` checks real answers against these schemas.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """How a route documents its success answer in ``/openapi.json`` (and so at ``/docs``): ``ok(...)``.
 
 Every operation documents its success response with a schema and a real example: an answer the
-route gave in a test, ids and digests included (``tests/unit/test_openapi_truth.py`` checks that
+route gave in a test, ids and digests included (``tests/unit/api/test_openapi_truth.py`` checks that
 each example validates against its schema, and that the routes really answer those keys and fit
 those schemas). The schema documents; it does not filter: routes pass ``response_model=None`` and
 answer what they build, so a documented model never hides a field.

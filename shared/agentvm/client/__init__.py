@@ -10,7 +10,7 @@
 
 Light on purpose: ``pip install agentvm-runtime[client]`` brings pydantic, websockets and httpx, and this
 package imports nothing of the server (no FastAPI, no AWS or provider SDKs). docs/sdk.md is the
-reference; the public names are ``__all__`` below (pinned by tests/unit/test_sdk_public_names.py).
+reference; the public names are ``__all__`` below (pinned by tests/unit/client/test_sdk_public_names.py).
 """
 
 from __future__ import annotations

@@ -8,7 +8,7 @@ that is stored is the shape that is sent is the shape the SDK reads.
 
 Why models checked against the server rather than generated from it: the server builds frames as
 plain dicts on the hot path of every delta. What keeps the two in step is
-``tests/unit/test_sdk_models.py``: every event type in the server's catalogue
+``tests/unit/client/test_sdk_models.py``: every event type in the server's catalogue
 (``agentvm.events.AGENT_EVENT_CATEGORY``) has a model here with the same category, and every frame
 of scripted turns (text, tools, approvals, client tools, errors, interrupts, retries, lifecycle
 events) on both hosts parses into these models and dumps back to the same JSON, with no field

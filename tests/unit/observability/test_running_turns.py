@@ -19,7 +19,7 @@ from agentvm.adapters.llm.scripted import Calls
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
 from tests.security_harness import new_key
-from tests.unit.test_tenant_attacks import RUNTIME_FACTORIES
+from tests.unit.security.test_tenant_attacks import RUNTIME_FACTORIES
 
 LONG = " ".join(f"w{i}" for i in range(400))
 

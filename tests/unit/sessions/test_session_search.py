@@ -17,7 +17,7 @@ from agentvm.messages import UserMessage
 from agentvm.ports import SearchPosition, SearchTerm
 from agentvm.records import ImageRecord, SessionRecord
 from agentvm.sessions.search import decode_cursor, encode_cursor, matches, parse_query, tokens
-from tests.unit.test_tenant_attacks import RUNTIME_FACTORIES
+from tests.unit.security.test_tenant_attacks import RUNTIME_FACTORIES
 
 
 @pytest.mark.parametrize(

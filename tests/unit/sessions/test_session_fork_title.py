@@ -12,10 +12,10 @@ from agentvm.adapters.llm.scripted import Calls
 from agentvm.errors import ProviderUnavailable
 from agentvm.records import SessionSummary
 from agentvm.turns.title import TITLE_SYSTEM
-from tests.unit.test_tenant_attacks import RUNTIME_FACTORIES
+from tests.unit.security.test_tenant_attacks import RUNTIME_FACTORIES
 
 if TYPE_CHECKING:
-    from tests.unit.test_tenant_attacks import World
+    from tests.unit.security.test_tenant_attacks import World
 
 
 @pytest.fixture(params=RUNTIME_FACTORIES)

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING
 
 from agentvm.adapters.local.sqlite import queue as sqlite_queue
 from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
-from tests.unit.test_local_queue import FAST, job
+from tests.unit.adapters.test_local_queue import FAST, job
 
 if TYPE_CHECKING:
     from pathlib import Path

@@ -22,7 +22,7 @@ from agentvm.hosts.local import local_runtime, local_security
 from agentvm.hosts.local_server import create_local_app
 from tests.integration.avm_process import TOKEN_RE
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 PLAYGROUND = resources.files("agentvm") / "playground"
 
 

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from agentvm.gateway.dispatch import handle_frame
 from agentvm.gateway.v2.rpc import MAX_BATCH, METHODS, PREFIXES, resolve
 from tests.harness import Harness
-from tests.unit.test_gateway_fuzz import any_text, field_values, json_values, raw_frames
+from tests.unit.gateway.test_gateway_fuzz import any_text, field_values, json_values, raw_frames
 from tests.v2_client import v2_client
 
 PARAMS = [

@@ -22,7 +22,7 @@ from agentvm.observability.periods import DAY_MS, HOUR_MS
 from agentvm.observability.usage import COLUMNS, DIMENSIONS, UsageQuery
 from tests.contract.test_usage_rollups_contract import expected
 from tests.security_harness import ManualClock, new_key
-from tests.unit.test_tenant_attacks import RUNTIME_FACTORIES
+from tests.unit.security.test_tenant_attacks import RUNTIME_FACTORIES
 
 DAY = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 FROM, TO = "2026-01-01", "2026-01-02"

@@ -11,7 +11,7 @@ import pytest
 
 from agentvm.client import AgentVMClient, ConnectionLost, parse_frame
 from agentvm.client.turn import closes_dead_attempt
-from tests.unit.test_client_resume import FakeSocket
+from tests.unit.client.test_client_resume import FakeSocket
 
 CTX = {"containerId": "u", "imageId": "img_1", "agentId": "agent_1", "sessionId": "sess_1"}
 

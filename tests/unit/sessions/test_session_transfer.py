@@ -22,10 +22,10 @@ from agentvm.records import SessionSummary, UsageRecord
 from agentvm.sessions.imports import import_session
 from agentvm.sessions.writer import LEASE_MS
 from tests.security_harness import ManualClock
-from tests.unit.test_tenant_attacks import RUNTIME_FACTORIES
+from tests.unit.security.test_tenant_attacks import RUNTIME_FACTORIES
 
 if TYPE_CHECKING:
-    from tests.unit.test_tenant_attacks import World
+    from tests.unit.security.test_tenant_attacks import World
 
 
 @pytest.fixture(params=RUNTIME_FACTORIES)

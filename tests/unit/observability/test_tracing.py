@@ -24,7 +24,7 @@ from agentvm.errors import ProviderRejected
 from agentvm.observability import tracing
 from tests.tools import FakeTool, FixedToolSources
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 @pytest.fixture

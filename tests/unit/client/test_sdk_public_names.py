@@ -175,6 +175,6 @@ def test_every_event_and_response_model_is_public():
 def test_the_reference_documents_every_public_class():
     from pathlib import Path
 
-    reference = (Path(__file__).resolve().parents[2] / "docs" / "sdk.md").read_text()
+    reference = (Path(__file__).resolve().parents[3] / "docs" / "sdk.md").read_text()
     missing = [name for name in sdk.__all__ if f"`{name}`" not in reference and name[0].isupper()]
     assert missing == []

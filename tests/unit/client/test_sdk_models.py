@@ -38,7 +38,7 @@ from tests.crashes import DyingModel
 from tests.functions.aws_host import aws_host
 from tests.harness import Harness
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 CALC = {"type": "builtin", "name": "calculator"}
 PICK = {"type": "client", "name": "pick_file", "description": "Ask the user to pick a file"}
 # In AgentX's catalogue (so the SDK reads them from any AgentX server), never sent by AgentVM.

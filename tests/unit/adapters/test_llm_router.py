@@ -16,7 +16,7 @@ from agentvm.config import CompatProvider, Settings
 from agentvm.errors import BadRequest
 
 SECRET = "sk-test-very-secret-0123456789"
-REPO = Path(__file__).resolve().parents[2]
+REPO = Path(__file__).resolve().parents[3]
 
 
 class RecordingClient:
