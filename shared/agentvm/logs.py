@@ -11,6 +11,13 @@ Lines about refused client input (bad frames, refused upgrades, 401, 413) go thr
 ``log_refusal``: one short line each, at most ``AVM_LOG_REFUSALS_PER_MINUTE`` per source (a client
 address) per minute, so a hostile client cannot flood the log; every line's message is cut at
 ``MAX_MSG_CHARS``.
+
+Whose work a line is about (``bind``/``unbind``, the ``LogContext`` filter): the tenant,
+container, session and turn ids the core binds where it learns them, copied onto each record of
+AgentVM's own loggers; ``/v1/logs`` filters on exactly these fields (a line without ``tenant_id``
+is platform-internal, shown to platform admins only). ``bind`` returns a token and ``unbind(token)``
+restores what was bound before, so one request's or turn's ids never leak onto the next one a task
+handles.
 """
 
 from __future__ import annotations
@@ -238,6 +245,43 @@ _UVICORN_FILTER = UvicornClientErrors()
 _FRAME_LOGGERS = ("uvicorn.error", "websockets")
 
 
+# --- whose work a line is about
+
+FIELDS = ("tenant_id", "container_id", "session_id", "turn_id")
+_ids: ContextVar[dict[str, str] | None] = ContextVar("log_ids", default=None)
+
+
+def bind(**ids: str | None) -> Any:
+    """Add these ids (``tenant_id=...``) to what this task's log lines carry; None leaves an id
+    as it was. Returns the token for ``unbind``."""
+    current = dict(_ids.get() or {})
+    current.update({k: v for k, v in ids.items() if v is not None and k in FIELDS})
+    return _ids.set(current)
+
+
+def unbind(token: Any) -> None:
+    _ids.reset(token)
+
+
+def bound() -> dict[str, str]:
+    """The ids this task's log lines carry now."""
+    return dict(_ids.get() or {})
+
+
+class LogContext(logging.Filter):
+    """Copies the bound ids onto each record of AgentVM's own loggers (``agentvm.*``; fields a
+    caller passed in ``extra`` win). Other libraries' lines stay platform-internal, even when
+    logged while a tenant's work runs: what they say is the platform's business."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        ids = _ids.get()
+        if ids and (record.name == "agentvm" or record.name.startswith("agentvm.")):
+            for key, value in ids.items():
+                if key not in record.__dict__:
+                    record.__dict__[key] = value
+        return True
+
+
 def configure_logging(
     level: str = "INFO",
     *,
@@ -246,12 +290,10 @@ def configure_logging(
     ws_frames: bool = False,
 ) -> None:
     global _mask
-    from agentvm.observability.logcontext import LogContext
-
     _mask = SecretMask(secrets or [])
     handler = logging.StreamHandler(sys.stderr)
     handler.setFormatter(JsonFormatter())
-    handler.addFilter(LogContext())  # tenant, container, session and turn ids (observability)
+    handler.addFilter(LogContext())  # tenant, container, session and turn ids
     handler.addFilter(_mask)
     root = logging.getLogger()
     root.handlers[:] = [handler]
@@ -270,8 +312,6 @@ _mask: SecretMask | None = None  # configure_logging's, with the registered secr
 def add_log_handler(handler: logging.Handler) -> None:
     """One more handler on the root logger, formatted, masked and tagged as configure_logging's
     own (the local host's ``/v1/logs`` store)."""
-    from agentvm.observability.logcontext import LogContext
-
     handler.setFormatter(JsonFormatter())
     handler.addFilter(LogContext())
     handler.addFilter(_mask or SecretMask([]))
@@ -279,7 +319,12 @@ def add_log_handler(handler: logging.Handler) -> None:
 
 
 __all__ = [
+    "FIELDS",
+    "LogContext",
     "MAX_MSG_CHARS",
+    "bind",
+    "bound",
+    "unbind",
     "add_log_handler",
     "mask_text",
     "JsonFormatter",

@@ -42,9 +42,7 @@ class ImageRecord(_Record):
     systemPrompt: str | None = None
     model: str | None = None  # "provider/model"; None = the server default
     mcpServers: dict[str, Any] | None = None  # AgentX McpServerConfig map (agent/tools/declarations.py)
-    tools: list[dict[str, Any]] | None = (
-        None  # HTTP and built-in tool declarations (agent/tools/)
-    )
+    tools: list[dict[str, Any]] | None = None  # HTTP and built-in tool declarations (agent/tools/)
     maxSteps: int | None = None  # model calls per turn; None = DEFAULT_MAX_STEPS
     # Which tools need a person's approval before they run: {"tools": [names] | "*", "timeoutS": n}
     approval: dict[str, Any] | None = None

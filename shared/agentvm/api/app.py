@@ -42,8 +42,7 @@ from agentvm.errors import (
     StorageUnavailable,
     Unauthorized,
 )
-from agentvm.logs import log_refusal
-from agentvm.observability.logcontext import bind
+from agentvm.logs import bind, log_refusal
 from agentvm.security.auth import Principal
 
 if TYPE_CHECKING:

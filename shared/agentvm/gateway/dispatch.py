@@ -40,7 +40,7 @@ from agentvm.gateway.v1.frames import (
     peek_request,
 )
 from agentvm.gateway.v2 import rpc as agentx_v2
-from agentvm.observability.logcontext import bind, unbind
+from agentvm.logs import bind, unbind
 from agentvm.observability.metrics import record_request
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
 from agentvm.streaming.batching import pack

@@ -8,7 +8,7 @@ from __future__ import annotations
 from contextvars import ContextVar
 from dataclasses import dataclass
 
-from agentvm.observability.logcontext import bind
+from agentvm.logs import bind
 
 
 @dataclass

@@ -375,8 +375,7 @@ def _tag_and_mask(logger: Logger) -> None:
     """Every line through the Powertools handler carries the bound tenant, container, session and
     turn ids (``/v1/logs`` filters on them) and has API keys and tokens masked (logs.SecretMask),
     and leaves out the keys CloudWatch already stores (``compact_lines``)."""
-    from agentvm.logs import SecretMask
-    from agentvm.observability.logcontext import LogContext
+    from agentvm.logs import LogContext, SecretMask
 
     handler = logger.registered_handler
     if not any(isinstance(f, LogContext) for f in handler.filters):

@@ -34,6 +34,7 @@ from agentvm.agent.tools.toolbox import ToolRun
 from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, SessionBusy, StorageUnavailable
 from agentvm.events import EventContext, event, system_error
 from agentvm.llm import ToolCall, ToolResult
+from agentvm.logs import bind, unbind
 from agentvm.messages import (
     AssistantMessage,
     ErrorMessage,
@@ -46,7 +47,6 @@ from agentvm.messages import (
     ToolResultPart,
     message_to_wire,
 )
-from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_turn, turn_status
 from agentvm.observability.tracing import NO_TRACE, start_turn
 from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
