@@ -2,15 +2,19 @@
 
 Field names are the protocol's own camelCase names, so a stored message is byte-for-byte what a
 client receives in ``image_messages_response`` and ``assistant_message``. New fields always get
-defaults so stored history keeps validating.
+defaults so stored history keeps validating. ``chains`` groups a stored history into turns (the
+messages answering each user message), for the worker's history and for resume alike.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 # defer_build: validators are built on first use, not at import. A Lambda handler imports every
@@ -150,6 +154,21 @@ def text_of(content: str | list[Any]) -> str:
     return "".join(p.text for p in content if isinstance(p, TextPart))
 
 
+def chains(history: Sequence[Message]) -> dict[str, list[Message]]:
+    """Every turn's stored messages, by the id of the user message they answer, in store order."""
+    out: dict[str, list[Message]] = {}
+    call_parent: dict[str, str] = {}
+    for m in history:
+        if isinstance(m, (AssistantMessage, ErrorMessage)) and m.parentId:
+            out.setdefault(m.parentId, []).append(m)
+        elif isinstance(m, ToolCallMessage) and m.parentId:
+            call_parent[m.toolCall.id] = m.parentId
+            out.setdefault(m.parentId, []).append(m)
+        elif isinstance(m, ToolResultMessage) and m.toolCallId in call_parent:
+            out[call_parent[m.toolCallId]].append(m)
+    return out
+
+
 __all__ = [
     "AssistantContentPart",
     "AssistantMessage",
@@ -167,6 +186,7 @@ __all__ = [
     "ToolResultPart",
     "UserContentPart",
     "UserMessage",
+    "chains",
     "message_adapter",
     "message_from_wire",
     "message_to_wire",

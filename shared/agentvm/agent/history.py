@@ -22,6 +22,7 @@ from agentvm.messages import (
     ToolCallMessage,
     ToolResultMessage,
     UserMessage,
+    chains,
     text_of,
 )
 
@@ -75,21 +76,6 @@ def tool_result_of(message: ToolResultMessage) -> ToolResult:
         content = json.dumps(value, ensure_ascii=False, default=str)
     is_error = output.type in ("error-text", "error-json", "execution-denied")
     return ToolResult(message.toolCallId, message.toolResult.name, content, is_error=is_error)
-
-
-def chains(history: Sequence[Message]) -> dict[str, list[Message]]:
-    """Every turn's stored messages, by the id of the user message they answer, in store order."""
-    out: dict[str, list[Message]] = {}
-    call_parent: dict[str, str] = {}
-    for m in history:
-        if isinstance(m, (AssistantMessage, ErrorMessage)) and m.parentId:
-            out.setdefault(m.parentId, []).append(m)
-        elif isinstance(m, ToolCallMessage) and m.parentId:
-            call_parent[m.toolCall.id] = m.parentId
-            out.setdefault(m.parentId, []).append(m)
-        elif isinstance(m, ToolResultMessage) and m.toolCallId in call_parent:
-            out[call_parent[m.toolCallId]].append(m)
-    return out
 
 
 def steps_of(chain: Sequence[Message]) -> list[Step]:
@@ -191,7 +177,6 @@ def pending_user_ids(history: Sequence[Message]) -> list[str]:
 __all__ = [
     "NO_RESULT",
     "Step",
-    "chains",
     "chat_turns",
     "open_step",
     "pending_user_ids",

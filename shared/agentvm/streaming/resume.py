@@ -24,9 +24,8 @@ import json
 import logging
 from typing import TYPE_CHECKING
 
-from agentvm.agent.history import chains
 from agentvm.errors import ConnectionGone
-from agentvm.messages import UserMessage
+from agentvm.messages import UserMessage, chains
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
 from agentvm.streaming.agentx_v2_events import V2Renderer, notification
 from agentvm.streaming.batching import pack
