@@ -119,7 +119,7 @@ async def build_agent(centre: ResourceCentre, tenant_id: str, uri: str) -> Build
 
 
 def _knowledge_decl(v: ResourceVersion) -> dict[str, Any]:
-    from agentvm.agent.tools.knowledge import tool_name
+    from agentvm.resources.knowledge_tool import tool_name
 
     about = v.description or f"the {v.name} knowledge base"
     return {

@@ -324,8 +324,8 @@ async def _toolbox(rt: Runtime, image: ImageRecord) -> Toolbox | None:
         box = await rt.tools.toolbox(rt.store, image, storage=rt.storage_quota)
     knowledge = [t for t in image.tools or [] if t.get("type") == "knowledge"]
     if knowledge and rt.resources is not None:
-        from agentvm.agent.tools.knowledge import knowledge_tools
         from agentvm.agent.tools.toolbox import Toolbox
+        from agentvm.resources.knowledge_tool import knowledge_tools
 
         found = knowledge_tools(knowledge, rt.resources.store)
         if box is None:

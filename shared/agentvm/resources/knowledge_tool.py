@@ -4,7 +4,7 @@ An image built from ``resource://agents/...`` that lists ``knowledge`` gets one 
 resource, declared in the image as ``{"type": "knowledge", name, description, owner, resource,
 version}``: pinned to the exact version the build resolved (``owner`` is the tenant it lives in:
 the image's own, or the platform's). Only a build writes such a declaration; an image's inline
-``config.tools`` cannot (``agent.tool_config.ToolDecl`` has no ``knowledge`` type), so a tenant
+``config.tools`` cannot (``agent.tools.declarations.ToolDecl`` has no ``knowledge`` type), so a tenant
 cannot point a tool at another tenant's resources.
 
 The tool takes ``{"query": str, "limit": int}`` and answers the best chunks, ranked
@@ -67,7 +67,7 @@ class KnowledgeSearchTool:
         return self._spec
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
-        from agentvm.resources.centre import search_version
+        from agentvm.resources.centre import search_version  # on first call: the tool is built on every turn
 
         d = self.decl
         version = await self._resources.get_version(d.owner, "knowledge", d.resource, d.version)
