@@ -41,10 +41,10 @@ from typing import TYPE_CHECKING, Any
 from agentvm.agent.context import estimate_tokens, load_context, model_text
 from agentvm.agent.history import result_of
 from agentvm.agent.loop import complete
+from agentvm.agent.side_calls import bill_side_call
 from agentvm.llm import ChatTurn, ModelRequest
 from agentvm.messages import ToolCallMessage, ToolResultMessage, UserMessage
 from agentvm.records import SessionSummary
-from agentvm.turns.side_calls import bill_side_call
 
 if TYPE_CHECKING:
     from collections.abc import Coroutine, Sequence

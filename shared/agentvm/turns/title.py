@@ -85,7 +85,7 @@ async def _title(
     rt: Runtime, job: TurnJob, context: TurnContext, outcome: TurnOutcome, default_name: str
 ) -> str | None:
     from agentvm.agent.loop import complete
-    from agentvm.turns.side_calls import bill_side_call
+    from agentvm.agent.side_calls import bill_side_call
 
     question = next(
         (m for m in context.messages if m.id == job.userMessageId and isinstance(m, UserMessage)), None
