@@ -19,9 +19,10 @@ from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
 from agentvm.api.openapi import examples, ok
+from agentvm.configcentre.pricing import pricing_for
 from agentvm.errors import BadRequest, Forbidden
 from agentvm.observability import export
-from agentvm.observability.pricing import CURRENCY, PRICES_AS_OF, pricing_for
+from agentvm.observability.pricing import CURRENCY, PRICES_AS_OF
 from agentvm.observability.usage import ALL_TENANTS, cells_of, parse_query, query_wire, summarise
 
 if TYPE_CHECKING:

@@ -43,7 +43,6 @@ if TYPE_CHECKING:
 
     from agentvm.observability.usage import Sums
     from agentvm.ports import UsageCell
-    from agentvm.runtime import Runtime
 
 PRICES_AS_OF = "2026-03-21"
 CURRENCY = "USD"
@@ -252,20 +251,6 @@ def micro(amount: Decimal) -> float:
     return float(amount.quantize(_MICRO, rounding=ROUND_HALF_EVEN))
 
 
-async def pricing_for(runtime: Runtime) -> Pricing:
-    """The server's pricing now: the config centre's ``billing.markup`` and ``billing.prices``
-    (file, environment or API), else the list prices and the default markup."""
-    if runtime.config is None:
-        return Pricing.of(None, None)
-    from agentvm.configcentre.keys import check
-
-    resolved = await runtime.config.resolved(None)
-    # Values from the API and the config file were checked when set; the environment's are checked
-    # here (a bad AVM_BILLING_PRICES is invalid_config, never a silently ignored price).
-    prices = check("billing.prices", resolved["billing.prices"][0] or {})
-    return Pricing.of(resolved["billing.markup"][0], prices)
-
-
 __all__ = [
     "CURRENCY",
     "DEFAULT_MARKUP",
@@ -278,5 +263,4 @@ __all__ = [
     "list_price",
     "micro",
     "price_of",
-    "pricing_for",
 ]
