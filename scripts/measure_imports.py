@@ -104,9 +104,10 @@ def _parameter_defaults() -> dict[str, str]:
     return out
 
 
-def _env(variables: set[str], *, in_lambda: bool) -> dict[str, str]:
+def _env(variables: set[str], *, in_lambda: bool, root: Path = ROOT) -> dict[str, str]:
     keep = {k: v for k, v in os.environ.items() if not k.startswith(("AWS_", "AVM_", "POWERTOOLS_"))}
-    env = {**keep, **NO_AWS, "PYTHONPATH": str(ROOT)}
+    # the tree's own package first: another checkout (benchmarks/cold_start_compare.py) measures its own
+    env = {**keep, **NO_AWS, "PYTHONPATH": os.pathsep.join([str(root), str(root / "shared")])}
     defaults = _parameter_defaults()
     for name in variables:  # "agentvm": POWERTOOLS_SERVICE_NAME, POWERTOOLS_METRICS_NAMESPACE
         env[name] = DUMMY[name] if name in DUMMY else defaults.get(name, "agentvm")
@@ -120,12 +121,14 @@ def lambda_environment(name: str) -> dict[str, str]:
     return _env(_template_variables()[name], in_lambda=True)
 
 
-def _median_ms(code: str, runs: int, variables: set[str], *, in_lambda: bool = False) -> float:
-    env = _env(variables, in_lambda=in_lambda)
+def _median_ms(
+    code: str, runs: int, variables: set[str], *, in_lambda: bool = False, root: Path = ROOT
+) -> float:
+    env = _env(variables, in_lambda=in_lambda, root=root)
     samples = []
     for _ in range(runs):
         started = time.perf_counter()
-        subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=env, check=True)
+        subprocess.run([sys.executable, "-c", code], cwd=root, env=env, check=True)
         samples.append((time.perf_counter() - started) * 1000)
     return statistics.median(samples)
 
@@ -149,14 +152,15 @@ def _top(module: str, n: int, variables: set[str]) -> list[tuple[int, int, str]]
 
 
 def measure(
-    runs: int = 9, names: Iterable[str] | None = None, *, init_only: bool = False
+    runs: int = 9, names: Iterable[str] | None = None, *, init_only: bool = False, root: Path = ROOT
 ) -> list[dict[str, object]]:
     """One row per handler module: import and Lambda-init medians (ms, minus an empty interpreter).
 
     ``names``: function folders, by default every function of template.yaml (those with a target
     first). ``init_only`` skips the plain import (``benchmarks/cost_meter.py`` needs the init only).
+    ``root``: the checkout whose ``functions/`` and ``shared/`` are imported (this one by default).
     """
-    baseline = _median_ms("pass", runs, set())
+    baseline = _median_ms("pass", runs, set(), root=root)
     variables = _template_variables()
     if names is None:
         names = [*TARGETS, *sorted(set(variables) - set(TARGETS))]
@@ -165,14 +169,14 @@ def measure(
         module = f"functions.{name}.app"
         row: dict[str, object] = {"module": module}
         if not init_only:
-            imported = _median_ms(f"import {module}", runs, variables[name]) - baseline
+            imported = _median_ms(f"import {module}", runs, variables[name], root=root) - baseline
             target = TARGETS.get(name)  # functions without one are measured all the same
             row |= {
                 "import_ms": round(imported),
                 "target_ms": target,
                 "met": None if target is None else imported <= target,
             }
-        primed = _median_ms(f"import {module}", runs, variables[name], in_lambda=True) - baseline
+        primed = _median_ms(f"import {module}", runs, variables[name], in_lambda=True, root=root) - baseline
         row["lambda_init_ms"] = round(primed)
         rows.append(row)
     return rows
