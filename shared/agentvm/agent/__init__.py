@@ -1,1 +1,177 @@
-"""The turn: the agent loop, its context and history, compaction and provider retries."""
+"""The agent itself, for one turn: the loop (model → tools → model), its context and history,
+compaction, provider retries, pacing, and side calls billed like a turn's. Tools are in ``agent.tools``.
+
+Every public name is importable from here and loaded from its module on first use
+(``agentvm.lazy``); ``tests/unit/package/test_exports.py`` pins the list.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentvm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from agentvm.agent.compaction import (
+        SUMMARY_SYSTEM,
+        compact_after_turn,
+        count_trigger,
+        enabled,
+        fold_count,
+        keep_max,
+        prepare_context,
+        summary_max_tokens,
+        summary_request,
+    )
+    from agentvm.agent.context import (
+        CHARS_PER_TOKEN,
+        SUMMARY_HEADING,
+        TurnContext,
+        estimate_request_tokens,
+        estimate_tokens,
+        load_context,
+        model_text,
+        system_prompt,
+    )
+    from agentvm.agent.history import (
+        NO_RESULT,
+        Step,
+        chat_turns,
+        open_step,
+        pending_user_ids,
+        result_of,
+        steps_of,
+        tool_result_of,
+        turn_steps,
+        turns_of,
+        user_turn,
+    )
+    from agentvm.agent.loop import (
+        INTERRUPTED_RESULT,
+        PendingStep,
+        Resolution,
+        StepHooks,
+        StepOutcome,
+        StreamHooks,
+        TurnOutcome,
+        complete,
+        run_turn,
+    )
+    from agentvm.agent.pacing import (
+        LEAD_S,
+        pace_reads_by,
+        read_pause,
+    )
+    from agentvm.agent.retry import (
+        RetryingModelClient,
+    )
+    from agentvm.agent.side_calls import (
+        bill_side_call,
+    )
+
+__all__ = [
+    "CHARS_PER_TOKEN",
+    "INTERRUPTED_RESULT",
+    "LEAD_S",
+    "NO_RESULT",
+    "PendingStep",
+    "Resolution",
+    "RetryingModelClient",
+    "SUMMARY_HEADING",
+    "SUMMARY_SYSTEM",
+    "Step",
+    "StepHooks",
+    "StepOutcome",
+    "StreamHooks",
+    "TurnContext",
+    "TurnOutcome",
+    "bill_side_call",
+    "chat_turns",
+    "compact_after_turn",
+    "complete",
+    "count_trigger",
+    "enabled",
+    "estimate_request_tokens",
+    "estimate_tokens",
+    "fold_count",
+    "keep_max",
+    "load_context",
+    "model_text",
+    "open_step",
+    "pace_reads_by",
+    "pending_user_ids",
+    "prepare_context",
+    "read_pause",
+    "result_of",
+    "run_turn",
+    "steps_of",
+    "summary_max_tokens",
+    "summary_request",
+    "system_prompt",
+    "tool_result_of",
+    "turn_steps",
+    "turns_of",
+    "user_turn",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "compaction": [
+            "SUMMARY_SYSTEM",
+            "compact_after_turn",
+            "count_trigger",
+            "enabled",
+            "fold_count",
+            "keep_max",
+            "prepare_context",
+            "summary_max_tokens",
+            "summary_request",
+        ],
+        "context": [
+            "CHARS_PER_TOKEN",
+            "SUMMARY_HEADING",
+            "TurnContext",
+            "estimate_request_tokens",
+            "estimate_tokens",
+            "load_context",
+            "model_text",
+            "system_prompt",
+        ],
+        "history": [
+            "NO_RESULT",
+            "Step",
+            "chat_turns",
+            "open_step",
+            "pending_user_ids",
+            "result_of",
+            "steps_of",
+            "tool_result_of",
+            "turn_steps",
+            "turns_of",
+            "user_turn",
+        ],
+        "loop": [
+            "INTERRUPTED_RESULT",
+            "PendingStep",
+            "Resolution",
+            "StepHooks",
+            "StepOutcome",
+            "StreamHooks",
+            "TurnOutcome",
+            "complete",
+            "run_turn",
+        ],
+        "pacing": [
+            "LEAD_S",
+            "pace_reads_by",
+            "read_pause",
+        ],
+        "retry": [
+            "RetryingModelClient",
+        ],
+        "side_calls": [
+            "bill_side_call",
+        ],
+    },
+)

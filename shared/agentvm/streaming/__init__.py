@@ -1,1 +1,147 @@
-"""Streaming a turn to its clients: the coalescing sink, frame numbering and replay, fan-out, resume."""
+"""Streaming a turn to its clients: the coalescing sink, frame numbering and replay, fan-out,
+resume, batching cadence, and frames rendered as AgentX 2.x notifications.
+
+Every public name is importable from here and loaded from its module on first use
+(``agentvm.lazy``); ``tests/unit/package/test_exports.py`` pins the list.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentvm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from agentvm.streaming.agentx_v2_events import (
+        V2Renderer,
+        notification,
+        render_frame,
+        render_payload,
+        send_result,
+        send_result_body,
+        user_message_id,
+        v2_context,
+        v2_history,
+    )
+    from agentvm.streaming.batch_cadence import (
+        BatchCadence,
+    )
+    from agentvm.streaming.batching import (
+        BATCH,
+        FRAMES_PARAM,
+        MAX_BATCH_BYTES,
+        SINGLE,
+        pack,
+        unpack,
+        wants_batches,
+    )
+    from agentvm.streaming.fanout import (
+        Fanout,
+    )
+    from agentvm.streaming.frames import (
+        ATTEMPT_SPAN,
+        FROM_STORAGE,
+        MAX_ATTEMPTS,
+        REF,
+        TURN_SPAN,
+        FrameLog,
+        error_occurred_data,
+        first_seq,
+        last_seq,
+        message_frame_data,
+        persisted_event,
+        replay,
+    )
+    from agentvm.streaming.resume import (
+        subscribe_after,
+    )
+    from agentvm.streaming.sink import (
+        CoalescingSink,
+    )
+
+__all__ = [
+    "ATTEMPT_SPAN",
+    "BATCH",
+    "BatchCadence",
+    "CoalescingSink",
+    "FRAMES_PARAM",
+    "FROM_STORAGE",
+    "Fanout",
+    "FrameLog",
+    "MAX_ATTEMPTS",
+    "MAX_BATCH_BYTES",
+    "REF",
+    "SINGLE",
+    "TURN_SPAN",
+    "V2Renderer",
+    "error_occurred_data",
+    "first_seq",
+    "last_seq",
+    "message_frame_data",
+    "notification",
+    "pack",
+    "persisted_event",
+    "render_frame",
+    "render_payload",
+    "replay",
+    "send_result",
+    "send_result_body",
+    "subscribe_after",
+    "unpack",
+    "user_message_id",
+    "v2_context",
+    "v2_history",
+    "wants_batches",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "agentx_v2_events": [
+            "V2Renderer",
+            "notification",
+            "render_frame",
+            "render_payload",
+            "send_result",
+            "send_result_body",
+            "user_message_id",
+            "v2_context",
+            "v2_history",
+        ],
+        "batch_cadence": [
+            "BatchCadence",
+        ],
+        "batching": [
+            "BATCH",
+            "FRAMES_PARAM",
+            "MAX_BATCH_BYTES",
+            "SINGLE",
+            "pack",
+            "unpack",
+            "wants_batches",
+        ],
+        "fanout": [
+            "Fanout",
+        ],
+        "frames": [
+            "ATTEMPT_SPAN",
+            "FROM_STORAGE",
+            "FrameLog",
+            "MAX_ATTEMPTS",
+            "REF",
+            "TURN_SPAN",
+            "error_occurred_data",
+            "first_seq",
+            "last_seq",
+            "message_frame_data",
+            "persisted_event",
+            "replay",
+        ],
+        "resume": [
+            "subscribe_after",
+        ],
+        "sink": [
+            "CoalescingSink",
+        ],
+    },
+)

@@ -20,7 +20,7 @@ PACKAGE = Path(__file__).resolve().parents[3] / "shared" / "agentvm"
 
 # Lowest first. A room is a top-level module or package of agentvm.
 FLOORS: list[tuple[str, set[str]]] = [
-    ("vocabulary", {"errors", "records", "messages", "events", "llm", "config", "logs", "addresses"}),
+    ("vocabulary", {"errors", "records", "messages", "events", "llm", "config", "logs", "addresses", "lazy"}),
     ("ports", {"ports", "runtime"}),
     ("domains", {"agent", "streaming", "security", "observability", "configcentre", "resources"}),
     ("services", {"images", "turns", "sessions"}),
