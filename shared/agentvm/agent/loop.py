@@ -12,6 +12,9 @@ each event and persists each step's outcome as it happens, so a redelivered turn
 last completed step. Provider failures (and an ``AgentVMError`` from a wrapping client, such as a
 budget cut) end the turn as data (``outcome.error``), never as an escape; tool failures become
 error results for the model (``agent.tools.Toolbox``), never a failed turn.
+
+Its size (~520 lines) is one loop and the step hooks it calls; split, a reader would follow one
+step across files.
 """
 
 from __future__ import annotations

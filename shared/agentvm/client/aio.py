@@ -27,6 +27,9 @@ Frames a turn does not take (other turns of followed sessions, lifecycle events)
 ``events`` (raw) and ``listen()`` (typed) share: at most ``max_buffered_events`` wait there; past
 that the oldest are dropped (``dropped_events`` counts them), so a client that never reads them
 does not grow without bound.
+
+Its size (~730 lines): one public class, the SDK's async client, whose methods are the protocol's
+requests one by one; the socket, resume, cursors and tools are already modules beside it.
 """
 
 from __future__ import annotations

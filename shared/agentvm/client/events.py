@@ -18,6 +18,9 @@ Fields the server adds later are kept (``extra="allow"``), not dropped: an older
 them as ``event.data.model_extra``. A frame of a type this SDK does not know, or whose shape does
 not fit its model, becomes an ``UnknownFrame`` holding it as it came (never an exception in the
 reader).
+
+Its size (~730 lines): the catalogue of one model per event type, flat on purpose (a reader finds
+an event by its name in one file, as docs/protocol.md lists them).
 """
 
 from __future__ import annotations

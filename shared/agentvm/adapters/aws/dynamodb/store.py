@@ -58,6 +58,9 @@ get_summary / put_summary          1 RRU / 1 WRU per KB of summary (``SESSION#<s
 Errors: a failed condition is part of the semantics above and never escapes. Anything else
 (throttling that outlived botocore's retries, a message over DynamoDB's 400 KB item limit, a
 missing table) propagates as PynamoDB's exception, whose ``cause`` is the botocore ``ClientError``.
+
+Its size (~540 lines): one port's adapter over one item layout; the per-concern stores (keys,
+budgets, usage, waits...) are already their own modules beside it.
 """
 
 from __future__ import annotations

@@ -101,6 +101,9 @@ written then (which have no ``gsi2`` keys, so no rollup counts them again), and 
 The directory item (which tenants had usage in a month, for the platform's all-tenant view) is an
 idempotent put written before the record, at most once per tenant and month per process: it may
 name a tenant whose record then failed (a superset is harmless), never miss one.
+
+Its size (~650 lines, a fifth of it this note): the item layout above binds the writer and the
+rollup, which must agree on every key; they stay in one module so that they are read together.
 """
 
 from __future__ import annotations
