@@ -160,8 +160,20 @@ def dumps(frame: Json) -> str:
     return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
 
 
+# Batched frames (streaming/batching.py): a client asks for them at the WebSocket upgrade, so the
+# SDK needs these names without the streaming package.
+FRAMES_PARAM = "frames"  # the upgrade's query parameter
+BATCH = "batch"  # its value for the batched mode
+SINGLE = "single"  # its value for one frame per message (the default, for completeness)
+MAX_BATCH_BYTES = 32 * 1024  # API Gateway WebSocket: one billed unit, one frame
+
+
 __all__ = [
     "AGENT_EVENT_CATEGORY",
+    "BATCH",
+    "FRAMES_PARAM",
+    "MAX_BATCH_BYTES",
+    "SINGLE",
     "LISTS_SESSIONS",
     "SUBSCRIBED_KEY",
     "SUBSCRIBE_KEY",

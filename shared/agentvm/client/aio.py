@@ -63,9 +63,8 @@ from agentvm.client.responses import (
 )
 from agentvm.client.tools import ClientTool, tool_from_function
 from agentvm.client.turn import Turn
-from agentvm.events import LISTS_SESSIONS, SUBSCRIBE_KEY, SUBSCRIBED_KEY
+from agentvm.events import BATCH, FRAMES_PARAM, LISTS_SESSIONS, SUBSCRIBE_KEY, SUBSCRIBED_KEY
 from agentvm.events import request as request_frame
-from agentvm.streaming.batching import BATCH, FRAMES_PARAM
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable

@@ -27,10 +27,6 @@ if TYPE_CHECKING:
         BatchCadence,
     )
     from agentvm.streaming.batching import (
-        BATCH,
-        FRAMES_PARAM,
-        MAX_BATCH_BYTES,
-        SINGLE,
         pack,
         unpack,
         wants_batches,
@@ -61,17 +57,13 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ATTEMPT_SPAN",
-    "BATCH",
     "BatchCadence",
     "CoalescingSink",
-    "FRAMES_PARAM",
     "FROM_STORAGE",
     "Fanout",
     "FrameLog",
     "MAX_ATTEMPTS",
-    "MAX_BATCH_BYTES",
     "REF",
-    "SINGLE",
     "TURN_SPAN",
     "V2Renderer",
     "error_occurred_data",
@@ -112,10 +104,6 @@ __getattr__, __dir__ = lazy_exports(
             "BatchCadence",
         ],
         "batching": [
-            "BATCH",
-            "FRAMES_PARAM",
-            "MAX_BATCH_BYTES",
-            "SINGLE",
             "pack",
             "unpack",
             "wants_batches",

@@ -27,14 +27,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentvm.errors import BadRequest
+from agentvm.events import BATCH, FRAMES_PARAM, MAX_BATCH_BYTES, SINGLE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
-
-FRAMES_PARAM = "frames"  # the upgrade's query parameter
-BATCH = "batch"  # its value for the batched mode
-SINGLE = "single"  # its value for one frame per message (the default, for completeness)
-MAX_BATCH_BYTES = 32 * 1024  # API Gateway WebSocket: one billed unit, one frame
 
 
 def wants_batches(query: Mapping[str, str]) -> bool:
@@ -81,4 +77,4 @@ def _join(group: list[str]) -> str:
     return group[0] if len(group) == 1 else "[" + ",".join(group) + "]"
 
 
-__all__ = ["BATCH", "FRAMES_PARAM", "MAX_BATCH_BYTES", "SINGLE", "pack", "unpack", "wants_batches"]
+__all__ = ["pack", "unpack", "wants_batches"]

@@ -232,3 +232,14 @@ def test_a_deliberate_violation_is_caught() -> None:
     assert floor(upward.imported) > floor(upward.importer)
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
     assert (room("agentvm.api.images"), room("agentvm.gateway.v1.commands")) in APART
+
+
+def test_the_sdk_needs_only_the_vocabulary() -> None:
+    """``pip install agentvm-runtime[client]`` users import ``agentvm.client``: it may lean on the
+    wire vocabulary (messages, events, errors...) and nothing of the server."""
+    beyond = [
+        _shown(i)
+        for i in IMPORTS
+        if room(i.importer) == "client" and room(i.imported) != "client" and floor(i.imported) > 0
+    ]
+    assert not beyond, "the SDK imports server code:\n" + "\n".join(beyond)

@@ -14,10 +14,10 @@ import pytest
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.errors import BadRequest
-from agentvm.events import EventContext
+from agentvm.events import MAX_BATCH_BYTES, EventContext
 from agentvm.ports import ConnectionInfo
 from agentvm.runtime import SystemClock
-from agentvm.streaming.batching import MAX_BATCH_BYTES, pack, unpack, wants_batches
+from agentvm.streaming.batching import pack, unpack, wants_batches
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.sink import CoalescingSink
 from tests.harness import Harness

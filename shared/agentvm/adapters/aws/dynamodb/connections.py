@@ -84,8 +84,8 @@ from agentvm.adapters.aws.dynamodb.models import (
     subscription_sk,
 )
 from agentvm.adapters.aws.dynamodb.tenant_connection_count import TenantConnectionCount
+from agentvm.events import BATCH
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
-from agentvm.streaming.batching import BATCH
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
