@@ -270,25 +270,16 @@ def _security(args: argparse.Namespace) -> Security:
 
 def _usage_sums(args: argparse.Namespace) -> UsageRollups:
     """The usage sums next to the budgets ``_security`` uses (after it: the region is set)."""
-    if args.table:
-        from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
+    from agentvm.hosts.admin_stores import usage_rollups
 
-        return DynamoDbUsageRollups(args.table)
-    from agentvm.adapters.local.sqlite.store import SqliteStore
-    from agentvm.adapters.local.sqlite.usage import SqliteUsageRollups
-
-    return SqliteUsageRollups(SqliteStore(_settings(args).data_dir / "agentvm.db"))
+    return usage_rollups(args.table, _settings(args).data_dir)
 
 
 def _tenant_store(args: argparse.Namespace) -> TenantStore:
     """The tenant registry next to the key store ``_security`` uses (after it: the region is set)."""
-    if args.table:
-        from agentvm.adapters.aws.dynamodb.tenants import DynamoDbTenantStore
+    from agentvm.hosts.admin_stores import tenant_store
 
-        return DynamoDbTenantStore(args.table)
-    from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
-
-    return SqliteTenantStore(_settings(args).data_dir / "agentvm.db")
+    return tenant_store(args.table, _settings(args).data_dir)
 
 
 async def _keys(args: argparse.Namespace) -> int:

@@ -40,6 +40,8 @@ APART: set[tuple[str, str]] = {
     ("client", "gateway"),
     ("client", "api"),
     ("client", "adapters"),
+    ("cli", "adapters"),  # the CLI builds adapters through hosts/, as the servers do
+    ("chat", "adapters"),
 }
 
 # (importer, imported) pairs allowed against the rules above, each with its reason. Empty on purpose:
