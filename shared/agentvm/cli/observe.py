@@ -1,7 +1,7 @@
 """``avm usage`` and ``avm turns``: a running server's usage and billing routes and its running
 turns, over HTTP (docs/usage.md).
 
-Like the other remote commands (``cli_remote``): ``--url`` (env ``AVM_URL``) and ``--key`` (env
+Like the other remote commands (``cli.remote``): ``--url`` (env ``AVM_URL``) and ``--key`` (env
 ``AVM_API_KEY``, an admin key; a platform admin's to name other tenants). JSON answers are printed
 as JSON; ``export`` writes the file's text as the server sent it (to ``--output`` or stdout).
 """

@@ -5,7 +5,7 @@ Three sources, all in the image's ``config``:
 * ``mcpServers``: AgentX's ``McpServerConfig`` map (protocol §6.1): stdio ``{command, args, env}``
   (local host only), ``{"type": "http", url, headers}`` (Streamable HTTP) or ``{"type": "sse", ...}``.
 * ``tools``: a list of declarations: ``{"type": "http", name, description, inputSchema, method, url,
-  headers, timeoutS, idempotent}``, ``{"type": "builtin", name}`` (``agent.builtin_tools``) or
+  headers, timeoutS, idempotent}``, ``{"type": "builtin", name}`` (``agent.tools.builtin``) or
   ``{"type": "sandbox", wallS, cpuS, memoryMb, outputBytes, processes}`` (``agent.sandbox_tools``: the tools
   ``sh``, ``python``, ``read``, ``write``, ``edit``, ``ls`` on the container's workspace), or
   ``{"type": "client", name, description, inputSchema, timeoutS}``: a tool the *client* runs (the
