@@ -1,7 +1,7 @@
 """AgentX 2.x events: a turn's frames as JSON-RPC ``stream.event`` notifications, and 2.x history.
 
 Every turn is produced once, as the AgentX v1 frames of ``core.sink`` (numbered, logged, stored as
-a frame map); a subscriber whose connection speaks v2 (``gateway.agentx_v2``) is sent each frame
+a frame map); a subscriber whose connection speaks v2 (``gateway.v2.rpc``) is sent each frame
 rendered the 2.x way instead, by ``V2Renderer``, which reads the frames in order:
 
 * the context names the agent ``instanceId`` (2.7+; ``agentId`` is kept for 2.0–2.6); raw model events are
@@ -79,7 +79,7 @@ def v2_context(context: Json | None) -> Json | None:
 
 
 def user_message_id(turn_id: str) -> str:
-    """The user message a turn answers (``agent.turns.turn_id_for`` read backwards)."""
+    """The user message a turn answers (``records.turn_id_for`` read backwards)."""
     return "msg_" + turn_id.removeprefix("turn_")
 
 

@@ -1,6 +1,6 @@
 """The ``Connections`` port on DynamoDB: live WebSocket connections of the AWS host and their subscriptions.
 
-Items (layout in ``dynamodb_models``): ``CONN#<id>``/``META`` per connection and ``CONN#<id>``/``SUB#<s>``
+Items (layout in ``dynamodb.models``): ``CONN#<id>``/``META`` per connection and ``CONN#<id>``/``SUB#<s>``
 per subscription, indexed on ``gsi1`` as ``SUBS#<s>``/``CONN#<id>`` so a worker finds a session's
 subscribers with one Query.
 
@@ -122,7 +122,7 @@ class DynamoDbConnections:
         )
 
     def create_table(self, wait: bool = True) -> None:
-        """Create the shared table unless it exists (see ``dynamodb_models.create_table``)."""
+        """Create the shared table unless it exists (see ``dynamodb.models.create_table``)."""
         create_table(self._m, wait=wait)
 
     def _alive(self, item: TableItem) -> bool:

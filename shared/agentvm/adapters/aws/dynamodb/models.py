@@ -36,7 +36,7 @@ and ``tenantId`` where the record has one; a message holds ``body`` (its wire JS
 ``message_bodies``); a claim ``seq``, ``owner``, ``claimedAt`` (ms); a
 cancel mark ``turnId`` (one item per cancelled turn, and one under its poller while it runs,
 with ``expiresAt``); a compaction summary ``upToSeq`` and
-``data`` (its item class lives in ``dynamodb_store``); a connection ``tenantId`` and ``keyId``
+``data`` (its item class lives in ``dynamodb.store``); a connection ``tenantId`` and ``keyId``
 (both absent until authenticated), ``connectedAt`` and ``expiresAt``; a subscription
 ``sessionId``, ``afterSeq`` (its resume cursor, if any), ``subscribedAt`` and ``expiresAt``.
 
@@ -49,7 +49,7 @@ How each ``Store`` pattern is served:
   ``delete_image`` is one Query plus BatchWriteItem deletes, and "last N messages" is one Query.
 * usage is keyed by the turn, so the primary key itself makes ``put_usage`` idempotent (one
   conditional put); ``gsi2`` lists it per tenant and hour (per container with ``begins_with``),
-  the tenant's hour markers list its hours (``dynamodb_usage``); records written before that have
+  the tenant's hour markers list its hours (``dynamodb.usage``); records written before that have
   ``gsi1`` keys and are listed there. It lives off the tenant's main partition, which keeps
   per-turn writes away from one hot partition key.
 * connections and their subscriptions are one partition per connection (``remove`` is one Query

@@ -15,7 +15,7 @@ re-checked, as container ids may hold ``#``). A mark expires (TTL) 30 days after
 queued, should nothing ever unmark it.
 
 A turn's tokens so far are its usage records (``TURN#<turn>``/``USAGE`` for the first model
-call, ``TURN#<turn>:step:<n>``/``USAGE`` for the later ones: the layout of ``dynamodb_models``),
+call, ``TURN#<turn>:step:<n>``/``USAGE`` for the later ones: the layout of ``dynamodb.models``),
 read with ``BatchGetItem`` eight steps at a time until one is missing.
 """
 

@@ -69,7 +69,7 @@ SCAN_BUDGET_BYTES = 4 * 1024 * 1024
 
 
 class DynamoDbSessionArchive:
-    """``agentvm.ports.SessionArchive`` on AgentVM's one table (``dynamodb_models``)."""
+    """``agentvm.ports.SessionArchive`` on AgentVM's one table (``dynamodb.models``)."""
 
     def __init__(
         self,

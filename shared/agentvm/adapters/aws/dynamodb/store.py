@@ -1,6 +1,6 @@
 """The ``Store`` port on DynamoDB through PynamoDB: the AWS host's durable state.
 
-The item layout is in ``dynamodb_models``. PynamoDB is blocking, so every request runs in a worker
+The item layout is in ``dynamodb.models``. PynamoDB is blocking, so every request runs in a worker
 thread (``asyncio.to_thread``): the concurrent turns of one Lambda invocation share its wait on
 DynamoDB instead of queueing behind each other on the event loop.
 

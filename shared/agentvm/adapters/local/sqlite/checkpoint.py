@@ -3,12 +3,12 @@
 In WAL mode SQLite appends each commit to ``<file>-wal`` and copies the log back into the database
 file ("checkpoint") when a commit finds the log over 1,000 pages (~4 MB). That commit, whichever
 statement of whichever turn it is, then does the copy and its fsyncs before it returns: on the
-local host every statement runs on the event loop (``sqlite_store``), so every few seconds at a
+local host every statement runs on the event loop (``sqlite.store``), so every few seconds at a
 thousand streams (~10 commits a turn, ~70 turns a second) the loop stopped for the copy, and the
 server's busiest second went to ~95 % of its core (``benchmarks/local_load.py``).
 
 Here, connections to a file registered with ``checkpoint_in_background`` never checkpoint by
-themselves (``wal_autocheckpoint=0``, set by ``sqlite_store.connect``), and one daemon thread per
+themselves (``wal_autocheckpoint=0``, set by ``sqlite.store.connect``), and one daemon thread per
 process runs a ``PASSIVE`` checkpoint of each registered file whose log has grown past
 ``WAL_BYTES``, every ``INTERVAL_S``. A passive checkpoint neither waits for nor blocks readers and
 writers; SQLite's C code runs without the GIL, so the loop goes on while it copies. After a

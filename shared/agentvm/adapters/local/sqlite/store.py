@@ -161,7 +161,7 @@ def connect(path: str | Path) -> sqlite3.Connection:
     process's one connection to a file registered with ``share_connections``.
 
     Shared with the local turn queue, which may live in the same file. A file the local host
-    registered with ``sqlite_checkpoint`` is checkpointed by its thread, not by these commits.
+    registered with ``sqlite.checkpoint`` is checkpointed by its thread, not by these commits.
     """
     if str(path) == ":memory:" or not _shared_paths:
         return _open(path)
@@ -240,7 +240,7 @@ class SqliteStore:
     @property
     def connection(self) -> sqlite3.Connection:
         """The store's connection, for adapters that write its tables in their own transactions
-        (``sqlite_sessions``: a whole imported session at once)."""
+        (``sqlite.sessions``: a whole imported session at once)."""
         return self._conn
 
     # reads go through these two so that ``queries`` counts every one of them
@@ -255,7 +255,7 @@ class SqliteStore:
         return self._conn.execute(sql, params).fetchall()
 
     def read_all(self, sql: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
-        """A read of these tables by another adapter of this file (``sqlite_usage``), counted too."""
+        """A read of these tables by another adapter of this file (``sqlite.usage``), counted too."""
         return self._all(sql, params)
 
     # containers
