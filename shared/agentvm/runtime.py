@@ -16,13 +16,13 @@ if TYPE_CHECKING:
     from agentvm.agent.tools.sources import ToolSources
     from agentvm.config import Settings
     from agentvm.configcentre.centre import ConfigCentre
-    from agentvm.observability.logstore import LogStore
-    from agentvm.observability.metrics import Metrics
     from agentvm.observability.running import TurnProgress
     from agentvm.ports import (
         Clock,
         Connections,
         Ids,
+        LogStore,
+        Metrics,
         ModelResolver,
         Push,
         RunningTurns,

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.config import Settings
-    from agentvm.observability.metrics import Metrics
-    from agentvm.ports import Clock, ModelClient
+    from agentvm.ports import Clock, Metrics, ModelClient
     from agentvm.records import TurnJob
     from agentvm.security.apikeys import ServerSecrets
     from agentvm.security.setup import LazyServerSecrets, Security

@@ -15,7 +15,7 @@ from agentvm.adapters.local.sqlite.logs import SqliteLogStore
 from agentvm.api.app import create_app
 from agentvm.logs import add_log_handler
 from agentvm.observability.logcontext import bind, unbind
-from agentvm.observability.logstore import LogQuery
+from agentvm.ports import LogQuery
 from tests.security_harness import ManualClock, keyed_client, new_key, secure
 from tests.tools import FakeTool, FixedToolSources
 
