@@ -23,8 +23,11 @@ from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.messages import AssistantMessage, TextPart, UserMessage
+from agentvm.observability.metrics import NoMetrics
+from agentvm.observability.running import TurnProgress
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
 
 REPLY = " ".join(["word"] * 200)
@@ -95,6 +98,9 @@ async def run(sizes: list[int], turns: int) -> list[dict[str, object]]:
             push=LocalPush(),
             models=SingleModelResolver(model),
             turns=TurnSettings(flush_s=0.25),
+            cancel_poll=CancelPoll(),
+            progress=TurnProgress(),
+            metrics=NoMetrics(),
         )
         images = {n: await _session(rt, store, n, n) for n in sizes}
         for image in images.values():  # warm up once per session

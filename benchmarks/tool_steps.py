@@ -29,9 +29,12 @@ from agentvm.agent.tools.sources import ToolSources
 from agentvm.agent.tools.toolbox import Toolbox
 from agentvm.llm import ToolSpec
 from agentvm.messages import UserMessage
+from agentvm.observability.metrics import NoMetrics
+from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo, ToolOutput
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
@@ -116,6 +119,9 @@ async def run(steps: int = 5, runs: int = 31) -> dict[str, float]:
             # A short history window: the turn reads its own steps, not a growing session.
             turns=TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, history_window=50),
             tools=OneTool(),
+            cancel_poll=CancelPoll(),
+            progress=TurnProgress(),
+            metrics=NoMetrics(),
         )
         frames = 0
 

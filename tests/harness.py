@@ -24,9 +24,12 @@ from agentvm.configcentre.centre import ConfigCentre
 from agentvm.configcentre.sealing import SecretSealer
 from agentvm.events import request
 from agentvm.gateway.dispatch import handle_frame
+from agentvm.observability.metrics import NoMetrics
+from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
 from agentvm.resources.centre import ResourceCentre
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
 
 HARNESS_SERVER_SECRET = b"harness-server-secret-seals-config-secrets-0123456789"
@@ -108,6 +111,9 @@ class Harness:
             models=SingleModelResolver(self.model),
             turns=TurnSettings(flush_s=0.01, max_frame_bytes=64 * 1024, subscriber_refresh_s=0.0),
             waits=SqliteToolWaits(":memory:"),
+            cancel_poll=CancelPoll(),
+            progress=TurnProgress(),
+            metrics=NoMetrics(),
         )
         self.rt.resources = ResourceCentre(
             SqliteResourceStore(":memory:"),

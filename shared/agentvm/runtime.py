@@ -1,4 +1,5 @@
-"""The Runtime: every port the core needs, wired once per host by ``agentvm.hosts``."""
+"""The Runtime: every port the core needs, typed by ``agentvm.ports`` only, wired once per host by
+``agentvm.hosts`` (which also builds its cancel poll, stream progress and metrics)."""
 
 from __future__ import annotations
 
@@ -8,41 +9,39 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentvm.observability.metrics import NoMetrics
-
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agentvm.agent.tools.sources import ToolSources
     from agentvm.config import Settings
-    from agentvm.configcentre.centre import ConfigCentre
-    from agentvm.observability.logstore import LogStore
-    from agentvm.observability.metrics import Metrics
-    from agentvm.observability.running import TurnProgress
     from agentvm.ports import (
+        Authentication,
+        CancelWatch,
         Clock,
+        ConfigLayers,
         Connections,
         Ids,
+        LogStore,
+        Metrics,
         ModelResolver,
+        PerTenantLimits,
         Push,
+        RateLimits,
+        ResourceRegistry,
         RunningTurns,
         Sandbox,
         SandboxJobs,
         SessionArchive,
+        StorageAccount,
         Store,
+        StreamProgress,
         TenantPurge,
         TenantStore,
+        TokenBudgets,
+        ToolCatalog,
         ToolWaits,
         TurnQueue,
         UsageRollups,
     )
-    from agentvm.resources.centre import ResourceCentre
-    from agentvm.security.auth import Authenticator
-    from agentvm.security.budgets import Budgets
-    from agentvm.security.ratelimit import RateLimiter
-    from agentvm.security.storage_quota import StorageQuota
-    from agentvm.security.tenant_limits import TenantLimits
-    from agentvm.turns.cancel_poll import CancelPoll
 
 
 @dataclass(frozen=True, slots=True)
@@ -166,18 +165,6 @@ class CancelSignals:
         self._events.pop(turn_id, None)
 
 
-def _cancel_poll() -> CancelPoll:
-    from agentvm.turns.cancel_poll import CancelPoll
-
-    return CancelPoll()
-
-
-def _progress() -> TurnProgress:
-    from agentvm.observability.running import TurnProgress
-
-    return TurnProgress()
-
-
 @dataclass
 class Runtime:
     store: Store
@@ -189,19 +176,20 @@ class Runtime:
     ids: Ids = field(default_factory=RandomIds)
     turns: TurnSettings = field(default_factory=TurnSettings)
     signals: CancelSignals = field(default_factory=CancelSignals)
-    # the worker's interrupt poll, one read per interval for all its turns (when cancel_poll_s > 0)
-    cancel_poll: CancelPoll = field(default_factory=_cancel_poll)
+    # the worker's interrupt poll, one read per interval for all its turns (when cancel_poll_s > 0):
+    # ``turns.cancel_poll.CancelPoll()``, built by the host
+    cancel_poll: CancelWatch = field(kw_only=True)
     # Security (SECURITY.md). None = not enforced: without an authenticator, ``auth`` frames are
     # ignored and a connection is whatever tenant the host registered it as (the open dev mode).
-    auth: Authenticator | None = None
-    budgets: Budgets | None = None
-    rate_limiter: RateLimiter | None = None
-    storage_quota: StorageQuota | None = None  # bytes a tenant may store (None: no quota)
+    auth: Authentication | None = None
+    budgets: TokenBudgets | None = None
+    rate_limiter: RateLimits | None = None
+    storage_quota: StorageAccount | None = None  # bytes a tenant may store (None: no quota)
     # Connections, keys and requests per tenant (security/tenant_limits.py). None: not bounded per
     # tenant (the open dev mode has one tenant).
-    tenant_limits: TenantLimits | None = None
+    tenant_limits: PerTenantLimits | None = None
     # Where a turn's tools come from (agent/tools/sources.py). None: images' tools are not run.
-    tools: ToolSources | None = None
+    tools: ToolCatalog | None = None
     # Containers' workspaces (sandbox tools, the workspace routes). None: this host has no sandbox.
     sandbox: Sandbox | None = None
     # The tool calls suspended turns wait on (turns/waits.py). None: tools never wait (a call that
@@ -210,10 +198,10 @@ class Runtime:
     # Where sandbox jobs go when they do not run in the turn (AWS). None: they run in the turn.
     sandbox_jobs: SandboxJobs | None = None
     # The resource centre (agentvm/resources). None: this host serves no /v1/resources.
-    resources: ResourceCentre | None = None
+    resources: ResourceRegistry | None = None
     # The config centre (agentvm/configcentre): layered settings applied per turn. None: only what
     # was read at start applies.
-    config: ConfigCentre | None = None
+    config: ConfigLayers | None = None
     # The tenant registry (security/tenants.py). None: this host serves no /v1/tenants.
     tenants: TenantStore | None = None
     # Deletes a deleted tenant's conversations at once (the local host). None: they are kept.
@@ -221,7 +209,8 @@ class Runtime:
     # Admin keys of this tenant are platform admins (tenants, server settings, platform resources).
     platform_tenant: str = "platform"
     # Requests, turns and connections counted (observability/metrics.py); /v1/metrics reads them.
-    metrics: Metrics = field(default_factory=NoMetrics)
+    # Built by the host (``observability.metrics.NoMetrics()`` where nothing is kept).
+    metrics: Metrics = field(kw_only=True)
     # Recent log lines for /v1/logs (observability/logstore.py). None: this host keeps none.
     logs: LogStore | None = None
     # The usage records summed per hour and day (observability/usage.py). None: no usage reports.
@@ -229,8 +218,9 @@ class Runtime:
     # The turns not finished yet, per tenant and container (observability/running.py). None: not
     # kept (no /v1/turns).
     running: RunningTurns | None = None
-    # What the model calls streaming in this process have produced so far (observability/running.py).
-    progress: TurnProgress = field(default_factory=lambda: _progress())
+    # What the model calls streaming in this process have produced so far: an
+    # ``observability.running.TurnProgress()``, built by the host.
+    progress: StreamProgress = field(kw_only=True)
     # The session centre's store (agentvm/sessions): imports, forks, message search. None: this host
     # serves no /v1/sessions import, fork or search.
     sessions: SessionArchive | None = None

@@ -24,8 +24,11 @@ from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.aws.dynamodb.waits import DynamoDbToolWaits
 from agentvm.adapters.aws.sqs_queue import SqsTurnQueue, lambda_sqs_event
 from agentvm.hosts.aws import run_sync
+from agentvm.observability.metrics import NoMetrics
+from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.cancel_poll import CancelPoll
 from functions.turn_worker import app as turn_worker
 from functions.ws_default import app as ws_default
 from tests.functions.aws_stack import frame
@@ -98,6 +101,9 @@ class AwsHost:
             models=self.models,
             turns=self.turns,
             waits=DynamoDbToolWaits(TABLE),
+            cancel_poll=CancelPoll(),
+            progress=TurnProgress(),
+            metrics=NoMetrics(),
         )
         for name, value in overrides.items():
             setattr(rt, name, value)

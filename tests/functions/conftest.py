@@ -24,8 +24,11 @@ from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.errors import ConnectionGone
 from agentvm.hosts.aws import run_sync
+from agentvm.observability.metrics import NoMetrics
+from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.cancel_poll import CancelPoll
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -144,6 +147,9 @@ def rt(tmp_path: Path, model: ScriptedModelClient, push: RecordingPush) -> Itera
         push=push,
         models=SingleModelResolver(model),
         turns=TurnSettings(flush_s=10.0),  # deltas after the first coalesce until the turn ends
+        cancel_poll=CancelPoll(),
+        progress=TurnProgress(),
+        metrics=NoMetrics(),
     )
     queue.close()
     store.close()

@@ -29,8 +29,11 @@ from agentvm.agent.tools.sources import ToolSources
 from agentvm.config import Settings
 from agentvm.gateway.dispatch import handle_frame
 from agentvm.hosts.aws import aws_runtime, aws_security, run_sync
+from agentvm.observability.metrics import NoMetrics
+from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
 from agentvm.runtime import Runtime, SystemClock, TurnSettings
+from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
 from functions.turn_worker import app as turn_worker
 from functions.ws_authorizer import app as ws_authorizer
@@ -99,6 +102,9 @@ def _local_stream(tmp_path: Path) -> list[dict[str, Any]]:
         models=SingleModelResolver(ScriptedModelClient(REPLIES)),
         turns=TURNS,
         tools=ToolSources(),
+        cancel_poll=CancelPoll(),
+        progress=TurnProgress(),
+        metrics=NoMetrics(),
     )
     received: list[dict[str, Any]] = []
 

@@ -12,7 +12,7 @@ from typing import Any
 import pytest
 
 from agentvm.adapters.aws.cloudwatch.emf_metrics import CATALOGUE, MARK, CloudWatchMetrics
-from agentvm.observability.metrics import TurnFigures
+from agentvm.ports import TurnFigures
 
 SUBSTITUTION = re.compile(r"\$\{([A-Za-z0-9:.]+)\}")
 

@@ -22,8 +22,9 @@ from agentvm.api.metrics import MAX_TIME, scope_of
 from agentvm.api.openapi import examples, ok
 from agentvm.api.tenants import MAX_TENANT_ID
 from agentvm.errors import NotFound
-from agentvm.observability.logstore import DEFAULT_LIMIT, MAX_LIMIT, LogQuery
+from agentvm.observability.logstore import DEFAULT_LIMIT, MAX_LIMIT
 from agentvm.observability.query import parse_level, parse_time, time_range
+from agentvm.ports import LogQuery
 
 if TYPE_CHECKING:
     from collections.abc import Callable

@@ -23,8 +23,7 @@ if TYPE_CHECKING:
 
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.config import Settings
-    from agentvm.observability.metrics import Metrics
-    from agentvm.ports import Clock, ModelClient
+    from agentvm.ports import Clock, Metrics, ModelClient
     from agentvm.records import TurnJob
     from agentvm.security.apikeys import ServerSecrets
     from agentvm.security.setup import LazyServerSecrets, Security
@@ -69,7 +68,10 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
     from agentvm.configcentre.centre import ConfigCentre
+    from agentvm.observability.metrics import NoMetrics
+    from agentvm.observability.running import TurnProgress
     from agentvm.resources.centre import ResourceCentre
+    from agentvm.turns.cancel_poll import CancelPoll
 
     missing = sorted(name for name in {"table_name", *require} if not getattr(settings, name))
     if missing:
@@ -90,6 +92,9 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         sandbox_jobs=SqsSandboxJobs(settings.sandbox_queue_url) if settings.sandbox_queue_url else None,
         # The HTTP API lists and reads workspaces from the bucket (the sandbox worker writes them).
         sandbox=S3WorkspaceView(settings.workspace_bucket) if settings.workspace_bucket else None,
+        cancel_poll=CancelPoll(),
+        progress=TurnProgress(),
+        metrics=NoMetrics(),  # replaced below (cloudwatch_metrics), as the field's default was
     )
     aws_security(settings, runtime.clock).attach(runtime)
     runtime.resources = ResourceCentre(

@@ -60,7 +60,10 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
     from agentvm.configcentre.sealing import SecretSealer
     from agentvm.hosts.data_dir import prepare_data_dir
+    from agentvm.observability.metrics import NoMetrics
+    from agentvm.observability.running import TurnProgress
     from agentvm.resources.centre import ResourceCentre
+    from agentvm.turns.cancel_poll import CancelPoll
 
     prepare_data_dir(settings.data_dir)  # 0700, its files 0600 (hosts/data_dir.py)
     # Before any connection opens: their logs are checkpointed off the event loop, and the adapters
@@ -93,6 +96,9 @@ def local_runtime(settings: Settings) -> LocalHost:
         tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
+        cancel_poll=CancelPoll(),
+        progress=TurnProgress(),
+        metrics=NoMetrics(),  # replaced below (PrometheusMetrics), as the field's default was
     )
     runtime.resources = ResourceCentre(
         SqliteResourceStore(settings.data_dir / "agentvm.db"),

@@ -16,9 +16,16 @@ if TYPE_CHECKING:
     from agentvm.agent.tools.sources import ToolSources
     from agentvm.agent.tools.toolbox import Toolbox
     from agentvm.config import Settings
-    from agentvm.ports import HttpToolClient, HttpToolResponse, McpSession, Sandbox, Store, WorkspaceQuota
+    from agentvm.ports import (
+        HttpToolClient,
+        HttpToolResponse,
+        McpSession,
+        Sandbox,
+        StorageAccount,
+        Store,
+        WorkspaceQuota,
+    )
     from agentvm.records import ImageRecord
-    from agentvm.security.storage_quota import StorageQuota
 
 
 class LazyHttpToolClient:
@@ -79,7 +86,7 @@ class LazyToolSources:
         self._built: ToolSources | None = None
 
     async def toolbox(
-        self, store: Store, image: ImageRecord, *, storage: StorageQuota | None = None
+        self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
     ) -> Toolbox:
         if self._built is None:
             self._built = _build(

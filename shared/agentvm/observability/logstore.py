@@ -20,18 +20,20 @@ Secrets: the lines were masked when written (``logs.SecretMask``); the API-key, 
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
 from datetime import datetime
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from agentvm.logs import mask_text
 from agentvm.observability.query import LEVELS, level_name
+from agentvm.ports.observability import DEFAULT_LOG_LIMIT
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from agentvm.ports import LogQuery
+
 MAX_LIMIT = 500
-DEFAULT_LIMIT = 100
+DEFAULT_LIMIT = DEFAULT_LOG_LIMIT
 # Fields of a stored line that are the platform's business, not a tenant's.
 INTERNAL_FIELDS = frozenset(
     {
@@ -67,33 +69,6 @@ _OWN = frozenset(
         "turn_id",
     }
 )
-
-
-@dataclass(frozen=True, slots=True)
-class LogQuery:
-    """Which lines: ``tenant_id`` None = every tenant's and the platform's (platform admins)."""
-
-    tenant_id: str | None
-    container_id: str | None = None
-    session_id: str | None = None
-    turn_id: str | None = None
-    min_level: int = 0
-    since_ms: int | None = None
-    until_ms: int | None = None
-    limit: int = DEFAULT_LIMIT
-    cursor: str | None = None
-
-
-@dataclass
-class LogPage:
-    lines: list[dict[str, Any]] = field(default_factory=list)
-    next: str | None = None
-
-
-class LogStore(Protocol):
-    async def page(self, query: LogQuery) -> LogPage:
-        """The newest lines matching ``query`` after its cursor; ``next`` for the following page."""
-        ...
 
 
 def public_line(
@@ -192,9 +167,6 @@ __all__ = [
     "INTERNAL_FIELDS",
     "MAX_LIMIT",
     "METRIC_FIELDS",
-    "LogPage",
-    "LogQuery",
-    "LogStore",
     "matches",
     "parse_stored",
     "public_line",

@@ -1,4 +1,4 @@
-"""Metrics: what AgentVM counts, and the ``Metrics`` port each host implements.
+"""Metrics: what AgentVM counts for the ``Metrics`` port each host implements (``ports.observability``).
 
 The core reports three things, each once, never per text delta (a counter increment at most):
 
@@ -31,18 +31,18 @@ is the usage records (``/v1/usage``).
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, Literal, Protocol
+from typing import TYPE_CHECKING, Any
+
+from agentvm.ports.observability import MetricsQuery, TurnFigures
 
 if TYPE_CHECKING:
     from agentvm.agent.loop import TurnOutcome
+    from agentvm.ports.observability import Transport, TurnStatus
     from agentvm.records import TurnJob
     from agentvm.runtime import Runtime
 
 log = logging.getLogger("agentvm.metrics")
 
-Transport = Literal["http", "ws"]
-TurnStatus = Literal["completed", "failed", "interrupted", "suspended"]
 ACTIVE_WINDOW_S = 900  # a container is active if one of its turns ran in the last 15 minutes (local)
 
 # USD per million tokens (input, output) of a model billing has no price for: a Haiku-class model
@@ -62,54 +62,6 @@ def estimated_cost_usd(model: str, input_tokens: int, output_tokens: int) -> flo
     price = list_price(model)
     price_in, price_out = (float(price.input), float(price.output)) if price else DEFAULT_PRICE
     return (input_tokens * price_in + output_tokens * price_out) / 1e6
-
-
-@dataclass(frozen=True, slots=True)
-class TurnFigures:
-    """One attempt of a turn, as the metrics see it."""
-
-    tenant_id: str
-    container_id: str
-    session_id: str
-    turn_id: str
-    model: str
-    status: TurnStatus
-    error_code: str | None
-    input_tokens: int
-    output_tokens: int
-    ttft_s: float | None
-    duration_s: float
-    tool_calls: int
-    tool_failures: int
-    estimated_cost_usd: float
-
-
-@dataclass(frozen=True, slots=True)
-class MetricsQuery:
-    """What ``/v1/metrics`` asks for: one tenant (None: the platform, every tenant), and the time
-    range (the AWS host's window; the local host answers since the process started)."""
-
-    tenant_id: str | None
-    since_ms: int | None = None
-    until_ms: int | None = None
-
-
-class Metrics(Protocol):
-    """Where a host keeps its figures, and how ``/v1/metrics`` reads them back."""
-
-    host: str  # "local" | "aws" | "none"
-
-    def request(self, tenant_id: str | None, transport: Transport, error_code: str | None) -> None: ...
-    def turn(self, figures: TurnFigures) -> None: ...
-    def connection(self, tenant_id: str | None, *, opened: bool) -> None: ...
-
-    async def view(self, query: MetricsQuery) -> dict[str, Any]:
-        """The figures as ``/v1/metrics`` answers them in JSON (``empty_view``'s shape)."""
-        ...
-
-    def exposition(self, tenant_id: str | None) -> tuple[bytes, str] | None:
-        """The Prometheus text exposition and its content type; None: this host has none."""
-        ...
 
 
 class NoMetrics:
@@ -223,10 +175,7 @@ def record_turn(
 __all__ = [
     "ACTIVE_WINDOW_S",
     "DEFAULT_PRICE",
-    "Metrics",
-    "MetricsQuery",
     "NoMetrics",
-    "TurnFigures",
     "empty_view",
     "estimated_cost_usd",
     "record_connection",

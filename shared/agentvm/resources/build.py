@@ -23,6 +23,7 @@ from agentvm.errors import InvalidResource, InvalidUri
 from agentvm.resources.uri import parse
 
 if TYPE_CHECKING:
+    from agentvm.ports import ResourceRegistry
     from agentvm.records import ImageRecord, ResourceVersion
     from agentvm.resources.centre import ResourceCentre
 
@@ -146,7 +147,7 @@ async def build_into(
     return updated, build
 
 
-async def move_edges(centre: ResourceCentre, image: ImageRecord, before: dict[str, Any] | None) -> None:
+async def move_edges(centre: ResourceRegistry, image: ImageRecord, before: dict[str, Any] | None) -> None:
     """The image's dependency edges: the old build's removed, the current one's added."""
     dependent = dependent_of(image)
     old, new = set(edges_of(before)), set(edges_of(image.build))

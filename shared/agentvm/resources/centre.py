@@ -47,8 +47,7 @@ from agentvm.resources.uri import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from agentvm.ports import Clock, ResourceStore
-    from agentvm.security.storage_quota import StorageQuota
+    from agentvm.ports import Clock, ResourceStore, StorageAccount
 
 MAX_PAGE = 100
 _PUBLISH_ATTEMPTS = 5
@@ -109,7 +108,7 @@ class ResourceCentre:
         clock: Clock,
         *,
         platform_tenant: str | None = None,
-        storage: Callable[[], StorageQuota | None] = lambda: None,
+        storage: Callable[[], StorageAccount | None] = lambda: None,
     ) -> None:
         self.store = store
         self.clock = clock

@@ -39,7 +39,7 @@ from agentvm.errors import KeyLimitReached
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from agentvm.ports import Clock, TenantStore
+    from agentvm.ports import Clock, PerTenantLimits, TenantStore
     from agentvm.records import TenantLimitOverrides
     from agentvm.security.apikeys import ApiKeys
 
@@ -124,7 +124,7 @@ class TenantLimits:
             )
 
 
-async def connection_cap(limits: TenantLimits | None, tenant_id: str | None) -> int:
+async def connection_cap(limits: PerTenantLimits | None, tenant_id: str | None) -> int:
     """What a host passes to ``Connections.register`` (``tenant_cap``): 0 without tenant limits."""
     return 0 if limits is None else await limits.connection_cap(tenant_id)
 

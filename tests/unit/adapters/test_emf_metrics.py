@@ -24,7 +24,8 @@ from agentvm.adapters.aws.cloudwatch.emf_metrics import (
 )
 from agentvm.adapters.aws.cloudwatch.logs_insights import LogsInsights, quoted
 from agentvm.errors import QueryTimedOut
-from agentvm.observability.metrics import MetricsQuery, TurnFigures, empty_view
+from agentvm.observability.metrics import empty_view
+from agentvm.ports import MetricsQuery, TurnFigures
 
 
 def figures(**changes) -> TurnFigures:
@@ -265,7 +266,7 @@ async def test_a_query_that_does_not_finish_in_time_is_stopped_and_answered_503(
 async def test_v1_logs_shows_a_line_that_carries_a_document_and_never_a_document_alone():
     with mock_aws():
         from agentvm.adapters.aws.cloudwatch.logs import CloudWatchLogStore
-        from agentvm.observability.logstore import LogQuery
+        from agentvm.ports import LogQuery
         from tests.moto_logs import MotoLogShipper
 
         now = time.time_ns() // 1_000_000  # CloudWatch Logs (and moto) refuse events over 14 days old

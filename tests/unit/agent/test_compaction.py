@@ -24,9 +24,12 @@ from agentvm.agent.context import SUMMARY_HEADING, estimate_tokens
 from agentvm.errors import ProviderUnavailable
 from agentvm.llm import ModelStart, ModelStop, TextDelta
 from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, UserMessage, message_to_wire
+from agentvm.observability.metrics import NoMetrics
+from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
 from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn, turn_id_for
 from tests.contract.conftest import CONTRACT_TABLE
 from tests.contract.moto_table import atomic_moto
@@ -175,6 +178,9 @@ def _runtime(store: Any, model: SummarisingModel, **turns: Any) -> Runtime:
         push=LocalPush(),
         models=SingleModelResolver(model, "fake/m1"),
         turns=TurnSettings(**settings),
+        cancel_poll=CancelPoll(),
+        progress=TurnProgress(),
+        metrics=NoMetrics(),
     )
 
 

@@ -14,7 +14,7 @@ from agentvm.adapters.llm.scripted import Calls
 from agentvm.adapters.local.sqlite.logs import SqliteLogStore
 from agentvm.api.app import create_app
 from agentvm.logs import add_log_handler, bind, unbind
-from agentvm.observability.logstore import LogQuery
+from agentvm.ports import LogQuery
 from tests.security_harness import ManualClock, keyed_client, new_key, secure
 from tests.tools import FakeTool, FixedToolSources
 

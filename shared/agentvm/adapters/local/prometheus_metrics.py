@@ -26,14 +26,14 @@ from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessColl
 from prometheus_client.core import GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from agentvm.observability.metrics import ACTIVE_WINDOW_S, MetricsQuery, empty_view, success_rate
+from agentvm.observability.metrics import ACTIVE_WINDOW_S, empty_view, success_rate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterable, Iterator
 
     from agentvm.adapters.local.memory_connections import InMemoryConnections
     from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
-    from agentvm.observability.metrics import Transport, TurnFigures
+    from agentvm.ports import MetricsQuery, Transport, TurnFigures
 
 TTFT_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 60.0)
 DURATION_BUCKETS = (

@@ -27,8 +27,7 @@ from agentvm.ports import FileChange, SandboxLimits, ToolOutput
 
 if TYPE_CHECKING:
     from agentvm.agent.tools.declarations import SandboxToolDecl
-    from agentvm.ports import Sandbox, SandboxRun
-    from agentvm.security.storage_quota import StorageQuota
+    from agentvm.ports import Sandbox, SandboxRun, StorageAccount
 
 MAX_READ_BYTES = 256 * 1024
 MAX_EDIT_BYTES = 4 * 1024 * 1024
@@ -97,7 +96,7 @@ class SandboxTool:
     tenant_id: str
     container_id: str
     limits: SandboxLimits
-    storage: StorageQuota | None = None  # the tenant's storage account (None: not counted)
+    storage: StorageAccount | None = None  # the tenant's storage account (None: not counted)
 
     @property
     def timeout_s(self) -> float:
@@ -232,7 +231,7 @@ def sandbox_tools(
     sandbox: Sandbox,
     tenant_id: str,
     container_id: str,
-    storage: StorageQuota | None = None,
+    storage: StorageAccount | None = None,
 ) -> list[SandboxTool]:
     limits = limits_of(decl)
     return [SandboxTool(spec, sandbox, tenant_id, container_id, limits, storage) for spec in SPECS.values()]

@@ -47,9 +47,8 @@ from agentvm.ports import ToolOutput
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from agentvm.ports import HttpToolClient, McpConnector, McpSession, Sandbox, Store, Tool
+    from agentvm.ports import HttpToolClient, McpConnector, McpSession, Sandbox, StorageAccount, Store, Tool
     from agentvm.records import ImageRecord
-    from agentvm.security.storage_quota import StorageQuota
 
 log = logging.getLogger("agentvm.tools")
 
@@ -196,7 +195,7 @@ class ToolSources:
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
 
     async def toolbox(
-        self, store: Store, image: ImageRecord, *, storage: StorageQuota | None = None
+        self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
     ) -> Toolbox:
         """The image's tools; ``storage``: the tenant's storage account its sandbox calls are
         charged to (``security/storage_quota.py``)."""

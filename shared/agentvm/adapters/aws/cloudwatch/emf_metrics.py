@@ -44,13 +44,13 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.aws.cloudwatch.logs_insights import quoted
-from agentvm.observability.metrics import MetricsQuery, empty_view, success_rate
+from agentvm.observability.metrics import empty_view, success_rate
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
 
     from agentvm.adapters.aws.cloudwatch.logs_insights import LogsInsights
-    from agentvm.observability.metrics import Transport, TurnFigures
+    from agentvm.ports import MetricsQuery, Transport, TurnFigures
 
 SERVICE = ("service",)
 # Every metric the code emits: name -> (unit, dimension names). The dashboard (template.yaml) plots

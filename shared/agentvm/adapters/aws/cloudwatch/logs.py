@@ -24,8 +24,9 @@ from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.aws.cloudwatch.emf_metrics import MARK
 from agentvm.adapters.aws.cloudwatch.logs_insights import quoted
-from agentvm.observability.logstore import LogPage, LogQuery, matches, parse_stored, public_line
+from agentvm.observability.logstore import matches, parse_stored, public_line
 from agentvm.observability.query import LEVEL_NAMES, LEVELS, decode_cursor, encode_cursor
+from agentvm.ports import LogPage, LogQuery
 
 if TYPE_CHECKING:
     from agentvm.adapters.aws.cloudwatch.logs_insights import LogsInsights

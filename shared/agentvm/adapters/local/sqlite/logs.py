@@ -24,8 +24,9 @@ import sqlite3
 import threading
 from typing import TYPE_CHECKING
 
-from agentvm.observability.logstore import LogPage, LogQuery, parse_stored, public_line
+from agentvm.observability.logstore import parse_stored, public_line
 from agentvm.observability.query import decode_cursor, encode_cursor
+from agentvm.ports import LogPage, LogQuery
 
 if TYPE_CHECKING:
     from pathlib import Path

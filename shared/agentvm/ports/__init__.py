@@ -1,0 +1,157 @@
+"""Ports: what the core needs from the world, one module per domain. Adapters in ``agentvm.adapters``
+implement them; ``agentvm.runtime`` holds one of each, wired once per host by ``agentvm.hosts``.
+
+The core imports only these (plus the vocabulary modules and its own domains), never boto3,
+pynamodb, sqlite3 or FastAPI. Every I/O port is async: adapters with blocking clients run them off
+the event loop. Import from here (``from agentvm.ports import Store``); the modules are:
+
+- ``store``: ``Store`` (containers, images, sessions, messages, turns, usage);
+- ``sessions``: ``SessionArchive`` (imports, forks, message search);
+- ``connections``: ``Connections``, ``Push`` and the protocol names;
+- ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
+- ``models``: ``ModelClient``, ``ModelResolver``;
+- ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
+- ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
+- ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
+- ``centres``: the config and resource centres' stores and faces;
+- ``observability``: usage roll-ups, running turns, ``Metrics``, ``LogStore``, ``StreamProgress``;
+- ``clock``: ``Clock``, ``Ids``.
+"""
+
+from agentvm.ports.centres import ConfigLayers, ConfigStore, ResourceRegistry, ResourceStore
+from agentvm.ports.clock import Clock, Ids
+from agentvm.ports.connections import (
+    PROTOCOL_V1,
+    PROTOCOL_V2,
+    PROTOCOLS,
+    ConnectionInfo,
+    Connections,
+    Push,
+    Subscription,
+)
+from agentvm.ports.interrupts import CancelWatch
+from agentvm.ports.models import ModelClient, ModelResolver
+from agentvm.ports.observability import (
+    DEFAULT_LOG_LIMIT,
+    LogPage,
+    LogQuery,
+    LogStore,
+    Metrics,
+    MetricsQuery,
+    RunningTurn,
+    RunningTurns,
+    StreamProgress,
+    Transport,
+    TurnFigures,
+    TurnStatus,
+    TurnTokens,
+    UsageCell,
+    UsageRollups,
+)
+from agentvm.ports.queue import TurnQueue
+from agentvm.ports.sandbox import (
+    Sandbox,
+    SandboxJobs,
+    SandboxLimits,
+    SandboxRun,
+    WorkspaceEntry,
+    WorkspaceQuota,
+    WorkspaceScan,
+)
+from agentvm.ports.security import (
+    Authentication,
+    BudgetStore,
+    CounterLease,
+    Counters,
+    KeyStore,
+    PerTenantLimits,
+    RateLimits,
+    StorageAccount,
+    TenantPurge,
+    TenantStore,
+    TokenBudgets,
+)
+from agentvm.ports.sessions import MessageHit, SearchPage, SearchPosition, SearchTerm, SessionArchive
+from agentvm.ports.store import AppendResult, Json, SeqMessage, Store
+from agentvm.ports.tools import (
+    FileChange,
+    HttpToolClient,
+    HttpToolResponse,
+    McpConnector,
+    McpSession,
+    Tool,
+    ToolCatalog,
+    ToolOutput,
+)
+from agentvm.ports.waits import ToolWaits
+
+__all__ = [
+    "AppendResult",
+    "Authentication",
+    "BudgetStore",
+    "CancelWatch",
+    "Clock",
+    "ConfigLayers",
+    "ConfigStore",
+    "ConnectionInfo",
+    "Connections",
+    "CounterLease",
+    "Counters",
+    "DEFAULT_LOG_LIMIT",
+    "FileChange",
+    "HttpToolClient",
+    "HttpToolResponse",
+    "Ids",
+    "Json",
+    "KeyStore",
+    "LogPage",
+    "LogQuery",
+    "LogStore",
+    "McpConnector",
+    "McpSession",
+    "MessageHit",
+    "Metrics",
+    "MetricsQuery",
+    "ModelClient",
+    "ModelResolver",
+    "PROTOCOLS",
+    "PROTOCOL_V1",
+    "PROTOCOL_V2",
+    "PerTenantLimits",
+    "Push",
+    "RateLimits",
+    "ResourceRegistry",
+    "ResourceStore",
+    "RunningTurn",
+    "RunningTurns",
+    "Sandbox",
+    "SandboxJobs",
+    "SandboxLimits",
+    "SandboxRun",
+    "SearchPage",
+    "SearchPosition",
+    "SearchTerm",
+    "SeqMessage",
+    "SessionArchive",
+    "StorageAccount",
+    "Store",
+    "StreamProgress",
+    "Subscription",
+    "TenantPurge",
+    "TenantStore",
+    "TokenBudgets",
+    "Tool",
+    "ToolCatalog",
+    "ToolOutput",
+    "ToolWaits",
+    "Transport",
+    "TurnFigures",
+    "TurnQueue",
+    "TurnStatus",
+    "TurnTokens",
+    "UsageCell",
+    "UsageRollups",
+    "WorkspaceEntry",
+    "WorkspaceQuota",
+    "WorkspaceScan",
+]

@@ -1,0 +1,136 @@
+"""The ports' public names are pinned, and so is their floor: ``agentvm.ports`` re-exports every
+port of its domain modules (``from agentvm.ports import X`` is the one way in), and neither the
+ports nor ``agentvm.runtime`` import anything above the vocabulary (ARCHITECTURE.md, "Layout")."""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import agentvm.ports as ports
+
+PUBLIC = [
+    "AppendResult",
+    "Authentication",
+    "BudgetStore",
+    "CancelWatch",
+    "Clock",
+    "ConfigLayers",
+    "ConfigStore",
+    "ConnectionInfo",
+    "Connections",
+    "CounterLease",
+    "Counters",
+    "DEFAULT_LOG_LIMIT",
+    "FileChange",
+    "HttpToolClient",
+    "HttpToolResponse",
+    "Ids",
+    "Json",
+    "KeyStore",
+    "LogPage",
+    "LogQuery",
+    "LogStore",
+    "McpConnector",
+    "McpSession",
+    "MessageHit",
+    "Metrics",
+    "MetricsQuery",
+    "ModelClient",
+    "ModelResolver",
+    "PROTOCOLS",
+    "PROTOCOL_V1",
+    "PROTOCOL_V2",
+    "PerTenantLimits",
+    "Push",
+    "RateLimits",
+    "ResourceRegistry",
+    "ResourceStore",
+    "RunningTurn",
+    "RunningTurns",
+    "Sandbox",
+    "SandboxJobs",
+    "SandboxLimits",
+    "SandboxRun",
+    "SearchPage",
+    "SearchPosition",
+    "SearchTerm",
+    "SeqMessage",
+    "SessionArchive",
+    "StorageAccount",
+    "Store",
+    "StreamProgress",
+    "Subscription",
+    "TenantPurge",
+    "TenantStore",
+    "TokenBudgets",
+    "Tool",
+    "ToolCatalog",
+    "ToolOutput",
+    "ToolWaits",
+    "Transport",
+    "TurnFigures",
+    "TurnQueue",
+    "TurnStatus",
+    "TurnTokens",
+    "UsageCell",
+    "UsageRollups",
+    "WorkspaceEntry",
+    "WorkspaceQuota",
+    "WorkspaceScan",
+]
+MODULES = [
+    "centres",
+    "clock",
+    "connections",
+    "interrupts",
+    "models",
+    "observability",
+    "queue",
+    "sandbox",
+    "security",
+    "sessions",
+    "store",
+    "tools",
+    "waits",
+]
+# What ports and the runtime may import from agentvm: the vocabulary, and the ports themselves.
+BELOW = {"errors", "records", "messages", "events", "llm", "config", "logs", "addresses", "ports"}
+PACKAGE = Path(ports.__file__).resolve().parents[1]
+
+
+def test_the_public_names_are_exactly_these():
+    assert ports.__all__ == PUBLIC
+
+
+def test_every_public_name_is_its_domain_modules_own():
+    found: dict[str, object] = {}
+    for module in MODULES:
+        mod = importlib.import_module(f"agentvm.ports.{module}")
+        assert sorted(mod.__all__) == mod.__all__, module
+        for name in mod.__all__:
+            assert name not in found, f"{name} is in two port modules"
+            found[name] = getattr(mod, name)
+    assert sorted(found) == PUBLIC
+    for name, value in found.items():
+        assert getattr(ports, name) is value, name
+
+
+def test_ports_and_the_runtime_import_nothing_above_the_vocabulary():
+    files = [PACKAGE / "runtime.py", *sorted((PACKAGE / "ports").glob("*.py"))]
+    above = []
+    for path in files:
+        for node in ast.walk(ast.parse(path.read_text())):  # deferred and TYPE_CHECKING imports too
+            modules = (
+                [node.module or ""]
+                if isinstance(node, ast.ImportFrom)
+                else [a.name for a in node.names]
+                if isinstance(node, ast.Import)
+                else []
+            )
+            for module in modules:
+                parts = module.split(".")
+                if parts[0] == "agentvm" and (len(parts) < 2 or parts[1] not in BELOW):
+                    above.append(f"{path.name}:{node.lineno} {module}")
+    assert above == []
