@@ -25,13 +25,8 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from agentvm.api.openapi import examples, ok
 from agentvm.errors import Forbidden, UnsupportedFormat
-<<<<<<< HEAD
 from agentvm.logs import bind, unbind
-from agentvm.observability.metrics import MetricsQuery, record_request
-=======
-from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_request
->>>>>>> h-ports
 from agentvm.observability.query import time_range
 from agentvm.ports import MetricsQuery
 
