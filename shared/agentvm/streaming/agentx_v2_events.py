@@ -79,7 +79,7 @@ def v2_context(context: Json | None) -> Json | None:
 
 
 def user_message_id(turn_id: str) -> str:
-    """The user message a turn answers (``agent.turns.turn_id_for`` read backwards)."""
+    """The user message a turn answers (``records.turn_id_for`` read backwards)."""
     return "msg_" + turn_id.removeprefix("turn_")
 
 

@@ -49,7 +49,7 @@ from agentvm.messages import (
 from agentvm.observability.logcontext import bind, unbind
 from agentvm.observability.metrics import record_turn, turn_status
 from agentvm.observability.tracing import NO_TRACE, start_turn
-from agentvm.records import JOB_SUFFIX, SandboxJob, ToolWait, TurnRecord, UsageRecord
+from agentvm.records import JOB_SUFFIX, TERMINAL, SandboxJob, ToolWait, TurnRecord, UsageRecord, turn_id_for
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.agentx_v2_events import send_result
 from agentvm.streaming.fanout import Fanout
@@ -79,12 +79,6 @@ if TYPE_CHECKING:
     from agentvm.security.budgets import Scope
 
 log = logging.getLogger("agentvm.turns")
-
-TERMINAL: frozenset[str] = frozenset({"completed", "interrupted", "failed"})
-
-
-def turn_id_for(user_message_id: str) -> str:
-    return "turn_" + user_message_id.removeprefix("msg_")
 
 
 def context_for(job: TurnJob) -> EventContext:
@@ -842,4 +836,4 @@ async def _set_status(
             )
 
 
-__all__ = ["TERMINAL", "context_for", "process_turn", "turn_id_for"]
+__all__ = ["context_for", "process_turn"]

@@ -25,9 +25,9 @@ from agentvm.errors import ProviderUnavailable
 from agentvm.llm import ModelStart, ModelStop, TextDelta
 from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, UserMessage, message_to_wire
 from agentvm.ports import ConnectionInfo
-from agentvm.records import ImageRecord, SessionRecord, TurnJob
+from agentvm.records import ImageRecord, SessionRecord, TurnJob, turn_id_for
 from agentvm.runtime import Runtime, TurnSettings
-from agentvm.turns.worker import process_turn, turn_id_for
+from agentvm.turns.worker import process_turn
 from tests.contract.conftest import CONTRACT_TABLE
 from tests.contract.moto_table import atomic_moto
 
