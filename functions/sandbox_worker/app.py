@@ -30,9 +30,10 @@ from aws_lambda_powertools.utilities.batch import (
 
 from agentvm.adapters.aws.s3_workspaces import S3Workspaces, WorkspaceTooLarge
 from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
-from agentvm.adapters.sandbox.process import LocalSandbox, workspace_digest
+from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.hosts.aws import LambdaEntry, run_sync
 from agentvm.hosts.tools import workspace_quota
+from agentvm.records import workspace_digest
 from agentvm.turns.sandbox_jobs import answer_job, run_sandbox_job
 
 if TYPE_CHECKING:

@@ -1,4 +1,7 @@
-"""Stored records: containers, images, sessions, turns, usage, API keys and budgets.
+"""Stored records: containers, images, sessions, turns, usage, API keys and budgets, and the few
+names every floor derives from them: the terminal turn statuses (``TERMINAL``), a turn's id from
+its user message's (``turn_id_for``), an untitled image's name (``DEFAULT_IMAGE_NAME``) and a
+container's workspace name (``workspace_digest``).
 
 Every record carries ``tenantId``: container ids are chosen by clients but scoped by tenant, so
 tenant A's ``user-alice`` and tenant B's ``user-alice`` are different containers.
@@ -6,6 +9,7 @@ tenant A's ``user-alice`` and tenant B's ``user-alice`` are different containers
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +21,21 @@ WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "
 UsageKind = Literal["turn", "step", "compaction", "title"]
 Scope = Literal["admin", "client"]
 TenantStatus = Literal["active", "deleting", "deleted"]
+
+# A turn in one of these statuses is over: a redelivered job for it does nothing.
+TERMINAL: frozenset[str] = frozenset({"completed", "interrupted", "failed"})
+DEFAULT_IMAGE_NAME = "New Conversation"  # an image created with no name (auto-titled: turns/title.py)
+
+
+def turn_id_for(user_message_id: str) -> str:
+    """The turn that answers a user message: one per message, its id derived from the message's."""
+    return "turn_" + user_message_id.removeprefix("msg_")
+
+
+def workspace_digest(tenant_id: str, container_id: str) -> str:
+    """The name of a container's workspace (a directory here, an S3 prefix on AWS): a hash of the
+    ids, so client-chosen names never become path components and tenants never share one."""
+    return hashlib.sha256(f"{tenant_id}\0{container_id}".encode()).hexdigest()[:40]
 
 
 class _Record(BaseModel):
@@ -441,11 +460,13 @@ __all__ = [
     "BudgetRecord",
     "ConcurrencyPolicy",
     "ContainerRecord",
+    "DEFAULT_IMAGE_NAME",
     "FrameMap",
     "ImageRecord",
     "Scope",
     "SessionRecord",
     "SessionSummary",
+    "TERMINAL",
     "TurnJob",
     "TurnRecord",
     "TurnStatus",
@@ -463,4 +484,6 @@ __all__ = [
     "WaitStatus",
     "UsageKind",
     "UsageRecord",
+    "turn_id_for",
+    "workspace_digest",
 ]

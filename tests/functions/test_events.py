@@ -169,7 +169,7 @@ def test_http_event_parses_as_payload_format_2(name):
 
 def test_the_sandbox_job_event_carries_a_job_grouped_by_workspace_and_deduplicated_by_wait():
     from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
-    from agentvm.adapters.sandbox.process import workspace_digest
+    from agentvm.records import workspace_digest
 
     [record] = SqsModel.model_validate(_load("sqs-sandbox-job.json")).Records
     job = sandbox_job_from_body(record.body)

@@ -25,9 +25,10 @@ from pathlib import Path
 import pytest
 
 from agentvm.adapters.sandbox.job_limits import detect
-from agentvm.adapters.sandbox.process import LocalSandbox, bubblewrap, workspace_digest
+from agentvm.adapters.sandbox.process import LocalSandbox, bubblewrap
 from agentvm.client import AgentVMClient
 from agentvm.ports import SandboxLimits
+from agentvm.records import workspace_digest
 from tests.integration.avm_process import avm_serve, free_port
 
 NO_BWRAP = (

@@ -7,7 +7,7 @@ not run: ``StepHooks.tool_waits`` records it, the step's other calls run, and th
 (``outcome.suspended``): nothing runs while it waits. Its continuation calls ``run_turn`` again
 with the open step (``PendingStep``) and how each waiting call was answered (``Resolution``).
 
-Pure orchestration: no storage, no transport. ``StepHooks`` (implemented by ``turns``) sends
+Pure orchestration: no storage, no transport. ``StepHooks`` (implemented by ``turns.hooks``) sends
 each event and persists each step's outcome as it happens, so a redelivered turn resumes after the
 last completed step. Provider failures (and an ``AgentVMError`` from a wrapping client, such as a
 budget cut) end the turn as data (``outcome.error``), never as an escape; tool failures become

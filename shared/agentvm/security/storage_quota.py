@@ -22,7 +22,7 @@ user messages              reserved by ``message_send``        no: messages are 
 session imports            reserved (every message)            as above
 (``sessions/writer.py``)
 replies and tool calls and charged once per turn after they    as above
-results (``turns/worker.py``) are written (the turn was accepted;
+results (``turns/finish``) are written (the turn was accepted;
                            each is bounded: output tokens,
                            ``AVM_TOOL_MAX_OUTPUT_CHARS``)
 images (create, update,    reserved: the record's JSON size    on delete, the record's size (read

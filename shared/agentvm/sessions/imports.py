@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from pydantic import ValidationError
 
 from agentvm.errors import AgentVMError, InvalidImport, ResourceUnavailable
-from agentvm.records import ImageRecord, SessionSummary
+from agentvm.records import DEFAULT_IMAGE_NAME, ImageRecord, SessionSummary
 from agentvm.sessions.jsonl import read_export
 from agentvm.sessions.writer import archive_of, fresh_copies, write_session
 
@@ -90,7 +90,6 @@ def _built(export: SessionExport) -> dict[str, Any]:
 async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[str, Any]:
     """The image fields of the export's config, checked as an inline ``image_create`` config."""
     from agentvm.agent.tools.declarations import parse_mcp_servers
-    from agentvm.gateway.v1.commands import DEFAULT_IMAGE_NAME
     from agentvm.gateway.v1.frames import ImageConfig
     from agentvm.resources.knowledge_tool import KnowledgeToolDecl
 

@@ -27,10 +27,10 @@ from typing import TYPE_CHECKING
 from agentvm.errors import ConnectionGone
 from agentvm.messages import UserMessage, chains
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
+from agentvm.records import TERMINAL, turn_id_for
 from agentvm.streaming.agentx_v2_events import V2Renderer, notification
 from agentvm.streaming.batching import pack
 from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
-from agentvm.turns.worker import TERMINAL, turn_id_for
 
 # A suspended turn's frames up to ``turn_suspended`` are stored like a finished turn's: a client
 # that reconnects while the turn waits gets the approval or client-tool request again.

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING
 from agentvm.errors import BadRequest
 from agentvm.llm import ChatTurn, ModelRequest
 from agentvm.messages import UserMessage, text_of
+from agentvm.records import DEFAULT_IMAGE_NAME
 from agentvm.sessions.export import session_image
 
 if TYPE_CHECKING:
@@ -63,8 +64,6 @@ async def title_after_turn(
 ) -> str | None:
     """Name the session after a completed turn if that is switched on and nobody named it; returns
     the title set. Never raises (but for cancellation)."""
-    from agentvm.gateway.v1.commands import DEFAULT_IMAGE_NAME
-
     if not rt.turns.auto_title or outcome is None or outcome.error is not None or outcome.interrupted:
         return None
     if image.name != DEFAULT_IMAGE_NAME or not outcome.text.strip():

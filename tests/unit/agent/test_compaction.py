@@ -27,10 +27,10 @@ from agentvm.messages import AssistantMessage, ErrorMessage, TextPart, UserMessa
 from agentvm.observability.metrics import NoMetrics
 from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
-from agentvm.records import ImageRecord, SessionRecord, TurnJob
+from agentvm.records import ImageRecord, SessionRecord, TurnJob, turn_id_for
 from agentvm.runtime import Runtime, TurnSettings
 from agentvm.turns.cancel_poll import CancelPoll
-from agentvm.turns.worker import process_turn, turn_id_for
+from agentvm.turns.worker import process_turn
 from tests.contract.conftest import CONTRACT_TABLE
 from tests.contract.moto_table import atomic_moto
 

@@ -187,7 +187,7 @@ async def test_deleting_a_tenant_revokes_its_keys_and_removes_everything_but_its
 
 
 def _digest(tenant: str, container: str) -> str:
-    from agentvm.adapters.sandbox.process import workspace_digest
+    from agentvm.records import workspace_digest
 
     return workspace_digest(tenant, container)
 

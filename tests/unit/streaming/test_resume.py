@@ -16,9 +16,8 @@ from agentvm.adapters.llm.scripted import Fail
 from agentvm.client import SessionCursors
 from agentvm.errors import ProviderUnavailable
 from agentvm.messages import AssistantMessage, UserMessage, text_of
-from agentvm.records import TurnRecord
+from agentvm.records import TurnRecord, turn_id_for
 from agentvm.streaming.frames import ATTEMPT_SPAN, TURN_SPAN, last_seq, replay
-from agentvm.turns.worker import turn_id_for
 
 WORDS = " ".join(f"w{i}" for i in range(40))
 

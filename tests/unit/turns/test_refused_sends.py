@@ -17,8 +17,8 @@ from typing import TYPE_CHECKING, Any
 import pytest
 
 from agentvm.errors import StorageUnavailable
+from agentvm.records import TERMINAL, turn_id_for
 from agentvm.turns import orphans as orphan_turns
-from agentvm.turns.worker import TERMINAL, turn_id_for
 from tests.security_harness import ManualClock, keyed_client, new_key, secure
 
 if TYPE_CHECKING:

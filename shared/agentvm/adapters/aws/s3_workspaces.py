@@ -20,7 +20,6 @@ import hashlib
 import shutil
 from typing import TYPE_CHECKING, Any, BinaryIO
 
-from agentvm.adapters.sandbox.process import workspace_digest
 from agentvm.adapters.sandbox.workspace_files import (
     WorkspaceError,
     create_file,
@@ -29,6 +28,7 @@ from agentvm.adapters.sandbox.workspace_files import (
     scan,
 )
 from agentvm.ports import WorkspaceEntry, WorkspaceScan
+from agentvm.records import workspace_digest
 
 if TYPE_CHECKING:
     from pathlib import Path

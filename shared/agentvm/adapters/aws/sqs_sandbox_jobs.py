@@ -14,8 +14,7 @@ import asyncio
 import hashlib
 from typing import Any
 
-from agentvm.adapters.sandbox.process import workspace_digest
-from agentvm.records import SandboxJob
+from agentvm.records import SandboxJob, workspace_digest
 
 
 class SqsSandboxJobs:

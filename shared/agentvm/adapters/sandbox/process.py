@@ -44,7 +44,6 @@ import asyncio
 import contextlib
 import ctypes
 import functools
-import hashlib
 import os
 import resource
 import shutil
@@ -58,6 +57,7 @@ from agentvm.adapters.sandbox import workspace_files as files
 from agentvm.adapters.sandbox.job_limits import detect as detect_cgroups
 from agentvm.adapters.sandbox.workspace_files import WORKDIR, WorkspaceError, run_io
 from agentvm.ports import SandboxRun, WorkspaceEntry, WorkspaceQuota, WorkspaceScan
+from agentvm.records import workspace_digest
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -66,12 +66,6 @@ if TYPE_CHECKING:
     from agentvm.ports import SandboxLimits
 
 _ENV = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": WORKDIR, "LANG": "C.UTF-8", "PYTHONUNBUFFERED": "1"}
-
-
-def workspace_digest(tenant_id: str, container_id: str) -> str:
-    """The name of a container's workspace (a directory here, an S3 prefix on AWS): a hash of the
-    ids, so client-chosen names never become path components and tenants never share one."""
-    return hashlib.sha256(f"{tenant_id}\0{container_id}".encode()).hexdigest()[:40]
 
 
 @functools.cache
@@ -412,4 +406,4 @@ def quota_problem(quota: WorkspaceQuota, held: WorkspaceScan, *, adding: int = 0
     return None
 
 
-__all__ = ["WORKDIR", "LocalSandbox", "bubblewrap", "quota_problem", "workspace_digest"]
+__all__ = ["WORKDIR", "LocalSandbox", "bubblewrap", "quota_problem"]

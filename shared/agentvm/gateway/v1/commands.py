@@ -18,12 +18,20 @@ from agentvm.events import EventContext, event
 from agentvm.gateway.v1 import wait_commands
 from agentvm.messages import UserMessage, message_to_wire
 from agentvm.ports import RunningTurn
-from agentvm.records import ContainerRecord, ImageRecord, SessionRecord, TurnJob, TurnRecord
+from agentvm.records import (
+    DEFAULT_IMAGE_NAME,
+    TERMINAL,
+    ContainerRecord,
+    ImageRecord,
+    SessionRecord,
+    TurnJob,
+    TurnRecord,
+    turn_id_for,
+)
 from agentvm.security.storage_quota import image_size
 from agentvm.streaming.fanout import Fanout
 from agentvm.turns import orphans as orphan_turns
 from agentvm.turns.waits import cancel_turn_waits
-from agentvm.turns.worker import TERMINAL, turn_id_for
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
@@ -51,8 +59,6 @@ if TYPE_CHECKING:
     from agentvm.ports import AppendResult, ConnectionInfo
     from agentvm.resources.centre import ResourceCentre
     from agentvm.runtime import Runtime
-
-DEFAULT_IMAGE_NAME = "New Conversation"
 
 
 @dataclass

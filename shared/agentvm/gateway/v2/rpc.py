@@ -571,7 +571,7 @@ async def message_send(ctx: CommandContext, p: Json, rpc_id: str | int | None) -
     deferred = rpc_id is not None and not ack
     sent = await commands.send_message(ctx, req, rpc_id=rpc_id if deferred else None)  # type: ignore[arg-type]
     if deferred and sent.created:
-        return DEFERRED  # the turn's worker answers (agent.turns: _answer_send)
+        return DEFERRED  # the turn's worker answers (turns/status.py: answer_send)
     status = "accepted"
     if not sent.created:  # a retry: what became of the turn it started
         turn = await ctx.rt.store.get_turn(sent.turn_id)

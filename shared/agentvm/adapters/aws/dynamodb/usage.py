@@ -28,7 +28,7 @@ a record, when the put then fails, is harmless: its rollup sums nothing).
 
 **Why a record is its own item, put when its model call ends** (not carried by the turn's final
 ``META`` write, not keyed by its hour). Its conditional put on ``TURN#<turn>``/``USAGE`` is the first
-durable write after the call (``turns/worker.py``, ``step_finished``), before the reply: a worker that
+durable write after the call (``turns/hooks.py``, ``step_finished``), before the reply: a worker that
 dies after it and before the reply makes a redelivery call the model again, and the first call's
 record stays the turn's one record; a worker that dies after the reply and before the final status
 makes a redelivery finish from the stored reply without any model call, and only this record holds

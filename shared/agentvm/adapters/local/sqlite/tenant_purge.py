@@ -12,7 +12,7 @@ import asyncio
 import shutil
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.sandbox.process import workspace_digest
+from agentvm.records import workspace_digest
 
 if TYPE_CHECKING:
     from pathlib import Path
