@@ -91,8 +91,7 @@ async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[st
     """The image fields of the export's config, checked as an inline ``image_create`` config."""
     from agentvm.agent.tools.declarations import parse_mcp_servers
     from agentvm.agent.tools.knowledge import KnowledgeToolDecl
-    from agentvm.gateway.v1.commands import DEFAULT_IMAGE_NAME
-    from agentvm.gateway.v1.frames import ImageConfig
+    from agentvm.images.config import DEFAULT_IMAGE_NAME, ImageConfig
 
     line = export.image_line
     raw = dict(export.config)

@@ -63,7 +63,7 @@ async def title_after_turn(
 ) -> str | None:
     """Name the session after a completed turn if that is switched on and nobody named it; returns
     the title set. Never raises (but for cancellation)."""
-    from agentvm.gateway.v1.commands import DEFAULT_IMAGE_NAME
+    from agentvm.images.config import DEFAULT_IMAGE_NAME
 
     if not rt.turns.auto_title or outcome is None or outcome.error is not None or outcome.interrupted:
         return None
