@@ -1,6 +1,6 @@
 """The wait sweeper: every minute (an EventBridge schedule), suspended turns whose wait passed its
 deadline are answered ``timed_out`` and continued, and continuations whose enqueue was lost are
-enqueued again (``agent.waits.sweep``); and the usage hours that closed are rolled up into their
+enqueued again (``turns.waits.sweep_waits``); and the usage hours that closed are rolled up into their
 sums (``DynamoDbUsageRollups.roll_closed_hours``: at most ``ROLLUP_LIMIT`` tenant hours per run).
 
 One Query of the due marks per run, plus a read and a write or two per wait it acts on; nothing
@@ -18,7 +18,7 @@ from aws_lambda_powertools import Logger
 
 from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
 from agentvm.hosts.aws import LambdaEntry, run_sync
-from agentvm.turns.waits import sweep
+from agentvm.turns.waits import sweep_waits
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -35,7 +35,7 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
     async def run() -> tuple[int, int]:
         total = 0
         for _ in range(MAX_ROUNDS):
-            acted = await sweep(rt)
+            acted = await sweep_waits(rt)
             total += acted
             if acted == 0:
                 break

@@ -1,5 +1,5 @@
 """Images over HTTP: ``POST /v1/images/{imageId}/rebuild`` moves an image built from an agent
-resource to what its definition resolves to now (``agentvm.resources.build``), as
+resource to what its definition resolves to now (``agentvm.images.rebuild``), as
 ``image_update_request`` with ``rebuild: true`` does over the WebSocket."""
 
 from __future__ import annotations
@@ -10,6 +10,8 @@ from fastapi import APIRouter, Body, Path, Request
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
 from agentvm.api.openapi import examples, ok
+from agentvm.images import image_of
+from agentvm.images import rebuild as rebuild_image
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -101,13 +103,12 @@ def image_routes(
     ) -> dict[str, Any]:
         """Resolve the image's agent definition again and pin the image to the versions it resolves
         to now; the build is recorded in ``record.build.history``."""
-        from agentvm.gateway.v1.commands import CommandContext, image_of, rebuild_image
-
         principal = admin(request)
-        ctx = CommandContext(
-            runtime, principal.tenant_id, "http", "http", admin=True, key_id=principal.key_id
+        tenant_id = principal.tenant_id
+        image = await image_of(runtime, tenant_id, image_id)
+        image = await rebuild_image(
+            runtime, tenant_id, image, body.agent if body else None, admin=True, by=principal.key_id
         )
-        image = await rebuild_image(ctx, await image_of(ctx, image_id), body.agent if body else None)
         return {"record": image.to_wire()}
 
     return router

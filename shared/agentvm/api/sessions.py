@@ -196,10 +196,10 @@ def session_routes(
         """Full-text search over the tenant's messages (of one container with ``containerId``): the
         text of user and assistant messages, case and accents ignored. A page may hold fewer
         results than ``limit`` (even none) and still have a ``next``: keep going until it is null."""
-        from agentvm.sessions.search import search
+        from agentvm.sessions.search import search_sessions
 
         principal = admin(request)
-        return await search(
+        return await search_sessions(
             runtime, principal.tenant_id, q, container_id=containerId, limit=limit, cursor=cursor
         )
 

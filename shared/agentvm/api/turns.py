@@ -1,5 +1,6 @@
 """The running turns over HTTP: ``/v1/turns`` lists the turns queued, running or suspended, and
-``/v1/turns/cancel`` (or ``/v1/turns/{turnId}/cancel``) stops them (``agentvm.observability.running``).
+``/v1/turns/cancel`` (or ``/v1/turns/{turnId}/cancel``) stops them (``agentvm.observability.running``
+lists them, ``agentvm.turns.interrupt`` stops them as ``agent_interrupt`` does).
 
 Admin keys, the caller's tenant; a platform admin (an admin key of the platform tenant, or anyone in
 the open dev mode) may name another tenant with ``tenantId``. A turn of another tenant reads as
@@ -15,7 +16,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
 from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, Forbidden, NotFound
-from agentvm.observability.running import LIVE, cancel, live_turns, model_of
+from agentvm.observability.running import LIVE, live_turns, model_of
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -186,8 +187,11 @@ def turn_routes(
             by_id = {t.mark.turn_id: t for t in found}
             missing = [i for i in dict.fromkeys(body.turnIds) if i not in by_id]
             found = [by_id[i] for i in dict.fromkeys(body.turnIds) if i in by_id]
+        # Deferred: the turn modules load only when turns are stopped (the HTTP Lambda's cold start).
+        from agentvm.turns.interrupt import interrupt_turns
+
         key_id = admin(request).key_id
-        stopped = await cancel(
+        stopped = await interrupt_turns(
             runtime, tenant, found, reason=f"cancelled by an operator ({key_id or 'open mode'})"
         )
         status = {t.mark.turn_id: t.status for t in found}
@@ -217,8 +221,12 @@ def turn_routes(
         found = [t for t in await live_turns(runtime, tenant) if t.mark.turn_id == turn_id]
         if not found:
             raise NotFound(f"Turn not found (or finished): {turn_id}")
+        from agentvm.turns.interrupt import interrupt_turns  # deferred, as above
+
         key_id = admin(request).key_id
-        await cancel(runtime, tenant, found, reason=f"cancelled by an operator ({key_id or 'open mode'})")
+        await interrupt_turns(
+            runtime, tenant, found, reason=f"cancelled by an operator ({key_id or 'open mode'})"
+        )
         return {"turnId": turn_id, "status": found[0].status}
 
     return router

@@ -67,16 +67,16 @@ def open_mode_error(settings: Settings) -> str | None:
 
 async def _sweep_waits(rt: Runtime, every_s: float) -> None:
     """Suspended turns' waits past their deadline time out; lost continuations are enqueued again;
-    turns with no job are ended (``agent.orphan_turns``). The first sweep runs at start: waits that
+    turns with no job are ended (``turns.orphans``). The first sweep runs at start: waits that
     expired while the server was down go on at once."""
     from agentvm.turns import orphans as orphan_turns
-    from agentvm.turns.waits import sweep
+    from agentvm.turns.waits import sweep_waits
 
     while True:
         try:
-            while await sweep(rt) > 0:
+            while await sweep_waits(rt) > 0:
                 pass
-            await orphan_turns.sweep(rt)
+            await orphan_turns.sweep_orphans(rt)
         except Exception as exc:  # the store is busy or full: the next sweep tries again
             log.warning("sweeping suspended turns failed", extra={"error": type(exc).__name__})
         await asyncio.sleep(every_s)

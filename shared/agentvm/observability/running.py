@@ -15,12 +15,8 @@ so far (``streamingOutputTokens``, one delta counted as one token, as a cut stre
 AWS the API and the worker are different Lambdas: the call streaming now shows when it ends
 (writing progress while streaming would cost a write per turn and interval).
 
-**Stopping.** ``cancel`` is ``agent_interrupt``'s mechanism for any set of turns: the turn's
-interrupt mark (one per turn, so several turns of one session can be stopped at once), the
-in-process signal, and for a suspended turn the cancellation of its waits (which wakes it to end).
-A running turn stops streaming within a flush (locally at once, on AWS within ``cancel_poll_ms``),
-keeps its partial reply and ends ``interrupted``; a queued one ends ``interrupted`` as soon as a
-worker takes it, without calling the model.
+**Stopping** them is ``agentvm.turns.interrupt.interrupt_turns`` (``agent_interrupt``'s mechanism,
+for any set of the turns listed here); this module only lists.
 """
 
 from __future__ import annotations
@@ -31,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from agentvm.errors import NotFound
 
 if TYPE_CHECKING:
-    from collections.abc import Iterable, Sequence
+    from collections.abc import Iterable
 
     from agentvm.ports import RunningTurn, TurnTokens
     from agentvm.records import TurnRecord, TurnStatus
@@ -157,29 +153,4 @@ def model_of(rt: Runtime, model: str | None) -> str | None:
         return model
 
 
-async def cancel(rt: Runtime, tenant_id: str, turns: Sequence[LiveTurn], *, reason: str) -> list[str]:
-    """Stop these turns (the tenant's, listed just now); returns the ids asked to stop."""
-    from agentvm.turns import orphans as orphan_turns
-    from agentvm.turns.waits import cancel_turn_waits
-
-    stopped = []
-    for turn in turns:
-        mark = turn.mark
-        if mark.tenant_id != tenant_id:  # never another tenant's (the listing is the tenant's)
-            continue
-        if turn.record is not None and await orphan_turns.has_no_job(rt, turn.record, grace_ms=0):
-            # no worker would ever see the mark: ended here (turns/orphans.py)
-            await orphan_turns.end(
-                rt, turn.record, tenant_id=tenant_id, container_id=mark.container_id, status="interrupted"
-            )
-            stopped.append(mark.turn_id)
-            continue
-        await rt.store.request_cancel(mark.session_id, mark.turn_id)
-        rt.signals.fire(mark.turn_id)
-        if turn.status == "suspended":  # nothing runs to see the mark: wake the turn up to end it
-            await cancel_turn_waits(rt, mark.turn_id, reason)
-        stopped.append(mark.turn_id)
-    return stopped
-
-
-__all__ = ["LIVE", "LiveTurn", "TurnProgress", "cancel", "live_turns", "model_of"]
+__all__ = ["LIVE", "LiveTurn", "TurnProgress", "live_turns", "model_of"]

@@ -17,7 +17,7 @@ before anything is stored; another tenant is not affected.
 path                       counted                             given back
 =========================  ==================================  ====================================
 user messages              reserved by ``message_send``        no: messages are never deleted one by
-(``gateway/v1/commands.py``)  (its JSON size)                     one; an image's delete frees its
+(``turns/submit.py``)      (its JSON size)                     one; an image's delete frees its
                                                                record, not its session's history
 session imports            reserved (every message)            as above
 (``sessions/writer.py``)

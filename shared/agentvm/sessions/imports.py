@@ -90,7 +90,7 @@ def _built(export: SessionExport) -> dict[str, Any]:
 async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[str, Any]:
     """The image fields of the export's config, checked as an inline ``image_create`` config."""
     from agentvm.agent.tools.declarations import parse_mcp_servers
-    from agentvm.gateway.v1.frames import ImageConfig
+    from agentvm.images.config import ImageConfig
     from agentvm.resources.knowledge_tool import KnowledgeToolDecl
 
     line = export.image_line

@@ -251,7 +251,7 @@ def hit_to_wire(hit: MessageHit, terms: Sequence[SearchTerm]) -> dict[str, Any]:
     }
 
 
-async def search(
+async def search_sessions(
     rt: Runtime,
     tenant_id: str,
     query: str,
@@ -283,7 +283,7 @@ __all__ = [
     "normalise",
     "parse_query",
     "scan",
-    "search",
+    "search_sessions",
     "searchable_text",
     "snippet",
     "tokens",

@@ -1,0 +1,219 @@
+"""A turn's life, the use cases the protocols and hosts call: the worker (rebuild the agent, run
+the loop, persist each step, push the terminal events), its hooks, status and suspension (sandbox
+jobs, approvals), waits, cancellation, titles, and turns left without a job.
+
+Every public name is importable from here and loaded from its module on first use
+(``agentvm.lazy``); ``tests/unit/package/test_exports.py`` pins the list.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from agentvm.lazy import lazy_exports
+
+if TYPE_CHECKING:
+    from agentvm.turns.cancel_poll import (
+        CancelPoll,
+    )
+    from agentvm.turns.finish import (
+        Ending,
+        LoopRun,
+        charge_storage,
+        emit_terminal,
+        ended,
+        finish_turn,
+    )
+    from agentvm.turns.hooks import (
+        TurnHooks,
+        context_for,
+        token_usage,
+    )
+    from agentvm.turns.interrupt import (
+        active_turn,
+        interrupt_image,
+        interrupt_turns,
+    )
+    from agentvm.turns.orphans import (
+        GRACE_MS,
+        JobLookup,
+        StaleMarks,
+        end,
+        has_no_job,
+        is_withdrawn,
+        sweep_orphans,
+        withdraw,
+    )
+    from agentvm.turns.sandbox_jobs import (
+        answer_job,
+        run_sandbox_job,
+    )
+    from agentvm.turns.status import (
+        answer_send,
+        attempt_of,
+        first_seq_of,
+        set_status,
+    )
+    from agentvm.turns.submit import (
+        Sender,
+        Sent,
+        send_message,
+    )
+    from agentvm.turns.suspend import (
+        hold_suspended,
+        pending_step,
+        sandbox_job,
+        suspended_before,
+    )
+    from agentvm.turns.title import (
+        MAX_TITLE_CHARS,
+        TITLE_SYSTEM,
+        clean_title,
+        set_title,
+        title_after_turn,
+    )
+    from agentvm.turns.waits import (
+        RETRY_MS,
+        answer,
+        cancel_turn_waits,
+        continue_turn,
+        decide,
+        find_wait,
+        resolution_of,
+        sweep_waits,
+        wait_event_data,
+    )
+    from agentvm.turns.worker import (
+        process_turn,
+    )
+
+__all__ = [
+    "CancelPoll",
+    "Ending",
+    "GRACE_MS",
+    "JobLookup",
+    "LoopRun",
+    "MAX_TITLE_CHARS",
+    "RETRY_MS",
+    "Sender",
+    "Sent",
+    "StaleMarks",
+    "TITLE_SYSTEM",
+    "TurnHooks",
+    "active_turn",
+    "answer",
+    "answer_job",
+    "answer_send",
+    "attempt_of",
+    "cancel_turn_waits",
+    "charge_storage",
+    "clean_title",
+    "context_for",
+    "continue_turn",
+    "decide",
+    "emit_terminal",
+    "end",
+    "ended",
+    "find_wait",
+    "finish_turn",
+    "first_seq_of",
+    "has_no_job",
+    "hold_suspended",
+    "interrupt_image",
+    "interrupt_turns",
+    "is_withdrawn",
+    "pending_step",
+    "process_turn",
+    "resolution_of",
+    "run_sandbox_job",
+    "sandbox_job",
+    "send_message",
+    "set_status",
+    "set_title",
+    "suspended_before",
+    "sweep_orphans",
+    "sweep_waits",
+    "title_after_turn",
+    "token_usage",
+    "wait_event_data",
+    "withdraw",
+]
+
+__getattr__, __dir__ = lazy_exports(
+    __name__,
+    {
+        "cancel_poll": [
+            "CancelPoll",
+        ],
+        "finish": [
+            "Ending",
+            "LoopRun",
+            "charge_storage",
+            "emit_terminal",
+            "ended",
+            "finish_turn",
+        ],
+        "hooks": [
+            "TurnHooks",
+            "context_for",
+            "token_usage",
+        ],
+        "interrupt": [
+            "active_turn",
+            "interrupt_image",
+            "interrupt_turns",
+        ],
+        "orphans": [
+            "GRACE_MS",
+            "JobLookup",
+            "StaleMarks",
+            "end",
+            "has_no_job",
+            "is_withdrawn",
+            "sweep_orphans",
+            "withdraw",
+        ],
+        "sandbox_jobs": [
+            "answer_job",
+            "run_sandbox_job",
+        ],
+        "status": [
+            "answer_send",
+            "attempt_of",
+            "first_seq_of",
+            "set_status",
+        ],
+        "submit": [
+            "Sender",
+            "Sent",
+            "send_message",
+        ],
+        "suspend": [
+            "hold_suspended",
+            "pending_step",
+            "sandbox_job",
+            "suspended_before",
+        ],
+        "title": [
+            "MAX_TITLE_CHARS",
+            "TITLE_SYSTEM",
+            "clean_title",
+            "set_title",
+            "title_after_turn",
+        ],
+        "waits": [
+            "RETRY_MS",
+            "answer",
+            "cancel_turn_waits",
+            "continue_turn",
+            "decide",
+            "find_wait",
+            "resolution_of",
+            "sweep_waits",
+            "wait_event_data",
+        ],
+        "worker": [
+            "process_turn",
+        ],
+    },
+)

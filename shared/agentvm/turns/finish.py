@@ -109,7 +109,7 @@ async def ended(
     )
 
 
-async def finish(rt: Runtime, job: TurnJob, end: Ending) -> None:
+async def finish_turn(rt: Runtime, job: TurnJob, end: Ending) -> None:
     """The one way an attempt ends, whichever its end: store the status (with the frame map of what
     the attempt sent), then send the frames the sink holds (the end is seen only once it is stored),
     charge what the turn stored (after the frames are out: no wait for it), close the sink, drop the
@@ -194,4 +194,4 @@ def emit_terminal(
     sink.emit("conversation_end", {"reason": "interrupted" if interrupted else "completed"})
 
 
-__all__ = ["Ending", "LoopRun", "charge_storage", "emit_terminal", "ended", "finish"]
+__all__ = ["Ending", "LoopRun", "charge_storage", "emit_terminal", "ended", "finish_turn"]

@@ -134,7 +134,7 @@ async def withdraw(
         )
 
 
-async def sweep(rt: Runtime, *, limit: int = 500) -> int:
+async def sweep_orphans(rt: Runtime, *, limit: int = 500) -> int:
     """End the turns whose mark is older than the bound and that have no job; returns how many.
     Only where the marks can be listed across tenants (``StaleMarks``: the local host). Never
     raises for one turn's failure (the next sweep tries again)."""
@@ -160,4 +160,13 @@ async def sweep(rt: Runtime, *, limit: int = 500) -> int:
     return ended
 
 
-__all__ = ["GRACE_MS", "JobLookup", "StaleMarks", "end", "has_no_job", "is_withdrawn", "sweep", "withdraw"]
+__all__ = [
+    "GRACE_MS",
+    "JobLookup",
+    "StaleMarks",
+    "end",
+    "has_no_job",
+    "is_withdrawn",
+    "sweep_orphans",
+    "withdraw",
+]

@@ -161,7 +161,7 @@ async def cancel_turn_waits(rt: Runtime, turn_id: str, reason: str) -> bool:
     return cancelled
 
 
-async def sweep(rt: Runtime, *, limit: int = 100) -> int:
+async def sweep_waits(rt: Runtime, *, limit: int = 100) -> int:
     """Time out the waits past their deadline, re-enqueue lost continuations. Returns how many
     waits it acted on. Never raises for one wait's failure (the next sweep tries again)."""
     if rt.waits is None:
@@ -194,6 +194,6 @@ __all__ = [
     "decide",
     "find_wait",
     "resolution_of",
-    "sweep",
+    "sweep_waits",
     "wait_event_data",
 ]

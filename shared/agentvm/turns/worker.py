@@ -46,7 +46,7 @@ from agentvm.records import TERMINAL
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.frames import persisted_event
 from agentvm.streaming.sink import CoalescingSink
-from agentvm.turns.finish import Ending, LoopRun, charge_storage, emit_terminal, ended, finish
+from agentvm.turns.finish import Ending, LoopRun, charge_storage, emit_terminal, ended, finish_turn
 from agentvm.turns.hooks import TurnHooks, context_for
 from agentvm.turns.status import attempt_of, first_seq_of, set_status
 from agentvm.turns.suspend import hold_suspended, pending_step, suspended_before
@@ -111,7 +111,7 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     end = await _attempt(rt, job)
     if end is None:
         return None
-    await finish(rt, job, end)
+    await finish_turn(rt, job, end)
     run = end.run
     if run is None:  # nothing ran: a redelivery, a deleted image, a reply stored by an earlier attempt
         return None

@@ -151,7 +151,7 @@ async def test_a_refused_send_leaves_no_live_turn_and_the_session_takes_the_next
         # mark stays for the sweeper, which removes it past the grace (the record never landed)
         assert len(await harness.rt.running.running("tenant-a")) == 1
         clock.advance(orphan_turns.GRACE_MS / 1000)
-        assert await orphan_turns.sweep(harness.rt) == 1
+        assert await orphan_turns.sweep_orphans(harness.rt) == 1
     await _assert_nothing_live_and_usable(harness, c, img)
 
 
@@ -219,10 +219,10 @@ async def _orphan(harness, monkeypatch):
 
 async def test_the_sweeper_ends_a_turn_left_without_a_job(harness, monkeypatch):
     c, img, clock = await _orphan(harness, monkeypatch)
-    assert await orphan_turns.sweep(harness.rt) == 0  # within the grace: a send may be enqueuing
+    assert await orphan_turns.sweep_orphans(harness.rt) == 0  # within the grace: a send may be enqueuing
     clock.advance(orphan_turns.GRACE_MS / 1000)
-    assert await orphan_turns.sweep(harness.rt) == 1
-    assert await orphan_turns.sweep(harness.rt) == 0
+    assert await orphan_turns.sweep_orphans(harness.rt) == 1
+    assert await orphan_turns.sweep_orphans(harness.rt) == 0
     await _assert_nothing_live_and_usable(harness, c, img)
 
 
@@ -256,5 +256,5 @@ async def test_a_live_turn_with_its_job_is_never_taken_for_an_orphan(harness):
     c, img = await _reject_image(harness)
     await c.request("message_send", imageId=img["imageId"], content="one")
     clock.advance(3600)
-    assert await orphan_turns.sweep(harness.rt) == 0
+    assert await orphan_turns.sweep_orphans(harness.rt) == 0
     assert (await c.request("message_send", imageId=img["imageId"], content="two"))["code"] == "session_busy"

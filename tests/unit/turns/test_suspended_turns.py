@@ -9,7 +9,7 @@ from typing import Any
 
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.agent.tools.sources import ToolSources
-from agentvm.turns.waits import sweep
+from agentvm.turns.waits import sweep_waits
 from tests.harness import Harness
 from tests.tools import agent_types
 
@@ -161,7 +161,7 @@ async def test_another_tenant_cannot_see_or_answer_a_wait(tmp_path):
 async def test_an_unanswered_wait_times_out_at_its_deadline_and_the_turn_goes_on(tmp_path):
     h, c, img = await _approval_turn(tmp_path, timeoutS=0.05)
     await asyncio.sleep(0.1)
-    assert await sweep(h.rt) == 1
+    assert await sweep_waits(h.rt) == 1
     await h.run_turns()
     [result] = _events(c, "tool_failed")
     assert "no approval within 0.05 s" in result["error"]

@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, ValidationError, field_validator
+from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
-from agentvm.agent.tools.declarations import MAX_TOOLS, ApprovalConfig, ToolDecl, parse_mcp_servers
 from agentvm.errors import BadRequest, FrameTooLarge, UnknownRequest
 from agentvm.events import SUBSCRIBE_KEY
+from agentvm.images.config import ImageConfig
 from agentvm.messages import UserContentPart
 from agentvm.records import ConcurrencyPolicy
 
@@ -85,44 +85,6 @@ class MessageSend(_Req):
 class AgentInterrupt(_Req):
     imageId: Id | None = Field(default=None, min_length=1, max_length=128)
     agentId: Id | None = Field(default=None, min_length=1, max_length=128)
-
-
-class ImageConfig(BaseModel):
-    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
-
-    name: StrictStr | None = Field(default=None, max_length=200)
-    description: StrictStr | None = Field(default=None, max_length=2000)
-    systemPrompt: StrictStr | None = Field(default=None, max_length=100_000)
-    model: StrictStr | None = Field(default=None, max_length=200)
-    mcpServers: dict[str, Any] | None = None
-    tools: list[ToolDecl] | None = Field(default=None, max_length=MAX_TOOLS)
-    maxSteps: int | None = Field(default=None, ge=1, le=100)
-    concurrency: ConcurrencyPolicy | None = None
-    approval: ApprovalConfig | None = None
-    # Additive: build the image from an agent resource (``agentvm.resources.build``), and, in
-    # image_update, resolve that definition again (``rebuild``).
-    agent: StrictStr | None = Field(default=None, max_length=1000)
-    rebuild: StrictBool | None = None
-
-    @field_validator("mcpServers", mode="after")
-    @classmethod
-    def _mcp_servers(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
-        if v is not None:
-            parse_mcp_servers(v, allow_stdio=True)  # the host's own rule is checked by the command
-        return v
-
-    @field_validator("tools", mode="after")
-    @classmethod
-    def _unique_names(cls, v: list[Any] | None) -> list[Any] | None:
-        from agentvm.agent.tools.sandbox import SPECS as SANDBOX_TOOLS
-
-        names: list[str] = []
-        for decl in v or []:  # a sandbox declaration brings its own six tools
-            names += list(SANDBOX_TOOLS) if decl.type == "sandbox" else [decl.name]
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ValueError(f"tool names must be unique (repeated: {', '.join(duplicates)})")
-        return v
 
 
 class ImageCreate(_Req):

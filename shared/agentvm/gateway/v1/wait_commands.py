@@ -10,7 +10,7 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING
 
-from agentvm.errors import NotFound
+from agentvm.images import image_of
 from agentvm.turns.waits import answer
 
 if TYPE_CHECKING:
@@ -53,10 +53,7 @@ async def tool_waits(ctx: CommandContext, req: ToolWaitList) -> Json:
     rt = ctx.rt
     container_id = req.containerId
     if req.imageId is not None:
-        image = await rt.store.get_image(ctx.tenant_id, req.imageId)
-        if image is None:
-            raise NotFound(f"Image not found: {req.imageId}")
-        container_id = image.containerId
+        container_id = (await image_of(rt, ctx.tenant_id, req.imageId)).containerId
     waits = [] if rt.waits is None else await rt.waits.list_waits(ctx.tenant_id, container_id)
     if req.imageId is not None:
         waits = [w for w in waits if w.imageId == req.imageId]

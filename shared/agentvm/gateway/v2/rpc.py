@@ -58,6 +58,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
+from agentvm import images
 from agentvm.errors import (
     AgentVMError,
     BadRequest,
@@ -495,7 +496,7 @@ async def image_delete(ctx: CommandContext, p: Json, _: Any) -> Json:
 
 async def image_run(ctx: CommandContext, p: Json, _: Any) -> Json:
     out = await _v1(ctx, "image_run", _ids(p, "imageId"))  # subscribes the caller; instanceId is ours
-    image = await commands.image_of(ctx, out["imageId"])
+    image = await images.image_of(ctx.rt, ctx.tenant_id, out["imageId"])
     return {
         "imageId": image.imageId,
         **_agent_fields(out["agentId"]),
@@ -531,7 +532,7 @@ def _instance(image: ImageRecord) -> Json:
 
 async def instance_get(ctx: CommandContext, p: Json, _: Any) -> Json:
     req = _validated(ctx, "agent_get", _ids(p, "agentId"))
-    image = await commands.image_by_agent(ctx, req.agentId)
+    image = await images.image_by_agent(ctx.rt, ctx.tenant_id, req.agentId)
     return {"agent": None if image is None else _instance(image), "exists": image is not None}
 
 
@@ -576,8 +577,9 @@ async def message_send(ctx: CommandContext, p: Json, rpc_id: str | int | None) -
     if not sent.created:  # a retry: what became of the turn it started
         turn = await ctx.rt.store.get_turn(sent.turn_id)
         status = turn.status if turn is not None and turn.status != "queued" else "accepted"
+    assert sent.image.agentId is not None  # send_message started the image's agent
     return send_result_body(
-        instance_id=sent.data["agentId"], image_id=sent.data["imageId"], turn_id=sent.turn_id, status=status
+        instance_id=sent.image.agentId, image_id=sent.image.imageId, turn_id=sent.turn_id, status=status
     )
 
 

@@ -1,0 +1,98 @@
+"""An image's config: ``ImageConfig`` (what ``image_create`` and ``image_update`` take, and a session
+export carries), the default name, and the checks an inline config passes before it is stored.
+
+The checks refuse now what would fail at the first turn: a model whose provider this server lacks,
+a tool source the host cannot run (stdio MCP on AWS), and what the caller may not declare (stdio
+MCP servers run a command on the server: admin only).
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
+
+from agentvm.agent.tools.declarations import (
+    MAX_TOOLS,
+    ApprovalConfig,
+    McpStdioServer,
+    ToolDecl,
+    parse_mcp_servers,
+)
+from agentvm.errors import BadRequest, Forbidden
+from agentvm.records import ConcurrencyPolicy
+
+if TYPE_CHECKING:
+    from agentvm.records import ImageRecord
+    from agentvm.runtime import Runtime
+
+
+class ImageConfig(BaseModel):
+    model_config = ConfigDict(extra="ignore", strict=True, defer_build=True)
+
+    name: StrictStr | None = Field(default=None, max_length=200)
+    description: StrictStr | None = Field(default=None, max_length=2000)
+    systemPrompt: StrictStr | None = Field(default=None, max_length=100_000)
+    model: StrictStr | None = Field(default=None, max_length=200)
+    mcpServers: dict[str, Any] | None = None
+    tools: list[ToolDecl] | None = Field(default=None, max_length=MAX_TOOLS)
+    maxSteps: int | None = Field(default=None, ge=1, le=100)
+    concurrency: ConcurrencyPolicy | None = None
+    approval: ApprovalConfig | None = None
+    # Additive: build the image from an agent resource (``agentvm.resources.build``), and, in
+    # image_update, resolve that definition again (``rebuild``).
+    agent: StrictStr | None = Field(default=None, max_length=1000)
+    rebuild: StrictBool | None = None
+
+    @field_validator("mcpServers", mode="after")
+    @classmethod
+    def _mcp_servers(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None:
+            parse_mcp_servers(v, allow_stdio=True)  # the host's own rule is checked by the command
+        return v
+
+    @field_validator("tools", mode="after")
+    @classmethod
+    def _unique_names(cls, v: list[Any] | None) -> list[Any] | None:
+        from agentvm.agent.tools.sandbox import SPECS as SANDBOX_TOOLS
+
+        names: list[str] = []
+        for decl in v or []:  # a sandbox declaration brings its own six tools
+            names += list(SANDBOX_TOOLS) if decl.type == "sandbox" else [decl.name]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"tool names must be unique (repeated: {', '.join(duplicates)})")
+        return v
+
+
+def tool_decls(tools: list[Any] | None) -> list[dict[str, Any]] | None:
+    """Declarations as stored: validated, without unset fields (secret headers stay references)."""
+    return None if tools is None else [decl.model_dump(exclude_none=True) for decl in tools]
+
+
+def check_tool_sources(rt: Runtime, mcp_servers: dict[str, Any] | None, *, admin: bool) -> None:
+    """What the host cannot run is refused now, not at the first turn (stdio MCP on AWS), and so is
+    what the caller may not declare (stdio MCP servers run commands on the server: admin only)."""
+    if not mcp_servers:
+        return
+    allow_stdio = rt.tools.allow_stdio if rt.tools is not None else True
+    try:
+        servers = parse_mcp_servers(mcp_servers, allow_stdio=allow_stdio)
+    except ValueError as exc:
+        raise BadRequest(f"config.mcpServers.{exc}") from None
+    stdio = sorted(name for name, s in servers.items() if isinstance(s, McpStdioServer))
+    if stdio and not admin:
+        raise Forbidden(
+            f"config.mcpServers.{stdio[0]}: stdio MCP servers run a command on the server; "
+            "only an admin key may declare them (use a Streamable HTTP server)"
+        )
+
+
+def check_built(rt: Runtime, image: ImageRecord, *, admin: bool) -> None:
+    """A build passes the checks inline configs pass (the model's provider, who may run MCP stdio)."""
+    if image.model:
+        rt.models.resolve(image.model)
+    check_tool_sources(rt, image.mcpServers, admin=admin)
+
+
+__all__ = ["ImageConfig", "check_built", "check_tool_sources", "tool_decls"]
