@@ -17,7 +17,7 @@ from agentvm.configcentre.centre import Source
 from agentvm.records import ConfigChange, UsageRecord
 
 
-# -- api/app.py: keys, budgets, usage, workspaces ---------------------------------------------------
+# -- api/keys.py, api/budgets.py, api/workspaces.py: keys, budgets, usage, workspaces ----------------
 class ApiKey(BaseModel):
     """An API key as clients see it: never its hash or secret."""
 

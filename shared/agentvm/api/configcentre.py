@@ -14,9 +14,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok, stated
 from agentvm.configcentre.centre import SERVER, tenant_scope
 from agentvm.configcentre.keys import KEYS
@@ -24,8 +26,6 @@ from agentvm.configcentre.keys import key as setting
 from agentvm.errors import Forbidden, NotFound
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from agentvm.configcentre.centre import ConfigCentre
     from agentvm.runtime import Runtime
     from agentvm.security.auth import Principal
@@ -116,103 +116,112 @@ class PutValue(BaseModel):
     value: Any = Field(description="the value; null removes the value set through the API")
 
 
-def config_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(prefix="/config", tags=["config"])
+router = APIRouter(prefix="/config", tags=["config"])
 
-    def centre() -> ConfigCentre:
-        if runtime.config is None:
-            raise NotFound("this server has no config centre")
-        return runtime.config
 
-    def platform_admin(principal: Principal) -> bool:
-        """An admin key of the platform tenant, or the open dev mode (no keys: the developer)."""
-        return runtime.auth is None or principal.tenant_id == runtime.platform_tenant
+def centre(runtime: Runtime) -> ConfigCentre:
+    if runtime.config is None:
+        raise NotFound("this server has no config centre")
+    return runtime.config
 
-    def visible(principal: Principal, settings: dict[str, dict[str, Any]]) -> dict[str, dict[str, Any]]:
-        """A tenant's admin sees every setting but the platform's own (its markup, prices and
-        providers: ``Key.platform``)."""
-        if platform_admin(principal):
-            return settings
-        return {name: entry for name, entry in settings.items() if not KEYS[name].platform}
 
-    async def write(request: Request, scope: Scope, values: dict[str, Any]) -> dict[str, Any]:
-        principal = admin(request)
-        if scope == SERVER and not platform_admin(principal):
-            raise Forbidden("server settings need a platform admin key (an admin key of the platform tenant)")
-        return await centre().set(
-            values,
-            tenant_id=None if scope == SERVER else principal.tenant_id,
-            by=principal.key_id,
-            platform_admin=platform_admin(principal),
-            check_model=runtime.models.resolve,
-        )
+def platform_admin(runtime: Runtime, principal: Principal) -> bool:
+    """An admin key of the platform tenant, or the open dev mode (no keys: the developer)."""
+    return runtime.auth is None or principal.tenant_id == runtime.platform_tenant
 
-    @router.get(
-        "",
-        response_model=None,
-        responses={**ok(200, "ConfigSettings", _SETTINGS, "the settings"), **errors(400)},
+
+def visible(
+    runtime: Runtime, principal: Principal, settings: dict[str, dict[str, Any]]
+) -> dict[str, dict[str, Any]]:
+    """A tenant's admin sees every setting but the platform's own (its markup, prices and
+    providers: ``Key.platform``)."""
+    if platform_admin(runtime, principal):
+        return settings
+    return {name: entry for name, entry in settings.items() if not KEYS[name].platform}
+
+
+async def write(runtime: Runtime, caller: Principal, scope: Scope, values: dict[str, Any]) -> dict[str, Any]:
+    principal = admin(caller)
+    if scope == SERVER and not platform_admin(runtime, principal):
+        raise Forbidden("server settings need a platform admin key (an admin key of the platform tenant)")
+    return await centre(runtime).set(
+        values,
+        tenant_id=None if scope == SERVER else principal.tenant_id,
+        by=principal.key_id,
+        platform_admin=platform_admin(runtime, principal),
+        check_model=runtime.models.resolve,
     )
-    async def get_all(request: Request, scope: Scope | None = None) -> dict[str, Any]:
-        """Every setting's effective value for the caller's tenant and its source; with ``scope``,
-        only the values set through the API for the tenant or the server."""
-        principal = admin(request)
-        return {"settings": visible(principal, await centre().view(principal.tenant_id, scope))}
-
-    @router.put(
-        "",
-        response_model=None,
-        responses={**ok(200, "ConfigSettings", _SETTINGS, "the new effective settings"), **errors(400)},
-    )
-    async def put_all(request: Request, body: PutValues) -> dict[str, Any]:
-        """Set several values at once (all or nothing); the answer is the new effective view."""
-        return {"settings": visible(admin(request), await write(request, body.scope, body.values))}
-
-    @router.get(
-        "/audit",
-        response_model=None,
-        responses={**ok(200, "ConfigChanges", _AUDIT, "the changes"), **errors(400)},
-    )
-    async def audit(
-        request: Request, scope: Scope = "tenant", limit: int = Query(default=100, ge=1, le=1000)
-    ) -> dict[str, Any]:
-        """Changes made through the API, newest first: who (API key id), when, old -> new (secrets
-        shown as ``********``). The server's log needs a platform admin."""
-        principal = admin(request)
-        if scope == SERVER and not platform_admin(principal):
-            raise Forbidden("the server's audit log needs a platform admin key")
-        name = SERVER if scope == SERVER else tenant_scope(principal.tenant_id)
-        return {"changes": [c.model_dump() for c in await centre().changes(name, limit)]}
-
-    @router.get(
-        "/{key}",
-        response_model=None,
-        responses={**ok(200, "ConfigSetting", _MODEL, "the setting"), **errors(400)},
-    )
-    async def get_one(request: Request, key: SettingName) -> dict[str, Any]:
-        """One setting: its effective value for the caller's tenant, and its source."""
-        principal = admin(request)
-        setting(key)  # unknown: invalid_config naming it
-        if KEYS[key].platform and not platform_admin(principal):
-            raise Forbidden(f"{key} is the platform's: only a platform admin sees it")
-        return (await centre().view(principal.tenant_id))[key]
-
-    @router.put(
-        "/{key}",
-        response_model=None,
-        responses={
-            **ok(200, "ConfigSetting", {**_MAX_TOKENS, "value": 4096}, "its new effective entry"),
-            **errors(400),
-        },
-    )
-    async def put_one(request: Request, key: SettingName, body: PutValue) -> dict[str, Any]:
-        """Set (or with ``null`` remove) one value; the answer is its new effective entry."""
-        return (await write(request, body.scope, {key: body.value}))[key]
-
-    return router
 
 
-__all__ = ["config_routes"]
+@router.get(
+    "",
+    response_model=None,
+    responses={**ok(200, "ConfigSettings", _SETTINGS, "the settings"), **error_responses(400)},
+)
+async def get_all(runtime: RuntimeDep, caller: Caller, scope: Scope | None = None) -> dict[str, Any]:
+    """Every setting's effective value for the caller's tenant and its source; with ``scope``,
+    only the values set through the API for the tenant or the server."""
+    principal = admin(caller)
+    return {"settings": visible(runtime, principal, await centre(runtime).view(principal.tenant_id, scope))}
+
+
+@router.put(
+    "",
+    response_model=None,
+    responses={**ok(200, "ConfigSettings", _SETTINGS, "the new effective settings"), **error_responses(400)},
+)
+async def put_all(runtime: RuntimeDep, caller: Caller, body: PutValues) -> dict[str, Any]:
+    """Set several values at once (all or nothing); the answer is the new effective view."""
+    return {
+        "settings": visible(runtime, admin(caller), await write(runtime, caller, body.scope, body.values))
+    }
+
+
+@router.get(
+    "/audit",
+    response_model=None,
+    responses={**ok(200, "ConfigChanges", _AUDIT, "the changes"), **error_responses(400)},
+)
+async def audit(
+    runtime: RuntimeDep,
+    caller: Caller,
+    scope: Scope = "tenant",
+    limit: int = Query(default=100, ge=1, le=1000),
+) -> dict[str, Any]:
+    """Changes made through the API, newest first: who (API key id), when, old -> new (secrets
+    shown as ``********``). The server's log needs a platform admin."""
+    principal = admin(caller)
+    if scope == SERVER and not platform_admin(runtime, principal):
+        raise Forbidden("the server's audit log needs a platform admin key")
+    name = SERVER if scope == SERVER else tenant_scope(principal.tenant_id)
+    return {"changes": [c.model_dump() for c in await centre(runtime).changes(name, limit)]}
+
+
+@router.get(
+    "/{key}",
+    response_model=None,
+    responses={**ok(200, "ConfigSetting", _MODEL, "the setting"), **error_responses(400)},
+)
+async def get_one(runtime: RuntimeDep, caller: Caller, key: SettingName) -> dict[str, Any]:
+    """One setting: its effective value for the caller's tenant, and its source."""
+    principal = admin(caller)
+    setting(key)  # unknown: invalid_config naming it
+    if KEYS[key].platform and not platform_admin(runtime, principal):
+        raise Forbidden(f"{key} is the platform's: only a platform admin sees it")
+    return (await centre(runtime).view(principal.tenant_id))[key]
+
+
+@router.put(
+    "/{key}",
+    response_model=None,
+    responses={
+        **ok(200, "ConfigSetting", {**_MAX_TOKENS, "value": 4096}, "its new effective entry"),
+        **error_responses(400),
+    },
+)
+async def put_one(runtime: RuntimeDep, caller: Caller, key: SettingName, body: PutValue) -> dict[str, Any]:
+    """Set (or with ``null`` remove) one value; the answer is its new effective entry."""
+    return (await write(runtime, caller, body.scope, {key: body.value}))[key]
+
+
+__all__ = ["router"]

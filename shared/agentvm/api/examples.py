@@ -1,7 +1,8 @@
-"""Real answers of the routes ``api/app.py`` declares itself (``/health``, API keys, budgets,
-usage, workspaces), as their documented examples (``ok(...)`` in ``api/openapi.py``): what these
-routes answered in a test (tenant ``acme``, the test clock's 2026-01-15 noon). Plain data, cheap to
-import; their schemas are in ``api/answers.py``, imported only to build the OpenAPI document.
+"""Real answers of ``/health`` (``api/health.py``), API keys (``api/keys.py``), budgets and usage
+(``api/budgets.py``) and workspaces (``api/workspaces.py``), as their documented examples
+(``ok(...)`` in ``api/openapi.py``): what these routes answered in a test (tenant ``acme``, the
+test clock's 2026-01-15 noon). Plain data, cheap to import; their schemas are in ``api/answers.py``,
+imported only to build the OpenAPI document.
 """
 
 from __future__ import annotations

@@ -4,21 +4,14 @@ resource to what its definition resolves to now (``agentvm.images.rebuild``), as
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Annotated, Any
+from typing import Annotated, Any
 
-from fastapi import APIRouter, Body, Path, Request
+from fastapi import APIRouter, Body, Path
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
-from agentvm.images import image_of
-from agentvm.images import rebuild as rebuild_image
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from agentvm.runtime import Runtime
-    from agentvm.security.auth import Principal
-
 
 # A real answer of a test server, for the documented example.
 _PINS_1 = [
@@ -84,34 +77,32 @@ class Rebuild(BaseModel):
     )
 
 
-def image_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(prefix="/images", tags=["images"])
+router = APIRouter(prefix="/images", tags=["images"])
 
-    @router.post(
-        "/{image_id}/rebuild",
-        response_model=None,
-        responses={**ok(200, "Rebuilt", _REBUILT, "the image, pinned anew"), **errors(400, 404)},
+
+@router.post(
+    "/{image_id}/rebuild",
+    response_model=None,
+    responses={**ok(200, "Rebuilt", _REBUILT, "the image, pinned anew"), **error_responses(400, 404)},
+)
+async def rebuild(
+    runtime: RuntimeDep,
+    caller: Caller,
+    image_id: str = Path(min_length=1, max_length=128),  # the gateway's bound on image ids
+    body: Annotated[Rebuild | None, Body(openapi_examples=_EXAMPLES)] = None,
+) -> dict[str, Any]:
+    """Resolve the image's agent definition again and pin the image to the versions it resolves
+    to now; the build is recorded in ``record.build.history``."""
+    from agentvm.images.built import rebuild as rebuild_image  # on first use: the build machinery
+    from agentvm.images.lookup import image_of
+
+    principal = admin(caller)
+    tenant_id = principal.tenant_id
+    image = await image_of(runtime, tenant_id, image_id)
+    image = await rebuild_image(
+        runtime, tenant_id, image, body.agent if body else None, admin=True, by=principal.key_id
     )
-    async def rebuild(
-        request: Request,
-        image_id: str = Path(min_length=1, max_length=128),  # the gateway's bound on image ids
-        body: Annotated[Rebuild | None, Body(openapi_examples=_EXAMPLES)] = None,
-    ) -> dict[str, Any]:
-        """Resolve the image's agent definition again and pin the image to the versions it resolves
-        to now; the build is recorded in ``record.build.history``."""
-        principal = admin(request)
-        tenant_id = principal.tenant_id
-        image = await image_of(runtime, tenant_id, image_id)
-        image = await rebuild_image(
-            runtime, tenant_id, image, body.agent if body else None, admin=True, by=principal.key_id
-        )
-        return {"record": image.to_wire()}
-
-    return router
+    return {"record": image.to_wire()}
 
 
-__all__ = ["image_routes"]
+__all__ = ["router"]

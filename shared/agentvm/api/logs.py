@@ -12,25 +12,21 @@ who may not), ``query_timeout`` (503, AWS: narrow the range). How each host keep
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field
 
-from agentvm.api.app import MAX_ID
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.metrics import MAX_TIME, scope_of
 from agentvm.api.openapi import examples, ok
+from agentvm.api.params import MAX_ID
 from agentvm.api.tenants import MAX_TENANT_ID
 from agentvm.errors import NotFound
 from agentvm.observability.logstore import DEFAULT_LIMIT, MAX_LIMIT
 from agentvm.observability.query import parse_level, parse_time, time_range
 from agentvm.ports import LogQuery
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from agentvm.runtime import Runtime
-    from agentvm.security.auth import Principal
 
 HOUR_MS = 3_600_000
 MAX_LEVEL = 32  # a level's name (blanks around it are allowed): anything longer is no level
@@ -69,77 +65,72 @@ class LogLines(BaseModel):
     next: str | None = Field(description="the cursor of the next (older) page; null on the last")
 
 
-def log_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(tags=["observability"])
+router = APIRouter(tags=["observability"])
 
-    @router.get(
-        "/logs",
-        response_model=None,
-        responses={
-            **ok(200, LogLines, {"lines": [_LINE], "next": None}, "a page of lines, newest first"),
-            **errors(400, 404, 503),
-        },
-    )
-    async def logs(
-        request: Request,
-        tenant: str | None = Query(
-            default=None,
-            min_length=1,
-            max_length=MAX_TENANT_ID,
-            description="platform admins: one tenant's lines",
-        ),
-        containerId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803 (the protocol's names)
-        sessionId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
-        turnId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
-        level: str | None = Query(
-            default=None, max_length=MAX_LEVEL, description="this level and above: debug ... critical"
-        ),
-        since: str | None = Query(
-            default=None, max_length=MAX_TIME, description="epoch ms or ISO 8601 (AWS default: an hour ago)"
-        ),
-        until: str | None = Query(
-            default=None, max_length=MAX_TIME, description="epoch ms or ISO 8601 (default: now)"
-        ),
-        limit: int = Query(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
-        cursor: str | None = Query(
-            default=None, max_length=MAX_CURSOR, description="``next`` of the previous page"
-        ),
-    ) -> dict[str, Any]:
-        """Recent log lines of the caller's tenant (platform admins: every line, or one tenant's),
-        secrets masked, filtered by container, session, turn, level and time."""
-        principal = admin(request)
-        scope = scope_of(runtime, principal, tenant)
-        min_level = parse_level(level)
-        now = runtime.clock.now_ms()
-        start: int | None = None
-        end: int | None = None
-        if since is None:  # every line kept (the AWS host: the last hour), up to ``until``
-            end = None if until is None else parse_time(until, "until")
-        else:
-            window = time_range(since, until, now_ms=now, default_span_ms=HOUR_MS)
-            start, end = window.since_ms, window.until_ms
-        if runtime.logs is None:
-            raise NotFound("this server keeps no log lines (AVM_LOG_STORE_MAX_BYTES=0, or no AVM_LOG_GROUP)")
-        page = await runtime.logs.page(
-            LogQuery(
-                tenant_id=scope,
-                container_id=containerId,
-                session_id=sessionId,
-                turn_id=turnId,
-                min_level=min_level,
-                since_ms=start,
-                until_ms=end,
-                limit=limit,
-                cursor=cursor,
-            )
+
+@router.get(
+    "/logs",
+    response_model=None,
+    responses={
+        **ok(200, LogLines, {"lines": [_LINE], "next": None}, "a page of lines, newest first"),
+        **error_responses(400, 404, 503),
+    },
+)
+async def logs(
+    runtime: RuntimeDep,
+    caller: Caller,
+    tenant: str | None = Query(
+        default=None,
+        min_length=1,
+        max_length=MAX_TENANT_ID,
+        description="platform admins: one tenant's lines",
+    ),
+    containerId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803 (the protocol's names)
+    sessionId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
+    turnId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
+    level: str | None = Query(
+        default=None, max_length=MAX_LEVEL, description="this level and above: debug ... critical"
+    ),
+    since: str | None = Query(
+        default=None, max_length=MAX_TIME, description="epoch ms or ISO 8601 (AWS default: an hour ago)"
+    ),
+    until: str | None = Query(
+        default=None, max_length=MAX_TIME, description="epoch ms or ISO 8601 (default: now)"
+    ),
+    limit: int = Query(default=DEFAULT_LIMIT, ge=1, le=MAX_LIMIT),
+    cursor: str | None = Query(
+        default=None, max_length=MAX_CURSOR, description="``next`` of the previous page"
+    ),
+) -> dict[str, Any]:
+    """Recent log lines of the caller's tenant (platform admins: every line, or one tenant's),
+    secrets masked, filtered by container, session, turn, level and time."""
+    principal = admin(caller)
+    scope = scope_of(runtime, principal, tenant)
+    min_level = parse_level(level)
+    now = runtime.clock.now_ms()
+    start: int | None = None
+    end: int | None = None
+    if since is None:  # every line kept (the AWS host: the last hour), up to ``until``
+        end = None if until is None else parse_time(until, "until")
+    else:
+        window = time_range(since, until, now_ms=now, default_span_ms=HOUR_MS)
+        start, end = window.since_ms, window.until_ms
+    if runtime.logs is None:
+        raise NotFound("this server keeps no log lines (AVM_LOG_STORE_MAX_BYTES=0, or no AVM_LOG_GROUP)")
+    page = await runtime.logs.page(
+        LogQuery(
+            tenant_id=scope,
+            container_id=containerId,
+            session_id=sessionId,
+            turn_id=turnId,
+            min_level=min_level,
+            since_ms=start,
+            until_ms=end,
+            limit=limit,
+            cursor=cursor,
         )
-        return {"lines": page.lines, "next": page.next}
+    )
+    return {"lines": page.lines, "next": page.next}
 
-    return router
 
-
-__all__ = ["LogLines", "log_routes"]
+__all__ = ["LogLines", "router"]

@@ -23,6 +23,8 @@ from fastapi import APIRouter, Query, Request
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
 from agentvm.errors import Forbidden, UnsupportedFormat
 from agentvm.logs import bind, unbind
@@ -31,8 +33,6 @@ from agentvm.observability.query import time_range
 from agentvm.ports import MetricsQuery
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
     from agentvm.runtime import Runtime
@@ -109,70 +109,64 @@ def _answer() -> dict[int | str, dict[str, Any]]:
     return answer
 
 
-def metrics_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(tags=["observability"])
+router = APIRouter(tags=["observability"])
 
-    @router.get(
-        "/metrics",
-        response_model=None,
-        responses={
-            **_answer(),
-            **errors(400, 503),
-        },
-    )
-    async def metrics(
-        request: Request,
-        format: Literal["json", "prometheus"] | None = Query(  # noqa: A002 (the parameter's name)
-            default=None, description="json (default) or prometheus; else chosen by the Accept header"
-        ),
-        tenant: str | None = Query(
-            default=None, min_length=1, max_length=64, description="platform admins: one tenant's figures"
-        ),
-        since: str | None = Query(
-            default=None, max_length=MAX_TIME, description="AWS: epoch ms or ISO 8601; default an hour ago"
-        ),
-        until: str | None = Query(
-            default=None, max_length=MAX_TIME, description="AWS: epoch ms or ISO 8601; default now"
-        ),
-    ) -> Any:
-        """Requests and their success rate, turns, tokens in and out, estimated token cost, time to
-        first token and turn duration (p50/p95/p99), errors by code, tool calls and failures,
-        connections, active containers, queue depth and age: the caller's tenant's, or (platform
-        admins) every tenant's and the process-wide ones."""
-        principal = admin(request)
-        scope = scope_of(runtime, principal, tenant)
-        wanted = format or _negotiated(request.headers.get("accept", ""))
-        metrics = runtime.metrics
-        if wanted == "prometheus":
-            if since is not None or until is not None:
-                raise UnsupportedFormat(
-                    "since/until: the Prometheus exposition counts since the process started"
-                )
-            exposition = metrics.exposition(scope)
-            if exposition is None:
-                raise UnsupportedFormat(
-                    f"format=prometheus: the {metrics.host} host answers JSON only (on AWS the same figures "
-                    "are CloudWatch metrics: see the AgentVM dashboard)"
-                )
-            body, content_type = exposition
-            return Response(body, media_type=content_type)
-        if metrics.host == "aws":
-            window = time_range(since, until, now_ms=runtime.clock.now_ms(), default_span_ms=HOUR_MS)
-            query = MetricsQuery(scope, window.since_ms, window.until_ms)
-        elif since is not None or until is not None:
+
+@router.get(
+    "/metrics",
+    response_model=None,
+    responses={
+        **_answer(),
+        **error_responses(400, 503),
+    },
+)
+async def metrics(
+    request: Request,
+    runtime: RuntimeDep,
+    caller: Caller,
+    format: Literal["json", "prometheus"] | None = Query(  # noqa: A002 (the parameter's name)
+        default=None, description="json (default) or prometheus; else chosen by the Accept header"
+    ),
+    tenant: str | None = Query(
+        default=None, min_length=1, max_length=64, description="platform admins: one tenant's figures"
+    ),
+    since: str | None = Query(
+        default=None, max_length=MAX_TIME, description="AWS: epoch ms or ISO 8601; default an hour ago"
+    ),
+    until: str | None = Query(
+        default=None, max_length=MAX_TIME, description="AWS: epoch ms or ISO 8601; default now"
+    ),
+) -> Any:
+    """Requests and their success rate, turns, tokens in and out, estimated token cost, time to
+    first token and turn duration (p50/p95/p99), errors by code, tool calls and failures,
+    connections, active containers, queue depth and age: the caller's tenant's, or (platform
+    admins) every tenant's and the process-wide ones."""
+    principal = admin(caller)
+    scope = scope_of(runtime, principal, tenant)
+    wanted = format or _negotiated(request.headers.get("accept", ""))
+    metrics = runtime.metrics
+    if wanted == "prometheus":
+        if since is not None or until is not None:
+            raise UnsupportedFormat("since/until: the Prometheus exposition counts since the process started")
+        exposition = metrics.exposition(scope)
+        if exposition is None:
             raise UnsupportedFormat(
-                "since/until: the local host's metrics are counters since its process started; "
-                "ask without them (or scrape format=prometheus and let Prometheus keep the history)"
+                f"format=prometheus: the {metrics.host} host answers JSON only (on AWS the same figures "
+                "are CloudWatch metrics: see the AgentVM dashboard)"
             )
-        else:
-            query = MetricsQuery(scope)
-        return await metrics.view(query)
-
-    return router
+        body, content_type = exposition
+        return Response(body, media_type=content_type)
+    if metrics.host == "aws":
+        window = time_range(since, until, now_ms=runtime.clock.now_ms(), default_span_ms=HOUR_MS)
+        query = MetricsQuery(scope, window.since_ms, window.until_ms)
+    elif since is not None or until is not None:
+        raise UnsupportedFormat(
+            "since/until: the local host's metrics are counters since its process started; "
+            "ask without them (or scrape format=prometheus and let Prometheus keep the history)"
+        )
+    else:
+        query = MetricsQuery(scope)
+    return await metrics.view(query)
 
 
 def is_platform_admin(runtime: Runtime, principal: Principal) -> bool:
@@ -244,4 +238,4 @@ def _error_code(status: int, body: bytes) -> str:
     return code if isinstance(code, str) and code else f"http_{status}"
 
 
-__all__ = ["MetricsView", "RequestMetrics", "is_platform_admin", "metrics_routes", "scope_of"]
+__all__ = ["MetricsView", "RequestMetrics", "is_platform_admin", "router", "scope_of"]

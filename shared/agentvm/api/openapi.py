@@ -10,8 +10,8 @@ The schema is named, ``ok(200, "ResourcePage", ...)``: a model of ``agentvm.api.
 module imported only when the document is built (its ~50 classes would add some 25 ms to the HTTP
 Lambda's cold start for nothing a request needs); a model class works too (``api/tenants.py``).
 
-Errors are documented by ``errors(...)``, which ``api/app.py`` hands to each router (with the
-error shape, ``ErrorBody``); request bodies carry their examples on their pydantic models
+Errors are documented by ``error_responses(...)`` (``api/errors.py``, with the error shape,
+``ErrorBody``); request bodies carry their examples on their pydantic models
 (``json_schema_extra=examples(...)``) or, for an optional body, on the parameter
 (``Body(openapi_examples=...)``).
 
@@ -19,17 +19,26 @@ FastAPI writes ``/openapi.json`` without a single ``null`` (it encodes the docum
 ``exclude_none``), examples included: ``{"next": null}`` would be documented as ``{}``, a shape the
 route never answers. So ``ok(...)`` and ``examples(...)`` also carry each example as JSON text
 (``x-example-json``, ``x-examples-json``), which no encoder touches, and ``finish_document`` (run by
-``api/app.py`` on the finished document) puts them back from it.
+``openapi_document``, the app's ``openapi()``, on the finished document) puts them back from it.
+
+What only the server's settings tell (a request body's ``maxLength``: the server's
+``AVM_MAX_BODY_BYTES``) a route states with ``BODY_LIMIT`` in its schema, which ``finish_document``
+replaces with the value: routes are declared at import, before any runtime exists.
 """
 
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from fastapi import FastAPI
 
 Responses = dict[int | str, dict[str, Any]]
 _ONE, _MANY, _MODEL = "x-example-json", "x-examples-json", "x-answer-model"
 _REF = "#/components/schemas/{model}"
+_BODY_LIMIT = "x-max-body-bytes"
+BODY_LIMIT = {_BODY_LIMIT: True}  # in a schema: ``maxLength``, the server's body limit (bytes)
 
 
 def ok(
@@ -81,15 +90,34 @@ def stated(**bounds: Any) -> Any:
     return Field(json_schema_extra=bounds)
 
 
-def finish_document(schema: dict[str, Any]) -> None:
+def openapi_document(app: FastAPI) -> dict[str, Any]:
+    """The app's ``openapi()``: FastAPI's document, finished once. FastAPI documents a 422 on every
+    route with parameters; ours answer validation errors 400."""
+    from fastapi import FastAPI
+
+    if app.openapi_schema is None:
+        schema = FastAPI.openapi(app)  # cached on the app: edited in place, once
+        for operations in schema.get("paths", {}).values():
+            for operation in operations.values():
+                operation.get("responses", {}).pop("422", None)
+        for name in ("HTTPValidationError", "ValidationError"):
+            schema.get("components", {}).get("schemas", {}).pop(name, None)
+        finish_document(schema, max_body_bytes=app.state.runtime.turns.max_body_bytes)
+    return app.openapi_schema  # type: ignore[return-value]
+
+
+def finish_document(schema: dict[str, Any], *, max_body_bytes: int) -> None:
     """Complete an OpenAPI document FastAPI made: the schemas of the answers named by ``ok(...)``
-    (in ``components``), and every example as written (nulls included)."""
+    (in ``components``), every example as written (nulls included), and the body limit where
+    ``BODY_LIMIT`` stands."""
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    _finish(schema, components)
+    _finish(schema, components, max_body_bytes)
 
 
-def _finish(node: Any, components: dict[str, Any]) -> None:
+def _finish(node: Any, components: dict[str, Any], max_body_bytes: int = 0) -> None:
     if isinstance(node, dict):
+        if node.pop(_BODY_LIMIT, None):
+            node["maxLength"] = max_body_bytes
         if _ONE in node:
             node["example"] = json.loads(node.pop(_ONE))
         if _MANY in node:
@@ -97,10 +125,10 @@ def _finish(node: Any, components: dict[str, Any]) -> None:
         if _MODEL in node:
             node["schema"] = _answer_schema(node.pop(_MODEL), components)
         for value in list(node.values()):
-            _finish(value, components)
+            _finish(value, components, max_body_bytes)
     elif isinstance(node, list):
         for value in node:
-            _finish(value, components)
+            _finish(value, components, max_body_bytes)
 
 
 def _answer_schema(name: str, components: dict[str, Any]) -> dict[str, Any]:
@@ -122,4 +150,13 @@ def _answer_schema(name: str, components: dict[str, Any]) -> dict[str, Any]:
     return schema
 
 
-__all__ = ["Responses", "error_examples", "examples", "finish_document", "ok", "stated"]
+__all__ = [
+    "BODY_LIMIT",
+    "Responses",
+    "error_examples",
+    "examples",
+    "finish_document",
+    "ok",
+    "openapi_document",
+    "stated",
+]

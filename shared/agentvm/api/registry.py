@@ -18,9 +18,11 @@ from __future__ import annotations
 import json
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok, stated
 from agentvm.errors import BadRequest, InvalidLocator, InvalidResource, NotFound, UnsupportedUpload
 from agentvm.resources.locator import (
@@ -36,8 +38,6 @@ from agentvm.resources.locator import (
 from agentvm.resources.uri import LATEST, TAG, is_version
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from agentvm.records import ResourceVersion
     from agentvm.resources.centre import ResourceCentre
     from agentvm.runtime import Runtime
@@ -154,177 +154,179 @@ class Resolve(_Body):
     args: dict[str, Any] = Field(default_factory=dict, description="a prompt's variables")
 
 
-def registry_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(prefix="/registry", tags=["registry (ResourceX compatibility)"])
+router = APIRouter(prefix="/registry", tags=["registry (ResourceX compatibility)"])
 
-    def centre() -> ResourceCentre:
-        if runtime.resources is None:
-            raise NotFound("this server has no resource centre")
-        return runtime.resources
 
-    def tenant_of(request: Request) -> str:
-        principal: Principal = request.state.principal
-        return principal.tenant_id
+def centre(runtime: Runtime) -> ResourceCentre:
+    if runtime.resources is None:
+        raise NotFound("this server has no resource centre")
+    return runtime.resources
 
-    @router.get(
-        "/types", response_model=None, responses=ok(200, "RegistryTypes", _TYPES, "the types (two shown)")
-    )
-    async def types() -> dict[str, Any]:
-        """The types this registry stores, with their aliases."""
-        return {
-            "types": [
-                {"name": t.name, "aliases": list(t.aliases), "description": t.description} for t in TYPES
-            ]
-        }
 
-    @router.get(
-        "/resource",
-        response_model=None,
-        responses={**ok(200, "RegistryResource", _RESOURCE, "the manifest"), **errors(400, 404)},
-    )
-    async def resource(request: Request, locator: str = Query(max_length=300)) -> dict[str, Any]:
-        """A resource's manifest (and the JSON Schema of a prompt's arguments)."""
-        found = await find(centre(), tenant_of(request), parse_locator(locator))
-        return {"locator": locator_of(found), "manifest": manifest(found), **schema_of(found)}
+@router.get(
+    "/types", response_model=None, responses=ok(200, "RegistryTypes", _TYPES, "the types (two shown)")
+)
+async def types() -> dict[str, Any]:
+    """The types this registry stores, with their aliases."""
+    return {
+        "types": [{"name": t.name, "aliases": list(t.aliases), "description": t.description} for t in TYPES]
+    }
 
-    @router.post(
-        "/resolve",
-        response_model=None,
-        responses={
-            **ok(200, "RegistryResolved", _RESOLVED, "the manifest and the content"),
-            **errors(400, 404),
-        },
-    )
-    async def resolve(request: Request, body: Resolve) -> dict[str, Any]:
-        """A resource's content: a prompt's text (rendered when ``args`` are given), a file's
-        content, or the spec of one of AgentVM's own kinds."""
-        found = await find(centre(), tenant_of(request), parse_locator(body.locator))
-        return {
-            "locator": locator_of(found),
-            "manifest": manifest(found),
-            "content": content_of(found, body.args),
-            **schema_of(found),
-        }
 
-    @router.get(
-        "/exists",
-        response_model=None,
-        responses={**ok(200, "RegistryExists", {"exists": True}, "whether it resolves"), **errors(400)},
-    )
-    async def exists(request: Request, locator: str = Query(max_length=300)) -> dict[str, Any]:
-        """Whether the locator resolves."""
-        try:
-            await find(centre(), tenant_of(request), parse_locator(locator))
-        except NotFound:
-            return {"exists": False}
-        return {"exists": True}
+@router.get(
+    "/resource",
+    response_model=None,
+    responses={**ok(200, "RegistryResource", _RESOURCE, "the manifest"), **error_responses(400, 404)},
+)
+async def resource(
+    runtime: RuntimeDep, caller: Caller, locator: str = Query(max_length=300)
+) -> dict[str, Any]:
+    """A resource's manifest (and the JSON Schema of a prompt's arguments)."""
+    found = await find(centre(runtime), caller.tenant_id, parse_locator(locator))
+    return {"locator": locator_of(found), "manifest": manifest(found), **schema_of(found)}
 
-    @router.get(
-        "/search",
-        response_model=None,
-        responses={**ok(200, "RegistrySearch", _SEARCH, "a page of matches"), **errors(400)},
-    )
-    async def search(
-        request: Request,
-        query: str = Query(
-            default="", max_length=200, description="a substring of domain, path, name or type"
-        ),
-        limit: int = Query(default=20, ge=1, le=MAX_SEARCH_PAGE),
-        offset: int = Query(default=0, ge=0, le=MAX_OFFSET),
-    ) -> dict[str, Any]:
-        """The tenant's resources (and the platform's) whose domain, path, name or type holds
-        ``query`` (case-insensitive); ``total`` counts every match."""
-        needle = query.lower()
-        rows = []
-        for head, _platform in await centre().heads(tenant_of(request)):
-            kind_type = type_of(head.kind, head.type)
-            parts = manifest_parts(head.name)
-            haystack = " ".join((parts["domain"], parts.get("path", ""), parts["name"], kind_type)).lower()
-            if needle in haystack:
-                locator = format_locator(head.name, kind_type, head.latest)
-                rows.append({"locator": locator, **parts, "type": kind_type, "version": head.latest})
-        return {
-            "results": rows[offset : offset + limit],
-            "total": len(rows),
-            "limit": limit,
-            "offset": offset,
-        }
 
-    async def publish_upload(request: Request, body: Upload) -> dict[str, Any]:
-        principal = admin(request)
-        if body.folderPath is not None:
-            raise UnsupportedUpload(
-                "folderPath: this registry does not read folders on the server; send "
-                '{"locator", "content"} (POST /v1/registry/publish)'
-            )
-        if body.locator is None:
-            raise BadRequest("locator: required")
-        if "content" not in body.model_fields_set:
-            raise BadRequest("content: required")
-        loc = parse_locator(body.locator)
-        if loc.digest is not None:
-            raise InvalidLocator("locator: the registry computes the digest; publish without @sha256:...")
-        rtype = _upload_type(loc, body.type)
-        tags = list(body.tags)
-        if loc.selector != LATEST and not is_version(loc.selector):
-            tags.append(loc.selector)  # name:stable publishes the next version and tags it
-        published = await centre().publish(
-            principal.tenant_id,
-            rtype.kind,
-            loc.resource_name,
-            spec=_spec(rtype.name, rtype.kind, body.content),
-            version=loc.selector if is_version(loc.selector) else None,
-            description=body.description,
-            tags=tags,
-            by=principal.key_id,
+@router.post(
+    "/resolve",
+    response_model=None,
+    responses={
+        **ok(200, "RegistryResolved", _RESOLVED, "the manifest and the content"),
+        **error_responses(400, 404),
+    },
+)
+async def resolve(runtime: RuntimeDep, caller: Caller, body: Resolve) -> dict[str, Any]:
+    """A resource's content: a prompt's text (rendered when ``args`` are given), a file's
+    content, or the spec of one of AgentVM's own kinds."""
+    found = await find(centre(runtime), caller.tenant_id, parse_locator(body.locator))
+    return {
+        "locator": locator_of(found),
+        "manifest": manifest(found),
+        "content": content_of(found, body.args),
+        **schema_of(found),
+    }
+
+
+@router.get(
+    "/exists",
+    response_model=None,
+    responses={**ok(200, "RegistryExists", {"exists": True}, "whether it resolves"), **error_responses(400)},
+)
+async def exists(runtime: RuntimeDep, caller: Caller, locator: str = Query(max_length=300)) -> dict[str, Any]:
+    """Whether the locator resolves."""
+    try:
+        await find(centre(runtime), caller.tenant_id, parse_locator(locator))
+    except NotFound:
+        return {"exists": False}
+    return {"exists": True}
+
+
+@router.get(
+    "/search",
+    response_model=None,
+    responses={**ok(200, "RegistrySearch", _SEARCH, "a page of matches"), **error_responses(400)},
+)
+async def search(
+    runtime: RuntimeDep,
+    caller: Caller,
+    query: str = Query(default="", max_length=200, description="a substring of domain, path, name or type"),
+    limit: int = Query(default=20, ge=1, le=MAX_SEARCH_PAGE),
+    offset: int = Query(default=0, ge=0, le=MAX_OFFSET),
+) -> dict[str, Any]:
+    """The tenant's resources (and the platform's) whose domain, path, name or type holds
+    ``query`` (case-insensitive); ``total`` counts every match."""
+    needle = query.lower()
+    rows = []
+    for head, _platform in await centre(runtime).heads(caller.tenant_id):
+        kind_type = type_of(head.kind, head.type)
+        parts = manifest_parts(head.name)
+        haystack = " ".join((parts["domain"], parts.get("path", ""), parts["name"], kind_type)).lower()
+        if needle in haystack:
+            locator = format_locator(head.name, kind_type, head.latest)
+            rows.append({"locator": locator, **parts, "type": kind_type, "version": head.latest})
+    return {
+        "results": rows[offset : offset + limit],
+        "total": len(rows),
+        "limit": limit,
+        "offset": offset,
+    }
+
+
+async def publish_upload(runtime: Runtime, caller: Principal, body: Upload) -> dict[str, Any]:
+    principal = admin(caller)
+    if body.folderPath is not None:
+        raise UnsupportedUpload(
+            "folderPath: this registry does not read folders on the server; send "
+            '{"locator", "content"} (POST /v1/registry/publish)'
         )
-        return {
-            "id": published.uri,
-            "uri": published.uri,
-            "locator": locator_of(published),
-            **manifest(published),
-            "tags": sorted(set(tags)),
-            "createdAt": published.createdAt,
-            "updatedAt": published.createdAt,
-        }
-
-    published = {**ok(201, "RegistryPublished", _PUBLISHED, "the published version"), **errors(400, 404, 409)}
-
-    @router.post("/publish", status_code=201, response_model=None, responses=published)
-    async def publish(request: Request, body: Upload) -> dict[str, Any]:
-        """Publish a version by upload (versions are immutable: ``409 version_exists``; a tag in
-        the locator, ``name:stable``, publishes the next version and moves the tag to it)."""
-        return await publish_upload(request, body)
-
-    @router.post("/link", status_code=201, response_model=None, responses=published)
-    async def link(request: Request, body: Upload) -> dict[str, Any]:
-        """Deepractice's ``link``, by upload: the same as ``publish``. A ``folderPath`` is refused
-        with ``folder_path_unsupported``."""
-        return await publish_upload(request, body)
-
-    @router.post(
-        "/delete",
-        response_model=None,
-        responses={**ok(200, "RegistryDeleted", {"deleted": True}, "deleted"), **errors(400, 404, 409)},
+    if body.locator is None:
+        raise BadRequest("locator: required")
+    if "content" not in body.model_fields_set:
+        raise BadRequest("content: required")
+    loc = parse_locator(body.locator)
+    if loc.digest is not None:
+        raise InvalidLocator("locator: the registry computes the digest; publish without @sha256:...")
+    rtype = _upload_type(loc, body.type)
+    tags = list(body.tags)
+    if loc.selector != LATEST and not is_version(loc.selector):
+        tags.append(loc.selector)  # name:stable publishes the next version and tags it
+    published = await centre(runtime).publish(
+        principal.tenant_id,
+        rtype.kind,
+        loc.resource_name,
+        spec=_spec(rtype.name, rtype.kind, body.content),
+        version=loc.selector if is_version(loc.selector) else None,
+        description=body.description,
+        tags=tags,
+        by=principal.key_id,
     )
-    async def delete(request: Request, body: LocatorRef) -> dict[str, Any]:
-        """Delete a version (a locator with a version or a digest; its tags go with it) or the whole
-        resource (without one); ``404`` when there is nothing to delete, ``409 resource_in_use``
-        while other resources or images need it."""
-        tenant = admin(request).tenant_id
-        loc = parse_locator(body.locator)
-        if loc.selector != LATEST and not is_version(loc.selector):
-            raise InvalidLocator("locator: delete names a version (or none, for every version), not a tag")
-        found = await find(centre(), tenant, loc, own=True)
-        version = found.version if (loc.digest is not None or loc.selector != LATEST) else None
-        await centre().delete(tenant, found.kind, found.name, version, untag=True)
-        return {"deleted": True}
+    return {
+        "id": published.uri,
+        "uri": published.uri,
+        "locator": locator_of(published),
+        **manifest(published),
+        "tags": sorted(set(tags)),
+        "createdAt": published.createdAt,
+        "updatedAt": published.createdAt,
+    }
 
-    return router
+
+_PUBLISH_RESPONSES = {
+    **ok(201, "RegistryPublished", _PUBLISHED, "the published version"),
+    **error_responses(400, 404, 409),
+}
+
+
+@router.post("/publish", status_code=201, response_model=None, responses=_PUBLISH_RESPONSES)
+async def publish(runtime: RuntimeDep, caller: Caller, body: Upload) -> dict[str, Any]:
+    """Publish a version by upload (versions are immutable: ``409 version_exists``; a tag in
+    the locator, ``name:stable``, publishes the next version and moves the tag to it)."""
+    return await publish_upload(runtime, caller, body)
+
+
+@router.post("/link", status_code=201, response_model=None, responses=_PUBLISH_RESPONSES)
+async def link(runtime: RuntimeDep, caller: Caller, body: Upload) -> dict[str, Any]:
+    """Deepractice's ``link``, by upload: the same as ``publish``. A ``folderPath`` is refused
+    with ``folder_path_unsupported``."""
+    return await publish_upload(runtime, caller, body)
+
+
+@router.post(
+    "/delete",
+    response_model=None,
+    responses={**ok(200, "RegistryDeleted", {"deleted": True}, "deleted"), **error_responses(400, 404, 409)},
+)
+async def delete(runtime: RuntimeDep, caller: Caller, body: LocatorRef) -> dict[str, Any]:
+    """Delete a version (a locator with a version or a digest; its tags go with it) or the whole
+    resource (without one); ``404`` when there is nothing to delete, ``409 resource_in_use``
+    while other resources or images need it."""
+    tenant = admin(caller).tenant_id
+    loc = parse_locator(body.locator)
+    if loc.selector != LATEST and not is_version(loc.selector):
+        raise InvalidLocator("locator: delete names a version (or none, for every version), not a tag")
+    found = await find(centre(runtime), tenant, loc, own=True)
+    version = found.version if (loc.digest is not None or loc.selector != LATEST) else None
+    await centre(runtime).delete(tenant, found.kind, found.name, version, untag=True)
+    return {"deleted": True}
 
 
 async def find(centre: ResourceCentre, tenant_id: str, loc: Locator, *, own: bool = False) -> ResourceVersion:
@@ -452,4 +454,4 @@ def content_of(v: ResourceVersion, args: dict[str, Any]) -> Any:
     return v.spec["content"] if v.kind == "file" else v.spec
 
 
-__all__ = ["registry_routes"]
+__all__ = ["router"]

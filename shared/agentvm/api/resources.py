@@ -9,20 +9,19 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok, stated
-from agentvm.errors import BadRequest, Forbidden, NotFound
+from agentvm.errors import BadRequest, NotFound
 from agentvm.resources.centre import MAX_PAGE, head_wire, version_wire
 from agentvm.resources.uri import KIND_OF, KINDS, LATEST, MAX_NAME, NAME, TAG, ResourceRef, parse
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from agentvm.resources.centre import ResourceCentre
     from agentvm.runtime import Runtime
-    from agentvm.security.auth import Principal
 
 _PROMPT_EXAMPLE = {
     "kind": "prompt",
@@ -241,221 +240,231 @@ class Tag(_Body):
     tag: TagName
 
 
-def resource_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(prefix="/resources", tags=["resources"])
+router = APIRouter(prefix="/resources", tags=["resources"])
 
-    def centre() -> ResourceCentre:
-        if runtime.resources is None:
-            raise NotFound("this server has no resource centre")
-        return runtime.resources
 
-    def caller(request: Request) -> Principal:
-        principal: Principal = request.state.principal
-        return principal
+def centre(runtime: Runtime) -> ResourceCentre:
+    if runtime.resources is None:
+        raise NotFound("this server has no resource centre")
+    return runtime.resources
 
-    def _kind(plural: str) -> str:
-        kind = KIND_OF.get(plural)
-        if kind is None:
-            raise NotFound(f"unknown kind {plural!r} (one of {', '.join(KIND_OF)})")
-        return kind
 
-    @router.post(
-        "",
-        status_code=201,
-        response_model=None,
-        responses={**ok(201, "OneVersion", {"resource": _AGENT}, "the new version"), **errors(400, 404, 409)},
+def _kind(plural: str) -> str:
+    kind = KIND_OF.get(plural)
+    if kind is None:
+        raise NotFound(f"unknown kind {plural!r} (one of {', '.join(KIND_OF)})")
+    return kind
+
+
+@router.post(
+    "",
+    status_code=201,
+    response_model=None,
+    responses={
+        **ok(201, "OneVersion", {"resource": _AGENT}, "the new version"),
+        **error_responses(400, 404, 409),
+    },
+)
+async def publish(runtime: RuntimeDep, caller: Caller, body: Publish) -> dict[str, Any]:
+    """Publish a resource's first or next version (versions are immutable)."""
+    principal = admin(caller)
+    published = await centre(runtime).publish(
+        principal.tenant_id,
+        body.kind,
+        body.name,
+        spec=body.spec,
+        version=body.version,
+        description=body.description,
+        tags=body.tags,
+        by=principal.key_id,
     )
-    async def publish(request: Request, body: Publish) -> dict[str, Any]:
-        """Publish a resource's first or next version (versions are immutable)."""
-        principal = admin(request)
-        published = await centre().publish(
-            principal.tenant_id,
-            body.kind,
-            body.name,
-            spec=body.spec,
-            version=body.version,
-            description=body.description,
-            tags=body.tags,
-            by=principal.key_id,
-        )
-        return {"resource": version_wire(published)}
+    return {"resource": version_wire(published)}
 
-    @router.get(
-        "",
-        response_model=None,
-        responses={**ok(200, "ResourcePage", {"resources": [_HEAD], "next": None}, "a page"), **errors(400)},
+
+@router.get(
+    "",
+    response_model=None,
+    responses={
+        **ok(200, "ResourcePage", {"resources": [_HEAD], "next": None}, "a page"),
+        **error_responses(400),
+    },
+)
+async def discover(
+    runtime: RuntimeDep,
+    caller: Caller,
+    kind: Annotated[str, stated(enum=list(KINDS))] | None = Query(default=None),
+    prefix: str | None = Query(default=None, max_length=200),
+    tag: str | None = Query(default=None, max_length=64),
+    q: str | None = Query(default=None, max_length=200, description="free text: name and description"),
+    limit: int = Query(default=20, ge=1, le=MAX_PAGE),
+    cursor: int = Query(default=0, ge=0, le=MAX_OFFSET),
+) -> dict[str, Any]:
+    """The tenant's resources (and the platform's), filtered; ``next`` pages on."""
+    page, more = await centre(runtime).discover(
+        caller.tenant_id, kind=kind, prefix=prefix, tag=tag, text=q, limit=limit, cursor=cursor
     )
-    async def discover(
-        request: Request,
-        kind: Annotated[str, stated(enum=list(KINDS))] | None = Query(default=None),
-        prefix: str | None = Query(default=None, max_length=200),
-        tag: str | None = Query(default=None, max_length=64),
-        q: str | None = Query(default=None, max_length=200, description="free text: name and description"),
-        limit: int = Query(default=20, ge=1, le=MAX_PAGE),
-        cursor: int = Query(default=0, ge=0, le=MAX_OFFSET),
-    ) -> dict[str, Any]:
-        """The tenant's resources (and the platform's), filtered; ``next`` pages on."""
-        page, more = await centre().discover(
-            caller(request).tenant_id, kind=kind, prefix=prefix, tag=tag, text=q, limit=limit, cursor=cursor
-        )
-        return {"resources": page, "next": more}
+    return {"resources": page, "next": more}
 
-    @router.get(
-        "/resolve",
-        response_model=None,
-        responses={
-            **ok(200, "ResolvedResource", _RESOLVED, "the resource and its closure"),
-            **errors(400, 404),
-        },
+
+@router.get(
+    "/resolve",
+    response_model=None,
+    responses={
+        **ok(200, "ResolvedResource", _RESOLVED, "the resource and its closure"),
+        **error_responses(400, 404),
+    },
+)
+async def resolve(runtime: RuntimeDep, caller: Caller, uri: str = Query(max_length=300)) -> dict[str, Any]:
+    """The resource and its dependency closure, each pinned to the exact version it resolves to now."""
+    resolved = await centre(runtime).resolve(caller.tenant_id, parse(uri))
+    return resolved.to_wire()
+
+
+@router.post(
+    "/render",
+    response_model=None,
+    responses={
+        **ok(
+            200,
+            "Rendered",
+            {"uri": "resource://prompts/support/greeting@2", "text": "You help Acme users. Be kind."},
+            "the rendered text",
+        ),
+        **error_responses(400, 404),
+    },
+)
+async def render_prompt(runtime: RuntimeDep, caller: Caller, body: Render) -> dict[str, Any]:
+    """A prompt's template filled with checked arguments."""
+    from agentvm.resources.kinds import render
+
+    found = await centre(runtime).get_version(caller.tenant_id, parse(body.uri, kind="prompt"))
+    return {"uri": found.uri, "text": render(found.spec, body.arguments)}
+
+
+@router.post(
+    "/search",
+    response_model=None,
+    responses={**ok(200, "SearchHits", _HITS, "the best passages"), **error_responses(400, 404)},
+)
+async def search(runtime: RuntimeDep, caller: Caller, body: Search) -> dict[str, Any]:
+    """The best passages of a knowledge resource for a query (BM25 over the chunks indexed at
+    publish): what an agent's ``search_<name>`` tool answers."""
+    version, hits = await centre(runtime).search(
+        caller.tenant_id, parse(body.uri, kind="knowledge"), body.query, body.limit
     )
-    async def resolve(request: Request, uri: str = Query(max_length=300)) -> dict[str, Any]:
-        """The resource and its dependency closure, each pinned to the exact version it resolves to now."""
-        resolved = await centre().resolve(caller(request).tenant_id, parse(uri))
-        return resolved.to_wire()
+    return {"uri": version.uri, "hits": [h.to_wire() for h in hits]}
 
-    @router.post(
-        "/render",
-        response_model=None,
-        responses={
-            **ok(
-                200,
-                "Rendered",
-                {"uri": "resource://prompts/support/greeting@2", "text": "You help Acme users. Be kind."},
-                "the rendered text",
-            ),
-            **errors(400, 404),
-        },
+
+@router.post(
+    "/tags",
+    response_model=None,
+    responses={
+        **ok(200, "OneHead", {"resource": {**_HEAD, "tags": {"stable": "1"}}}, "the resource"),
+        **error_responses(400, 404),
+    },
+)
+async def move_tag(runtime: RuntimeDep, caller: Caller, body: Tag) -> dict[str, Any]:
+    """Point a tag at a version (tags are movable; versions are not)."""
+    principal = admin(caller)
+    ref = parse(body.uri)
+    if not ref.pinned:
+        raise BadRequest(f"{body.uri}: name the version the tag points at (…@<version>)")
+    head = await centre(runtime).tag(principal.tenant_id, ref.kind, ref.name, ref.selector, body.tag)
+    return {"resource": head_wire(head)}
+
+
+@router.get(
+    "/{plural}/{name:path}",
+    response_model=None,
+    responses={
+        **ok(
+            200,
+            "ResourceOrVersion",
+            _WITH_VERSIONS,
+            "the resource and its versions; with @<version|tag|latest>: that version",
+            more={"one version (…@stable)": {"resource": _VERSION_2}},
+        ),
+        **error_responses(400, 404),
+    },
+)
+async def get(
+    runtime: RuntimeDep, caller: Caller, plural: str = PLURAL, name: str = NAME_AT_SELECTOR
+) -> dict[str, Any]:
+    """A resource by name (its versions and tags), or one version with ``@<version|tag|latest>``."""
+    kind, tenant = _kind(plural), caller.tenant_id
+    base, at, selector = name.partition("@")
+    if at:
+        found = await centre(runtime).get_version(tenant, parse(f"resource://{plural}/{name}"))
+        return {"resource": version_wire(found)}
+    head, versions = await centre(runtime).get_head(tenant, kind, base)
+    return {
+        "resource": head_wire(head, platform=head.tenantId != tenant),
+        "versions": [
+            {
+                "version": v.version,
+                "description": v.description,
+                "digest": v.digest,
+                "createdAt": v.createdAt,
+            }
+            for v in versions
+        ],
+    }
+
+
+@router.put(
+    "/{plural}/{name:path}",
+    status_code=201,
+    response_model=None,
+    responses={
+        **ok(201, "OneVersion", {"resource": _VERSION_2}, "the new version"),
+        **error_responses(400, 404, 409),
+    },
+)
+async def publish_next(
+    runtime: RuntimeDep, caller: Caller, body: NewVersion, plural: str = PLURAL, name: str = NAME_AT_SELECTOR
+) -> dict[str, Any]:
+    """Publish the next version of a resource (a new immutable version; the old ones stay)."""
+    principal = admin(caller)
+    if "@" in name:
+        raise BadRequest("publish to the resource's name; give the version in the body")
+    published = await centre(runtime).publish(
+        principal.tenant_id,
+        _kind(plural),
+        name,
+        spec=body.spec,
+        version=body.version,
+        description=body.description,
+        tags=body.tags,
+        by=principal.key_id,
     )
-    async def render_prompt(request: Request, body: Render) -> dict[str, Any]:
-        """A prompt's template filled with checked arguments."""
-        from agentvm.resources.kinds import render
-
-        found = await centre().get_version(caller(request).tenant_id, parse(body.uri, kind="prompt"))
-        return {"uri": found.uri, "text": render(found.spec, body.arguments)}
-
-    @router.post(
-        "/search",
-        response_model=None,
-        responses={**ok(200, "SearchHits", _HITS, "the best passages"), **errors(400, 404)},
-    )
-    async def search(request: Request, body: Search) -> dict[str, Any]:
-        """The best passages of a knowledge resource for a query (BM25 over the chunks indexed at
-        publish): what an agent's ``search_<name>`` tool answers."""
-        version, hits = await centre().search(
-            caller(request).tenant_id, parse(body.uri, kind="knowledge"), body.query, body.limit
-        )
-        return {"uri": version.uri, "hits": [h.to_wire() for h in hits]}
-
-    @router.post(
-        "/tags",
-        response_model=None,
-        responses={
-            **ok(200, "OneHead", {"resource": {**_HEAD, "tags": {"stable": "1"}}}, "the resource"),
-            **errors(400, 404),
-        },
-    )
-    async def move_tag(request: Request, body: Tag) -> dict[str, Any]:
-        """Point a tag at a version (tags are movable; versions are not)."""
-        principal = admin(request)
-        ref = parse(body.uri)
-        if not ref.pinned:
-            raise BadRequest(f"{body.uri}: name the version the tag points at (…@<version>)")
-        head = await centre().tag(principal.tenant_id, ref.kind, ref.name, ref.selector, body.tag)
-        return {"resource": head_wire(head)}
-
-    @router.get(
-        "/{plural}/{name:path}",
-        response_model=None,
-        responses={
-            **ok(
-                200,
-                "ResourceOrVersion",
-                _WITH_VERSIONS,
-                "the resource and its versions; with @<version|tag|latest>: that version",
-                more={"one version (…@stable)": {"resource": _VERSION_2}},
-            ),
-            **errors(400, 404),
-        },
-    )
-    async def get(request: Request, plural: str = PLURAL, name: str = NAME_AT_SELECTOR) -> dict[str, Any]:
-        """A resource by name (its versions and tags), or one version with ``@<version|tag|latest>``."""
-        kind, tenant = _kind(plural), caller(request).tenant_id
-        base, at, selector = name.partition("@")
-        if at:
-            found = await centre().get_version(tenant, parse(f"resource://{plural}/{name}"))
-            return {"resource": version_wire(found)}
-        head, versions = await centre().get_head(tenant, kind, base)
-        return {
-            "resource": head_wire(head, platform=head.tenantId != tenant),
-            "versions": [
-                {
-                    "version": v.version,
-                    "description": v.description,
-                    "digest": v.digest,
-                    "createdAt": v.createdAt,
-                }
-                for v in versions
-            ],
-        }
-
-    @router.put(
-        "/{plural}/{name:path}",
-        status_code=201,
-        response_model=None,
-        responses={
-            **ok(201, "OneVersion", {"resource": _VERSION_2}, "the new version"),
-            **errors(400, 404, 409),
-        },
-    )
-    async def publish_next(
-        request: Request, body: NewVersion, plural: str = PLURAL, name: str = NAME_AT_SELECTOR
-    ) -> dict[str, Any]:
-        """Publish the next version of a resource (a new immutable version; the old ones stay)."""
-        principal = admin(request)
-        if "@" in name:
-            raise BadRequest("publish to the resource's name; give the version in the body")
-        published = await centre().publish(
-            principal.tenant_id,
-            _kind(plural),
-            name,
-            spec=body.spec,
-            version=body.version,
-            description=body.description,
-            tags=body.tags,
-            by=principal.key_id,
-        )
-        return {"resource": version_wire(published)}
-
-    @router.delete(
-        "/{plural}/{name:path}",
-        response_model=None,
-        responses={
-            **ok(
-                200,
-                "DeletedVersions",
-                {"deleted": ["resource://prompts/support/greeting@2"]},
-                "what was deleted",
-            ),
-            **errors(400, 404, 409),
-        },
-    )
-    async def delete(request: Request, plural: str = PLURAL, name: str = NAME_AT_SELECTOR) -> dict[str, Any]:
-        """Delete one version (``@<version>``) or every version; refused while others depend on it."""
-        principal = admin(request)
-        kind = _kind(plural)
-        base, at, selector = name.partition("@")
-        if at and (selector == LATEST or not ResourceRef(kind, base, selector).pinned):
-            raise BadRequest("delete names a version (…@<version>), not a tag or latest")
-        parse(f"resource://{plural}/{base}")  # a valid name, or a clear error
-        deleted = await centre().delete(principal.tenant_id, kind, base, selector if at else None)
-        return {"deleted": deleted}
-
-    _ = Forbidden  # (admin() raises it)
-    return router
+    return {"resource": version_wire(published)}
 
 
-__all__ = ["resource_routes"]
+@router.delete(
+    "/{plural}/{name:path}",
+    response_model=None,
+    responses={
+        **ok(
+            200,
+            "DeletedVersions",
+            {"deleted": ["resource://prompts/support/greeting@2"]},
+            "what was deleted",
+        ),
+        **error_responses(400, 404, 409),
+    },
+)
+async def delete(
+    runtime: RuntimeDep, caller: Caller, plural: str = PLURAL, name: str = NAME_AT_SELECTOR
+) -> dict[str, Any]:
+    """Delete one version (``@<version>``) or every version; refused while others depend on it."""
+    principal = admin(caller)
+    kind = _kind(plural)
+    base, at, selector = name.partition("@")
+    if at and (selector == LATEST or not ResourceRef(kind, base, selector).pinned):
+        raise BadRequest("delete names a version (…@<version>), not a tag or latest")
+    parse(f"resource://{plural}/{base}")  # a valid name, or a clear error
+    deleted = await centre(runtime).delete(principal.tenant_id, kind, base, selector if at else None)
+    return {"deleted": deleted}
+
+
+__all__ = ["router"]

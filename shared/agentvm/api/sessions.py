@@ -8,19 +8,15 @@ MCP servers), which is an admin's to see. What the routes do is in ``agentvm.ses
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from fastapi import APIRouter, Path, Query, Request, Response
 from pydantic import BaseModel, ConfigDict, Field, StrictStr
 
-from agentvm.api.openapi import examples, ok
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
+from agentvm.api.openapi import BODY_LIMIT, examples, ok
 from agentvm.sessions.search import MAX_QUERY_CHARS
-
-if TYPE_CHECKING:
-    from collections.abc import Callable
-
-    from agentvm.runtime import Runtime
-    from agentvm.security.auth import Principal
 
 MEDIA_TYPE = "application/x-ndjson"
 SESSION_ID = Path(min_length=1, max_length=128)  # the gateway's bound on ids
@@ -168,146 +164,151 @@ def _again(model: Any, example: Any) -> dict[int | str, dict[str, Any]]:
     return ok(200, model, {**example, "created": False}, "the same request made before: its first result")
 
 
-def session_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(tags=["sessions"])
+router = APIRouter(tags=["sessions"])
 
-    @router.get(
-        "/sessions/search",
-        response_model=SearchResults,
-        responses={
-            **ok(200, SearchResults, _SEARCH, "one page of matching messages, newest first"),
-            **errors(400),
-        },
+
+@router.get(
+    "/sessions/search",
+    response_model=SearchResults,
+    responses={
+        **ok(200, SearchResults, _SEARCH, "one page of matching messages, newest first"),
+        **error_responses(400),
+    },
+)
+async def search_sessions(
+    runtime: RuntimeDep,
+    caller: Caller,
+    q: str = Query(
+        json_schema_extra={"maxLength": MAX_QUERY_CHARS},  # stated: longer is invalid_query
+        description='plain words and "quoted phrases" (all must occur); a trailing * for a prefix',
+    ),
+    containerId: str | None = Query(default=None, min_length=1, max_length=128),  # noqa: N803
+    limit: int = Query(default=20, ge=1, le=100),
+    cursor: str | None = Query(default=None, max_length=400, description="`next` of the previous page"),
+) -> dict[str, Any]:
+    """Full-text search over the tenant's messages (of one container with ``containerId``): the
+    text of user and assistant messages, case and accents ignored. A page may hold fewer
+    results than ``limit`` (even none) and still have a ``next``: keep going until it is null."""
+    from agentvm.sessions.search import search_sessions
+
+    principal = admin(caller)
+    return await search_sessions(
+        runtime, principal.tenant_id, q, container_id=containerId, limit=limit, cursor=cursor
     )
-    async def search_sessions(
-        request: Request,
-        q: str = Query(
-            json_schema_extra={"maxLength": MAX_QUERY_CHARS},  # stated: longer is invalid_query
-            description='plain words and "quoted phrases" (all must occur); a trailing * for a prefix',
-        ),
-        containerId: str | None = Query(default=None, min_length=1, max_length=128),  # noqa: N803
-        limit: int = Query(default=20, ge=1, le=100),
-        cursor: str | None = Query(default=None, max_length=400, description="`next` of the previous page"),
-    ) -> dict[str, Any]:
-        """Full-text search over the tenant's messages (of one container with ``containerId``): the
-        text of user and assistant messages, case and accents ignored. A page may hold fewer
-        results than ``limit`` (even none) and still have a ``next``: keep going until it is null."""
-        from agentvm.sessions.search import search_sessions
 
-        principal = admin(request)
-        return await search_sessions(
-            runtime, principal.tenant_id, q, container_id=containerId, limit=limit, cursor=cursor
-        )
 
-    @router.get(
-        "/sessions/{session_id}/export",
-        response_class=Response,
-        responses={
-            200: {
-                "description": "the session as JSON Lines (docs/sessions.md, format version 1)",
-                "content": {MEDIA_TYPE: {"schema": {"type": "string"}, "example": _EXPORT}},
+@router.get(
+    "/sessions/{session_id}/export",
+    response_class=Response,
+    responses={
+        200: {
+            "description": "the session as JSON Lines (docs/sessions.md, format version 1)",
+            "content": {MEDIA_TYPE: {"schema": {"type": "string"}, "example": _EXPORT}},
+        },
+        **error_responses(400, 404),
+    },
+)
+async def export_session(runtime: RuntimeDep, caller: Caller, session_id: str = SESSION_ID) -> Response:
+    """The session's messages, its image's pinned config, its compaction summary and its usage
+    records, one JSON object per line (400 ``export_too_large`` past 4 MiB)."""
+    from agentvm.sessions.export import export_session
+
+    principal = admin(caller)
+    body = await export_session(runtime, principal.tenant_id, session_id)
+    disposition = f'attachment; filename="{_filename(session_id)}.jsonl"'
+    return Response(body, media_type=MEDIA_TYPE, headers={"Content-Disposition": disposition})
+
+
+@router.post(
+    "/containers/{container_id}/sessions/import",
+    status_code=201,
+    response_model=Imported,
+    responses={
+        **ok(201, Imported, _IMPORTED, "imported: a new image in the container"),
+        **_again(Imported, _IMPORTED),
+        **error_responses(400, 409, 507),
+    },
+    openapi_extra={
+        "requestBody": {
+            "required": True,
+            "content": {
+                MEDIA_TYPE: {
+                    # bytes, refused past AVM_MAX_BODY_BYTES (413): never more characters than that
+                    "schema": {"type": "string", **BODY_LIMIT},
+                    "example": _EXPORT,
+                }
             },
-            **errors(400, 404),
-        },
+        }
+    },
+)
+async def import_session(
+    request: Request,
+    runtime: RuntimeDep,
+    caller: Caller,
+    response: Response,
+    container_id: str = Path(min_length=1, max_length=128),
+) -> dict[str, Any]:
+    """Import an export (the body, JSON Lines) into the container (created if need be): a new
+    image with new ids and the same history. Idempotent by the export's ``exportId`` per
+    container; all or nothing (a refused or failed import leaves nothing behind)."""
+    from agentvm.sessions.imports import import_session
+
+    principal = admin(caller)
+    result = await import_session(runtime, principal.tenant_id, container_id, await request.body())
+    if not result["created"]:
+        response.status_code = 200
+    return result
+
+
+@router.post(
+    "/sessions/{session_id}/fork",
+    status_code=201,
+    response_model=Forked,
+    responses={
+        **ok(201, Forked, _FORKED, "a new image whose history ends at messageId"),
+        **_again(Forked, _FORKED),
+        **error_responses(400, 404, 409, 507),
+    },
+)
+async def fork_session(
+    runtime: RuntimeDep, caller: Caller, response: Response, body: Fork, session_id: str = SESSION_ID
+) -> dict[str, Any]:
+    """A new image in the same container, with the same config, whose history is the session's
+    messages up to and including ``messageId`` (404 ``message_not_found`` if it has no such message)."""
+    from agentvm.sessions.fork import fork_session
+
+    principal = admin(caller)
+    result = await fork_session(
+        runtime,
+        principal.tenant_id,
+        session_id,
+        body.messageId,
+        name=body.name,
+        request_id=body.requestId,
     )
-    async def export_session(request: Request, session_id: str = SESSION_ID) -> Response:
-        """The session's messages, its image's pinned config, its compaction summary and its usage
-        records, one JSON object per line (400 ``export_too_large`` past 4 MiB)."""
-        from agentvm.sessions.export import export_session
+    if not result["created"]:
+        response.status_code = 200
+    return result
 
-        principal = admin(request)
-        body = await export_session(runtime, principal.tenant_id, session_id)
-        disposition = f'attachment; filename="{_filename(session_id)}.jsonl"'
-        return Response(body, media_type=MEDIA_TYPE, headers={"Content-Disposition": disposition})
 
-    @router.post(
-        "/containers/{container_id}/sessions/import",
-        status_code=201,
-        response_model=Imported,
-        responses={
-            **ok(201, Imported, _IMPORTED, "imported: a new image in the container"),
-            **_again(Imported, _IMPORTED),
-            **errors(400, 409, 507),
-        },
-        openapi_extra={
-            "requestBody": {
-                "required": True,
-                "content": {
-                    MEDIA_TYPE: {
-                        # bytes, refused past AVM_MAX_BODY_BYTES (413): never more characters than that
-                        "schema": {"type": "string", "maxLength": runtime.turns.max_body_bytes},
-                        "example": _EXPORT,
-                    }
-                },
-            }
-        },
-    )
-    async def import_session(
-        request: Request, response: Response, container_id: str = Path(min_length=1, max_length=128)
-    ) -> dict[str, Any]:
-        """Import an export (the body, JSON Lines) into the container (created if need be): a new
-        image with new ids and the same history. Idempotent by the export's ``exportId`` per
-        container; all or nothing (a refused or failed import leaves nothing behind)."""
-        from agentvm.sessions.imports import import_session
+@router.put(
+    "/sessions/{session_id}/title",
+    response_model=Titled,
+    responses={**ok(200, Titled, _TITLED, "the image, renamed"), **error_responses(400, 404)},
+)
+async def title_session(
+    runtime: RuntimeDep, caller: Caller, body: Title, session_id: str = SESSION_ID
+) -> dict[str, Any]:
+    """Set the session's title: its image's ``name``, as ``image_list`` shows it."""
+    from agentvm.turns.title import set_title
 
-        principal = admin(request)
-        result = await import_session(runtime, principal.tenant_id, container_id, await request.body())
-        if not result["created"]:
-            response.status_code = 200
-        return result
-
-    @router.post(
-        "/sessions/{session_id}/fork",
-        status_code=201,
-        response_model=Forked,
-        responses={
-            **ok(201, Forked, _FORKED, "a new image whose history ends at messageId"),
-            **_again(Forked, _FORKED),
-            **errors(400, 404, 409, 507),
-        },
-    )
-    async def fork_session(
-        request: Request, response: Response, body: Fork, session_id: str = SESSION_ID
-    ) -> dict[str, Any]:
-        """A new image in the same container, with the same config, whose history is the session's
-        messages up to and including ``messageId`` (404 ``message_not_found`` if it has no such message)."""
-        from agentvm.sessions.fork import fork_session
-
-        principal = admin(request)
-        result = await fork_session(
-            runtime,
-            principal.tenant_id,
-            session_id,
-            body.messageId,
-            name=body.name,
-            request_id=body.requestId,
-        )
-        if not result["created"]:
-            response.status_code = 200
-        return result
-
-    @router.put(
-        "/sessions/{session_id}/title",
-        response_model=Titled,
-        responses={**ok(200, Titled, _TITLED, "the image, renamed"), **errors(400, 404)},
-    )
-    async def title_session(request: Request, body: Title, session_id: str = SESSION_ID) -> dict[str, Any]:
-        """Set the session's title: its image's ``name``, as ``image_list`` shows it."""
-        from agentvm.turns.title import set_title
-
-        principal = admin(request)
-        image = await set_title(runtime, principal.tenant_id, session_id, body.title)
-        return {"record": image.to_wire()}
-
-    return router
+    principal = admin(caller)
+    image = await set_title(runtime, principal.tenant_id, session_id, body.title)
+    return {"record": image.to_wire()}
 
 
 def _filename(session_id: str) -> str:
     return "".join(c if c.isalnum() or c in "_-" else "_" for c in session_id)[:128] or "session"
 
 
-__all__ = ["session_routes"]
+__all__ = ["router"]

@@ -10,9 +10,11 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictInt, StrictStr
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok, stated
 from agentvm.errors import BadRequest, Forbidden
 from agentvm.records import TenantLimitOverrides
@@ -20,8 +22,6 @@ from agentvm.security import tenants
 from agentvm.security.apikeys import TENANT_RE
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from agentvm.records import TenantStatus
     from agentvm.runtime import Runtime
     from agentvm.security.auth import Principal
@@ -184,132 +184,140 @@ _SHOWN: dict[str | None, tuple[TenantStatus, ...]] = {
 }
 
 
-def tenant_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(prefix="/tenants", tags=["tenants"])
+router = APIRouter(prefix="/tenants", tags=["tenants"])
 
-    def platform(request: Request) -> Principal:
-        principal = admin(request)
-        if runtime.auth is not None and principal.tenant_id != runtime.platform_tenant:
-            raise Forbidden("tenants are managed by platform admins (an admin key of the platform tenant)")
-        return principal
 
-    async def create(body: NewTenant) -> dict[str, Any]:
-        tenant = await tenants.register(
-            runtime, name=body.name, description=body.description, tenant_id=body.tenantId
-        )
-        return tenant.to_wire()
+def platform(runtime: Runtime, caller: Principal) -> Principal:
+    principal = admin(caller)
+    if runtime.auth is not None and principal.tenant_id != runtime.platform_tenant:
+        raise Forbidden("tenants are managed by platform admins (an admin key of the platform tenant)")
+    return principal
 
-    async def update(tenant_id: str, body: TenantChanges) -> dict[str, Any]:
-        changes = body.model_dump(exclude_unset=True, include={"name", "description"})
-        if "name" in changes and changes["name"] is None:
-            raise BadRequest("name: cannot be null (only description can be removed)")
-        if "limits" in body.model_fields_set:
-            limits = None if body.limits is None else body.limits.model_dump()
-            changes["limits"] = None if limits is None else TenantLimitOverrides(**limits)
-        updated = await tenants.update(runtime, tenant_id, changes)
-        if runtime.tenant_limits is not None:
-            runtime.tenant_limits.forget(tenant_id)  # this process at once; others within its cache
-        return updated.to_wire()
 
-    one = ok(200, Tenant, _TENANT, "the tenant")
-    gone = ok(200, TenantDeletion, _DELETED, "what was deleted", more={"kept (AWS)": _KEPT})
-
-    # -- Deepractice AgentVM's RPC shapes (registered first: "list" is not a tenant id) ------------
-    @router.post(
-        "/create",
-        status_code=201,
-        response_model=None,
-        responses={**ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
+async def create(runtime: Runtime, body: NewTenant) -> dict[str, Any]:
+    tenant = await tenants.register(
+        runtime, name=body.name, description=body.description, tenant_id=body.tenantId
     )
-    async def alias_create(request: Request, body: NewTenant) -> dict[str, Any]:
-        """Deepractice alias of ``POST /v1/tenants``: the Tenant."""
-        platform(request)
-        return await create(body)
-
-    @router.post("/get", response_model=None, responses={**one, **errors(400, 404)})
-    async def alias_get(request: Request, body: TenantRef) -> dict[str, Any]:
-        """Deepractice alias of ``GET /v1/tenants/{tenantId}``."""
-        platform(request)
-        return (await tenants.get(runtime, body.tenantId)).to_wire()
-
-    @router.get("/list", response_model=None, responses=ok(200, list[Tenant], [_TENANT], "every tenant"))
-    async def alias_list(request: Request) -> list[dict[str, Any]]:
-        """Deepractice alias of ``GET /v1/tenants``: every tenant (deleted ones left out), a bare
-        array by id."""
-        platform(request)
-        return [t.to_wire() for t in await tenants.every(runtime)]
-
-    @router.post("/update", response_model=None, responses={**one, **errors(400, 404, 409)})
-    async def alias_update(request: Request, body: AliasUpdate) -> dict[str, Any]:
-        """Deepractice alias of ``PATCH /v1/tenants/{tenantId}``."""
-        platform(request)
-        return await update(body.tenantId, body)
-
-    @router.post("/delete", response_model=None, responses={**gone, **errors(400, 404, 409)})
-    async def alias_delete(request: Request, body: TenantRef) -> dict[str, Any]:
-        """Deepractice alias of ``DELETE /v1/tenants/{tenantId}``: ``{"deleted": true, ...}``."""
-        return await tenants.delete(runtime, body.tenantId, by=platform(request).key_id)
-
-    # -- ours ------------------------------------------------------------------------------------
-    @router.post(
-        "",
-        status_code=201,
-        response_model=None,
-        responses={**ok(201, Tenant, _TENANT, "the new tenant"), **errors(400, 409)},
-    )
-    async def create_tenant(request: Request, body: NewTenant) -> dict[str, Any]:
-        """Register a tenant: a new id ``tenant_…``, or ``tenantId`` to register one in use already.
-        An id registered before (deleted ones included) is ``409 conflict``."""
-        platform(request)
-        return await create(body)
-
-    @router.get(
-        "",
-        response_model=None,
-        responses={**ok(200, TenantPage, {"tenants": [_TENANT], "next": None}, "a page"), **errors(400)},
-    )
-    async def list_tenants(
-        request: Request,
-        status: Literal["active", "deleting", "deleted", "all"] | None = Query(
-            default=None, description="default: active and deleting; deleted: the tombstones"
-        ),
-        limit: int = Query(default=50, ge=1, le=MAX_PAGE),
-        cursor: str | None = Query(
-            default=None, max_length=MAX_TENANT_ID, description="``next`` of the previous page"
-        ),
-    ) -> dict[str, Any]:
-        """The registry by tenant id, a page at a time."""
-        platform(request)
-        page, after = await tenants.listing(runtime, statuses=_SHOWN[status], limit=limit, after=cursor)
-        return {"tenants": [t.to_wire() for t in page], "next": after}
-
-    @router.get("/{tenant_id}", response_model=None, responses={**one, **errors(400, 404)})
-    async def get_tenant(request: Request, tenant_id: str = TENANT_ID) -> dict[str, Any]:
-        """One tenant (a deleted one is ``404``)."""
-        platform(request)
-        return (await tenants.get(runtime, tenant_id)).to_wire()
-
-    @router.patch("/{tenant_id}", response_model=None, responses={**one, **errors(400, 404, 409)})
-    async def update_tenant(
-        request: Request, body: TenantChanges, tenant_id: str = TENANT_ID
-    ) -> dict[str, Any]:
-        """Change the name or the description (``null`` removes it). A tenant being deleted is
-        ``409 conflict``."""
-        platform(request)
-        return await update(tenant_id, body)
-
-    @router.delete("/{tenant_id}", response_model=None, responses={**gone, **errors(400, 404, 409)})
-    async def delete_tenant(request: Request, tenant_id: str = TENANT_ID) -> dict[str, Any]:
-        """Delete a tenant: its keys are revoked at once, its budgets, resources and settings
-        deleted, its conversations purged or kept (docs/tenants.md). Again: ``404``; the platform
-        tenant: ``409``."""
-        return await tenants.delete(runtime, tenant_id, by=platform(request).key_id)
-
-    return router
+    return tenant.to_wire()
 
 
-__all__ = ["tenant_routes"]
+async def update(runtime: Runtime, tenant_id: str, body: TenantChanges) -> dict[str, Any]:
+    changes = body.model_dump(exclude_unset=True, include={"name", "description"})
+    if "name" in changes and changes["name"] is None:
+        raise BadRequest("name: cannot be null (only description can be removed)")
+    if "limits" in body.model_fields_set:
+        limits = None if body.limits is None else body.limits.model_dump()
+        changes["limits"] = None if limits is None else TenantLimitOverrides(**limits)
+    updated = await tenants.update(runtime, tenant_id, changes)
+    if runtime.tenant_limits is not None:
+        runtime.tenant_limits.forget(tenant_id)  # this process at once; others within its cache
+    return updated.to_wire()
+
+
+_ONE = ok(200, Tenant, _TENANT, "the tenant")
+_GONE = ok(200, TenantDeletion, _DELETED, "what was deleted", more={"kept (AWS)": _KEPT})
+
+
+# -- Deepractice AgentVM's RPC shapes (registered first: "list" is not a tenant id) ------------
+@router.post(
+    "/create",
+    status_code=201,
+    response_model=None,
+    responses={**ok(201, Tenant, _TENANT, "the new tenant"), **error_responses(400, 409)},
+)
+async def alias_create(runtime: RuntimeDep, caller: Caller, body: NewTenant) -> dict[str, Any]:
+    """Deepractice alias of ``POST /v1/tenants``: the Tenant."""
+    platform(runtime, caller)
+    return await create(runtime, body)
+
+
+@router.post("/get", response_model=None, responses={**_ONE, **error_responses(400, 404)})
+async def alias_get(runtime: RuntimeDep, caller: Caller, body: TenantRef) -> dict[str, Any]:
+    """Deepractice alias of ``GET /v1/tenants/{tenantId}``."""
+    platform(runtime, caller)
+    return (await tenants.get(runtime, body.tenantId)).to_wire()
+
+
+@router.get("/list", response_model=None, responses=ok(200, list[Tenant], [_TENANT], "every tenant"))
+async def alias_list(runtime: RuntimeDep, caller: Caller) -> list[dict[str, Any]]:
+    """Deepractice alias of ``GET /v1/tenants``: every tenant (deleted ones left out), a bare
+    array by id."""
+    platform(runtime, caller)
+    return [t.to_wire() for t in await tenants.every(runtime)]
+
+
+@router.post("/update", response_model=None, responses={**_ONE, **error_responses(400, 404, 409)})
+async def alias_update(runtime: RuntimeDep, caller: Caller, body: AliasUpdate) -> dict[str, Any]:
+    """Deepractice alias of ``PATCH /v1/tenants/{tenantId}``."""
+    platform(runtime, caller)
+    return await update(runtime, body.tenantId, body)
+
+
+@router.post("/delete", response_model=None, responses={**_GONE, **error_responses(400, 404, 409)})
+async def alias_delete(runtime: RuntimeDep, caller: Caller, body: TenantRef) -> dict[str, Any]:
+    """Deepractice alias of ``DELETE /v1/tenants/{tenantId}``: ``{"deleted": true, ...}``."""
+    return await tenants.delete(runtime, body.tenantId, by=platform(runtime, caller).key_id)
+
+
+# -- ours ------------------------------------------------------------------------------------
+@router.post(
+    "",
+    status_code=201,
+    response_model=None,
+    responses={**ok(201, Tenant, _TENANT, "the new tenant"), **error_responses(400, 409)},
+)
+async def create_tenant(runtime: RuntimeDep, caller: Caller, body: NewTenant) -> dict[str, Any]:
+    """Register a tenant: a new id ``tenant_…``, or ``tenantId`` to register one in use already.
+    An id registered before (deleted ones included) is ``409 conflict``."""
+    platform(runtime, caller)
+    return await create(runtime, body)
+
+
+@router.get(
+    "",
+    response_model=None,
+    responses={**ok(200, TenantPage, {"tenants": [_TENANT], "next": None}, "a page"), **error_responses(400)},
+)
+async def list_tenants(
+    runtime: RuntimeDep,
+    caller: Caller,
+    status: Literal["active", "deleting", "deleted", "all"] | None = Query(
+        default=None, description="default: active and deleting; deleted: the tombstones"
+    ),
+    limit: int = Query(default=50, ge=1, le=MAX_PAGE),
+    cursor: str | None = Query(
+        default=None, max_length=MAX_TENANT_ID, description="``next`` of the previous page"
+    ),
+) -> dict[str, Any]:
+    """The registry by tenant id, a page at a time."""
+    platform(runtime, caller)
+    page, after = await tenants.listing(runtime, statuses=_SHOWN[status], limit=limit, after=cursor)
+    return {"tenants": [t.to_wire() for t in page], "next": after}
+
+
+@router.get("/{tenant_id}", response_model=None, responses={**_ONE, **error_responses(400, 404)})
+async def get_tenant(runtime: RuntimeDep, caller: Caller, tenant_id: str = TENANT_ID) -> dict[str, Any]:
+    """One tenant (a deleted one is ``404``)."""
+    platform(runtime, caller)
+    return (await tenants.get(runtime, tenant_id)).to_wire()
+
+
+@router.patch("/{tenant_id}", response_model=None, responses={**_ONE, **error_responses(400, 404, 409)})
+async def update_tenant(
+    runtime: RuntimeDep, caller: Caller, body: TenantChanges, tenant_id: str = TENANT_ID
+) -> dict[str, Any]:
+    """Change the name or the description (``null`` removes it). A tenant being deleted is
+    ``409 conflict``."""
+    platform(runtime, caller)
+    return await update(runtime, tenant_id, body)
+
+
+@router.delete("/{tenant_id}", response_model=None, responses={**_GONE, **error_responses(400, 404, 409)})
+async def delete_tenant(runtime: RuntimeDep, caller: Caller, tenant_id: str = TENANT_ID) -> dict[str, Any]:
+    """Delete a tenant: its keys are revoked at once, its budgets, resources and settings
+    deleted, its conversations purged or kept (docs/tenants.md). Again: ``404``; the platform
+    tenant: ``409``."""
+    return await tenants.delete(runtime, tenant_id, by=platform(runtime, caller).key_id)
+
+
+__all__ = ["router"]

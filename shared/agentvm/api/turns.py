@@ -11,16 +11,16 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from fastapi import APIRouter, Path, Query, Request
+from fastapi import APIRouter, Path, Query
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
 from agentvm.errors import BadRequest, Forbidden, NotFound
 from agentvm.observability.running import LIVE, live_turns, model_of
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from agentvm.runtime import Runtime
     from agentvm.security.auth import Principal
 
@@ -113,123 +113,123 @@ class CancelResult(BaseModel):
     notFound: list[str] = Field(description="ids that are no unfinished turn of the tenant")
 
 
-def turn_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(prefix="/turns", tags=["turns"])
+router = APIRouter(prefix="/turns", tags=["turns"])
 
-    def tenant_of(request: Request, asked: str | None) -> str:
-        principal = admin(request)
-        if asked is None or asked == principal.tenant_id:
-            return principal.tenant_id
-        if runtime.auth is not None and principal.tenant_id != runtime.platform_tenant:
-            raise Forbidden(
-                "the turns of other tenants are for platform admins (an admin key of the platform tenant)"
-            )
-        return asked
 
-    def statuses_of(raw: str | None) -> set[str]:
-        if raw is None or not raw.strip():
-            return set(LIVE)
-        asked = {s.strip() for s in raw.split(",")}
-        unknown = sorted(asked - LIVE)
-        if unknown:
-            raise BadRequest(f"status: unknown {', '.join(unknown)}; use queued, running, suspended")
-        return asked
-
-    @router.get(
-        "",
-        response_model=None,
-        responses={**ok(200, TurnList, {"turns": [_TURN]}, "the unfinished turns"), **errors(400, 404)},
-    )
-    async def list_turns(
-        request: Request,
-        container_id: str | None = Query(
-            default=None, alias="containerId", min_length=1, max_length=MAX_ID, description="one container"
-        ),
-        status: str | None = Query(
-            default=None, max_length=MAX_STATUSES, description="comma-separated: queued, running, suspended"
-        ),
-        tenant_id: str | None = Query(
-            default=None,
-            alias="tenantId",
-            min_length=1,
-            max_length=MAX_TENANT_ID,
-            description="platform admins: a tenant",
-        ),
-    ) -> dict[str, Any]:
-        """The turns queued, running or suspended, oldest first: status, model, age and tokens so far.
-        ``404`` when this server keeps no such list."""
-        tenant = tenant_of(request, tenant_id)
-        wanted = statuses_of(status)
-        now = runtime.clock.now_ms()
-        found = await live_turns(runtime, tenant, container_id, wanted)
-        return {"turns": [t.to_wire(now, model_of(runtime, t.mark.model)) for t in found]}
-
-    @router.post(
-        "/cancel",
-        response_model=None,
-        responses={**ok(200, CancelResult, _CANCELLED, "what was stopped"), **errors(400, 404)},
-    )
-    async def cancel_turns(request: Request, body: CancelTurns) -> dict[str, Any]:
-        """Stop turns, as ``agent_interrupt`` does: the given ``turnIds``, every turn of a
-        ``containerId``, or ``all`` of the tenant's. A running turn keeps its partial reply and
-        ends ``interrupted``; a queued one ends ``interrupted`` without calling the model."""
-        chosen = [body.turnIds is not None, body.containerId is not None, body.all]
-        if sum(chosen) != 1:
-            raise BadRequest("give exactly one of turnIds, containerId or all")
-        tenant = tenant_of(request, body.tenantId)
-        found = await live_turns(runtime, tenant, body.containerId)
-        missing: list[str] = []
-        if body.turnIds is not None:
-            by_id = {t.mark.turn_id: t for t in found}
-            missing = [i for i in dict.fromkeys(body.turnIds) if i not in by_id]
-            found = [by_id[i] for i in dict.fromkeys(body.turnIds) if i in by_id]
-        # Deferred: the turn modules load only when turns are stopped (the HTTP Lambda's cold start).
-        from agentvm.turns.interrupt import interrupt_turns
-
-        key_id = admin(request).key_id
-        stopped = await interrupt_turns(
-            runtime, tenant, found, reason=f"cancelled by an operator ({key_id or 'open mode'})"
+def tenant_of(runtime: Runtime, caller: Principal, asked: str | None) -> str:
+    principal = admin(caller)
+    if asked is None or asked == principal.tenant_id:
+        return principal.tenant_id
+    if runtime.auth is not None and principal.tenant_id != runtime.platform_tenant:
+        raise Forbidden(
+            "the turns of other tenants are for platform admins (an admin key of the platform tenant)"
         )
-        status = {t.mark.turn_id: t.status for t in found}
-        return {"cancelled": [{"turnId": i, "status": status[i]} for i in stopped], "notFound": missing}
+    return asked
 
-    @router.post(
-        "/{turn_id}/cancel",
-        response_model=None,
-        responses={
-            **ok(200, CancelledTurn, _CANCELLED["cancelled"][0], "the turn stopped"),
-            **errors(400, 404),
-        },
+
+def statuses_of(raw: str | None) -> set[str]:
+    if raw is None or not raw.strip():
+        return set(LIVE)
+    asked = {s.strip() for s in raw.split(",")}
+    unknown = sorted(asked - LIVE)
+    if unknown:
+        raise BadRequest(f"status: unknown {', '.join(unknown)}; use queued, running, suspended")
+    return asked
+
+
+@router.get(
+    "",
+    response_model=None,
+    responses={**ok(200, TurnList, {"turns": [_TURN]}, "the unfinished turns"), **error_responses(400, 404)},
+)
+async def list_turns(
+    runtime: RuntimeDep,
+    caller: Caller,
+    container_id: str | None = Query(
+        default=None, alias="containerId", min_length=1, max_length=MAX_ID, description="one container"
+    ),
+    status: str | None = Query(
+        default=None, max_length=MAX_STATUSES, description="comma-separated: queued, running, suspended"
+    ),
+    tenant_id: str | None = Query(
+        default=None,
+        alias="tenantId",
+        min_length=1,
+        max_length=MAX_TENANT_ID,
+        description="platform admins: a tenant",
+    ),
+) -> dict[str, Any]:
+    """The turns queued, running or suspended, oldest first: status, model, age and tokens so far.
+    ``404`` when this server keeps no such list."""
+    tenant = tenant_of(runtime, caller, tenant_id)
+    wanted = statuses_of(status)
+    now = runtime.clock.now_ms()
+    found = await live_turns(runtime, tenant, container_id, wanted)
+    return {"turns": [t.to_wire(now, model_of(runtime, t.mark.model)) for t in found]}
+
+
+@router.post(
+    "/cancel",
+    response_model=None,
+    responses={**ok(200, CancelResult, _CANCELLED, "what was stopped"), **error_responses(400, 404)},
+)
+async def cancel_turns(runtime: RuntimeDep, caller: Caller, body: CancelTurns) -> dict[str, Any]:
+    """Stop turns, as ``agent_interrupt`` does: the given ``turnIds``, every turn of a
+    ``containerId``, or ``all`` of the tenant's. A running turn keeps its partial reply and
+    ends ``interrupted``; a queued one ends ``interrupted`` without calling the model."""
+    chosen = [body.turnIds is not None, body.containerId is not None, body.all]
+    if sum(chosen) != 1:
+        raise BadRequest("give exactly one of turnIds, containerId or all")
+    tenant = tenant_of(runtime, caller, body.tenantId)
+    found = await live_turns(runtime, tenant, body.containerId)
+    missing: list[str] = []
+    if body.turnIds is not None:
+        by_id = {t.mark.turn_id: t for t in found}
+        missing = [i for i in dict.fromkeys(body.turnIds) if i not in by_id]
+        found = [by_id[i] for i in dict.fromkeys(body.turnIds) if i in by_id]
+    key_id = admin(caller).key_id
+    # Deferred: the turn modules load only when turns are stopped (the HTTP Lambda's cold start).
+    from agentvm.turns.interrupt import interrupt_turns
+
+    stopped = await interrupt_turns(
+        runtime, tenant, found, reason=f"cancelled by an operator ({key_id or 'open mode'})"
     )
-    async def cancel_turn(
-        request: Request,
-        turn_id: str = Path(min_length=1, max_length=MAX_ID),
-        tenant_id: str | None = Query(
-            default=None,
-            alias="tenantId",
-            min_length=1,
-            max_length=MAX_TENANT_ID,
-            description="platform admins: a tenant",
-        ),
-    ) -> dict[str, Any]:
-        """Stop one turn; ``404`` if it is no unfinished turn of the tenant."""
-        tenant = tenant_of(request, tenant_id)
-        found = [t for t in await live_turns(runtime, tenant) if t.mark.turn_id == turn_id]
-        if not found:
-            raise NotFound(f"Turn not found (or finished): {turn_id}")
-        from agentvm.turns.interrupt import interrupt_turns  # deferred, as above
-
-        key_id = admin(request).key_id
-        await interrupt_turns(
-            runtime, tenant, found, reason=f"cancelled by an operator ({key_id or 'open mode'})"
-        )
-        return {"turnId": turn_id, "status": found[0].status}
-
-    return router
+    status = {t.mark.turn_id: t.status for t in found}
+    return {"cancelled": [{"turnId": i, "status": status[i]} for i in stopped], "notFound": missing}
 
 
-__all__ = ["turn_routes"]
+@router.post(
+    "/{turn_id}/cancel",
+    response_model=None,
+    responses={
+        **ok(200, CancelledTurn, _CANCELLED["cancelled"][0], "the turn stopped"),
+        **error_responses(400, 404),
+    },
+)
+async def cancel_turn(
+    runtime: RuntimeDep,
+    caller: Caller,
+    turn_id: str = Path(min_length=1, max_length=MAX_ID),
+    tenant_id: str | None = Query(
+        default=None,
+        alias="tenantId",
+        min_length=1,
+        max_length=MAX_TENANT_ID,
+        description="platform admins: a tenant",
+    ),
+) -> dict[str, Any]:
+    """Stop one turn; ``404`` if it is no unfinished turn of the tenant."""
+    tenant = tenant_of(runtime, caller, tenant_id)
+    found = [t for t in await live_turns(runtime, tenant) if t.mark.turn_id == turn_id]
+    if not found:
+        raise NotFound(f"Turn not found (or finished): {turn_id}")
+    key_id = admin(caller).key_id
+    from agentvm.turns.interrupt import interrupt_turns  # deferred, as above
+
+    await interrupt_turns(
+        runtime, tenant, found, reason=f"cancelled by an operator ({key_id or 'open mode'})"
+    )
+    return {"turnId": turn_id, "status": found[0].status}
+
+
+__all__ = ["router"]

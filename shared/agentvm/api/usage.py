@@ -7,17 +7,19 @@ every tenant. Another tenant's id from anyone else is ``403 forbidden``, whether
 Money: everyone sees the ``charge`` (list-price cost x the markup); only platform admins see the
 ``cost`` and the markup (the platform's margin is not its customers' business).
 
-``GET /v1/usage`` (the raw records, in ``api/app.py``) keeps its shape; these routes are new.
+``GET /v1/usage`` (the raw records, in ``api/budgets.py``) keeps its shape; these routes are new.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any, Literal
 
-from fastapi import APIRouter, Query, Request
+from fastapi import APIRouter, Query
 from fastapi.responses import Response
 from pydantic import BaseModel, ConfigDict, Field
 
+from agentvm.api.deps import Caller, RuntimeDep, admin
+from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
 from agentvm.configcentre.pricing import pricing_for
 from agentvm.errors import BadRequest, Forbidden
@@ -26,8 +28,6 @@ from agentvm.observability.pricing import CURRENCY, PRICES_AS_OF
 from agentvm.observability.usage import ALL_TENANTS, cells_of, parse_query, query_wire, summarise
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
-
     from agentvm.observability.usage import UsageQuery
     from agentvm.ports import UsageRollups
     from agentvm.runtime import Runtime
@@ -183,155 +183,156 @@ class PriceList(BaseModel):
     overridden: list[str] | None = Field(default=None, description="models priced by billing.prices")
 
 
-def usage_routes(
-    runtime: Runtime,
-    errors: Callable[..., dict[int | str, dict[str, Any]]],
-    admin: Callable[[Request], Principal],
-) -> APIRouter:
-    router = APIRouter(prefix="/usage", tags=["usage"])
+router = APIRouter(prefix="/usage", tags=["usage"])
 
-    def rollups() -> UsageRollups:
-        if runtime.usage is None:
-            raise BadRequest("usage reports are not enabled on this server")
-        return runtime.usage
 
-    def platform(principal: Principal) -> bool:
-        return runtime.auth is None or principal.tenant_id == runtime.platform_tenant
+def rollups(runtime: Runtime) -> UsageRollups:
+    if runtime.usage is None:
+        raise BadRequest("usage reports are not enabled on this server")
+    return runtime.usage
 
-    def tenant_of(request: Request, asked: str | None) -> tuple[str, bool]:
-        """The tenant the caller may report on (``*``: every tenant), and whether it is a platform
-        admin (who sees costs)."""
-        principal = admin(request)
-        if asked is None or asked == principal.tenant_id:
-            return principal.tenant_id, platform(principal)
-        if not platform(principal):
-            raise Forbidden(
-                "the usage of other tenants is for platform admins (an admin key of the platform tenant)"
-            )
-        return asked, True
 
-    async def tenants(tenant: str, query: UsageQuery) -> list[str]:
-        if tenant != ALL_TENANTS:
-            return [tenant]
-        return await rollups().tenants_with_usage(query.start_ms, query.end_ms)
+def platform(runtime: Runtime, principal: Principal) -> bool:
+    return runtime.auth is None or principal.tenant_id == runtime.platform_tenant
 
-    @router.get(
-        "/summary",
-        response_model=None,
-        responses={**ok(200, UsageSummary, _SUMMARY, "the sums, by period and grouping"), **errors(400)},
+
+def tenant_of(runtime: Runtime, caller: Principal, asked: str | None) -> tuple[str, bool]:
+    """The tenant the caller may report on (``*``: every tenant), and whether it is a platform
+    admin (who sees costs)."""
+    principal = admin(caller)
+    if asked is None or asked == principal.tenant_id:
+        return principal.tenant_id, platform(runtime, principal)
+    if not platform(runtime, principal):
+        raise Forbidden(
+            "the usage of other tenants is for platform admins (an admin key of the platform tenant)"
+        )
+    return asked, True
+
+
+async def tenants(runtime: Runtime, tenant: str, query: UsageQuery) -> list[str]:
+    if tenant != ALL_TENANTS:
+        return [tenant]
+    return await rollups(runtime).tenants_with_usage(query.start_ms, query.end_ms)
+
+
+@router.get(
+    "/summary",
+    response_model=None,
+    responses={**ok(200, UsageSummary, _SUMMARY, "the sums, by period and grouping"), **error_responses(400)},
+)
+async def summary(
+    runtime: RuntimeDep,
+    caller: Caller,
+    period: str | None = PERIOD,
+    group_by: str | None = GROUP_BY,
+    start: str | None = FROM,
+    to: str | None = TO,
+    month: str | None = MONTH,
+    container_id: str | None = CONTAINER,
+    tenant_id: str | None = TENANT,
+) -> dict[str, Any]:
+    """The usage records summed by period (hour, day, month or the range) and by tenant,
+    container (end user), image, model and kind. By container or image the periods are days
+    or longer. Bad periods, groupings or ranges: ``400`` with ``invalid_period``,
+    ``invalid_grouping``, ``invalid_range`` or ``range_too_large``."""
+    tenant, with_cost = tenant_of(runtime, caller, tenant_id)
+    query = parse_query(
+        now_ms=runtime.clock.now_ms(),
+        period=period,
+        group_by=group_by,
+        start=start,
+        end=to,
+        month=month,
+        container_id=container_id,
     )
-    async def summary(
-        request: Request,
-        period: str | None = PERIOD,
-        group_by: str | None = GROUP_BY,
-        start: str | None = FROM,
-        to: str | None = TO,
-        month: str | None = MONTH,
-        container_id: str | None = CONTAINER,
-        tenant_id: str | None = TENANT,
-    ) -> dict[str, Any]:
-        """The usage records summed by period (hour, day, month or the range) and by tenant,
-        container (end user), image, model and kind. By container or image the periods are days
-        or longer. Bad periods, groupings or ranges: ``400`` with ``invalid_period``,
-        ``invalid_grouping``, ``invalid_range`` or ``range_too_large``."""
-        tenant, with_cost = tenant_of(request, tenant_id)
-        query = parse_query(
-            now_ms=runtime.clock.now_ms(),
-            period=period,
-            group_by=group_by,
-            start=start,
-            end=to,
-            month=month,
-            container_id=container_id,
-        )
-        rows, totals, pricing = await report(tenant, query, with_cost=with_cost)
-        money: dict[str, Any] = {"currency": CURRENCY, "pricesAsOf": PRICES_AS_OF}
-        if with_cost:
-            money["markup"] = float(pricing.markup)
-        out = {**query_wire(query, tenant), **money, "rows": rows, "totals": totals}
-        quota = runtime.storage_quota
-        if quota is not None and tenant != ALL_TENANTS:
-            out["storage"] = {
-                "usedBytes": await quota.used(tenant),
-                "limitBytes": await quota.limit_of(tenant),
-            }
-        return out
+    rows, totals, pricing = await report(runtime, tenant, query, with_cost=with_cost)
+    money: dict[str, Any] = {"currency": CURRENCY, "pricesAsOf": PRICES_AS_OF}
+    if with_cost:
+        money["markup"] = float(pricing.markup)
+    out = {**query_wire(query, tenant), **money, "rows": rows, "totals": totals}
+    quota = runtime.storage_quota
+    if quota is not None and tenant != ALL_TENANTS:
+        out["storage"] = {
+            "usedBytes": await quota.used(tenant),
+            "limitBytes": await quota.limit_of(tenant),
+        }
+    return out
 
-    async def report(tenant: str, query: UsageQuery, *, with_cost: bool) -> tuple[Any, Any, Any]:
-        pricing = await pricing_for(runtime)
-        cells = await cells_of(rollups(), await tenants(tenant, query), query)
-        rows, totals = summarise(
-            query,
-            cells,
-            price=pricing.add,
-            finish=lambda sums: pricing.finish(sums, with_cost=with_cost),
-        )
-        return rows, totals, pricing
 
-    @router.get(
-        "/export",
-        response_model=None,
-        responses={
-            200: {
-                "description": "the priced rows, one per line",
-                "content": {
-                    "text/csv": {"example": _CSV},
-                    "application/x-ndjson": {"schema": {"type": "string"}},
-                },
+async def report(
+    runtime: Runtime, tenant: str, query: UsageQuery, *, with_cost: bool
+) -> tuple[Any, Any, Any]:
+    pricing = await pricing_for(runtime)
+    cells = await cells_of(rollups(runtime), await tenants(runtime, tenant, query), query)
+    rows, totals = summarise(
+        query,
+        cells,
+        price=pricing.add,
+        finish=lambda sums: pricing.finish(sums, with_cost=with_cost),
+    )
+    return rows, totals, pricing
+
+
+@router.get(
+    "/export",
+    response_model=None,
+    responses={
+        200: {
+            "description": "the priced rows, one per line",
+            "content": {
+                "text/csv": {"example": _CSV},
+                "application/x-ndjson": {"schema": {"type": "string"}},
             },
-            **errors(400),
         },
+        **error_responses(400),
+    },
+)
+async def export_usage(
+    runtime: RuntimeDep,
+    caller: Caller,
+    format: Literal["csv", "jsonl"] = Query(default="csv", description="csv or jsonl (JSON Lines)"),  # noqa: A002
+    period: str | None = PERIOD,
+    group_by: str | None = Query(
+        default="tenant,container,model",
+        alias="groupBy",
+        max_length=MAX_GROUPINGS,
+        description="comma-separated groupings (default: tenant, container, model)",
+    ),
+    start: str | None = FROM,
+    to: str | None = TO,
+    month: str | None = MONTH,
+    container_id: str | None = CONTAINER,
+    tenant_id: str | None = TENANT,
+) -> Response:
+    """A billing period as a file: the summary's rows priced (the charge is the list-price
+    cost x the markup; platform admins also get the cost), as CSV or JSON Lines. Same query as
+    ``/v1/usage/summary``; by default one line per tenant, end user and model."""
+    tenant, with_cost = tenant_of(runtime, caller, tenant_id)
+    query = parse_query(
+        now_ms=runtime.clock.now_ms(),
+        period=period,
+        group_by=group_by,
+        start=start,
+        end=to,
+        month=month,
+        container_id=container_id,
     )
-    async def export_usage(
-        request: Request,
-        format: Literal["csv", "jsonl"] = Query(default="csv", description="csv or jsonl (JSON Lines)"),  # noqa: A002
-        period: str | None = PERIOD,
-        group_by: str | None = Query(
-            default="tenant,container,model",
-            alias="groupBy",
-            max_length=MAX_GROUPINGS,
-            description="comma-separated groupings (default: tenant, container, model)",
-        ),
-        start: str | None = FROM,
-        to: str | None = TO,
-        month: str | None = MONTH,
-        container_id: str | None = CONTAINER,
-        tenant_id: str | None = TENANT,
-    ) -> Response:
-        """A billing period as a file: the summary's rows priced (the charge is the list-price
-        cost x the markup; platform admins also get the cost), as CSV or JSON Lines. Same query as
-        ``/v1/usage/summary``; by default one line per tenant, end user and model."""
-        tenant, with_cost = tenant_of(request, tenant_id)
-        query = parse_query(
-            now_ms=runtime.clock.now_ms(),
-            period=period,
-            group_by=group_by,
-            start=start,
-            end=to,
-            month=month,
-            container_id=container_id,
-        )
-        rows, _, _ = await report(tenant, query, with_cost=with_cost)
-        body = export.render(rows, query.group_by, format, with_cost=with_cost)
-        wire = query_wire(query, tenant)
-        who = "all" if tenant == ALL_TENANTS else tenant
-        name = f"usage-{who}-{wire['from'][:10]}-{wire['to'][:10]}.{format}"
-        disposition = f'attachment; filename="{_safe(name)}"'
-        return Response(
-            body, media_type=export.MEDIA_TYPES[format], headers={"Content-Disposition": disposition}
-        )
+    rows, _, _ = await report(runtime, tenant, query, with_cost=with_cost)
+    body = export.render(rows, query.group_by, format, with_cost=with_cost)
+    wire = query_wire(query, tenant)
+    who = "all" if tenant == ALL_TENANTS else tenant
+    name = f"usage-{who}-{wire['from'][:10]}-{wire['to'][:10]}.{format}"
+    disposition = f'attachment; filename="{_safe(name)}"'
+    return Response(body, media_type=export.MEDIA_TYPES[format], headers={"Content-Disposition": disposition})
 
-    @router.get(
-        "/prices", response_model=None, responses=ok(200, PriceList, _PRICES, "the price table in force")
-    )
-    async def prices(request: Request) -> dict[str, Any]:
-        """The price per model (USD per million tokens) and the date the list prices were taken.
-        Platform admins: the list prices, the markup and which models ``billing.prices`` overrides;
-        tenants: the prices they are charged (list price x markup)."""
-        principal = admin(request)
-        return (await pricing_for(runtime)).to_wire(with_cost=platform(principal))
 
-    return router
+@router.get("/prices", response_model=None, responses=ok(200, PriceList, _PRICES, "the price table in force"))
+async def prices(runtime: RuntimeDep, caller: Caller) -> dict[str, Any]:
+    """The price per model (USD per million tokens) and the date the list prices were taken.
+    Platform admins: the list prices, the markup and which models ``billing.prices`` overrides;
+    tenants: the prices they are charged (list price x markup)."""
+    principal = admin(caller)
+    return (await pricing_for(runtime)).to_wire(with_cost=platform(runtime, principal))
 
 
 def _safe(name: str) -> str:
@@ -339,4 +340,4 @@ def _safe(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "_" for c in name)
 
 
-__all__ = ["usage_routes"]
+__all__ = ["router"]

@@ -24,7 +24,8 @@ from fastapi.responses import JSONResponse
 from agentvm.adapters.local.frame_rate import FrameRate
 from agentvm.adapters.local.ws_writer import ConnectionWriter
 from agentvm.addresses import is_loopback
-from agentvm.api.app import create_app, error_body
+from agentvm.api.app import create_app
+from agentvm.api.errors import error_body
 from agentvm.api.playground import playground_routes
 from agentvm.config import ECHO_MODEL
 from agentvm.errors import AgentVMError, ConnectionGone, RateLimited, Unauthorized

@@ -15,7 +15,8 @@ import pytest
 
 from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.agent.tools.sources import ToolSources
-from agentvm.api.app import ErrorBody, create_app
+from agentvm.api.app import create_app
+from agentvm.api.errors import ErrorBody
 from tests.api_tour import (
     WORKSPACE_FILE,
     Http,
