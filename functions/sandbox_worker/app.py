@@ -45,11 +45,7 @@ def build_handler(
     settings = Settings()
     quota = workspace_quota(settings)
     synced = SyncedSandbox(
-        quota,
-        bucket=settings.workspace_bucket,
-        workspaces=workspaces,
-        sandbox_factory=sandbox_factory,
-        scratch=scratch,
+        quota, settings.workspace_bucket, workspaces=workspaces, factory=sandbox_factory, scratch=scratch
     )
 
     async def record_handler(record: SQSRecord) -> None:

@@ -54,24 +54,24 @@ class SyncedWorkspace:
 
 class SyncedSandbox:
     """Checkouts of containers' workspaces from ``workspaces`` (default: ``S3Workspaces`` on
-    ``bucket``, refusing workspaces past ``quota``), each run by ``sandbox_factory(root)`` (default:
+    ``bucket``, refusing workspaces past ``quota``), each run by ``factory(root)`` (default:
     ``LocalSandbox`` with ``quota``) in a fresh directory under ``scratch`` (default: the temp dir)."""
 
     def __init__(
         self,
         quota: WorkspaceQuota,
-        *,
         bucket: str | None = None,
+        *,
         workspaces: S3Workspaces | None = None,
-        sandbox_factory: Callable[[Path], Sandbox] | None = None,
+        factory: Callable[[Path], Sandbox] | None = None,
         scratch: Path | None = None,
     ) -> None:
-        if sandbox_factory is None:
-            sandbox_factory = functools.partial(LocalSandbox, quota=quota)
+        if factory is None:
+            factory = functools.partial(LocalSandbox, quota=quota)
         if workspaces is None:
             assert bucket is not None
             workspaces = S3Workspaces(bucket, max_bytes=quota.max_bytes)
-        self._sandbox_factory = sandbox_factory
+        self._sandbox_factory = factory
         self._workspaces = workspaces
         self._scratch = scratch
 
