@@ -135,6 +135,21 @@ def turn_status(outcome: TurnOutcome) -> TurnStatus:
     return "failed" if outcome.error is not None else "completed"
 
 
+def turn_line(outcome: TurnOutcome, duration_s: float) -> dict[str, Any]:
+    """What the worker's ``turn finished`` line says when no EMF document was recorded (metrics
+    other than CloudWatch's), under the document's names."""
+    figures: dict[str, Any] = {
+        "model": outcome.model,
+        "status": turn_status(outcome),
+        "InputTokens": outcome.input_tokens,
+        "OutputTokens": outcome.output_tokens,
+        "TurnDurationMs": round(duration_s * 1000, 1),
+    }
+    if outcome.error is not None:
+        figures["ErrorCode"] = outcome.error.code
+    return figures
+
+
 def record_turn(
     rt: Runtime,
     job: TurnJob,
@@ -182,5 +197,6 @@ __all__ = [
     "record_request",
     "record_turn",
     "success_rate",
+    "turn_line",
     "turn_status",
 ]
