@@ -530,7 +530,7 @@ class Host:
             if self.standard.tool_call:
                 rt = dataclasses.replace(rt, tools=_stub_tool_sources(self.standard))
             if name == "sandbox_worker":
-                from agentvm.adapters.aws.s3_workspaces import S3Workspaces
+                from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces
 
                 job_s = self.standard.sandbox_job_s
                 handlers[name] = app.build_handler(
@@ -750,7 +750,7 @@ class Session:
             with scope(SETUP):
                 run_sync(store.append_message(self.image["sessionId"], message))
         if self.standard.sandbox:  # the container's workspace, as earlier turns left it
-            from agentvm.adapters.aws.s3_workspaces import S3Workspaces
+            from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces
 
             prefix = S3Workspaces.prefix(self.tenant, self.container_id)
             with scope(SETUP):

@@ -11,8 +11,8 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from agentvm.adapters.aws.s3_workspaces import S3Workspaces, WorkspaceTooLarge
 from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
+from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces, WorkspaceTooLarge
 from agentvm.adapters.sandbox.synced import SyncedSandbox, not_dumpable
 from agentvm.hosts.aws import LambdaEntry
 from agentvm.hosts.lambda_entry import sqs_batch_handler

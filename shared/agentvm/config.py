@@ -115,7 +115,7 @@ class Settings(BaseSettings):
     sandbox_workspace_mb: int = Field(default=256, ge=1, le=64 * 1024)
     sandbox_workspace_entries: int = Field(default=20_000, ge=100, le=10_000_000)
     # AWS: the sandbox jobs' queue (the turn worker sends, functions/sandbox_worker consumes) and the
-    # bucket of the containers' workspaces (adapters/aws/s3_workspaces.py). Unset: no sandbox on AWS.
+    # bucket of the containers' workspaces (adapters/sandbox/s3_workspaces.py). Unset: no sandbox on AWS.
     sandbox_queue_url: str | None = None
     # The tenant whose resources every tenant may read (the resource centre's platform resources).
     # How long a process keeps the config centre's API values before reading them again: the

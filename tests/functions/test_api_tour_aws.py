@@ -9,8 +9,8 @@ from __future__ import annotations
 import boto3
 import pytest
 
-from agentvm.adapters.aws.s3_workspaces import S3Workspaces
 from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces
 from agentvm.hosts.aws import run_sync
 from tests.api_tour import CONTAINER, TENANT, WORKSPACE_FILE, Http, Ws, check_answer, next_step, tour
 from tests.functions.aws_stack import REGION, Stack, moto_resources

@@ -116,7 +116,8 @@ def test_websocket_message_body_is_a_frame_unless_malformed(name):
         with pytest.raises(FrameError):
             parse_frame(body, max_bytes=256 * 1024)
     elif "jsonrpc" in name:  # AgentX v2 (JSON-RPC 2.0) on the same route
-        from agentvm.gateway.v2.rpc import looks_like_rpc, resolve
+        from agentvm.gateway.v2.methods import resolve
+        from agentvm.gateway.v2.rpc import looks_like_rpc
 
         doc = json.loads(body)
         assert looks_like_rpc(body) and doc["jsonrpc"] == "2.0" and resolve(doc["method"]) is not None

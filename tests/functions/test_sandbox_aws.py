@@ -14,10 +14,10 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.s3_workspaces import S3Workspaces
 from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
 from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.hosts.aws import run_sync
 from functions.sandbox_worker import app as sandbox_worker

@@ -7,8 +7,8 @@ import boto3
 import pytest
 from moto import mock_aws
 
-from agentvm.adapters.aws.s3_workspaces import S3Workspaces, S3WorkspaceView
 from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces, S3WorkspaceView
 from agentvm.api.app import create_app
 
 pytestmark = pytest.mark.aws

@@ -64,9 +64,9 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
     from agentvm.adapters.aws.dynamodb.tenants import DynamoDbTenantStore
     from agentvm.adapters.aws.dynamodb.waits import DynamoDbToolWaits
-    from agentvm.adapters.aws.s3_workspaces import S3WorkspaceView
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
+    from agentvm.adapters.sandbox.s3_workspaces import S3WorkspaceView
     from agentvm.configcentre.centre import ConfigCentre
     from agentvm.observability.metrics import NoMetrics
     from agentvm.observability.running import TurnProgress

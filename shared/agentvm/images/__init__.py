@@ -9,6 +9,9 @@ Every public name is importable from here and loaded from its module on first us
 
 Every public name is importable from here and loaded from its module on first use
 (``agentvm.lazy``); ``tests/unit/package/test_exports.py`` pins the list.
+
+Every public name is importable from here and loaded from its module on first use
+(``agentvm.lazy``); ``tests/unit/package/test_exports.py`` pins the list.
 """
 
 from __future__ import annotations

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
         record_request,
         record_turn,
         success_rate,
+        turn_line,
         turn_status,
     )
     from agentvm.observability.periods import (
@@ -187,6 +188,7 @@ __all__ = [
     "summarise",
     "time_range",
     "tracing_on",
+    "turn_line",
     "turn_status",
     "use_tracer_provider",
 ]
@@ -219,6 +221,7 @@ __getattr__, __dir__ = lazy_exports(
             "record_request",
             "record_turn",
             "success_rate",
+            "turn_line",
             "turn_status",
         ],
         "periods": [

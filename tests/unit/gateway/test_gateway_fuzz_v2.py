@@ -14,7 +14,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from agentvm.gateway.dispatch import handle_frame
-from agentvm.gateway.v2.rpc import MAX_BATCH, METHODS, PREFIXES, resolve
+from agentvm.gateway.v2.methods import METHODS, PREFIXES, resolve
+from agentvm.gateway.v2.rpc import MAX_BATCH
 from tests.harness import Harness
 from tests.unit.gateway.test_gateway_fuzz import any_text, field_values, json_values, raw_frames
 from tests.v2_client import v2_client

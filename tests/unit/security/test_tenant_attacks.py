@@ -707,7 +707,7 @@ V2_WITHOUT_IDS = {"container.list", "auth", "control.ack"}
 
 
 def test_the_v2_suite_covers_every_method():
-    from agentvm.gateway.v2.rpc import METHODS
+    from agentvm.gateway.v2.methods import METHODS
 
     attacked = {
         m for m, *_ in v2_attacks(Victim(None, "", {"imageId": "", "sessionId": ""}, "", "", "", "", ""))

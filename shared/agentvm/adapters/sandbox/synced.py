@@ -4,7 +4,7 @@ sandbox worker on AWS, ``functions/sandbox_worker``).
 Per job (``SyncedSandbox.checkout``): a fresh directory under /tmp (or ``scratch``) and a sandbox
 on it (``LocalSandbox``: limits on wall time, CPU, memory, file size and output; an environment
 of four variables, no credentials); ``pull`` brings the workspace down from S3 into it, ``push``
-sends it back (``adapters/aws/s3_workspaces.py``). When the job is done the directory is deleted
+sends it back (``adapters/sandbox/s3_workspaces.py``). When the job is done the directory is deleted
 and, in Lambda, every process a job left behind is killed first (``kill_leftovers``), so nothing
 of one tenant's job lives on into the next invocation of the execution environment
 (docs/deploy.md, "Sandbox isolation on AWS"); ``not_dumpable`` keeps a job away from the worker's
@@ -22,8 +22,9 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from agentvm.adapters.aws.s3_workspaces import S3Workspaces
-from agentvm.adapters.sandbox.process import LocalSandbox, workspace_digest
+from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces
+from agentvm.records import workspace_digest
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
