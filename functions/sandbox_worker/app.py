@@ -11,11 +11,12 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+# First of the core, before pydantic is imported: see hosts/lambda_entry.py (cold start).
+from agentvm.hosts.lambda_entry import sqs_batch_handler  # isort: skip
 from agentvm.adapters.aws.sqs_sandbox_jobs import sandbox_job_from_body
 from agentvm.adapters.sandbox.s3_workspaces import S3Workspaces, WorkspaceTooLarge
 from agentvm.adapters.sandbox.synced import SyncedSandbox, not_dumpable
 from agentvm.hosts.aws import LambdaEntry
-from agentvm.hosts.lambda_entry import sqs_batch_handler
 from agentvm.hosts.tools import workspace_quota
 from agentvm.turns.sandbox_jobs import answer_job, run_sandbox_job
 

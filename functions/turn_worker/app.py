@@ -13,10 +13,11 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
+# First of the core, before pydantic is imported: see hosts/lambda_entry.py (cold start).
+from agentvm.hosts.lambda_entry import sqs_batch_handler  # isort: skip
 from agentvm.adapters.aws.cloudwatch.emf_metrics import held
 from agentvm.adapters.aws.sqs_queue import job_from_body
 from agentvm.hosts.aws import LambdaEntry, run_sync
-from agentvm.hosts.lambda_entry import sqs_batch_handler
 from agentvm.observability.metrics import turn_line
 from agentvm.turns.worker import process_turn
 
