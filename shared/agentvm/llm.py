@@ -195,8 +195,9 @@ def parse_tool_input(raw: str) -> tuple[dict[str, Any], str | None]:
         return {}, None
     try:
         value = json.loads(raw)
-    except ValueError as exc:
-        return {}, f"the tool input is not valid JSON ({exc.msg} at {exc.pos})"
+    except ValueError as exc:  # a JSONDecodeError, or a number over Python's int digit limit
+        where = f"{exc.msg} at {exc.pos}" if isinstance(exc, json.JSONDecodeError) else str(exc)
+        return {}, f"the tool input is not valid JSON ({where})"
     if not isinstance(value, dict):
         return {}, "the tool input must be a JSON object"
     return value, None

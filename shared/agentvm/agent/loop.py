@@ -327,7 +327,7 @@ async def _gather_until_cancel(
     step: StepOutcome,
     hooks: StepHooks,
 ) -> list[ToolRun]:
-    pending = set(tasks)
+    pending: set[asyncio.Task[object]] = set(tasks)  # the tool runs, and the waiter while waiting
     while pending and not waiter.done():
         done, pending = await asyncio.wait({*pending, waiter}, return_when=asyncio.FIRST_COMPLETED)
         pending.discard(waiter)

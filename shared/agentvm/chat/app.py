@@ -347,10 +347,11 @@ def image_config(config: str | None, model: str | None, system: str | None) -> d
         loaded = json.loads(text)
         if not isinstance(loaded, dict):
             raise ValueError("--config: a JSON object of image_create's config")
-        unknown = sorted(set(loaded) - set(_SNAKE) - _KEYS)
+        fields: dict[str, Any] = loaded  # a JSON object's keys are strings
+        unknown = sorted(set(fields) - set(_SNAKE) - _KEYS)
         if unknown:
             raise ValueError(f"--config: unknown key(s) {', '.join(unknown)} (image_create's config keys)")
-        out.update({_SNAKE.get(k, k): v for k, v in loaded.items()})
+        out.update({_SNAKE.get(k, k): v for k, v in fields.items()})
     if model:
         out["model"] = model
     if system:

@@ -313,12 +313,12 @@ async def _keys(args: argparse.Namespace) -> int:
                 f"  {key.name or ''}".rstrip()
             )
         return 0
-    record = await auth.revoke(args.key_id)
-    if record is None:
+    revoked = await auth.revoke(args.key_id)
+    if revoked is None:
         print(f"avm: no API key {args.key_id}", file=sys.stderr)
         return 1
     print(
-        f"revoked {record.keyId} (tenant {record.tenantId!r}); running servers stop accepting it within "
+        f"revoked {revoked.keyId} (tenant {revoked.tenantId!r}); running servers stop accepting it within "
         f"AVM_KEY_CACHE_S (at most 60 s)",
         file=sys.stderr,
     )

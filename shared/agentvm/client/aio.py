@@ -119,7 +119,7 @@ class AgentVMClient:
         self._ids = itertools.count(1)
         self._pending: dict[str, _Pending] = {}
         self._subscribed: set[str] = set()  # on this connection
-        self.cursors = resume_from.cursors if resume_from is not None else SessionCursors()
+        self.cursors: SessionCursors = resume_from.cursors if resume_from is not None else SessionCursors()
         # every frame no turn takes; a resuming client keeps the unread frames of the one before
         self.events: asyncio.Queue[dict[str, Any]] = (
             resume_from.events if resume_from is not None else asyncio.Queue()
@@ -530,7 +530,8 @@ class AgentVMClient:
 
     async def list_images(self, container_id: str | None = None) -> list[ImageInfo]:
         """The images of a container (or of the tenant), newest first."""
-        data = await self._call("image_list", **({"containerId": container_id} if container_id else {}))
+        only: dict[str, Any] = {"containerId": container_id} if container_id else {}
+        data = await self._call("image_list", **only)
         return ImageListResult.model_validate(data).records
 
     async def get_image(self, image_id: str) -> ImageInfo | None:
@@ -624,7 +625,7 @@ class AgentVMClient:
 
     async def deny(self, turn_id: str, tool_call_id: str, *, reason: str | None = None) -> ToolAnswerResult:
         """Deny it: the model reads ``Execution denied: <reason>``."""
-        extra = {"reason": reason} if reason is not None else {}
+        extra: dict[str, Any] = {"reason": reason} if reason is not None else {}
         data = await self._call(
             "tool_approval", turnId=turn_id, toolCallId=tool_call_id, approved=False, **extra
         )

@@ -79,7 +79,7 @@ class AnthropicWire:
         return {**usage, "output_tokens": output_tokens}
 
     def head(self) -> list[bytes]:
-        message = {
+        message: dict[str, Any] = {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",

@@ -131,6 +131,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         from agentvm.adapters.aws.cloudwatch.logs import CloudWatchLogStore
 
         insights = getattr(runtime.metrics, "insights", None)
+        assert insights is not None  # cloudwatch_metrics made it, as AVM_LOG_GROUP is set
         runtime.logs = CloudWatchLogStore(insights, now_ms=runtime.clock.now_ms)
     return runtime
 
@@ -244,12 +245,14 @@ def with_provider_keys(settings: Settings, keys: dict[str, Any]) -> Settings:
             names.update({str(alias): field for alias in info.validation_alias.choices})
     update: dict[str, Any] = {}
     for name, value in keys.items():
-        field = names.get(name)
-        if field is None:
+        target = names.get(name)
+        if target is None:
             log.warning("ignoring an unknown name in the provider keys", extra={"key_name": name})
             continue
+        annotation = type(settings).model_fields[target].annotation
+        assert annotation is not None  # every settings field is annotated
         try:
-            update[field] = TypeAdapter(type(settings).model_fields[field].annotation).validate_python(value)
+            update[target] = TypeAdapter(annotation).validate_python(value)
         except ValidationError:
             # no detail on purpose: pydantic's message quotes the input value
             raise RuntimeError(f"provider key {name} has an invalid value") from None
@@ -414,7 +417,8 @@ def compact_lines(logger: Logger) -> None:
     Powertools ``logger`` writes; once per process (the formatter is shared by the functions'
     loggers). A line carrying an EMF document (``_aws``) keeps its ``service``: it is the metrics'
     dimension there."""
-    formatter = logger.registered_formatter
+    # Any: Powertools' own formatter has a json_serializer, its base class declares none
+    formatter: Any = logger.registered_formatter
     serialize = getattr(formatter, "json_serializer", None)
     if serialize is None or getattr(serialize, "compacts", False):
         return

@@ -65,6 +65,7 @@ def guarded_http_protocol(
 
     per_address: dict[str, int] = {}  # open, not upgraded, connections by client address
 
+    # uvicorn declares AutoHTTPProtocol a variable (httptools' class or h11's), not a class
     class GuardedHTTPProtocol(AutoHTTPProtocol):  # type: ignore[misc,valid-type]
         _guard_timer: asyncio.TimerHandle | None = None
         _guard_address: str | None = None
@@ -72,12 +73,12 @@ def guarded_http_protocol(
         _body_timer: asyncio.TimerHandle | None = None
         _body_cycle: Any = None  # the request whose body the body timer waits for
 
-        def connection_made(self, transport: asyncio.BaseTransport) -> None:
-            super().connection_made(transport)  # type: ignore[arg-type]
+        def connection_made(self, transport: asyncio.Transport) -> None:  # uvicorn's protocols' type
+            super().connection_made(transport)
             address = self.client[0] if self.client else "?"
             if per_address.get(address, 0) >= max_per_address:
                 log_refusal(log, "refused a connection: too many from one address", source=address)
-                transport.write(_TOO_MANY)  # type: ignore[attr-defined]
+                transport.write(_TOO_MANY)
                 transport.close()
                 return
             per_address[address] = per_address.get(address, 0) + 1

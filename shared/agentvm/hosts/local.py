@@ -111,9 +111,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces")
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
 
-    runtime.metrics = PrometheusMetrics(
-        connections=runtime.connections, queue=queue, now_ms=runtime.clock.now_ms
-    )
+    runtime.metrics = PrometheusMetrics(connections=connections, queue=queue, now_ms=runtime.clock.now_ms)
     from agentvm.observability.tracing import configure_tracing
 
     configure_tracing(settings)  # OpenTelemetry spans, when an exporter is configured

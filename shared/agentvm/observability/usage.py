@@ -23,7 +23,7 @@ too long for one answer (``range_too_large``: 366 days, 31 days by the hour).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal, get_args
+from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args
 
 from agentvm.errors import InvalidGrouping, InvalidPeriod, InvalidRange, RangeTooLarge
 from agentvm.observability.periods import (
@@ -103,7 +103,7 @@ def parse_query(
     month, instead of ``start`` / ``end`` (ISO 8601 UTC instants or dates, or epoch ms; ``end``
     exclusive)."""
     chosen = (period or "range").strip()
-    if chosen not in PERIODS:
+    if not _is_period(chosen):
         raise InvalidPeriod(f"period: must be one of {', '.join(PERIODS)}, not {chosen!r}")
     dims = _dimensions(group_by)
     if month is not None:
@@ -118,7 +118,7 @@ def parse_query(
         high = _instant("to", end) if end is not None else day_start(now_ms) + DAY_MS
     if high <= low:
         raise InvalidRange(f"the range is empty: from ({iso(low)}) must be before to ({iso(high)})")
-    query = UsageQuery(low, high, chosen, dims, container_id or None)  # type: ignore[arg-type]
+    query = UsageQuery(low, high, chosen, dims, container_id or None)
     limit = MAX_HOUR_RANGE_DAYS if chosen == "hour" else MAX_RANGE_DAYS
     if high - low > limit * DAY_MS:
         raise RangeTooLarge(
@@ -139,12 +139,22 @@ def _dimensions(raw: str | None) -> tuple[Dimension, ...]:
     if raw is None or not raw.strip():
         return ()
     names = [n.strip() for n in raw.split(",")]
+    dims: list[Dimension] = []
     for name in names:
-        if name not in DIMENSIONS:
+        if not _is_dimension(name):
             raise InvalidGrouping(f"groupBy: unknown grouping {name!r}; use {', '.join(DIMENSIONS)}")
+        dims.append(name)
     if len(set(names)) != len(names):
         raise InvalidGrouping("groupBy: a grouping is named twice")
-    return tuple(names)  # type: ignore[return-value]
+    return tuple(dims)
+
+
+def _is_period(name: str) -> TypeGuard[Period]:
+    return name in PERIODS
+
+
+def _is_dimension(name: str) -> TypeGuard[Dimension]:
+    return name in DIMENSIONS
 
 
 def _instant(name: str, text: str) -> int:

@@ -62,7 +62,7 @@ def dependent_of(image: ImageRecord) -> str:
 
 def edges_of(build: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
     """The dependency edges an image's build holds: (owner tenant, kind, name, exact version)."""
-    return [tuple(t) for t in (build or {}).get("targets", [])]  # type: ignore[misc]
+    return [tuple(t) for t in (build or {}).get("targets", [])]
 
 
 async def build_agent(centre: ResourceCentre, tenant_id: str, uri: str) -> Build:
@@ -108,7 +108,7 @@ async def build_agent(centre: ResourceCentre, tenant_id: str, uri: str) -> Build
         tools.append({"type": "sandbox", **profile})
     for uri_ in spec.get("knowledge", []):
         tools.append(_knowledge_decl(dep(uri_)))
-    names = [t.get("name") for t in tools if t.get("name")]
+    names = [t["name"] for t in tools if t.get("name")]
     duplicates = sorted({n for n in names if names.count(n) > 1})
     if duplicates:
         raise InvalidResource(f"spec.tools: two tools are named {duplicates[0]!r}")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from agentvm.errors import (
     Conflict,
@@ -370,7 +370,7 @@ class ResourceCentre:
             await self.store.delete_version(tenant_id, kind, name, v.version)
             if quota is not None:
                 await quota.give_back(tenant_id, stored_size(v))
-            await self.store.remove_edges(f"{tenant_id}|{v.uri}", [tuple(t) for t in v.targets])  # type: ignore[misc]
+            await self.store.remove_edges(f"{tenant_id}|{v.uri}", _edges(v))
         if not remaining:
             await self.store.delete_head(tenant_id, kind, name)
         else:
@@ -396,7 +396,7 @@ class ResourceCentre:
         deleted = 0
         for head in await self.store.list_heads(tenant_id):
             for v in await self.store.list_versions(tenant_id, head.kind, head.name):
-                await self.store.remove_edges(f"{tenant_id}|{v.uri}", [tuple(t) for t in v.targets])  # type: ignore[misc]
+                await self.store.remove_edges(f"{tenant_id}|{v.uri}", _edges(v))
                 await self.store.delete_version(tenant_id, head.kind, head.name, v.version)
                 deleted += 1
             await self.store.delete_head(tenant_id, head.kind, head.name)
@@ -418,6 +418,11 @@ def search_version(version: ResourceVersion, query: str, limit: int = 5) -> list
 def stored_size(version: ResourceVersion) -> int:
     """The bytes a version is charged: its record's JSON (the same whenever it is computed)."""
     return len(version.model_dump_json())
+
+
+def _edges(version: ResourceVersion) -> list[tuple[str, str, str, str]]:
+    """The version's dependency edges: (owner tenant, kind, name, selector), stored as JSON lists."""
+    return [cast("tuple[str, str, str, str]", tuple(t)) for t in version.targets]
 
 
 def _shown(dependent: str, tenant_id: str) -> str:

@@ -19,7 +19,7 @@ import hmac
 import logging
 import re
 import secrets
-from typing import TYPE_CHECKING, get_args
+from typing import TYPE_CHECKING, Protocol, get_args
 
 from agentvm.errors import BadRequest
 from agentvm.records import ApiKeyRecord, Scope
@@ -109,10 +109,19 @@ class ServerSecrets:
         return hmac.compare_digest(digest, secret_hash)
 
 
+class _TokenSecrets(Protocol):
+    """What ``ApiKeys`` uses of the secrets: ``ServerSecrets``, or ``setup.LazyServerSecrets``."""
+
+    @property
+    def current_id(self) -> str: ...
+    def hash(self, token: str) -> str: ...
+    def matches(self, token: str, secret_hash: str, secret_id: str) -> bool: ...
+
+
 class ApiKeys:
     """Creating, importing, verifying, listing and revoking keys on a ``KeyStore`` (no caching here)."""
 
-    def __init__(self, store: KeyStore, secrets: ServerSecrets, clock: Clock) -> None:
+    def __init__(self, store: KeyStore, secrets: _TokenSecrets, clock: Clock) -> None:
         self.store = store
         self.secrets = secrets
         self._clock = clock

@@ -38,7 +38,7 @@ from __future__ import annotations
 import asyncio
 from dataclasses import dataclass
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Literal, TypeGuard
 
 from agentvm.errors import BadRequest, QuotaExceeded
 from agentvm.llm import TextDelta
@@ -113,7 +113,7 @@ class Limit:
         )
 
 
-def has_limits(budget: BudgetRecord | None) -> bool:
+def has_limits(budget: BudgetRecord | None) -> TypeGuard[BudgetRecord]:
     """Whether a stored budget limits anything (a budget of nulls is no budget)."""
     return budget is not None and (budget.dailyTokens is not None or budget.monthlyTokens is not None)
 
@@ -204,13 +204,12 @@ class Budgets:
         tenant_budget, container_budget = await asyncio.gather(
             self.store.get_budget(tenant_id), self.store.get_budget(tenant_id, container_id)
         )
+        stored: tuple[tuple[Scope, BudgetRecord | None, str | None], ...] = (
+            ("tenant", tenant_budget, None),
+            ("container", container_budget, container_id),
+        )
         scoped: list[tuple[Scope, BudgetRecord, str | None]] = [
-            (scope, budget, cid)
-            for scope, budget, cid in (
-                ("tenant", tenant_budget, None),
-                ("container", container_budget, container_id),
-            )
-            if has_limits(budget)
+            (scope, budget, cid) for scope, budget, cid in stored if has_limits(budget)
         ]
         if not scoped:
             return []

@@ -178,7 +178,9 @@ class V2Renderer:
             }
             return [_lifecycle("agent_destroyed", body)]
         if type_ == "system_error":
-            details = data.get("details") if isinstance(data.get("details"), dict) else {}
+            details = data.get("details")
+            if not isinstance(details, dict):
+                details = {}
             code = details.get("code", "internal_error")
             body = {
                 "code": code,

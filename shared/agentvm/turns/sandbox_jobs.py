@@ -50,6 +50,7 @@ async def run_sandbox_job(
         log.info("sandbox job dropped: its wait is not pending", extra={"turn_id": job.turnId})
         return False
     spec = SPECS.get(job.tool)
+    output: ToolOutput | None
     if spec is None:
         output = ToolOutput(f"Error: there is no sandbox tool named {job.tool!r}", is_error=True)
     else:

@@ -93,7 +93,7 @@ class AnthropicModelClient:
                 {"name": t.name, "description": t.description, "input_schema": t.input_schema}
                 for t in request.tools
             ]
-        failures = (self._sdk.APIError, *transport_errors())
+        failures: tuple[type[Exception], ...] = (self._sdk.APIError, *transport_errors())
         # The SDK sends the request and raises its typed error for a failed status; the body is
         # read here with the lean SSE reader (adapters/llm/sse.py), not the SDK's event models.
         # `async with` closes the HTTP response however we leave, including aclose() by the

@@ -64,7 +64,7 @@ def error_for_status(
     return ProviderRejected(f"{provider}: request rejected ({detail})")
 
 
-def transport_errors() -> tuple[type[BaseException], ...]:
+def transport_errors() -> tuple[type[Exception], ...]:
     """Network errors of the HTTP libraries already loaded: the SDKs use httpx2 (or httpx before)."""
     return tuple(
         module.TransportError

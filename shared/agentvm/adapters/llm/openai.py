@@ -97,7 +97,7 @@ class OpenAIModelClient:
         # OpenAI's newer models reject `max_tokens`; compatible servers mostly know only `max_tokens`.
         limit_name = "max_completion_tokens" if self._provider == "openai" else "max_tokens"
         params[limit_name] = request.max_tokens
-        failures = (self._sdk.APIError, *transport_errors())
+        failures: tuple[type[Exception], ...] = (self._sdk.APIError, *transport_errors())
         # The SDK sends the request and raises its typed error for a failed status; the body is
         # read here with the lean SSE reader (adapters/llm/sse.py), not the SDK's chunk models.
         # `async with` closes the HTTP response however we leave, including aclose() by the caller.

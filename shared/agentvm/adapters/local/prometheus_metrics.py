@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
 from prometheus_client.core import GaugeMetricFamily, Metric
@@ -29,9 +29,9 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from agentvm.observability.metrics import ACTIVE_WINDOW_S, empty_view, success_rate
 
 if TYPE_CHECKING:
+    from collections import Counter as Tally
     from collections.abc import Callable, Iterable, Iterator
 
-    from agentvm.adapters.local.memory_connections import InMemoryConnections
     from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
     from agentvm.ports import MetricsQuery, Transport, TurnFigures
 
@@ -57,13 +57,21 @@ DURATION_BUCKETS = (
 TENANT = "tenant"
 
 
+class _LiveConnections(Protocol):
+    """The host's connections as the live gauge reads them (InMemoryConnections, SqliteConnections)."""
+
+    def by_tenant(self) -> Tally[str | None]:
+        """Live connections by tenant (None: not authenticated yet)."""
+        ...
+
+
 class PrometheusMetrics:
     host = "local"
 
     def __init__(
         self,
         *,
-        connections: InMemoryConnections | None = None,
+        connections: _LiveConnections | None = None,
         queue: SqliteTurnQueue | None = None,
         now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         process_metrics: bool = True,
@@ -141,7 +149,7 @@ class PrometheusMetrics:
     # -- reading -----------------------------------------------------------------------------------
     def exposition(self, tenant_id: str | None) -> tuple[bytes, str]:
         source = self.registry if tenant_id is None else _TenantOnly(self.registry, tenant_id)
-        return generate_latest(source), CONTENT_TYPE_LATEST  # type: ignore[arg-type]
+        return generate_latest(source), CONTENT_TYPE_LATEST
 
     async def view(self, query: MetricsQuery) -> dict[str, Any]:
         out = empty_view(query, host=self.host)

@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING, Any
 from agentvm.errors import ConnectionGone
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Generator
+    from collections.abc import Awaitable, Callable, Coroutine, Generator
 
 log = logging.getLogger("agentvm.ws")
 
@@ -95,7 +95,7 @@ class ConnectionWriter:
         self._bytes += len(payload)
         self._task = asyncio.create_task(self._run(_resumed(sending, waiting_on)))
 
-    async def _run(self, in_flight: Generator[Any, Any, None] | None = None) -> None:
+    async def _run(self, in_flight: Awaitable[None] | None = None) -> None:
         try:
             while self._queue:
                 payload = self._queue[0]
@@ -118,7 +118,8 @@ class ConnectionWriter:
                 self._bytes -= len(payload)
         finally:
             if in_flight is not None:  # cancelled before it resumed the send: end that coroutine
-                in_flight.close()
+                # _resumed's generator: typeshed types what @types.coroutine makes as a bare Awaitable
+                in_flight.close()  # type: ignore[attr-defined]
             self._task = None
             if self._drained is not None and not self._queue:
                 self._drained.set()

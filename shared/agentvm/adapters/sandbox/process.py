@@ -60,6 +60,7 @@ from agentvm.ports import SandboxRun, WorkspaceEntry, WorkspaceQuota, WorkspaceS
 from agentvm.records import workspace_digest
 
 if TYPE_CHECKING:
+    import builtins
     from collections.abc import Sequence
 
     from agentvm.adapters.sandbox.job_limits import JobCgroup
@@ -260,7 +261,7 @@ class LocalSandbox:
 
     def _command(
         self, workspace: Path, argv: Sequence[str], limits: SandboxLimits
-    ) -> tuple[list[str], int | None]:
+    ) -> tuple[builtins.list[str], int | None]:  # `list` is a method of this class
         """What to execute, and the descriptor bubblewrap reads its arguments from: they hold the
         workspace's host path, and a command line is visible in ``/proc`` (inside, as pid 1's)."""
         if self._bwrap is None:
@@ -358,7 +359,7 @@ def _bwrap_disables_userns(bwrap: str) -> bool:
     return probe.returncode == 0
 
 
-_LIMIT_SIGNALS = {
+_LIMIT_SIGNALS: dict[int, str] = {  # by number: an exit code gives one
     signal.SIGXCPU: "cpu_time",
     signal.SIGKILL: "cpu_time",  # the hard CPU limit, one second past the soft one
     signal.SIGXFSZ: "file_size",

@@ -61,7 +61,8 @@ _MAX_MAGNITUDE = 10**100
 def _evaluate(node: ast.AST) -> int | float:
     if isinstance(node, ast.Expression):
         return _evaluate(node.body)
-    if isinstance(node, ast.Constant) and type(node.value) in (int, float):
+    if isinstance(node, ast.Constant) and type(node.value) in (int, float):  # not a bool
+        assert isinstance(node.value, int | float)
         return node.value
     if isinstance(node, ast.BinOp) and type(node.op) in _BINARY:
         left, right = _evaluate(node.left), _evaluate(node.right)

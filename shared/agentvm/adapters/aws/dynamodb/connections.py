@@ -90,6 +90,8 @@ from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
+    from pynamodb.expressions.update import Action
+
     from agentvm.adapters.aws.dynamodb.models import ConnectionItem, SubscriptionItem, TableItem
 
 # API Gateway's hard cap on a WebSocket connection is 2 h; 5 minutes of slack on top.
@@ -259,7 +261,7 @@ class DynamoDbConnections:
             return  # subscribed already, with this cursor: the write would change nothing
         sub = self._m.subscription
         item = sub(connection_pk(connection_id), subscription_sk(session_id))
-        actions = [
+        actions: list[Action] = [
             sub.sessionId.set(session_id),
             sub.gsi1pk.set(subscribers_gsi1pk(session_id)),
             sub.gsi1sk.set(connection_pk(connection_id)),

@@ -30,7 +30,7 @@ from __future__ import annotations
 import asyncio
 import re
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, cast
 
 from botocore.exceptions import ClientError
 from pynamodb.exceptions import PutError, UpdateError
@@ -42,6 +42,8 @@ from agentvm.ports import CounterLease
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
     from typing import Any
+
+    from mypy_boto3_dynamodb.client import DynamoDBClient
 
 FIELD_RE = re.compile(r"[a-z0-9]{1,16}")
 _PREFIX = "c_"
@@ -120,7 +122,8 @@ class DynamoDbCounters:
     def _lease(
         self, key: str, field: str, amount: int, limit: int, expires_at: int, whole: bool
     ) -> CounterLease:
-        client = self._table._get_connection().connection.client
+        # PynamoDB types its client as a bare botocore client; it is DynamoDB's.
+        client = cast("DynamoDBClient", self._table._get_connection().connection.client)
         table = self._table.Meta.table_name
         item_key = {"pk": {"S": counter_pk(key)}, "sk": {"S": META}}
         for _ in range(8):
@@ -147,7 +150,8 @@ class DynamoDbCounters:
             except ClientError as exc:
                 if exc.response.get("Error", {}).get("Code") != _CONDITION_FAILED:
                     raise
-                old = exc.response.get("Item")
+                # ReturnValuesOnConditionCheckFailure's item (botocore-stubs' error response lacks it)
+                old = cast("dict[str, Any] | None", exc.response.get("Item"))
             if old is None:  # not every DynamoDB look-alike returns the item: read it
                 old = client.get_item(TableName=table, Key=item_key, ConsistentRead=True).get("Item", {})
             if _expired(old, now):

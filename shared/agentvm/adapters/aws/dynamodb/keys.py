@@ -15,12 +15,16 @@ fixed (``pk``/``sk``, ``gsi1`` on ``gsi1pk``/``gsi1sk``, TTL on ``expiresAt``); 
 from __future__ import annotations
 
 import asyncio
+from typing import TYPE_CHECKING
 
 from pynamodb.attributes import ListAttribute, NumberAttribute, UnicodeAttribute
 from pynamodb.exceptions import UpdateError
 
 from agentvm.adapters.aws.dynamodb.models import META, TableItem, bind_model, tenant_pk
 from agentvm.records import ApiKeyRecord
+
+if TYPE_CHECKING:
+    from agentvm.records import Scope
 
 
 def key_pk(key_id: str) -> str:
@@ -36,7 +40,8 @@ class ApiKeyItem(TableItem):
 
     keyId = UnicodeAttribute()
     tenantId = UnicodeAttribute()
-    scopes = ListAttribute(of=UnicodeAttribute)
+    # PynamoDB types the elements as the attribute class `of` names, not as the values it reads
+    scopes: ListAttribute[Scope] = ListAttribute(of=UnicodeAttribute)  # type: ignore[arg-type]
     name = UnicodeAttribute(null=True)
     secretHash = UnicodeAttribute()
     secretId = UnicodeAttribute()

@@ -65,13 +65,17 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass
 from functools import lru_cache
-from typing import TypeVar
+from typing import TYPE_CHECKING, TypeVar, cast
 
 from pynamodb.attributes import BinaryAttribute, NumberAttribute, TTLAttribute, UnicodeAttribute
 from pynamodb.indexes import AllProjection, GlobalSecondaryIndex
 from pynamodb.models import Model
 
 from agentvm.adapters.aws.dynamodb.message_bodies import stored_body
+
+if TYPE_CHECKING:
+    from mypy_boto3_dynamodb.client import DynamoDBClient
+    from pynamodb.models import MetaProtocol
 
 GSI1 = "gsi1"
 GSI2 = "gsi2"  # sparse: usage records by tenant and hour, hours to roll up (dynamodb_usage)
@@ -296,7 +300,7 @@ def bind_models(table_name: str, region: str | None = None, host: str | None = N
     )
 
 
-def _bind(model: type[_M], meta: type) -> type[_M]:
+def _bind(model: type[_M], meta: type | MetaProtocol) -> type[_M]:
     # PynamoDB's metaclass fills in the Meta defaults and gives the class its own index copy.
     return type(model.__name__, (model,), {"Meta": meta, "__module__": __name__})
 
@@ -324,7 +328,8 @@ def create_table(models: Models, *, wait: bool = True) -> None:
     DynamoDB accepts ``UpdateTimeToLive`` only on an ACTIVE table: with ``wait=False`` the call
     returns right after ``CreateTable`` and TTL is left to the next ``create_table(wait=True)``.
     """
-    client = models.base._get_connection().connection.client
+    # PynamoDB types its client as a bare botocore client; it is DynamoDB's.
+    client = cast("DynamoDBClient", models.base._get_connection().connection.client)
     name = models.table_name
     try:
         client.create_table(

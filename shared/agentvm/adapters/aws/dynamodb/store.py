@@ -117,6 +117,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable
 
     from pynamodb.expressions.condition import Condition
+    from pynamodb.expressions.update import Action
 
     from agentvm.adapters.aws.dynamodb.models import IdemItem
     from agentvm.messages import Message
@@ -150,14 +151,19 @@ def _now_ms() -> int:
 
 
 def _query_pages(
-    model: type[_M], *args: Any, limit: int | None = None, **kwargs: Any
+    model: type[_M],
+    hash_key: str,
+    range_key_condition: Condition | None = None,
+    *,
+    limit: int | None = None,
+    **kwargs: Any,
 ) -> tuple[list[_M], int]:
     """Run a PynamoDB query to the end (or to ``limit`` items); returns the items and the requests made.
 
     Each page is one Query request of at most 1 MB; the pages are walked here so that ``queries``
     counts requests, not calls.
     """
-    results = model.query(*args, limit=limit, **kwargs)
+    results = model.query(hash_key, range_key_condition, limit=limit, **kwargs)
     items: list[_M] = []
     pages = 0
     for page in results.page_iter:
@@ -369,7 +375,7 @@ class DynamoDbStore:
         """Point our claim at a new seq (and renew its lease), unless it is no longer ours."""
         idem = self._m.idem
         claim = idem(pk, idem_sk(key))
-        actions = [idem.seq.set(seq), idem.claimedAt.set(_now_ms())]
+        actions: list[Action] = [idem.seq.set(seq), idem.claimedAt.set(_now_ms())]
         return await conditional_write(lambda: claim.update(actions=actions, condition=idem.owner == owner))
 
     async def _settle_claim(self, pk: str, key: str, owner: str) -> AppendResult | int:
@@ -384,9 +390,10 @@ class DynamoDbStore:
                 if await self._claim(pk, key, seq, owner):
                     return seq
                 continue
-            stored = await self._get(self._m.message, pk, message_sk(claim.seq))
+            claimed_seq = int(claim.seq)  # a NumberAttribute reads back an int here
+            stored = await self._get(self._m.message, pk, message_sk(claimed_seq))
             if stored is not None and stored.idem == key:
-                return AppendResult(message=message_from_wire(stored.text), seq=claim.seq, created=False)
+                return AppendResult(message=message_from_wire(stored.text), seq=claimed_seq, created=False)
             if _now_ms() - claim.claimedAt > CLAIM_LEASE_MS:
                 seq = await self._last_seq(pk) + 1
                 if await self._take_over(claim, owner, seq):
@@ -398,7 +405,7 @@ class DynamoDbStore:
     async def _take_over(self, claim: IdemItem, owner: str, seq: int) -> bool:
         """Make a dead claimant's claim ours, conditional on it being exactly what we judged dead."""
         idem = self._m.idem
-        actions = [idem.seq.set(seq), idem.owner.set(owner), idem.claimedAt.set(_now_ms())]
+        actions: list[Action] = [idem.seq.set(seq), idem.owner.set(owner), idem.claimedAt.set(_now_ms())]
         unchanged = (idem.owner == claim.owner) & (idem.claimedAt == claim.claimedAt)
         return await conditional_write(lambda: claim.update(actions=actions, condition=unchanged))
 

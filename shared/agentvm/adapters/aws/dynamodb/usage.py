@@ -115,7 +115,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypedDict
 
 from pynamodb.exceptions import PynamoDBException
 
@@ -205,6 +205,17 @@ def _wall_ms() -> int:
 _Sums = dict[tuple[str, ...], list[int]]
 
 
+class _CellSums(TypedDict):
+    """One cell's sums, by ``UsageCell``'s field names."""
+
+    records: int
+    input_tokens: int
+    output_tokens: int
+    cache_read_tokens: int
+    cache_write_tokens: int
+    estimated: int
+
+
 def _add(sums: _Sums, key: tuple[str, ...], usage: UsageRecord) -> None:
     row = sums.setdefault(key, [0] * 6)
     for n, value in enumerate(
@@ -224,12 +235,12 @@ def _dump(sums: _Sums) -> str:
     return json.dumps(sorted([list(k), v] for k, v in sums.items()), separators=(",", ":"))
 
 
-def _load(text: str) -> Iterable[tuple[list[str], dict[str, int]]]:
+def _load(text: str) -> Iterable[tuple[list[str], _CellSums]]:
     for key, (n, i, o, r, w, e) in json.loads(text):
         yield key, _sum_fields(n, i, o, r, w, e)
 
 
-def _sum_fields(n: int, i: int, o: int, r: int, w: int, e: int) -> dict[str, int]:
+def _sum_fields(n: int, i: int, o: int, r: int, w: int, e: int) -> _CellSums:
     return {
         "records": n,
         "input_tokens": i,
@@ -421,7 +432,7 @@ class DynamoDbUsageRollups:
             for item in self._hour_items(tenant_id, start_ms, end_ms):
                 start = _hour_ms(item["sk"]["S"])
                 if len(item["sk"]["S"]) > _MARKER_SK_LEN:  # an hour shard of the old version
-                    cells: Iterable[tuple[list[str], dict[str, int]]] = _cells(item)
+                    cells: Iterable[tuple[list[str], _CellSums]] = _cells(item)
                 elif _rolled(item) is not None:
                     cells = _load(item["cells"]["S"])
                 else:
@@ -480,10 +491,8 @@ class DynamoDbUsageRollups:
                     if container_id is None or r.containerId == container_id:
                         _add(sums, (r.containerId, r.imageId, r.model, r.kind), r)
                 day = day_start(hour)
-                for (container, image, model, kind), values in sums.items():
-                    out.append(
-                        UsageCell(tenant_id, day, model, kind, container, image, **_sum_fields(*values))
-                    )
+                for (container, image, model, kind), row in sums.items():
+                    out.append(UsageCell(tenant_id, day, model, kind, container, image, **_sum_fields(*row)))
             return out
 
         return await asyncio.to_thread(read)
@@ -597,7 +606,7 @@ def _parts(item: dict[str, Any], day: int) -> Iterable[tuple[int, int, str]]:
             yield day + int(name[1:]) * HOUR_MS, int(item[f"{name}v"]["N"]), value["S"]
 
 
-def _cells(item: dict[str, Any]) -> Iterable[tuple[list[str], dict[str, int]]]:
+def _cells(item: dict[str, Any]) -> Iterable[tuple[list[str], _CellSums]]:
     """(cell key, sums) of every cell of a raw item."""
     sums: dict[str, dict[str, int]] = {}
     keys: dict[str, list[str]] = {}

@@ -88,7 +88,8 @@ class SqliteLogStore:
 
     async def page(self, query: LogQuery) -> LogPage:
         position = decode_cursor(query.cursor, {"b": int})
-        where, args = [], []
+        where: list[str] = []
+        args: list[str | int] = []
         for column, value in (
             ("tenant_id", query.tenant_id),
             ("container_id", query.container_id),
@@ -98,15 +99,15 @@ class SqliteLogStore:
             if value is not None:
                 where.append(f"{column} = ?")
                 args.append(value)
-        for condition, value in (
+        for condition, bound in (
             ("level >= ?", query.min_level or None),
             ("ts >= ?", query.since_ms),
             ("ts <= ?", query.until_ms),
             ("id < ?", None if position is None else position["b"]),
         ):
-            if value is not None:
+            if bound is not None:
                 where.append(condition)
-                args.append(value)
+                args.append(bound)
         sql = "SELECT id, ts, line FROM log_lines"
         if where:
             sql += " WHERE " + " AND ".join(where)
