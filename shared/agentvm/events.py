@@ -156,7 +156,8 @@ def system_error(
     return event("system_error", data, now_ms=now_ms, source="command", category="error", context=context)
 
 
-def dumps(frame: Json) -> str:
+def dumps(frame: Json | list[Json]) -> str:
+    """A frame (or a JSON-RPC batch of answers) as compact JSON, non-ASCII kept."""
     return json.dumps(frame, separators=(",", ":"), ensure_ascii=False)
 
 

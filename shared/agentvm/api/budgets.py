@@ -21,8 +21,8 @@ from agentvm.api.params import CONTAINER_ID, MAX_ID
 from agentvm.errors import BadRequest
 
 if TYPE_CHECKING:
+    from agentvm.ports import TokenBudgets
     from agentvm.runtime import Runtime
-    from agentvm.security.budgets import Budgets
 
 MAX_BUDGET_TOKENS = 10**15  # far above any real budget; below 2**53, so every JSON reader keeps it exact
 
@@ -44,7 +44,7 @@ class BudgetLimits(BaseModel):
     monthly_tokens: StrictInt | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)  # per calendar month
 
 
-def budgets(runtime: Runtime) -> Budgets:
+def budgets(runtime: Runtime) -> TokenBudgets:
     if runtime.budgets is None:
         raise BadRequest("budgets are not enabled on this server")
     return runtime.budgets

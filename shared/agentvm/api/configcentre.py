@@ -26,7 +26,7 @@ from agentvm.configcentre.keys import key as setting
 from agentvm.errors import Forbidden, NotFound
 
 if TYPE_CHECKING:
-    from agentvm.configcentre.centre import ConfigCentre
+    from agentvm.ports import ConfigLayers
     from agentvm.runtime import Runtime
     from agentvm.security.auth import Principal
 
@@ -119,7 +119,7 @@ class PutValue(BaseModel):
 router = APIRouter(prefix="/config", tags=["config"])
 
 
-def centre(runtime: Runtime) -> ConfigCentre:
+def centre(runtime: Runtime) -> ConfigLayers:
     if runtime.config is None:
         raise NotFound("this server has no config centre")
     return runtime.config

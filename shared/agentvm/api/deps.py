@@ -32,12 +32,12 @@ bearer_scheme = HTTPBearer(
 
 async def get_runtime(request: Request) -> Runtime:
     """The runtime ``create_app`` was given."""
-    return request.app.state.runtime  # type: ignore[no-any-return]
+    return request.app.state.runtime
 
 
 async def get_caller(request: Request) -> Principal:
     """The authenticated caller (``/v1`` routes only: ``authenticate`` ran first)."""
-    return request.state.principal  # type: ignore[no-any-return]
+    return request.state.principal
 
 
 RuntimeDep = Annotated[Runtime, Depends(get_runtime)]

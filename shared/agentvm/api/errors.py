@@ -128,7 +128,7 @@ def error_response(exc: AgentVMError, *, now_ms: int) -> JSONResponse:
 
 
 def _now_ms(request: Request) -> int:
-    return request.app.state.runtime.clock.now_ms()  # type: ignore[no-any-return]
+    return request.app.state.runtime.clock.now_ms()
 
 
 # -- the exception handlers (``create_app`` installs them) ----------------------------------------

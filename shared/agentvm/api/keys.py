@@ -24,6 +24,10 @@ MAX_KEY_RATE_LIMIT = 1_000_000  # requests per minute; above the server's limit 
 router = APIRouter(prefix="/auth/keys", tags=["auth"])
 
 
+def _client_only() -> list[Literal["admin", "client"]]:
+    return ["client"]
+
+
 class CreateKey(BaseModel):
     model_config = ConfigDict(
         extra="forbid",
@@ -32,9 +36,7 @@ class CreateKey(BaseModel):
         ),
     )
 
-    scopes: list[Literal["admin", "client"]] = Field(
-        default_factory=lambda: ["client"], min_length=1, max_length=2
-    )
+    scopes: list[Literal["admin", "client"]] = Field(default_factory=_client_only, min_length=1, max_length=2)
     name: str | None = Field(default=None, max_length=200)
     # At least 1 (0 would mean unlimited) and at most the server's limit: only the operator, with
     # `avm keys create --rate-limit`, may lift a key above it. Booleans are not numbers (strict).

@@ -230,7 +230,7 @@ class RequestMetrics:
             record_request(self.runtime, tenant, "http", None if status < 400 else _error_code(status, body))
 
 
-def _error_code(status: int, body: bytes) -> str:
+def _error_code(status: int, body: bytes | bytearray) -> str:
     try:
         code = json.loads(body)["error"]["code"]
     except (ValueError, KeyError, TypeError):

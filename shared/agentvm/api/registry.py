@@ -38,8 +38,8 @@ from agentvm.resources.locator import (
 from agentvm.resources.uri import LATEST, TAG, is_version
 
 if TYPE_CHECKING:
+    from agentvm.ports import ResourceRegistry
     from agentvm.records import ResourceVersion
-    from agentvm.resources.centre import ResourceCentre
     from agentvm.runtime import Runtime
     from agentvm.security.auth import Principal
 
@@ -157,7 +157,7 @@ class Resolve(_Body):
 router = APIRouter(prefix="/registry", tags=["registry (ResourceX compatibility)"])
 
 
-def centre(runtime: Runtime) -> ResourceCentre:
+def centre(runtime: Runtime) -> ResourceRegistry:
     if runtime.resources is None:
         raise NotFound("this server has no resource centre")
     return runtime.resources
@@ -329,7 +329,9 @@ async def delete(runtime: RuntimeDep, caller: Caller, body: LocatorRef) -> dict[
     return {"deleted": True}
 
 
-async def find(centre: ResourceCentre, tenant_id: str, loc: Locator, *, own: bool = False) -> ResourceVersion:
+async def find(
+    centre: ResourceRegistry, tenant_id: str, loc: Locator, *, own: bool = False
+) -> ResourceVersion:
     """The version a locator names, in the caller's tenant (or the platform's unless ``own``)."""
     hits: list[ResourceVersion] = []
     for kind in loc.kinds:
@@ -352,7 +354,7 @@ async def find(centre: ResourceCentre, tenant_id: str, loc: Locator, *, own: boo
     return hits[0]
 
 
-async def _version(centre: ResourceCentre, tenant_id: str, loc: Locator, kind: str) -> ResourceVersion:
+async def _version(centre: ResourceRegistry, tenant_id: str, loc: Locator, kind: str) -> ResourceVersion:
     found = await centre.get_version(tenant_id, loc.ref(kind))
     if loc.digest is None or found.digest == loc.digest:
         return found
@@ -403,7 +405,7 @@ def _spec(type_name: str, kind: str, content: Any) -> dict[str, Any]:
             content = json.loads(content)
         except ValueError:
             raise InvalidResource(f"content: a {type_name} is a JSON spec (docs/resources.md)") from None
-    return content  # type: ignore[no-any-return]
+    return content
 
 
 def locator_of(v: ResourceVersion) -> str:

@@ -20,7 +20,7 @@ from agentvm.resources.centre import MAX_PAGE, head_wire, version_wire
 from agentvm.resources.uri import KIND_OF, KINDS, LATEST, MAX_NAME, NAME, TAG, ResourceRef, parse
 
 if TYPE_CHECKING:
-    from agentvm.resources.centre import ResourceCentre
+    from agentvm.ports import ResourceRegistry
     from agentvm.runtime import Runtime
 
 _PROMPT_EXAMPLE = {
@@ -93,7 +93,7 @@ _AGENT = {
     "digest": "80da17217fc6d0d70852d665f4f43c7a4071ffd2b0bbf4f739ae583fceb97a4d",
     "createdAt": 1795603943852,
 }
-_TOOL = {
+_TOOL: dict[str, Any] = {
     "uri": "resource://tools/calc@1",
     "kind": "tool",
     "name": "calc",
@@ -104,7 +104,7 @@ _TOOL = {
     "digest": "46d2283b44370f6179cb5799f44da6fd0d7f7f6de356df525dfbfffba180ad58",
     "createdAt": 1795603943850,
 }
-_HANDBOOK = {
+_HANDBOOK: dict[str, Any] = {
     "uri": "resource://knowledge/handbook@1",
     "kind": "knowledge",
     "name": "handbook",
@@ -243,7 +243,7 @@ class Tag(_Body):
 router = APIRouter(prefix="/resources", tags=["resources"])
 
 
-def centre(runtime: Runtime) -> ResourceCentre:
+def centre(runtime: Runtime) -> ResourceRegistry:
     if runtime.resources is None:
         raise NotFound("this server has no resource centre")
     return runtime.resources

@@ -180,7 +180,7 @@ class TenantDeletion(BaseModel):
 _SHOWN: dict[str | None, tuple[TenantStatus, ...]] = {
     None: tenants.LISTED,
     "all": ("active", "deleting", "deleted"),
-    **{s: (s,) for s in ("active", "deleting", "deleted")},  # type: ignore[misc]
+    **{s: (s,) for s in ("active", "deleting", "deleted")},
 }
 
 

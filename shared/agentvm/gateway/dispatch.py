@@ -123,8 +123,8 @@ async def _handle_parsed(
     if isinstance(frame, AuthFrame):
         return await _authenticate(rt, connection_id, conn, frame)
     if not authenticated:
-        exc = Unauthorized("connection is not authenticated")
-        return _refused(rt, connection_id, exc, request_type, request_id)
+        refused = Unauthorized("connection is not authenticated")
+        return _refused(rt, connection_id, refused, request_type, request_id)
     assert conn is not None
     if isinstance(frame, SubscribeFrame):
         return await _subscribe(rt, conn, frame)

@@ -16,7 +16,7 @@ from agentvm.records import DEFAULT_IMAGE_NAME, ImageRecord, SessionRecord
 if TYPE_CHECKING:
     from agentvm.events import Json
     from agentvm.images.config import ImageConfig
-    from agentvm.resources.centre import ResourceCentre
+    from agentvm.ports import ResourceRegistry
     from agentvm.runtime import Runtime
 
 
@@ -94,7 +94,7 @@ async def rebuild(
     return image
 
 
-def _centre(rt: Runtime) -> ResourceCentre:
+def _centre(rt: Runtime) -> ResourceRegistry:
     if rt.resources is None:
         raise BadRequest("config.agent: this server has no resource centre")
     return rt.resources

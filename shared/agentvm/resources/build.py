@@ -25,7 +25,6 @@ from agentvm.resources.uri import parse
 if TYPE_CHECKING:
     from agentvm.ports import ResourceRegistry
     from agentvm.records import ImageRecord, ResourceVersion
-    from agentvm.resources.centre import ResourceCentre
 
 MAX_HISTORY = 20
 # What a build sets on the image; an image built from a definition takes none of these inline.
@@ -65,7 +64,7 @@ def edges_of(build: dict[str, Any] | None) -> list[tuple[str, str, str, str]]:
     return [tuple(t) for t in (build or {}).get("targets", [])]
 
 
-async def build_agent(centre: ResourceCentre, tenant_id: str, uri: str) -> Build:
+async def build_agent(centre: ResourceRegistry, tenant_id: str, uri: str) -> Build:
     """Resolve ``uri`` (an agent resource) and turn its closure into image fields."""
     from agentvm.resources.kinds import render
 
@@ -135,7 +134,7 @@ def _knowledge_decl(v: ResourceVersion) -> dict[str, Any]:
 
 
 async def build_into(
-    centre: ResourceCentre, image: ImageRecord, written: str, *, now_ms: int, by: str | None
+    centre: ResourceRegistry, image: ImageRecord, written: str, *, now_ms: int, by: str | None
 ) -> tuple[ImageRecord, Build]:
     """``image`` with the fields and build record of ``written`` resolved now (not stored)."""
     build = await build_agent(centre, image.tenantId, written)

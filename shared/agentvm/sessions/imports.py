@@ -49,7 +49,7 @@ async def import_session(rt: Runtime, tenant_id: str, container_id: str, body: b
             upToSeq=s["upToSeq"],
             text=s["text"],
             model=s["model"],
-            messages=s.get("messages") if isinstance(s.get("messages"), int) else s["upToSeq"],
+            messages=s["messages"] if isinstance(s.get("messages"), int) else s["upToSeq"],
             createdAt=rt.clock.now_ms(),
         )
 

@@ -142,8 +142,9 @@ def read_export(body: bytes) -> SessionExport:
             continue
         try:
             record = json.loads(raw)
-        except ValueError as exc:
-            raise InvalidImport(f"not JSON ({exc.msg})", line=number) from None
+        except ValueError as exc:  # a JSONDecodeError, or a number over Python's int digit limit
+            why = exc.msg if isinstance(exc, json.JSONDecodeError) else str(exc)
+            raise InvalidImport(f"not JSON ({why})", line=number) from None
         if not isinstance(record, dict) or not isinstance(record.get("type"), str):
             raise InvalidImport('each line must be a JSON object with a "type"', line=number)
         records.append((number, record, start))
@@ -181,7 +182,8 @@ class _Reader:
         export_id = header.get("exportId")
         if not isinstance(export_id, str) or not EXPORT_ID.match(export_id):
             raise InvalidImport("exportId: 1-128 characters of A-Z a-z 0-9 _ . : -", line=number)
-        source = header.get("source") if isinstance(header.get("source"), dict) else {}
+        given = header.get("source")
+        source: dict[str, Any] = given if isinstance(given, dict) else {}
 
         item = self._next()
         if item is None or item[1]["type"] != "image":

@@ -281,8 +281,8 @@ def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
         return AuthFrame(headers={str(k): v for k, v in headers.items()})
     if type_.endswith("_response"):
         return IgnoredFrame("response")
-    data = doc.get("data")
-    request_id = data.get("requestId") if isinstance(data, dict) else None
+    body = doc.get("data")
+    request_id = body.get("requestId") if isinstance(body, dict) else None
     request_id = request_id if isinstance(request_id, str) else None
     model = REQUEST_MODELS.get(type_)
     if model is None:
@@ -290,12 +290,12 @@ def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
         raise FrameError(
             UnknownRequest(f"unknown request type {type_!r}"), request_type=known, request_id=request_id
         )
-    if not isinstance(data, dict):
+    if not isinstance(body, dict):
         raise FrameError(
             BadRequest("request needs a 'data' object"), request_type=type_, request_id=request_id
         )
     try:
-        payload = model.model_validate(data)
+        payload = model.model_validate(body)
     except ValidationError as exc:
         raise FrameError(
             BadRequest(f"invalid {type_}: {_describe(exc)}"), request_type=type_, request_id=request_id
@@ -304,7 +304,7 @@ def parse_frame(raw: str | bytes, *, max_bytes: int) -> Frame:
         type=type_,
         request_id=payload.requestId,
         payload=payload,
-        subscribe_listed=data.get(SUBSCRIBE_KEY) is True,
+        subscribe_listed=body.get(SUBSCRIBE_KEY) is True,
     )
 
 

@@ -243,7 +243,7 @@ async def message_send(ctx: CommandContext, p: Json, rpc_id: str | int | None) -
         data["options"] = options  # refused by the model, with its message
     req = _validated(ctx, "message_send", data)
     deferred = rpc_id is not None and not ack
-    sent = await commands.send_message(ctx, req, rpc_id=rpc_id if deferred else None)  # type: ignore[arg-type]
+    sent = await commands.send_message(ctx, req, rpc_id=rpc_id if deferred else None)
     if deferred and sent.created:
         return DEFERRED  # the turn's worker answers (turns/status.py: answer_send)
     status = "accepted"
