@@ -2,10 +2,10 @@
 
 For each Lambda handler module: the import alone and the Lambda init (the import with the runtime
 built), in fresh interpreters, as ``scripts/measure_imports.py`` measures them. The other revision
-is checked out into a temporary worktree; the two trees are measured in alternating rounds (this
-tree, then the other, ``--rounds`` times), so a machine that gets busier or quieter during the run
-weighs on both alike. Each cell is the median over the rounds of each round's median of ``--runs``
-interpreters (an empty interpreter subtracted).
+is checked out into a temporary worktree. The two trees are measured module by module, each in
+turn, the first one alternating by round (``--rounds``), so a machine that gets busier or quieter
+during the run weighs on both alike. Each cell is the median over the rounds of each round's
+median of ``--runs`` interpreters (an empty interpreter subtracted).
 
 Run: ``./dev python -m benchmarks.cold_start_compare --against ebc667f [--rounds 3] [--runs 5]``
 """
@@ -32,12 +32,15 @@ def compare(against: str, rounds: int, runs: int) -> list[dict[str, Any]]:
         subprocess.run(["git", "worktree", "add", "--detach", str(other), against], cwd=ROOT, check=True)
         try:
             samples: dict[tuple[str, str, str], list[float]] = {}
-            for _ in range(rounds):
-                for label, root in (("this", ROOT), ("other", other)):
-                    for row in measure_imports.measure(runs, root=root):
-                        for field in ("import_ms", "lambda_init_ms"):
-                            key = (str(row["module"]), label, field)
-                            samples.setdefault(key, []).append(float(row[field]))  # type: ignore[arg-type]
+            trees = [("this", ROOT), ("other", other)]
+            for round_ in range(rounds):
+                for name in measure_imports.function_names():
+                    # module by module, the trees in turn, the first one alternating by round
+                    for label, root in trees if round_ % 2 == 0 else trees[::-1]:
+                        for row in measure_imports.measure(runs, [name], root=root):
+                            for field in ("import_ms", "lambda_init_ms"):
+                                key = (str(row["module"]), label, field)
+                                samples.setdefault(key, []).append(float(row[field]))  # type: ignore[arg-type]
         finally:
             subprocess.run(["git", "worktree", "remove", "--force", str(other)], cwd=ROOT, check=True)
     modules = list(dict.fromkeys(module for module, _, _ in samples))  # measure_imports' order
