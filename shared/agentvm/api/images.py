@@ -12,6 +12,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from agentvm.api.deps import Caller, RuntimeDep, admin
 from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
+from agentvm.api.params import MAX_ID
 
 # A real answer of a test server, for the documented example.
 _PINS_1 = [
@@ -88,7 +89,7 @@ router = APIRouter(prefix="/images", tags=["images"])
 async def rebuild(
     runtime: RuntimeDep,
     caller: Caller,
-    image_id: str = Path(min_length=1, max_length=128),  # the gateway's bound on image ids
+    image_id: str = Path(min_length=1, max_length=MAX_ID),
     body: Annotated[Rebuild | None, Body(openapi_examples=_EXAMPLES)] = None,
 ) -> dict[str, Any]:
     """Resolve the image's agent definition again and pin the image to the versions it resolves

@@ -16,10 +16,11 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from agentvm.api.deps import Caller, RuntimeDep, admin
 from agentvm.api.errors import error_responses
 from agentvm.api.openapi import BODY_LIMIT, examples, ok
+from agentvm.api.params import MAX_ID
 from agentvm.sessions.search import MAX_QUERY_CHARS
 
 MEDIA_TYPE = "application/x-ndjson"
-SESSION_ID = Path(min_length=1, max_length=128)  # the gateway's bound on ids
+SESSION_ID = Path(min_length=1, max_length=MAX_ID)
 _RECORD = {
     "imageId": "img_mjw1x2y3_0k4m5n6p7q",
     "containerId": "user-alice",
@@ -182,7 +183,7 @@ async def search_sessions(
         json_schema_extra={"maxLength": MAX_QUERY_CHARS},  # stated: longer is invalid_query
         description='plain words and "quoted phrases" (all must occur); a trailing * for a prefix',
     ),
-    containerId: str | None = Query(default=None, min_length=1, max_length=128),  # noqa: N803
+    containerId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
     limit: int = Query(default=20, ge=1, le=100),
     cursor: str | None = Query(default=None, max_length=400, description="`next` of the previous page"),
 ) -> dict[str, Any]:
@@ -246,7 +247,7 @@ async def import_session(
     runtime: RuntimeDep,
     caller: Caller,
     response: Response,
-    container_id: str = Path(min_length=1, max_length=128),
+    container_id: str = Path(min_length=1, max_length=MAX_ID),
 ) -> dict[str, Any]:
     """Import an export (the body, JSON Lines) into the container (created if need be): a new
     image with new ids and the same history. Idempotent by the export's ``exportId`` per

@@ -17,6 +17,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr
 from agentvm.api.deps import Caller, RuntimeDep, admin
 from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
+from agentvm.api.params import MAX_ID
 from agentvm.errors import BadRequest, Forbidden, NotFound
 from agentvm.observability.running import LIVE, live_turns, model_of
 
@@ -25,7 +26,6 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 MAX_IDS = 100
-MAX_ID = 128  # the gateway's bound on ids (turns, containers)
 MAX_TENANT_ID = 64  # security/apikeys.py, TENANT_RE
 MAX_STATUSES = 64  # queued,running,suspended has 24 characters
 TurnId = Annotated[StrictStr, Field(min_length=1, max_length=MAX_ID)]

@@ -21,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from agentvm.api.deps import Caller, RuntimeDep, admin
 from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
+from agentvm.api.params import MAX_ID
 from agentvm.configcentre.pricing import pricing_for
 from agentvm.errors import BadRequest, Forbidden
 from agentvm.observability import export
@@ -75,7 +76,6 @@ _PRICES = {
     "overridden": [],
 }
 
-MAX_ID = 128  # the gateway's bound on container ids
 MAX_TENANT_ID = 64  # security/apikeys.py, TENANT_RE (or *)
 MAX_TIME = 64  # a UTC date or time in ISO 8601
 MAX_WORD = 32  # a period or a month: anything longer is none
