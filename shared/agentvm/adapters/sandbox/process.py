@@ -17,7 +17,9 @@ SIGKILLs the job's process group and everything in its cgroup, and reaps it off 
 A job is over when its first process exits: what it left in the background is killed.
 ``close`` kills every live job (``avm serve``'s shutdown). If the server itself is killed, the
 kernel kills the job's first process (``PR_SET_PDEATHSIG``); with bubblewrap that is the PID
-namespace's parent, and the namespace and all in it die with it. Without bubblewrap only that
+namespace's parent, and the namespace and all in it die with it; and since bubblewrap arms its own
+parent-death signal inside only after its set-up, the job's command runs under a gate (``_GATE``)
+that kills the namespace once the server's end of a pipe closes. Without bubblewrap only that
 first process dies: its children live on until the next start kills what is left in the job
 cgroups of servers that are gone (``job_limits``). And where there is no cgroup, a process that
 left the job's process group (``setsid``, a double fork) escapes every kill.
@@ -169,7 +171,10 @@ class LocalSandbox:
     async def _run(
         self, job: _Job, workspace: Path, argv: Sequence[str], stdin: str | None, limits: SandboxLimits
     ) -> SandboxRun:
-        command, args_fd = self._command(workspace, argv, limits)
+        alive_fd = None
+        if self._bwrap is not None:
+            alive_fd, job.alive = os.pipe()  # the job holds the read end, only this server the other
+        command, args_fd = self._command(workspace, argv, limits, alive_fd)
         if job.cgroup is not None:
             job.cgroup.prepare_enter()
         try:
@@ -180,15 +185,16 @@ class LocalSandbox:
                 stderr=asyncio.subprocess.STDOUT,
                 cwd=workspace,
                 env=_ENV,
-                pass_fds=() if args_fd is None else (args_fd,),
+                pass_fds=tuple(fd for fd in (args_fd, alive_fd) if fd is not None),
                 start_new_session=True,  # its own process group: one kill stops it and its children
                 preexec_fn=functools.partial(_prepare_child, limits, job.cgroup, os.getpid()),
             )
         except OSError as exc:  # without the file name: it would be a host path
             raise OSError(exc.errno, f"the job could not start: {exc.strerror}") from None
         finally:
-            if args_fd is not None:
-                os.close(args_fd)
+            for fd in (args_fd, alive_fd):
+                if fd is not None:
+                    os.close(fd)
         proc = job.proc
         if job.stopped_by is not None:  # stopped (``close``) while it started: its group is known now
             job.kill()
@@ -251,6 +257,7 @@ class LocalSandbox:
                 return
 
     async def _end(self, job: _Job) -> None:
+        job.close_alive()
         try:
             if job.proc is not None:
                 await _reap(job.proc)
@@ -260,11 +267,12 @@ class LocalSandbox:
             self._jobs.discard(job)
 
     def _command(
-        self, workspace: Path, argv: Sequence[str], limits: SandboxLimits
+        self, workspace: Path, argv: Sequence[str], limits: SandboxLimits, alive_fd: int | None
     ) -> tuple[builtins.list[str], int | None]:  # `list` is a method of this class
         """What to execute, and the descriptor bubblewrap reads its arguments from: they hold the
-        workspace's host path, and a command line is visible in ``/proc`` (inside, as pid 1's)."""
-        if self._bwrap is None:
+        workspace's host path, and a command line is visible in ``/proc`` (inside, as pid 1's).
+        With bubblewrap the job's command runs under ``_GATE``, watching ``alive_fd``."""
+        if self._bwrap is None or alive_fd is None:
             return list(argv), None
         args = ["--unshare-all", "--die-with-parent", "--new-session"]
         if self._disable_userns:
@@ -283,7 +291,18 @@ class LocalSandbox:
         args += ["--size", str(limits.file_mb * 1024 * 1024), "--tmpfs", "/tmp"]
         args += ["--bind", str(workspace), WORKDIR, "--chdir", WORKDIR]
         args_fd = _args_file(args)  # the command itself must follow on the command line
-        return [self._bwrap, "--args", str(args_fd), "--", *argv], args_fd
+        return [
+            self._bwrap,
+            "--args",
+            str(args_fd),
+            "--",
+            "/bin/bash",
+            "-c",
+            _GATE,
+            "avm-job",
+            str(alive_fd),
+            *argv,
+        ], args_fd
 
 
 class _Job:
@@ -294,6 +313,12 @@ class _Job:
         self.proc: asyncio.subprocess.Process | None = None
         self.stopped_by: str | None = None  # the limit it was stopped at, by the sandbox
         self.ending: asyncio.Future[None] | None = None
+        self.alive: int | None = None  # with bubblewrap: closed, the job's gate kills the job (_GATE)
+
+    def close_alive(self) -> None:
+        if self.alive is not None:
+            os.close(self.alive)
+            self.alive = None
 
     def stop(self, reason: str) -> None:
         if self.stopped_by is None:
@@ -358,6 +383,14 @@ def _bwrap_disables_userns(bwrap: str) -> bool:
     )
     return probe.returncode == 0
 
+
+# Inside bubblewrap, the job's command runs under this gate (``bash -c _GATE avm-job FD argv...``):
+# a watcher reads the pipe whose other end only the server holds, and once it reads its end (the
+# server is gone, or the job ended) kills every process in the job's PID namespace. bubblewrap's
+# ``--die-with-parent`` alone leaves a window: its sandbox's first process arms its parent-death
+# signal only after the set-up, and a server killed meanwhile left a job that ran to its end.
+# bash, not sh: Debian's sh (dash) cannot name a descriptor past 9, and bash is always there.
+_GATE = 'fd=$1; shift; { read -r _ <&"$fd"; kill -KILL -1; } </dev/null >/dev/null 2>&1 & exec {fd}<&-; "$@"'
 
 _LIMIT_SIGNALS: dict[int, str] = {  # by number: an exit code gives one
     signal.SIGXCPU: "cpu_time",
