@@ -78,11 +78,20 @@ def processes_with(marker: str) -> list[int]:
     return found
 
 
-async def until_running(marker: str, timeout: float = 10.0) -> None:
+async def until_running(marker: str, program: str | None = None, timeout: float = 10.0) -> None:
+    """Until a process mentioning ``marker`` runs (with bubblewrap, the first is bubblewrap
+    itself: the job's command is on its command line); or one that runs ``program``."""
     deadline = time.monotonic() + timeout
-    while not processes_with(marker):
+    while not [pid for pid in processes_with(marker) if program is None or _program(pid) == program]:
         assert time.monotonic() < deadline, "the job never started"
         await asyncio.sleep(0.02)
+
+
+def _program(pid: int) -> str | None:
+    try:
+        return Path(f"/proc/{pid}/comm").read_text().strip()
+    except OSError:
+        return None
 
 
 async def assert_gone(marker: str, workspace: Path, started: float) -> None:
@@ -160,8 +169,11 @@ asyncio.run(main())
 """
 
 
-async def crash_a_server_running(command: str, marker: str, workspaces: Path, mode: str) -> None:
-    """A server process (``LocalSandbox`` alone) that runs ``command``, SIGKILLed once it runs."""
+async def crash_a_server_running(
+    command: str, marker: str, workspaces: Path, mode: str, *, once: str | None = None
+) -> None:
+    """A server process (``LocalSandbox`` alone) that runs ``command``, SIGKILLed once it runs
+    (once the program ``once`` runs, if given)."""
     server = subprocess.Popen(
         [sys.executable, "-c", _CRASHING_SERVER, str(workspaces), mode],
         env={**os.environ, "PYTHONPATH": str(SHARED)},
@@ -171,7 +183,7 @@ async def crash_a_server_running(command: str, marker: str, workspaces: Path, mo
     server.stdin.write(command.encode())
     server.stdin.close()
     try:
-        await until_running(marker)
+        await until_running(marker, once)
     finally:
         server.send_signal(signal.SIGKILL)
         server.wait(timeout=5)
@@ -187,10 +199,7 @@ async def test_a_job_dies_once_its_servers_end_of_the_gate_closes(tmp_path):
     run = asyncio.create_task(
         sandbox.run("acme", "alice", ["/bin/sh", "-c", command], stdin=None, limits=LIMITS)
     )
-    deadline = time.monotonic() + 10
-    while not any(Path(f"/proc/{pid}/comm").read_text() == "sleep\n" for pid in processes_with(marker)):
-        assert time.monotonic() < deadline, "the job never started"
-        await asyncio.sleep(0.02)
+    await until_running(marker, "sleep")
     [job] = sandbox._jobs
     job.close_alive()
     await assert_gone(marker, sandbox.workspace("acme", "alice"), started)
@@ -225,7 +234,8 @@ async def test_what_a_plain_job_of_a_killed_server_left_dies_at_the_next_start(t
     marker, started = unique_sleep(), time.monotonic()
     cgroups_before = job_cgroups()
     command = f"sleep {marker} & {survivor_command(marker)}"
-    await crash_a_server_running(command, marker, tmp_path / "workspaces", "plain")
+    # killed once the background sleep runs (its shell, killed sooner, would not have started it)
+    await crash_a_server_running(command, marker, tmp_path / "workspaces", "plain", once="sleep")
     await asyncio.sleep(0.2)
     assert processes_with(marker)  # without bubblewrap only the job's first process dies with it
     start_a_server_again()
