@@ -84,5 +84,9 @@ async def test_a_long_turn_is_listed_and_cancelled_from_the_command_line_then_bi
     code, prices = avm(capsys, server, "usage", "prices")
     assert code == 0 and prices["prices"]["anthropic/claude-haiku-4-5"]["output"] == 5.25  # x 1.05
     assert prices["pricesAsOf"].startswith("genai-prices ")
+    code, records = avm(capsys, server, "usage", "records", "--container", "user-alice")
+    assert code == 0 and [r["cacheSavings"] for r in records["records"]] == [None]  # echo: no price
+    assert [s["sessionId"] for s in records["sessions"]] == [r["sessionId"] for r in records["records"]]
+    assert records["totals"]["cacheSavings"] == 0.0
     code, error = avm(capsys, server, "usage", "summary", "--group-by", "user")
     assert code == 1 and "invalid_grouping" in error
