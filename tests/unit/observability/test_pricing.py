@@ -205,3 +205,22 @@ def test_bad_price_overrides_are_refused_naming_the_setting(value):
     with pytest.raises(InvalidConfig) as refused:
         check("billing.prices", value)
     assert refused.value.key == "billing.prices"
+
+
+def test_the_turn_path_and_the_handlers_imports_never_load_the_library():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[3]
+    probe = (
+        "import sys\n"
+        "import functions.turn_worker.app, functions.http_api.app, agentvm.api.usage, agentvm.api.budgets\n"
+        "from agentvm.observability.metrics import estimated_cost_usd\n"
+        "assert estimated_cost_usd('anthropic/claude-haiku-4-5-20251001', 10**6, 0) == 1.0\n"
+        "print(sorted(m for m in sys.modules if m.startswith(('genai_prices', 'httpx2'))))\n"
+    )
+    env = {"PYTHONPATH": f"{root / 'shared'}:{root}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", probe], env=env, cwd=root, capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
