@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import itertools
 from contextlib import asynccontextmanager
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -20,6 +21,7 @@ from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
 from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.adapters.local.sqlite.usage import SqliteUsageRollups
 from agentvm.observability.periods import DAY_MS, HOUR_MS, day_key, hour_key, iso, month_key
+from agentvm.observability.pricing import Pricing, list_price, micro
 from agentvm.observability.usage import COLUMNS, DIMENSIONS, UsageQuery, cells_of, summarise
 from agentvm.records import UsageRecord
 from tests.contract.conftest import CONTRACT_TABLE
@@ -223,3 +225,36 @@ async def test_a_range_before_or_after_the_records_is_empty(ledger):
     assert await rollups.hour_cells("tenant-a", DAY - DAY_MS, DAY) == []
     assert await rollups.day_cells("tenant-a", DAY + DAY_MS, DAY + 2 * DAY_MS) == []
     assert await rollups.tenants_with_usage(DAY + 40 * DAY_MS, DAY + 41 * DAY_MS) == []
+
+
+def _savings(records: list[UsageRecord], markup: Decimal) -> Decimal:
+    """What caching saved, record by record at the library's list prices, x the markup."""
+    total = Decimal(0)
+    for r in records:
+        price = list_price(r.model)
+        assert price is not None, r.model
+        total += r.cacheReadTokens * (price.input - price.cache_read) - r.cacheWriteTokens * (
+            price.cache_write - price.input
+        )
+    return total / Decimal(1_000_000) * markup
+
+
+async def test_cache_savings_from_the_sums_equal_the_records_arithmetic(ledger):
+    store, rollups = ledger
+    records = await stored_day(store)
+    assert sum(r.cacheReadTokens for r in records) > 0 and sum(r.cacheWriteTokens for r in records) > 0
+    pricing = Pricing.of(1.05, None)
+    query = UsageQuery(DAY, DAY + DAY_MS, "day", ("container", "model"))
+    rows, totals = summarise(
+        query,
+        await cells_of(rollups, ["tenant-a"], query),
+        price=pricing.add,
+        finish=lambda sums: pricing.finish(sums, with_cost=False),
+    )
+    mine = [r for r in records if r.tenantId == "tenant-a"]
+    assert totals["cacheSavings"] == micro(_savings(mine, Decimal("1.05")))
+    for row in rows:
+        theirs = [r for r in mine if (r.containerId, r.model) == (row["containerId"], row["model"])]
+        assert row["cacheSavings"] == micro(_savings(theirs, Decimal("1.05"))), row
+    # Anthropic's rows pay a cache-write premium; OpenAI's (no write premium) only save
+    assert {row["model"] for row in rows} == set(MODELS) and all(row["cacheSavings"] > 0 for row in rows)

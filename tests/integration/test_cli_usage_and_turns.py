@@ -72,6 +72,7 @@ async def test_a_long_turn_is_listed_and_cancelled_from_the_command_line_then_bi
     assert (row["containerId"], row["model"], row["turns"]) == ("user-alice", "echo/echo-1", 1)
     assert 3 <= row["outputTokens"] < 300 and row["estimatedRecords"] == 1
     assert row["unpricedTokens"] == row["totalTokens"] and row["charge"] == 0.0  # the echo model is free
+    assert row["cacheSavings"] == 0.0
     month = datetime.now(UTC).strftime("%Y-%m")
     out = tmp_path / "usage.csv"
     code, _ = avm(capsys, server, "usage", "export", "--month", month, "--output", str(out))
@@ -79,7 +80,13 @@ async def test_a_long_turn_is_listed_and_cancelled_from_the_command_line_then_bi
     assert code == 0 and [(x["containerId"], x["outputTokens"]) for x in lines] == [
         ("user-alice", str(row["outputTokens"]))
     ]
+    assert lines[0]["cacheSavings"] == "0.000000"
     code, prices = avm(capsys, server, "usage", "prices")
     assert code == 0 and prices["prices"]["anthropic/claude-haiku-4-5"]["output"] == 5.25  # x 1.05
+    assert prices["pricesAsOf"].startswith("genai-prices ")
+    code, records = avm(capsys, server, "usage", "records", "--container", "user-alice")
+    assert code == 0 and [r["cacheSavings"] for r in records["records"]] == [None]  # echo: no price
+    assert [s["sessionId"] for s in records["sessions"]] == [r["sessionId"] for r in records["records"]]
+    assert records["totals"]["cacheSavings"] == 0.0
     code, error = avm(capsys, server, "usage", "summary", "--group-by", "user")
     assert code == 1 and "invalid_grouping" in error

@@ -56,16 +56,37 @@ class Budget(BaseModel):
     usage: BudgetUsage
 
 
+_SAVINGS = (
+    "what prompt caching saved, USD at the charged prices: (cache reads x (input - cacheRead) - cache"
+    " writes x (cacheWrite - input)) per million, x the markup (null: the model has no price)"
+)
+
+
 class UsageTotals(BaseModel):
     turns: int = Field(description="records of kind turn")
     inputTokens: int
     outputTokens: int
     totalTokens: int
+    cacheReadTokens: int = Field(description="of inputTokens, read from the provider's prompt cache")
+    cacheWriteTokens: int = Field(description="of inputTokens, written to the provider's prompt cache")
+    cacheSavings: float = Field(description=_SAVINGS.replace(" (null: the model has no price)", ""))
+
+
+class PricedUsageRecord(UsageRecord):
+    cacheSavings: float | None = Field(description=_SAVINGS)
+
+
+class SessionCacheSavings(BaseModel):
+    sessionId: str
+    cacheReadTokens: int
+    cacheWriteTokens: int
+    cacheSavings: float = Field(description=_SAVINGS.replace(" (null: the model has no price)", ""))
 
 
 class Usage(BaseModel):
-    records: list[UsageRecord]
+    records: list[PricedUsageRecord] = Field(description="one per model call (a turn, a step, ...)")
     totals: UsageTotals
+    sessions: list[SessionCacheSavings] = Field(description="per session, in order of first record")
 
 
 class WorkspaceEntry(BaseModel):

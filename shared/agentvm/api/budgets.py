@@ -8,6 +8,7 @@ summed reports (``/v1/usage/summary``, ``export``, ``prices``) are in ``api/usag
 
 from __future__ import annotations
 
+from decimal import Decimal
 from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Query
@@ -18,7 +19,9 @@ from agentvm.api.deps import Caller, RuntimeDep, admin
 from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
 from agentvm.api.params import CONTAINER_ID, MAX_ID
+from agentvm.configcentre.pricing import pricing_for
 from agentvm.errors import BadRequest
+from agentvm.observability.pricing import micro
 
 if TYPE_CHECKING:
     from agentvm.ports import TokenBudgets
@@ -130,14 +133,36 @@ async def usage(
     containerId: str | None = Query(default=None, min_length=1, max_length=MAX_ID),  # noqa: N803
 ) -> dict[str, Any]:
     """The tenant's usage records (one per turn, and one per compaction of a session's history:
-    ``kind``), oldest first, and their totals (tokens of both: both are billed). Reads every
+    ``kind``), oldest first, each with what prompt caching saved (``cacheSavings``, USD at the
+    charged prices; null for a model with no price), the same per session, and their totals
+    (tokens of both: both are billed). Reads every
     record: for sums by period, end user, model and kind use ``/v1/usage/summary``."""
     principal = admin(caller)
     records = await runtime.store.list_usage(principal.tenant_id, containerId)
+    pricing = await pricing_for(runtime)
+    savings = [pricing.charged_cache_savings(r.model, r.cacheReadTokens, r.cacheWriteTokens) for r in records]
+    sessions: dict[str, dict[str, Any]] = {}
+    for record, saved in zip(records, savings, strict=True):
+        session = sessions.setdefault(
+            record.sessionId,
+            {
+                "sessionId": record.sessionId,
+                "cacheReadTokens": 0,
+                "cacheWriteTokens": 0,
+                "cacheSavings": Decimal(0),
+            },
+        )
+        session["cacheReadTokens"] += record.cacheReadTokens
+        session["cacheWriteTokens"] += record.cacheWriteTokens
+        session["cacheSavings"] += saved or Decimal(0)
     input_tokens = sum(r.inputTokens for r in records)
     output_tokens = sum(r.outputTokens for r in records)
     return {
-        "records": [r.model_dump() for r in records],
+        "records": [
+            {**r.model_dump(), "cacheSavings": None if saved is None else micro(saved)}
+            for r, saved in zip(records, savings, strict=True)
+        ],
+        "sessions": [{**s, "cacheSavings": micro(s["cacheSavings"])} for s in sessions.values()],
         "totals": {
             "turns": sum(r.kind == "turn" for r in records),
             "inputTokens": input_tokens,
@@ -146,6 +171,7 @@ async def usage(
             # additive: of inputTokens, read from and written to the provider's prompt cache
             "cacheReadTokens": sum(r.cacheReadTokens for r in records),
             "cacheWriteTokens": sum(r.cacheWriteTokens for r in records),
+            "cacheSavings": micro(sum((s or Decimal(0) for s in savings), Decimal(0))),
         },
     }
 

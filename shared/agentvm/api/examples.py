@@ -49,15 +49,34 @@ USAGE = {
             "model": "anthropic/claude-haiku-4-5",
             "inputTokens": 1210,
             "outputTokens": 84,
+            "cacheReadTokens": 1024,
+            "cacheWriteTokens": 0,
             "ttftMs": 412,
             "durationMs": 1890,
             "status": "completed",
             "createdAt": 1768478400000,
             "kind": "turn",
             "estimated": False,
+            "cacheSavings": 0.000968,
         }
     ],
-    "totals": {"turns": 1, "inputTokens": 1210, "outputTokens": 84, "totalTokens": 1294},
+    "totals": {
+        "turns": 1,
+        "inputTokens": 1210,
+        "outputTokens": 84,
+        "totalTokens": 1294,
+        "cacheReadTokens": 1024,
+        "cacheWriteTokens": 0,
+        "cacheSavings": 0.000968,
+    },
+    "sessions": [
+        {
+            "sessionId": "sess_mww08c64_246ayhqgiu",
+            "cacheReadTokens": 1024,
+            "cacheWriteTokens": 0,
+            "cacheSavings": 0.000968,
+        }
+    ],
 }
 
 WORKSPACE = {"path": "src", "entries": [{"path": "src/hello.py", "kind": "file", "size": 11}]}

@@ -25,7 +25,7 @@ from agentvm.api.params import MAX_ID
 from agentvm.configcentre.pricing import pricing_for
 from agentvm.errors import BadRequest, Forbidden
 from agentvm.observability import export
-from agentvm.observability.pricing import CURRENCY, PRICES_AS_OF
+from agentvm.observability.pricing import CURRENCY, prices_as_of
 from agentvm.observability.usage import ALL_TENANTS, cells_of, parse_query, query_wire, summarise
 
 if TYPE_CHECKING:
@@ -45,8 +45,10 @@ _TOTALS = {
     "estimatedRecords": 1,
     "cost": 0.0425,
     "charge": 0.044625,
+    "cacheSavings": 0.010815,
     "unpricedTokens": 0,
 }
+_AS_OF = "genai-prices 0.2.3"
 _SUMMARY = {
     "tenantId": "acme",
     "from": "2026-01-01T00:00:00Z",
@@ -55,21 +57,21 @@ _SUMMARY = {
     "groupBy": ["container"],
     "currency": "USD",
     "markup": 1.05,
-    "pricesAsOf": PRICES_AS_OF,
+    "pricesAsOf": _AS_OF,
     "rows": [{"period": "2026-01-07", "containerId": "user-alice", **_TOTALS}],
     "totals": _TOTALS,
     "storage": {"usedBytes": 52_428_800, "limitBytes": 1_073_741_824},
 }
 _CSV = (
     "period,tenantId,containerId,model,records,turns,inputTokens,outputTokens,cacheReadTokens,"
-    "cacheWriteTokens,totalTokens,estimatedRecords,cost,charge,unpricedTokens,currency\n"
+    "cacheWriteTokens,totalTokens,estimatedRecords,cost,charge,cacheSavings,unpricedTokens,currency\n"
     "2026-01,acme,user-alice,anthropic/claude-haiku-4-5,42,30,21000,6000,12000,2000,27000,1,"
-    "0.042500,0.044625,0,USD\n"
+    "0.042500,0.044625,0.010815,0,USD\n"
 )
 _PRICES = {
     "currency": "USD",
     "markup": 1.05,
-    "pricesAsOf": PRICES_AS_OF,
+    "pricesAsOf": _AS_OF,
     "prices": {
         "anthropic/claude-haiku-4-5": {"input": 1.0, "output": 5.0, "cacheRead": 0.1, "cacheWrite": 1.25}
     },
@@ -134,6 +136,13 @@ class UsageSums(BaseModel):
         default=None, description="platform admins: the tokens at list price, USD (micro-dollars)"
     )
     charge: float = Field(description="what to charge, USD: the cost x the markup")
+    cacheSavings: float = Field(
+        description=(
+            "what prompt caching saved, USD at the charged prices: (cache reads x (input - cacheRead)"
+            " - cache writes x (cacheWrite - input)) per million, x the markup; negative when cache"
+            " writes cost more than the reads saved"
+        )
+    )
     unpricedTokens: int = Field(description="tokens of models with no price (not in cost or charge)")
 
 
@@ -156,7 +165,9 @@ class UsageSummary(BaseModel):
     groupBy: list[str]
     currency: str
     markup: float | None = Field(default=None, description="platform admins only")
-    pricesAsOf: str = Field(description="the date the list prices were taken")
+    pricesAsOf: str = Field(
+        description="the price library release that priced the models (genai-prices X.Y.Z)"
+    )
     rows: list[UsageRow] = Field(description="one per period and grouping values, sorted by them")
     totals: UsageSums
     storage: StorageUse | None = Field(
@@ -246,7 +257,7 @@ async def summary(
         container_id=container_id,
     )
     rows, totals, pricing = await report(runtime, tenant, query, with_cost=with_cost)
-    money: dict[str, Any] = {"currency": CURRENCY, "pricesAsOf": PRICES_AS_OF}
+    money: dict[str, Any] = {"currency": CURRENCY, "pricesAsOf": prices_as_of()}
     if with_cost:
         money["markup"] = float(pricing.markup)
     out = {**query_wire(query, tenant), **money, "rows": rows, "totals": totals}
@@ -328,7 +339,8 @@ async def export_usage(
 
 @router.get("/prices", response_model=None, responses=ok(200, PriceList, _PRICES, "the price table in force"))
 async def prices(runtime: RuntimeDep, caller: Caller) -> dict[str, Any]:
-    """The price per model (USD per million tokens) and the date the list prices were taken.
+    """The price per model (USD per million tokens) of the listed models and every overridden
+    one, and the price library release that priced them.
     Platform admins: the list prices, the markup and which models ``billing.prices`` overrides;
     tenants: the prices they are charged (list price x markup)."""
     principal = admin(caller)

@@ -40,6 +40,10 @@ def add_observe_commands(sub: Any) -> None:
     export.add_argument("--format", choices=["csv", "jsonl"], default="csv")
     export.add_argument("--output", type=Path, help="write the file here (default: stdout)")
     usage_sub.add_parser("prices", parents=[server], help="the price per model and the markup")
+    records = usage_sub.add_parser(
+        "records", parents=[server], help="the usage records, with what caching saved per turn and session"
+    )
+    records.add_argument("--container", help="one container (end user)")
 
     turns = sub.add_parser("turns", help="the turns queued, running or suspended (/v1/turns)")
     turns_sub = turns.add_subparsers(dest="turns_command", required=True)
@@ -74,6 +78,9 @@ def run_observe(args: argparse.Namespace) -> int:
     command = args.usage_command
     if command == "prices":
         return call(args, "GET", "/v1/usage/prices")
+    if command == "records":
+        mine = {"containerId": args.container} if args.container else {}
+        return call(args, "GET", "/v1/usage" + ("?" + urlencode(mine) if mine else ""))
     params = _query(args)
     if command == "summary":
         return call(args, "GET", "/v1/usage/summary?" + urlencode(params))

@@ -2,7 +2,8 @@
 
 The rows are those of ``/v1/usage/summary`` (``observability.usage``), priced
 (``observability.pricing``): per period and grouping values, the tokens, the charge (list-price
-cost x the markup) and, for platform admins, the cost. Every line carries the currency. Amounts
+cost x the markup), what prompt caching saved (``cacheSavings``, at the charged prices) and,
+for platform admins, the cost. Every line carries the currency. Amounts
 are dollars rounded to micro-dollars (six decimals), written in plain decimal notation.
 """
 
@@ -34,7 +35,7 @@ _TOKENS = (
 
 
 def columns(group_by: Sequence[str], *, with_cost: bool) -> list[str]:
-    money = ["cost", "charge"] if with_cost else ["charge"]
+    money = ["cost", "charge", "cacheSavings"] if with_cost else ["charge", "cacheSavings"]
     return ["period", *(COLUMNS[d] for d in group_by), *_TOKENS, *money, "unpricedTokens", "currency"]
 
 
@@ -47,7 +48,9 @@ def render(rows: Sequence[dict[str, Any]], group_by: Sequence[str], fmt: Format,
     writer = csv.DictWriter(out, fieldnames=names, lineterminator="\n")
     writer.writeheader()
     for line in lines:
-        writer.writerow({k: f"{v:.6f}" if k in ("cost", "charge") else v for k, v in line.items()})
+        writer.writerow(
+            {k: f"{v:.6f}" if k in ("cost", "charge", "cacheSavings") else v for k, v in line.items()}
+        )
     return out.getvalue()
 
 

@@ -23,9 +23,9 @@ process-wide ones (connections without a tenant, queue, dead letters). Container
 turn ids are never labels or dimensions (each distinct value would be a new series, and on AWS a
 billed metric): they ride along as properties of the EMF line.
 
-The estimated cost is tokens times the model's list price (billing's table in
-``observability/pricing.py``, input and output), an estimate for dashboards, not a bill: the bill
-is the usage records (``/v1/usage``).
+The estimated cost is tokens times the model's list price (``DASHBOARD_PRICES`` in
+``observability/pricing.py``, input and output, kept equal to billing's price library), an
+estimate for dashboards, not a bill: the bill is the usage records (``/v1/usage``).
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ _FREE = ("echo/", "scripted/")
 
 
 def estimated_cost_usd(model: str, input_tokens: int, output_tokens: int) -> float:
-    """Tokens times the model's list price (billing's table, ``observability/pricing.py``, without
-    the cache discounts): an estimate for dashboards, not the bill."""
+    """Tokens times the model's list price (``observability/pricing.py``'s ``DASHBOARD_PRICES``,
+    kept equal to the price library's without importing it on the turn path; without the cache
+    discounts): an estimate for dashboards, not the bill."""
     if model.startswith(_FREE):
         return 0.0
-    from agentvm.observability.pricing import list_price
+    from agentvm.observability.pricing import estimate_price
 
-    price = list_price(model)
-    price_in, price_out = (float(price.input), float(price.output)) if price else DEFAULT_PRICE
+    price_in, price_out = estimate_price(model) or DEFAULT_PRICE
     return (input_tokens * price_in + output_tokens * price_out) / 1e6
 
 

@@ -1,32 +1,37 @@
 """What tokens cost and what to charge for them: a price per model, and the platform's markup.
 
-**The list prices** below are the providers' standard (pay-as-you-go, non-batch) prices in US
-dollars per million tokens, as published on their pricing pages, taken on ``PRICES_AS_OF``:
+**Where list prices come from: genai-prices** (pydantic's ``genai-prices`` on PyPI, MIT,
+https://github.com/pydantic/genai-prices). Chosen over ``tokencost`` and litellm's price JSON
+because it is maintained against the providers' pricing pages with per-provider model matching
+(dated snapshots, Bedrock's ``us.``/``global.`` inference profiles and their regional premium),
+carries cache-read and cache-write prices as first-class fields, is typed, and ships its data in
+the wheel. We read **only the bundled data** (``genai_prices.data``, built into our own
+``DataSnapshot``): its auto-updater (``UpdatePrices``, a background HTTP fetch) is never started,
+so pricing never touches the network, at runtime or in tests. The library costs ~0.35 s to import
+(1.6 MB of price data), so it is imported **lazily**, on the first price looked up by a usage
+report, an export or ``/v1/usage/prices``; never on the turn path (the dashboards' estimate,
+``estimate_price``, reads the small ``DASHBOARD_PRICES`` instead, which a test keeps equal to the
+library). Prices change with a new library release: ``pricesAsOf`` names it.
 
-* Anthropic, https://docs.anthropic.com/en/docs/about-claude/pricing: base input, output, "cache
-  hits & refreshes" (``cacheRead``, 0.1 x input) and 5-minute cache writes (``cacheWrite``, 1.25 x
-  input). Sonnet's long-context rate (over 200K input tokens) is not modelled.
-* OpenAI, https://platform.openai.com/docs/pricing: input, output and "cached input"
-  (``cacheRead``). OpenAI charges no premium for writing its cache and reports no cache writes, so
-  ``cacheWrite`` is the input price.
+**Matching a usage record's model** (``provider/name`` as the turn resolved it) in the library:
+``anthropic/...`` is looked up among Anthropic's models, ``openai/...`` among OpenAI's, and
+``bedrock/...`` (``anthropic.claude-...-v1:0``, ``us.anthropic...``) among AWS Bedrock's; a
+trailing ``-latest`` is dropped. Any other provider (echo, scripted, an OpenAI-compatible
+server) and any name the library does not know is **unpriced**: its tokens are counted in
+``unpricedTokens`` and cost nothing, so a report never hides that its total is incomplete. Tiered
+(long-context) prices are taken at their base tier; the prices are the library's current ones.
 
-The date is the date the figures were checked, not a promise: providers change prices. Override
-any model (or add one: Bedrock, an OpenAI-compatible server, a negotiated rate) with the config
-centre's ``billing.prices`` (docs/usage.md); overrides replace the list price of that model.
+**Overrides win.** The config centre's ``billing.prices`` (docs/usage.md, "Prices") gives a model
+its price (a negotiated rate, a model the library does not know, an OpenAI-compatible server);
+an override is matched as before the library is asked: the exact key, or a name of the same
+provider followed by a snapshot date or ``-latest``, or a Bedrock Anthropic id as Anthropic's.
 
-**Matching a usage record's model** (``provider/name`` as the turn resolved it): the exact key,
-else a known name of the same provider followed by a snapshot date or ``-latest``
-(``anthropic/claude-haiku-4-5-20251001`` is Haiku 4.5, ``openai/gpt-4o-mini-2024-07-18`` is
-gpt-4o-mini); any other suffix is another model (``claude-opus-4-7`` is not Opus 4, whose price
-is three times Opus 4.5's). Bedrock's Anthropic ids (``bedrock/us.anthropic.claude-...-v1:0``)
-are priced as Anthropic's. A model that matches nothing is **unpriced**: its tokens are counted in
-``unpricedTokens`` and cost nothing, so a report never hides that its total is incomplete (add
-its price to ``billing.prices``).
-
-**Cost and charge.** Cost = (input - cache reads - cache writes) x input price + cache reads x
-cacheRead + cache writes x cacheWrite + output x output price, per million. Charge = cost x the
-markup (``billing.markup``, default 1.05). Both are computed exactly (decimals) per sum and
-rounded to micro-dollars (6 decimals) only when shown.
+**Cost, charge and what caching saved.** Cost = (input - cache reads - cache writes) x input price
++ cache reads x cacheRead + cache writes x cacheWrite + output x output price, per million. Charge
+= cost x the markup (``billing.markup``, default 1.05). ``cacheSavings`` = (cache reads x (input -
+cacheRead) - cache writes x (cacheWrite - input)) per million, x the markup: how much less the
+charge is than the same tokens uncached (negative when writes cost more than reads saved). All are
+computed exactly (decimals) per sum and rounded to micro-dollars (6 decimals) only when shown.
 """
 
 from __future__ import annotations
@@ -34,21 +39,74 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from decimal import ROUND_HALF_EVEN, Decimal
-from typing import TYPE_CHECKING, Annotated, Any
+from functools import cache
+from typing import TYPE_CHECKING, Annotated, Any, TypeVar
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
+    from genai_prices.data_snapshot import DataSnapshot
+
     from agentvm.observability.usage import Sums
     from agentvm.ports import UsageCell
 
-PRICES_AS_OF = "2026-03-21"
+PRICE_LIBRARY = "genai-prices"
 CURRENCY = "USD"
 DEFAULT_MARKUP = 1.05
 _MILLION = Decimal(1_000_000)
 _MICRO = Decimal("0.000001")
+# Our provider -> the library's provider id. Other providers are priced by override only.
+LIBRARY_PROVIDERS = {"anthropic": "anthropic", "openai": "openai", "bedrock": "aws"}
+
+# The models ``/v1/usage/prices`` lists (with any overridden ones), priced by the library.
+LISTED_MODELS = (
+    "anthropic/claude-opus-4-6",
+    "anthropic/claude-opus-4-5",
+    "anthropic/claude-opus-4-1",
+    "anthropic/claude-sonnet-4-6",
+    "anthropic/claude-sonnet-4-5",
+    "anthropic/claude-sonnet-4",
+    "anthropic/claude-haiku-4-5",
+    "anthropic/claude-3-5-haiku",
+    "anthropic/claude-3-haiku",
+    "openai/gpt-5",
+    "openai/gpt-5-mini",
+    "openai/gpt-5-nano",
+    "openai/gpt-4.1",
+    "openai/gpt-4.1-mini",
+    "openai/gpt-4o",
+    "openai/gpt-4o-mini",
+    "openai/o4-mini",
+    "bedrock/global.anthropic.claude-haiku-4-5-20251001-v1:0",
+    "bedrock/us.anthropic.claude-haiku-4-5-20251001-v1:0",
+    "bedrock/global.anthropic.claude-sonnet-4-5-20250929-v1:0",
+    "bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0",
+)
+
+# The dashboards' per-turn estimate (input, output USD per million tokens; metrics.py), read on
+# the turn path, where the library is too heavy to import. Not the bill: the bill is priced by
+# the library. tests/unit/observability/test_pricing.py keeps these equal to the library's.
+DASHBOARD_PRICES: dict[str, tuple[float, float]] = {
+    "anthropic/claude-opus-4-6": (5.0, 25.0),
+    "anthropic/claude-opus-4-5": (5.0, 25.0),
+    "anthropic/claude-opus-4-1": (15.0, 75.0),
+    "anthropic/claude-sonnet-4-6": (3.0, 15.0),
+    "anthropic/claude-sonnet-4-5": (3.0, 15.0),
+    "anthropic/claude-sonnet-4": (3.0, 15.0),
+    "anthropic/claude-haiku-4-5": (1.0, 5.0),
+    "anthropic/claude-3-5-haiku": (0.8, 4.0),
+    "anthropic/claude-3-haiku": (0.25, 1.25),
+    "openai/gpt-5": (1.25, 10.0),
+    "openai/gpt-5-mini": (0.25, 2.0),
+    "openai/gpt-5-nano": (0.05, 0.4),
+    "openai/gpt-4.1": (2.0, 8.0),
+    "openai/gpt-4.1-mini": (0.4, 1.6),
+    "openai/gpt-4o": (2.5, 10.0),
+    "openai/gpt-4o-mini": (0.15, 0.6),
+    "openai/o4-mini": (1.1, 4.4),
+}
 
 
 @dataclass(frozen=True)
@@ -67,37 +125,6 @@ class ModelPrice:
             "cacheRead": float(self.cache_read),
             "cacheWrite": float(self.cache_write),
         }
-
-
-def _p(input_: str, output: str, cache_read: str, cache_write: str | None = None) -> ModelPrice:
-    return ModelPrice(Decimal(input_), Decimal(output), Decimal(cache_read), Decimal(cache_write or input_))
-
-
-LIST_PRICES: dict[str, ModelPrice] = {
-    # Anthropic: input, output, cache hits, 5-minute cache writes
-    "anthropic/claude-opus-4-6": _p("5", "25", "0.50", "6.25"),
-    "anthropic/claude-opus-4-5": _p("5", "25", "0.50", "6.25"),
-    "anthropic/claude-opus-4-1": _p("15", "75", "1.50", "18.75"),
-    "anthropic/claude-opus-4": _p("15", "75", "1.50", "18.75"),
-    "anthropic/claude-sonnet-4-6": _p("3", "15", "0.30", "3.75"),
-    "anthropic/claude-sonnet-4-5": _p("3", "15", "0.30", "3.75"),
-    "anthropic/claude-sonnet-4": _p("3", "15", "0.30", "3.75"),
-    "anthropic/claude-3-7-sonnet": _p("3", "15", "0.30", "3.75"),
-    "anthropic/claude-haiku-4-5": _p("1", "5", "0.10", "1.25"),
-    "anthropic/claude-3-5-haiku": _p("0.80", "4", "0.08", "1"),
-    "anthropic/claude-3-haiku": _p("0.25", "1.25", "0.03", "0.30"),
-    # OpenAI: input, output, cached input (no cache-write premium)
-    "openai/gpt-5": _p("1.25", "10", "0.125"),
-    "openai/gpt-5-mini": _p("0.25", "2", "0.025"),
-    "openai/gpt-5-nano": _p("0.05", "0.40", "0.005"),
-    "openai/gpt-4.1": _p("2", "8", "0.50"),
-    "openai/gpt-4.1-mini": _p("0.40", "1.60", "0.10"),
-    "openai/gpt-4.1-nano": _p("0.10", "0.40", "0.025"),
-    "openai/gpt-4o": _p("2.50", "10", "1.25"),
-    "openai/gpt-4o-mini": _p("0.15", "0.60", "0.075"),
-    "openai/o3": _p("2", "8", "0.50"),
-    "openai/o4-mini": _p("1.10", "4.40", "0.275"),
-}
 
 
 class PriceSetting(BaseModel):
@@ -134,6 +161,7 @@ def price_of(setting: Mapping[str, float]) -> ModelPrice:
     )
 
 
+T = TypeVar("T")
 _DATE = re.compile(r"\d{8}|\d{4}-\d{2}-\d{2}|latest")
 
 
@@ -151,38 +179,97 @@ def _bedrock_as_anthropic(name: str) -> str | None:
     return vendor.removeprefix("anthropic.").split("-v", 1)[0].split(":", 1)[0]
 
 
+def match_in(table: Mapping[str, T], model: str) -> T | None:
+    """``model``'s entry in a table keyed ``provider/name``: the exact key, else a key of the same
+    provider that the name extends with a date or ``-latest`` (Bedrock's Anthropic ids as
+    Anthropic's)."""
+    if model in table:
+        return table[model]
+    provider, _, name = model.partition("/")
+    if provider == "bedrock" and (anthropic := _bedrock_as_anthropic(name)) is not None:
+        if (entry := match_in(table, f"bedrock/{anthropic}")) is not None:
+            return entry
+        provider, name = "anthropic", anthropic
+    for key, entry in table.items():
+        known_provider, _, known = key.partition("/")
+        if known_provider == provider and (name == known or _dated(name, known)):
+            return entry
+    return None
+
+
+@cache
+def _library() -> DataSnapshot:
+    """The library's bundled price data, never its auto-updated copy (no network)."""
+    from genai_prices.data import providers
+    from genai_prices.data_snapshot import DataSnapshot
+
+    return DataSnapshot(providers=providers, from_auto_update=False)
+
+
+@cache
+def prices_as_of() -> str:
+    """The library release whose bundled data prices the models (``genai-prices 0.2.3``)."""
+    from importlib.metadata import version
+
+    return f"{PRICE_LIBRARY} {version(PRICE_LIBRARY)}"
+
+
+def _base(value: Any) -> Decimal | None:
+    """A library price in USD per million tokens: a decimal, or a tiered price's base tier."""
+    if value is None:
+        return None
+    return Decimal(value.base) if hasattr(value, "base") else Decimal(value)
+
+
+@cache
+def library_price(model: str) -> ModelPrice | None:
+    """The library's price of ``provider/name`` (None: a provider or model it does not price).
+    A missing cache price is the input price (OpenAI charges no premium for its cache writes)."""
+    from datetime import UTC, datetime
+
+    provider, _, name = model.partition("/")
+    library_provider = LIBRARY_PROVIDERS.get(provider)
+    if library_provider is None or not name:
+        return None
+    name = name.removesuffix("-latest")
+    try:
+        _, info = _library().find_provider_model(name, None, library_provider, None)
+    except LookupError:
+        return None
+    found = info.get_prices(datetime.now(UTC))
+    input_ = _base(found.input_mtok)
+    output = _base(found.output_mtok)
+    if input_ is None or output is None:
+        return None
+    read = _base(found.cache_read_mtok)
+    write = _base(found.cache_write_mtok)
+    return ModelPrice(input_, output, input_ if read is None else read, input_ if write is None else write)
+
+
 @dataclass
 class Pricing:
-    """A price table (list prices with the overrides laid over) and the markup."""
+    """The overrides (``billing.prices``), the library's prices for every other model, and the
+    markup."""
 
-    table: dict[str, ModelPrice] = field(default_factory=lambda: dict(LIST_PRICES))
+    overrides: dict[str, ModelPrice] = field(default_factory=dict)
     markup: Decimal = Decimal(str(DEFAULT_MARKUP))
-    overridden: frozenset[str] = frozenset()
     _found: dict[str, ModelPrice | None] = field(default_factory=dict)
 
     @classmethod
     def of(cls, markup: float | None, overrides: Mapping[str, Mapping[str, float]] | None) -> Pricing:
-        table = dict(LIST_PRICES)
-        table.update({model: price_of(p) for model, p in (overrides or {}).items()})
+        table = {model: price_of(p) for model, p in (overrides or {}).items()}
         chosen = DEFAULT_MARKUP if markup is None else markup
-        return cls(table, Decimal(str(chosen)), frozenset(overrides or {}))
+        return cls(table, Decimal(str(chosen)))
+
+    @property
+    def overridden(self) -> frozenset[str]:
+        return frozenset(self.overrides)
 
     def price(self, model: str) -> ModelPrice | None:
         if model not in self._found:
-            self._found[model] = self._match(model)
+            override = match_in(self.overrides, model)
+            self._found[model] = override if override is not None else library_price(model)
         return self._found[model]
-
-    def _match(self, model: str) -> ModelPrice | None:
-        if model in self.table:
-            return self.table[model]
-        provider, _, name = model.partition("/")
-        if provider == "bedrock" and (anthropic := _bedrock_as_anthropic(name)) is not None:
-            provider, name = "anthropic", anthropic
-        for key, price in self.table.items():
-            known_provider, _, known = key.partition("/")
-            if known_provider == provider and (name == known or _dated(name, known)):
-                return price
-        return None
 
     def cost(self, cell: UsageCell) -> Decimal | None:
         """What the cell's tokens cost at list price (None: its model has no price)."""
@@ -198,53 +285,84 @@ class Pricing:
         )
         return total / _MILLION
 
+    def cache_savings(self, model: str, cache_read_tokens: int, cache_write_tokens: int) -> Decimal | None:
+        """What cache reads saved less what cache writes cost extra, at list price (None: the
+        model has no price)."""
+        price = self.price(model)
+        if price is None:
+            return None
+        saved = cache_read_tokens * (price.input - price.cache_read)
+        premium = cache_write_tokens * (price.cache_write - price.input)
+        return (saved - premium) / _MILLION
+
+    def charged_cache_savings(
+        self, model: str, cache_read_tokens: int, cache_write_tokens: int
+    ) -> Decimal | None:
+        """The cache savings at the charged prices (x the markup); None: the model has no price."""
+        savings = self.cache_savings(model, cache_read_tokens, cache_write_tokens)
+        return None if savings is None else savings * self.markup
+
     def add(self, sums: Sums, cell: UsageCell) -> None:
-        """Add the cell's cost (or its unpriced tokens) to a row's sums."""
+        """Add the cell's cost and cache savings (or its unpriced tokens) to a row's sums."""
         cost = self.cost(cell)
         extra = sums.extra
         extra.setdefault("cost", Decimal(0))
+        extra.setdefault("cacheSavings", Decimal(0))
         extra.setdefault("unpricedTokens", 0)
         if cost is None:
             extra["unpricedTokens"] += cell.input_tokens + cell.output_tokens
         else:
             extra["cost"] += cost
+            saved = self.cache_savings(cell.model, cell.cache_read_tokens, cell.cache_write_tokens)
+            extra["cacheSavings"] += saved or Decimal(0)
 
     def finish(self, sums: Sums, *, with_cost: bool = True) -> None:
-        """The row's charge (and, for the platform, its cost), as shown: dollars rounded to
-        micro-dollars. Tenants are shown the charge only: the cost and the markup are the
-        platform's business."""
+        """The row's charge and cache savings at the charged prices (and, for the platform, its
+        cost), as shown: dollars rounded to micro-dollars. Tenants are shown the charge only: the
+        cost and the markup are the platform's business."""
         cost: Decimal = sums.extra.get("cost", Decimal(0))
+        savings: Decimal = sums.extra.get("cacheSavings", Decimal(0))
         shown: dict[str, Any] = {"cost": micro(cost)} if with_cost else {}
         sums.extra = {
             **shown,
             "charge": micro(cost * self.markup),
+            "cacheSavings": micro(savings * self.markup),
             "unpricedTokens": sums.extra.get("unpricedTokens", 0),
         }
 
+    def table(self) -> dict[str, ModelPrice]:
+        """The listed models' prices (library) with every override laid over."""
+        out = {model: price for model in LISTED_MODELS if (price := library_price(model)) is not None}
+        out.update(self.overrides)
+        return dict(sorted(out.items()))
+
     def to_wire(self, *, with_cost: bool = True) -> dict[str, Any]:
         """The price table: list prices and the markup (platform), or the prices charged (tenants)."""
+        table = self.table()
         if with_cost:
-            prices = {model: price.to_wire() for model, price in sorted(self.table.items())}
             return {
                 "currency": CURRENCY,
                 "markup": float(self.markup),
-                "pricesAsOf": PRICES_AS_OF,
-                "prices": prices,
-                "overridden": sorted(self.overridden),
+                "pricesAsOf": prices_as_of(),
+                "prices": {model: price.to_wire() for model, price in table.items()},
+                "overridden": sorted(self.overrides),
             }
         charged = {
             model: {name: micro(Decimal(str(v)) * self.markup) for name, v in price.to_wire().items()}
-            for model, price in sorted(self.table.items())
+            for model, price in table.items()
         }
-        return {"currency": CURRENCY, "pricesAsOf": PRICES_AS_OF, "prices": charged}
-
-
-_LIST = Pricing()
+        return {"currency": CURRENCY, "pricesAsOf": prices_as_of(), "prices": charged}
 
 
 def list_price(model: str) -> ModelPrice | None:
-    """A model's list price (no overrides), matched as billing matches it; None: unknown."""
-    return _LIST.price(model)
+    """A model's list price (the library's, no overrides); None: unknown. Imports the library."""
+    return library_price(model)
+
+
+def estimate_price(model: str) -> tuple[float, float] | None:
+    """A model's (input, output) price for the dashboards' estimate, without importing the
+    library (the turn path): ``DASHBOARD_PRICES``, matched as overrides are."""
+    return match_in(DASHBOARD_PRICES, model)
 
 
 def micro(amount: Decimal) -> float:
@@ -253,14 +371,17 @@ def micro(amount: Decimal) -> float:
 
 __all__ = [
     "CURRENCY",
+    "DASHBOARD_PRICES",
     "DEFAULT_MARKUP",
-    "LIST_PRICES",
-    "PRICES_AS_OF",
+    "LISTED_MODELS",
+    "PRICE_LIBRARY",
     "ModelPrice",
     "PriceSetting",
     "PriceTable",
     "Pricing",
+    "estimate_price",
     "list_price",
     "micro",
     "price_of",
+    "prices_as_of",
 ]

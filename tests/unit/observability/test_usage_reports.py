@@ -19,6 +19,7 @@ from agentvm.adapters.llm.scripted import Calls
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
 from agentvm.observability.periods import DAY_MS, HOUR_MS
+from agentvm.observability.pricing import list_price
 from agentvm.observability.usage import COLUMNS, DIMENSIONS, UsageQuery
 from tests.contract.test_usage_rollups_contract import expected
 from tests.security_harness import ManualClock, new_key
@@ -202,11 +203,17 @@ async def test_bad_queries_get_clear_errors_with_stable_codes(world, params, cod
 
 
 # -- pricing and export ----------------------------------------------------------------------------
-# The list prices of the day's models, USD per million tokens: input, output, cache read, cache write.
+# The list prices of the day's models (the price library's, tests/unit/observability/test_pricing.py
+# checks them against it), USD per million tokens: input, output, cache read, cache write.
+def _listed(model: str) -> tuple[Decimal, Decimal, Decimal, Decimal]:
+    price = list_price(model)
+    assert price is not None, model
+    return (price.input, price.output, price.cache_read, price.cache_write)
+
+
 LIST = {
-    "anthropic/claude-haiku-4-5": (1, 5, 0.1, 1.25),
-    "anthropic/claude-sonnet-4-5": (3, 15, 0.3, 3.75),
-    "openai/gpt-4.1-mini": (0.4, 1.6, 0.1, 0.4),
+    m: _listed(m)
+    for m in ("anthropic/claude-haiku-4-5", "anthropic/claude-sonnet-4-5", "openai/gpt-4.1-mini")
 }
 
 
@@ -221,6 +228,15 @@ def cost_of(records, prices=LIST) -> Decimal:
             + r.cacheWriteTokens * p_write
             + r.outputTokens * p_out
         )
+    return total / 1_000_000
+
+
+def savings_of(records, prices=LIST) -> Decimal:
+    """What caching saved at list price: reads' discount less writes' premium."""
+    total = Decimal(0)
+    for r in records:
+        p_in, _, p_read, p_write = (Decimal(str(v)) for v in prices[r.model])
+        total += r.cacheReadTokens * (p_in - p_read) - r.cacheWriteTokens * (p_write - p_in)
     return total / 1_000_000
 
 
@@ -249,6 +265,7 @@ async def test_the_export_prices_the_day_with_the_markup_per_end_user_and_model(
         *METRICS,
         "cost",
         "charge",
+        "cacheSavings",
         "unpricedTokens",
         "currency",
     ]
@@ -264,6 +281,8 @@ async def test_the_export_prices_the_day_with_the_markup_per_end_user_and_model(
         assert int(line["inputTokens"]) == sum(x.inputTokens for x in mine)
         assert int(line["cacheReadTokens"]) == sum(x.cacheReadTokens for x in mine)
         assert (line["cost"], line["charge"]) == (micro(cost), micro(cost * Decimal("1.05")))
+        assert line["cacheSavings"] == micro(savings_of(mine) * Decimal("1.05"))
+        assert int(line["cacheReadTokens"]) > 0 and Decimal(line["cacheSavings"]) > 0
         assert (line["unpricedTokens"], line["currency"]) == ("0", "USD")
     total = sum(Decimal(line["charge"]) for line in lines)
     assert abs(total - cost_of(records) * Decimal("1.05")) <= Decimal("0.000001") * len(lines)
@@ -298,6 +317,8 @@ async def test_json_lines_and_the_markup_and_prices_set_in_the_config_centre(wor
     for line in lines:
         cost = cost_of([x for x in records if x.model == line["model"]], prices)
         assert line["cost"] == float(micro(cost)) and line["charge"] == float(micro(cost * Decimal("1.2")))
+        saved = savings_of([x for x in records if x.model == line["model"]], prices)
+        assert line["cacheSavings"] == float(micro(saved * Decimal("1.2")))  # the override's prices
     listed = (await get(world, "platform", "/v1/usage/prices")).json()
     assert listed["markup"] == 1.2 and listed["overridden"] == ["anthropic/claude-haiku-4-5"]
     assert listed["prices"]["anthropic/claude-haiku-4-5"] == {
@@ -314,6 +335,7 @@ async def test_tenants_see_what_they_are_charged_never_the_cost_or_the_markup(wo
     assert "markup" not in summary and all("cost" not in row for row in [*summary["rows"], summary["totals"]])
     records = await records_of(world, "tenant-b")
     assert summary["totals"]["charge"] == float(micro(cost_of(records) * Decimal("1.05")))
+    assert summary["totals"]["cacheSavings"] == float(micro(savings_of(records) * Decimal("1.05")))
     lines = list(csv.DictReader(io.StringIO((await export(world, "tenant-b")).text)))
     assert "cost" not in lines[0] and {line["tenantId"] for line in lines} == {"tenant-b"}
     prices = (await get(world, "tenant-b", "/v1/usage/prices")).json()
@@ -341,3 +363,28 @@ async def test_a_model_without_a_price_is_counted_as_unpriced(world):
         world, "platform", "/v1/usage/summary", tenantId="tenant-a", **{"from": FROM, "to": TO}
     )
     assert (platform.json()["totals"]["cost"], platform.json()["totals"]["unpricedTokens"]) == (0.0, 5)
+
+
+async def test_the_usage_records_show_what_caching_saved_per_turn_session_and_tenant(world):
+    await play_the_day(world)
+    records = await records_of(world, "tenant-a")
+
+    body = (await get(world, "tenant-a", "/v1/usage")).json()
+
+    assert [r["turnId"] for r in body["records"]] == [r.turnId for r in records]
+    for shown, record in zip(body["records"], records, strict=True):
+        assert shown["cacheReadTokens"] == record.cacheReadTokens > 0
+        assert shown["cacheSavings"] == float(micro(savings_of([record]) * Decimal("1.05")))
+    sessions = {s["sessionId"]: s for s in body["sessions"]}
+    assert set(sessions) == {r.sessionId for r in records} and len(sessions) > 1
+    for session_id, shown in sessions.items():
+        mine = [r for r in records if r.sessionId == session_id]
+        assert shown["cacheReadTokens"] == sum(r.cacheReadTokens for r in mine)
+        assert shown["cacheWriteTokens"] == sum(r.cacheWriteTokens for r in mine)
+        assert shown["cacheSavings"] == float(micro(savings_of(mine) * Decimal("1.05")))
+    assert body["totals"]["cacheSavings"] == float(micro(savings_of(records) * Decimal("1.05")))
+    assert body["totals"]["cacheWriteTokens"] == sum(r.cacheWriteTokens for r in records)
+    # tenant-b's answer has none of tenant-a's records or sessions
+    other = (await get(world, "tenant-b", "/v1/usage")).json()
+    assert {r["tenantId"] for r in other["records"]} == {"tenant-b"}
+    assert not set(s["sessionId"] for s in other["sessions"]) & set(sessions)

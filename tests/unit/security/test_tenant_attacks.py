@@ -568,7 +568,9 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         for path in ("/v1/tenants", "/v1/tenants/list", "/v1/tenants?status=all", "/v1/tenants/tenant-a"):
             refused = await http.get(path)
             assert (refused.status_code, refused.json()["error"]["code"]) == (403, "forbidden"), path
-        assert (await http.get("/v1/usage")).json()["totals"]["turns"] == 0
+        usage = (await http.get("/v1/usage")).json()
+        assert usage["totals"]["turns"] == 0 and usage["totals"]["cacheSavings"] == 0.0
+        assert usage["records"] == [] and usage["sessions"] == []  # none of A's turns or sessions
         # B's metrics are B's alone: none of A's turns, tokens, tools or series
         figures = (await http.get("/v1/metrics")).json()
         assert (figures["tenantId"], figures["turns"]["total"], figures["tokens"]) == (

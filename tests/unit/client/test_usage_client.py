@@ -1,0 +1,85 @@
+"""The SDK's ``UsageClient`` against the real HTTP API (the app in process, a real runtime): a turn
+whose model reports cache reads and writes, then the typed records, summary, export and prices, with
+what caching saved; another tenant's key sees none of it."""
+
+from __future__ import annotations
+
+import csv
+import io
+from decimal import Decimal
+
+import httpx
+import pytest
+
+from agentvm.api.app import create_app
+from agentvm.client import RequestFailed, UsageClient, UsageRecords, UsageSummary
+from agentvm.observability.pricing import list_price
+from tests.security_harness import new_key, secure
+
+MODEL = "anthropic/claude-haiku-4-5"
+
+
+@pytest.fixture
+async def world(harness):
+    secure(harness)
+    tokens = {t: await new_key(harness.rt, t, "admin") for t in ("tenant-a", "tenant-b")}
+    client = await harness.client("tenant-a")
+    image = (await client.request("image_create", containerId="u1", config={"name": "A", "model": MODEL}))[
+        "record"
+    ]
+    harness.model.cache_read_tokens, harness.model.cache_write_tokens = 40, 8
+    harness.model.add("a cached reply")
+    await client.request("message_send", imageId=image["imageId"], content="hello")
+    await harness.run_turns()
+    return harness, tokens, image
+
+
+def usage_client(harness, token: str) -> UsageClient:
+    return UsageClient("http://avm", token=token, transport=httpx.ASGITransport(app=create_app(harness.rt)))
+
+
+async def test_the_usage_client_reads_typed_usage_with_cache_savings(world):
+    harness, tokens, image = world
+    price = list_price(MODEL)
+    assert price is not None
+    [record] = await harness.rt.store.list_usage("tenant-a")
+    assert record.cacheReadTokens > 0 and record.cacheWriteTokens > 0
+    saved = (
+        record.cacheReadTokens * (price.input - price.cache_read)
+        - record.cacheWriteTokens * (price.cache_write - price.input)
+    ) / Decimal(1_000_000)
+    expected = float((saved * Decimal("1.05")).quantize(Decimal("0.000001")))
+
+    async with usage_client(harness, tokens["tenant-a"]) as usage:
+        records = await usage.records()
+        summary = await usage.summary(group_by="container,model")
+        exported = await usage.export(group_by="model")
+        prices = await usage.prices()
+
+    assert isinstance(records, UsageRecords) and isinstance(summary, UsageSummary)
+    assert [r.cacheSavings for r in records.records] == [expected]
+    assert [(s.sessionId, s.cacheSavings) for s in records.sessions] == [(image["sessionId"], expected)]
+    assert records.totals.cacheSavings == expected
+    assert summary.totals.cacheSavings == expected and summary.totals.cost is None  # a tenant
+    assert summary.rows[0].model_extra == {
+        "period": summary.rows[0].period,
+        "containerId": "u1",
+        "model": MODEL,
+    }
+    [line] = csv.DictReader(io.StringIO(exported))
+    assert float(line["cacheSavings"]) == expected
+    assert prices.prices[MODEL].cacheRead == float(
+        (price.cache_read * Decimal("1.05")).quantize(Decimal("0.000001"))
+    )
+
+
+async def test_another_tenants_key_sees_none_of_it_and_refusals_raise(world):
+    harness, tokens, _ = world
+    async with usage_client(harness, tokens["tenant-b"]) as usage:
+        records = await usage.records()
+        summary = await usage.summary()
+        with pytest.raises(RequestFailed) as refused:
+            await usage.summary(tenant_id="tenant-a")
+    assert records.records == [] and records.sessions == [] and records.totals.cacheSavings == 0.0
+    assert summary.totals.records == 0 and summary.totals.cacheSavings == 0.0
+    assert refused.value.code == "forbidden"
