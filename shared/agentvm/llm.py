@@ -93,6 +93,12 @@ class ModelRequest:
     system: str | None = None
     max_tokens: int = 1024
     tools: tuple[ToolSpec, ...] = ()
+    # Mark a stable prefix for the provider's prompt cache (adapters/llm/caching.py). Off unless the
+    # caller asks: a one-off request (a title, a summary) would pay the cache write and never read it.
+    prompt_caching: bool = False
+    # Which conversation the request continues, hashed (no tenant or session id in it): OpenAI routes
+    # requests with one ``prompt_cache_key`` to the same cache. None: no key is sent.
+    cache_key: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agentvm.fakellm.prompt_cache import CacheUse, TooManyBreakpoints
 from agentvm.fakellm.state import FakeLLMState, count_words, reply_tokens
 from agentvm.fakellm.wire import AnthropicWire, OpenAIWire, ToolCallOut
 
@@ -41,6 +42,7 @@ class _Reply:
         max_tokens: object,
         scripted: ScriptedReply | None = None,
         id_prefix: str = "toolu_fake_",
+        cache: CacheUse | None = None,
     ) -> None:
         limit = max_tokens if isinstance(max_tokens, int) and max_tokens >= 0 else config.reply_tokens
         self.tokens = reply_tokens(min(config.reply_tokens, limit))
@@ -64,9 +66,13 @@ class _Reply:
         self.stamp = config.stamp_tokens
         explicit = config.input_tokens
         self.input_tokens = explicit if explicit is not None else _request_words(body)
-        # Of the input: read from and written to the prompt cache (never more than there is).
-        self.cache_read = min(config.cache_read_tokens, self.input_tokens)
-        self.cache_write = min(config.cache_write_tokens, self.input_tokens - self.cache_read)
+        # Of the input: read from and written to the prompt cache (never more than there is): the
+        # configured numbers, else what the fake's prompt cache priced.
+        read, write = config.cache_read_tokens, config.cache_write_tokens
+        if not (read or write) and cache is not None:
+            read, write = cache.read, cache.write
+        self.cache_read = min(read, self.input_tokens)
+        self.cache_write = min(write, self.input_tokens - self.cache_read)
 
 
 def _request_words(body: dict[str, Any]) -> int:
@@ -196,7 +202,18 @@ class _CutResponse:
         )
 
 
-async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any, id_prefix: str) -> Any:
+def _cache_use(state: FakeLLMState, config: FakeLLMConfig, body: dict[str, Any], kind: str) -> CacheUse:
+    """What the request reads from and writes to the fake's prompt cache (``prompt_cache.py``)."""
+    if not config.prompt_cache:
+        return CacheUse()
+    if kind == "anthropic":
+        return state.prompt_cache.anthropic(body, config.cache_min_tokens)
+    return state.prompt_cache.openai(body)
+
+
+async def _model_endpoint(
+    request: Request, wire_for: Any, max_tokens: Any, id_prefix: str, kind: str = "openai"
+) -> Any:
     state: FakeLLMState = request.app.state.fake
     try:
         body = await request.json()
@@ -205,7 +222,16 @@ async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any, id_p
     if not isinstance(body, dict):
         return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
     config, fault, scripted = state.begin_request(body)
-    reply = _Reply(config, body, max_tokens(body), scripted, id_prefix)
+    cache: CacheUse | None = None
+    if fault is None or fault.kind not in ("429", "500", "overloaded"):  # a refused request caches nothing
+        try:
+            cache = _cache_use(state, config, body, kind)
+        except TooManyBreakpoints as exc:
+            refused = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
+            return JSONResponse(refused, status_code=400)
+    reply = _Reply(config, body, max_tokens(body), scripted, id_prefix, cache)
+    state.count("cache_read_tokens", reply.cache_read)
+    state.count("cache_write_tokens", reply.cache_write)
     wire: Wire = wire_for(body, reply)
     if fault is not None and fault.kind in ("429", "500", "overloaded"):
         logger.info("fault: %s", fault.kind)
@@ -238,6 +264,7 @@ async def anthropic_messages(request: Request) -> Any:
         ),
         lambda body: body.get("max_tokens"),
         "toolu_fake_",
+        "anthropic",
     )
 
 
