@@ -104,6 +104,7 @@ class TurnContext:
             tools=tools,
             prompt_caching=prompt_caching,
             cache_key=cache_key,
+            stable_system_chars=len(image_prompt) if image_prompt else None,
         )
 
 

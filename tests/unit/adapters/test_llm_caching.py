@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import pytest
 
 from agentvm.adapters.llm.anthropic import request_params
@@ -200,3 +202,17 @@ def _anthropic_marked(body: dict) -> list[int]:
             if "cache_control" in block:
                 marked.append(chars)
     return marked
+
+
+def test_the_session_summary_comes_after_the_system_breakpoint():
+    summary = "\n\nSummary of the earlier conversation: the user asked about orders."
+    req = request(system=LONG + summary, stable_system_chars=len(LONG), messages=conversation(1))
+    body = request_params(req)
+    assert body["system"] == [
+        {"type": "text", "text": LONG, "cache_control": {"type": "ephemeral"}},
+        {"type": "text", "text": summary},
+    ]
+    bedrock = _converse_params(dataclasses.replace(req, model="us.anthropic.claude-sonnet-4-5-20250929-v1:0"))
+    assert bedrock["system"] == [{"text": LONG}, {"cachePoint": {"type": "default"}}, {"text": summary}]
+    # a request without a summary: one block, as before
+    assert len(request_params(request(system=LONG, stable_system_chars=len(LONG)))["system"]) == 1

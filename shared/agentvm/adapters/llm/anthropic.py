@@ -297,10 +297,11 @@ def request_params(request: ModelRequest) -> dict[str, Any]:
     }
     if request.system:
         if caching:
-            system: dict[str, Any] = {"type": "text", "text": request.system}
+            stable, rest = request.system_parts
+            system: dict[str, Any] = {"type": "text", "text": stable}
             if marks.system:
                 system["cache_control"] = dict(_EPHEMERAL)
-            params["system"] = [system]
+            params["system"] = [system, {"type": "text", "text": rest}] if rest else [system]
         else:
             params["system"] = request.system
     if request.tools:

@@ -271,7 +271,8 @@ def _add_cache_points(params: dict[str, Any], request: ModelRequest) -> None:
     if marks.tools and "toolConfig" in params:
         params["toolConfig"]["tools"].append(dict(_CACHE_POINT))
     if marks.system and "system" in params:
-        params["system"].append(dict(_CACHE_POINT))
+        stable, rest = request.system_parts
+        params["system"] = [{"text": stable}, dict(_CACHE_POINT)] + ([{"text": rest}] if rest else [])
     for index in marks.messages:
         params["messages"][index]["content"].append(dict(_CACHE_POINT))
 

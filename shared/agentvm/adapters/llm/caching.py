@@ -10,7 +10,8 @@ lifetime from last use, refreshed on every read). Decisions, from the providers'
 
   1. the **last tool definition**: tools alone are the most stable prefix (a session summary
      added to the system prompt after compaction does not cost the tools' cache);
-  2. the **system prompt** (tools + system);
+  2. the **system prompt** (tools + system): the image's prompt, before the session summary that
+     compaction appends (``ModelRequest.stable_system_chars``), so a compaction keeps it cached;
   3. the conversation's **moving end**: the last message's last content block, so the next step
      (and the next turn) reads what this one wrote;
   4. the **end of the previous request**: the user message before the last one. A step adds an
@@ -109,9 +110,10 @@ def place_breakpoints(
         return NONE
     floor = min_cacheable_tokens(request.model) if min_tokens is None else min_tokens
     tools_end = sum(_tool_tokens(tool) for tool in request.tools)
-    system_end = tools_end + _tokens(request.system)
+    stable, rest = request.system_parts
+    system_end = tools_end + _tokens(stable)
     ends: list[int] = []  # the prefix length at the end of each message
-    total = system_end
+    total = system_end + _tokens(rest)
     for turn in request.messages:
         total += _turn_tokens(turn)
         ends.append(total)
