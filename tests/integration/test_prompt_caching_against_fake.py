@@ -13,6 +13,7 @@ import pytest
 from pydantic import SecretStr
 
 from agentvm.adapters.llm.anthropic import AnthropicModelClient
+from agentvm.adapters.llm.bedrock import BedrockModelClient
 from agentvm.adapters.llm.openai import OpenAIModelClient
 from agentvm.adapters.llm.router import SettingsModelResolver
 from agentvm.config import Settings
@@ -101,6 +102,50 @@ async def test_anthropic_a_prefix_below_the_minimum_is_not_cached(fake):
     again = await stop_of(client, request)
 
     assert (again.cache_read_tokens, again.cache_write_tokens) == (0, 0)
+
+
+def bedrock_client(fake) -> BedrockModelClient:
+    import boto3
+    from botocore.config import Config
+
+    client = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=fake.base_url,
+        config=Config(retries={"total_max_attempts": 1, "mode": "standard"}),
+    )
+    return BedrockModelClient("us-east-1", client=client)
+
+
+async def test_bedrock_converse_step_two_reads_the_cache_points_step_one_wrote(fake):
+    client = bedrock_client(fake)
+    base = {"model": "us.anthropic.claude-sonnet-4-5-20250929-v1:0", "system": SYSTEM, "prompt_caching": True}
+
+    first = await stop_of(client, ModelRequest(messages=step_messages(1), **base))
+    second = await stop_of(client, ModelRequest(messages=step_messages(2), **base))
+
+    # boto3's event stream, priced as Converse reports it: cacheRead/WriteInputTokens beside inputTokens
+    # (no tools declared: Converse gets the calls and results as text notes, so more words)
+    assert (first.cache_read_tokens, first.cache_write_tokens) == (0, first.input_tokens)
+    assert second.cache_read_tokens == first.input_tokens
+    assert second.cache_write_tokens == second.input_tokens - first.input_tokens > 0
+    points = [
+        sum("cachePoint" in block for m in body["messages"] for block in m["content"])
+        + sum("cachePoint" in block for block in body["system"])
+        for body in sent(fake)
+    ]
+    assert points == [3, 3]
+
+
+async def test_bedrock_models_without_cache_points_get_none(fake):
+    client = bedrock_client(fake)
+    request = ModelRequest(
+        model="meta.llama3-70b-instruct-v1:0", system=SYSTEM, messages=step_messages(1), prompt_caching=True
+    )
+    await stop_of(client, request)
+    again = await stop_of(client, request)
+    assert (again.cache_read_tokens, again.cache_write_tokens) == (0, 0)
+    assert "cachePoint" not in repr(sent(fake))
 
 
 def test_the_fake_refuses_more_than_four_breakpoints_as_the_api_does(fake):

@@ -15,7 +15,7 @@ from starlette.routing import Route
 
 from agentvm.fakellm.prompt_cache import CacheUse, TooManyBreakpoints
 from agentvm.fakellm.state import FakeLLMState, count_words, reply_tokens
-from agentvm.fakellm.wire import AnthropicWire, OpenAIWire, ToolCallOut
+from agentvm.fakellm.wire import AnthropicWire, BedrockWire, OpenAIWire, ToolCallOut
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -102,7 +102,9 @@ class TokenStream:
 
     async def _stream(self, send: Send, gone: asyncio.Event) -> None:
         wire, reply, fault, state = self._wire, self._reply, self._fault, self._state
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        content_type = getattr(wire, "content_type", None)  # Bedrock's event stream; else SSE
+        headers = _SSE_HEADERS if content_type is None else [(b"content-type", content_type)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         for frame in wire.head():
             await _send_body(send, frame)
         loop = asyncio.get_running_loop()
@@ -208,11 +210,18 @@ def _cache_use(state: FakeLLMState, config: FakeLLMConfig, body: dict[str, Any],
         return CacheUse()
     if kind == "anthropic":
         return state.prompt_cache.anthropic(body, config.cache_min_tokens)
+    if kind == "bedrock":
+        return state.prompt_cache.bedrock(body, config.cache_min_tokens)
     return state.prompt_cache.openai(body)
 
 
 async def _model_endpoint(
-    request: Request, wire_for: Any, max_tokens: Any, id_prefix: str, kind: str = "openai"
+    request: Request,
+    wire_for: Any,
+    max_tokens: Any,
+    id_prefix: str,
+    kind: str = "openai",
+    streamed: bool | None = None,
 ) -> Any:
     state: FakeLLMState = request.app.state.fake
     try:
@@ -221,6 +230,9 @@ async def _model_endpoint(
         body = None
     if not isinstance(body, dict):
         return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    if "model_id" in request.path_params:  # Bedrock names the model in the path
+        body["modelId"] = request.path_params["model_id"]
+    stream = bool(body.get("stream")) if streamed is None else streamed
     config, fault, scripted = state.begin_request(body)
     cache: CacheUse | None = None
     if fault is None or fault.kind not in ("429", "500", "overloaded"):  # a refused request caches nothing
@@ -237,12 +249,12 @@ async def _model_endpoint(
         logger.info("fault: %s", fault.kind)
         error = wire.error(fault.kind, fault.retry_after)
         return JSONResponse(error.body, status_code=error.status, headers=error.headers)
-    if fault is not None and fault.kind == "hang" and (fault.after_tokens == 0 or not body.get("stream")):
+    if fault is not None and fault.kind == "hang" and (fault.after_tokens == 0 or not stream):
         logger.info("fault: hang %.1fs before the response headers", fault.duration)
         if await _hang_until_gone(request, fault.duration):
             return JSONResponse({"error": "client gone"}, status_code=499)  # nobody reads it
         fault = None
-    if body.get("stream"):
+    if stream:
         return TokenStream(state, wire, reply, fault)
     if fault is not None and fault.kind == "stream_error":  # no stream to put an error event into
         error = wire.error("500", fault.retry_after)
@@ -283,6 +295,19 @@ async def openai_chat_completions(request: Request) -> Any:
         return limit if limit is not None else body.get("max_tokens")
 
     return await _model_endpoint(request, wire_for, max_tokens, "call_fake_")
+
+
+async def bedrock_converse_stream(request: Request) -> Any:
+    """Bedrock ``ConverseStream`` (boto3 ``converse_stream`` with ``endpoint_url`` at the fake)."""
+    model = request.path_params["model_id"]
+    return await _model_endpoint(
+        request,
+        lambda body, reply: BedrockWire(model, reply.input_tokens, reply.cache_read, reply.cache_write),
+        lambda body: (body.get("inferenceConfig") or {}).get("maxTokens"),
+        "tooluse_fake_",
+        "bedrock",
+        streamed=True,
+    )
 
 
 async def set_config(request: Request) -> JSONResponse:
@@ -346,6 +371,7 @@ def create_app(state: FakeLLMState | None = None) -> Starlette:
             Route("/v1/messages", anthropic_messages, methods=["POST"]),
             Route("/v1/chat/completions", openai_chat_completions, methods=["POST"]),
             Route("/chat/completions", openai_chat_completions, methods=["POST"]),
+            Route("/model/{model_id:path}/converse-stream", bedrock_converse_stream, methods=["POST"]),
             Route("/_fake/config", set_config, methods=["POST"]),
             Route("/_fake/faults", add_faults, methods=["POST"]),
             Route("/_fake/reset", reset, methods=["POST"]),

@@ -12,6 +12,7 @@ the same count ``input_tokens`` reports, so reads and writes are parts of it.
   written. The response reports the longest read as ``cache_read_input_tokens``, the written rest
   up to the last written breakpoint as ``cache_creation_input_tokens``. More than 4 breakpoints
   is a 400, as the API answers.
+* **Bedrock Converse**: ``cachePoint`` blocks mark the block before them; priced as Anthropic's.
 * **OpenAI** (automatic): the prompt's words, keyed by ``prompt_cache_key`` and the model (tools
   and non-text message fields are hashed into it), are cached at every 128-token step from 1,024
   on; a request reads the longest step seen before (``prompt_tokens_details.cached_tokens``).
@@ -21,6 +22,7 @@ Every entry lives 5 minutes from its last use (a read refreshes it). One cache p
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import threading
@@ -77,7 +79,9 @@ class PromptCache:
 
     def anthropic(self, body: dict[str, Any], min_tokens: int) -> CacheUse:
         """Read and write the breakpoints of a Messages request (raises ``TooManyBreakpoints``)."""
-        blocks = _anthropic_blocks(body)
+        return self._breakpoints(_anthropic_blocks(body), min_tokens)
+
+    def _breakpoints(self, blocks: list[_Block], min_tokens: int) -> CacheUse:
         marks = [i for i, block in enumerate(blocks) if block.marked]
         if len(marks) > MAX_BREAKPOINTS:
             limit, found = MAX_BREAKPOINTS, len(marks)
@@ -103,6 +107,10 @@ class PromptCache:
                     self._expires[block.digest] = now + self._ttl_s
                     written = max(written, block.tokens)
             return CacheUse(read=read, write=written - read)
+
+    def bedrock(self, body: dict[str, Any], min_tokens: int) -> CacheUse:
+        """Read and write the ``cachePoint`` checkpoints of a Converse request, as Anthropic's."""
+        return self._breakpoints(_bedrock_blocks(body), min_tokens)
 
     def openai(self, body: dict[str, Any]) -> CacheUse:
         """Read the longest cached 128-token step of a Chat Completions prompt; cache every step."""
@@ -162,6 +170,29 @@ def _anthropic_blocks(body: dict[str, Any]) -> list[_Block]:
         digest = _digest(digest, [role, block])
         tokens += 0 if role == "tool" else len(_words(block))  # as input_tokens counts (no tools)
         blocks.append(_Block(digest, tokens, marked))
+    return blocks
+
+
+def _bedrock_blocks(body: dict[str, Any]) -> list[_Block]:
+    """A Converse request as the cache sees it: a ``cachePoint`` block marks the block before it."""
+    parts: list[tuple[str, object]] = [
+        ("tool", tool) for tool in (body.get("toolConfig") or {}).get("tools") or ()
+    ]
+    parts += [("system", block) for block in body.get("system") or ()]
+    for message in body.get("messages") or ():
+        if isinstance(message, dict):
+            parts += [(str(message.get("role")), block) for block in message.get("content") or ()]
+    digest = str(body.get("modelId", body.get("model", "")))
+    tokens = 0
+    blocks: list[_Block] = []
+    for role, block in parts:
+        if isinstance(block, dict) and "cachePoint" in block:
+            if blocks:
+                blocks[-1] = dataclasses.replace(blocks[-1], marked=True)
+            continue
+        digest = _digest(digest, [role, block])
+        tokens += 0 if role == "tool" else len(_words(block))
+        blocks.append(_Block(digest, tokens, False))
     return blocks
 
 
