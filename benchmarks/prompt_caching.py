@@ -51,7 +51,27 @@ KEY = "sk-bench-not-a-real-key"
 PROVIDERS: dict[str, tuple[str, float, float, float]] = {
     "anthropic": ("anthropic/claude-sonnet-4-6", 3.00, 3.75, 0.30),
     "openai": ("openai/gpt-4.1-mini", 0.40, 0.40, 0.10),
+    "bedrock": ("bedrock/us.anthropic.claude-sonnet-4-5-20250929-v1:0", 3.00, 3.75, 0.30),
 }
+
+
+def _resolver(provider: str, settings: Settings, fake: FakeLLMServer) -> Any:
+    """The settings' resolver; for Bedrock, its adapter on a boto3 client pointed at the fake."""
+    if provider != "bedrock":
+        return SettingsModelResolver(settings)
+    import boto3
+
+    from agentvm.adapters.llm.bedrock import BedrockModelClient
+    from agentvm.adapters.llm.scripted import SingleModelResolver
+
+    client = boto3.client(
+        "bedrock-runtime",
+        region_name="us-east-1",
+        endpoint_url=fake.base_url,
+        aws_access_key_id="bench",
+        aws_secret_access_key="bench",  # noqa: S106 - the fake checks no signature
+    )
+    return SingleModelResolver(BedrockModelClient("us-east-1", client=client), PROVIDERS["bedrock"][0])
 
 
 POLICY = (
@@ -131,7 +151,7 @@ async def conversation(provider: str, caching: bool, fake: FakeLLMServer) -> dic
             queue=queue,
             connections=InMemoryConnections(),
             push=LocalPush(),
-            models=SettingsModelResolver(settings),
+            models=_resolver(provider, settings, fake),
             turns=TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, prompt_caching=caching),
             tools=ThreeTools(),
             cancel_poll=CancelPoll(),
@@ -220,7 +240,7 @@ def render(results: dict[str, dict[str, float]]) -> str:
         "## Prompt caching on the standard agent conversation (issue 27)\n",
         "Command: `./dev python -m benchmarks.prompt_caching` (10 turns on one session, ~3,000-token "
         "system prompt, three tools, one or two tool calls per turn; through the turn worker and the real "
-        "SDKs against `avm fake-llm`, which prices its prompt cache as each provider documents it; tokens "
+        "SDKs (boto3 for Bedrock) against `avm fake-llm`, which prices its prompt cache as each provider documents it; tokens "
         "are the fake's words; deterministic, one run).\n",
         "| provider, caching | model calls | prompt tokens | cache reads | cache writes "
         "| billed input-equivalent | ratio to uncached | input $ (list price) |",
@@ -234,7 +254,8 @@ def render(results: dict[str, dict[str, float]]) -> str:
         )
     lines.append(
         "\nBilled input-equivalent: uncached + 1.25 x writes + 0.1 x reads (Anthropic, Claude Sonnet 4.6 at "
-        "$3 / $3.75 / $0.30 per MTok); uncached + 0.25 x cached (gpt-4.1-mini, $0.40 / $0.10). Goal: "
+        "$3 / $3.75 / $0.30 per MTok, Claude Sonnet 4.5 on Bedrock alike); uncached + 0.25 x cached "
+        "(gpt-4.1-mini, $0.40 / $0.10). Goal: "
         "Anthropic <= 0.30 of uncached. 21 model calls: the turns' 20 and one compaction summary (the "
         "server default summarises past 8,000 estimated tokens; a one-off request, never cached). The "
         "summary follows the image's prompt after its breakpoint: the turn after it reads the prompt and "
