@@ -240,8 +240,8 @@ def render(results: dict[str, dict[str, float]]) -> str:
         "## Prompt caching on the standard agent conversation (issue 27)\n",
         "Command: `./dev python -m benchmarks.prompt_caching` (10 turns on one session, ~3,000-token "
         "system prompt, three tools, one or two tool calls per turn; through the turn worker and the real "
-        "SDKs (boto3 for Bedrock) against `avm fake-llm`, which prices its prompt cache as each provider documents it; tokens "
-        "are the fake's words; deterministic, one run).\n",
+        "SDKs (boto3 for Bedrock) against `avm fake-llm`, which prices its prompt cache as each provider "
+        "documents it; tokens are the fake's words; deterministic, one run).\n",
         "| provider, caching | model calls | prompt tokens | cache reads | cache writes "
         "| billed input-equivalent | ratio to uncached | input $ (list price) |",
         "|---|---|---|---|---|---|---|---|",
