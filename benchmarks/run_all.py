@@ -204,6 +204,7 @@ def main() -> None:
         noisy_neighbour,
         noisy_tenant,
         peer_langgraph,
+        prompt_caching,
         sandbox_calls,
         sandbox_hostile_health,
         session_search,
@@ -272,6 +273,8 @@ def main() -> None:
     quiet_turns = 10 if args.quick else 30
     tenant_rows, got = asyncio.run(noisy_tenant.run(quiet_turns))
     sections.append(noisy_tenant.render(tenant_rows, got, quiet_turns))
+
+    sections.append(prompt_caching.render(asyncio.run(prompt_caching.run())))
 
     sections.append(cold_start.report(quick=args.quick))
 

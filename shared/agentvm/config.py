@@ -70,6 +70,8 @@ class Settings(BaseSettings):
     provider_retry_base_ms: int = 500  # exponential backoff with full jitter from here
     provider_retry_max_total_s: float = 30.0  # never wait longer than this in total
     max_output_tokens: int = 1024
+    # prompt caching of turns (adapters/llm/caching.py): off here turns it off for every image
+    prompt_caching: bool = True
 
     # turns
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)

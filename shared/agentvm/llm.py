@@ -93,6 +93,25 @@ class ModelRequest:
     system: str | None = None
     max_tokens: int = 1024
     tools: tuple[ToolSpec, ...] = ()
+    # Mark a stable prefix for the provider's prompt cache (adapters/llm/caching.py). Off unless the
+    # caller asks: a one-off request (a title, a summary) would pay the cache write and never read it.
+    prompt_caching: bool = False
+    # Which conversation the request continues, hashed (no tenant or session id in it): OpenAI routes
+    # requests with one ``prompt_cache_key`` to the same cache. None: no key is sent.
+    cache_key: str | None = None
+    # How much of ``system`` stays the same for the session (the image's prompt): the rest (the
+    # session summary, replaced at each compaction) comes after the system breakpoint, so a
+    # compaction does not cost the prompt's cache. None: all of it.
+    stable_system_chars: int | None = None
+
+    @property
+    def system_parts(self) -> tuple[str, str]:
+        """``system`` as (the stable part, what follows it); the second is often empty."""
+        system = self.system or ""
+        split = self.stable_system_chars
+        if split is None or not 0 < split < len(system):
+            return system, ""
+        return system[:split], system[split:]
 
 
 @dataclass(frozen=True, slots=True)

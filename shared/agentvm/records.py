@@ -63,6 +63,7 @@ class ImageRecord(_Record):
     mcpServers: dict[str, Any] | None = None  # AgentX McpServerConfig map (agent/tools/declarations.py)
     tools: list[dict[str, Any]] | None = None  # HTTP and built-in tool declarations (agent/tools/)
     maxSteps: int | None = None  # model calls per turn; None = DEFAULT_MAX_STEPS
+    promptCaching: bool | None = None  # False: no prompt-cache breakpoints; None = on (llm.promptCaching)
     # Which tools need a person's approval before they run: {"tools": [names] | "*", "timeoutS": n}
     approval: dict[str, Any] | None = None
     # The MCP servers' tool lists, fetched once per build of mcpServers (agent/tools/sources.py):

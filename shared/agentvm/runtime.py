@@ -63,6 +63,7 @@ class TurnSettings:
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
     auto_title: bool = False  # name an untitled session after its first turn (turns/title.py)
     title_model: str | None = None  # the model that names it; None = the image's model
+    prompt_caching: bool = True  # mark turns' stable prefix for the provider's cache (images may refuse)
     pace_reads: bool = False  # read model streams once per flush window (agent/pacing.py; local host)
     # where the queue cannot be asked (SQS): a queued or running turn whose record has not changed for
     # this long has no job left (VisibilityTimeout 5,400 s x maxReceiveCount 5; turns/orphans.py)
@@ -92,6 +93,7 @@ def turn_settings(
         turn_deadline_s=settings.turn_deadline_s,
         auto_title=settings.auto_title,
         title_model=settings.title_model,
+        prompt_caching=settings.prompt_caching,
         pace_reads=pace_reads,
     )
 

@@ -90,7 +90,14 @@ async def test_streamed_text_and_usage_match_the_fake(fake, make_client):
     assert text_of(events) == "".join(reply_tokens(REPLY_TOKENS))
     # input: a rough word count of system + messages ("be brief" + "hello there")
     assert events[-1] == ModelStop("end_turn", input_tokens=4, output_tokens=REPLY_TOKENS)
-    assert fake.stats() == {"requests": 1, "tokens_emitted": REPLY_TOKENS, "disconnects": 0, "completed": 1}
+    assert fake.stats() == {
+        "requests": 1,
+        "tokens_emitted": REPLY_TOKENS,
+        "disconnects": 0,
+        "completed": 1,
+        "cache_read_tokens": 0,
+        "cache_write_tokens": 0,
+    }
 
 
 @each_provider
@@ -283,8 +290,9 @@ async def test_fake_control_endpoints_configure_inject_and_report(fake):
     assert failed.status_code == 500
     assert failed.json()["error"]["type"] == "api_error"
     assert served.json()["content"][0]["text"] == "".join(reply_tokens(3))
-    assert stats == {"requests": 2, "tokens_emitted": 3, "disconnects": 0, "completed": 1}
-    assert after_reset == {"requests": 0, "tokens_emitted": 0, "disconnects": 0, "completed": 0}
+    no_cache = {"cache_read_tokens": 0, "cache_write_tokens": 0}
+    assert stats == {"requests": 2, "tokens_emitted": 3, "disconnects": 0, "completed": 1, **no_cache}
+    assert after_reset == {"requests": 0, "tokens_emitted": 0, "disconnects": 0, "completed": 0, **no_cache}
     assert fake.state.config.reply_tokens == REPLY_TOKENS
 
 
@@ -306,6 +314,8 @@ def test_fake_cli_flags_and_defaults():
         "input_tokens": None,
         "cache_read_tokens": 0,
         "cache_write_tokens": 0,
+        "no_prompt_cache": False,
+        "cache_min_tokens": 1024,
         "stamp_tokens": False,
     }
     assert (custom.port, custom.ttft_ms, custom.tokens_per_second, custom.reply_tokens) == (9000, 20, 2000, 7)

@@ -93,6 +93,8 @@ class TurnContext:
         up_to_user_id: str,
         max_tokens: int,
         tools: tuple[ToolSpec, ...] = (),
+        prompt_caching: bool = False,
+        cache_key: str | None = None,
     ) -> ModelRequest:
         return ModelRequest(
             model=model,
@@ -100,6 +102,9 @@ class TurnContext:
             system=system_prompt(image_prompt, self.summary),
             max_tokens=max_tokens,
             tools=tools,
+            prompt_caching=prompt_caching,
+            cache_key=cache_key,
+            stable_system_chars=len(image_prompt) if image_prompt else None,
         )
 
 

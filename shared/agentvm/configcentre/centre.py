@@ -53,6 +53,7 @@ _WRITE_ATTEMPTS = 5
 # Settings fields a turn reads through ``rt.turns`` (TurnSettings field names).
 _TURN_FIELDS = {
     "llm.maxOutputTokens": "max_output_tokens",
+    "llm.promptCaching": "prompt_caching",
     "turns.deadlineS": "turn_deadline_s",
     "turns.historyWindow": "history_window",
     "compaction.thresholdTokens": "compaction_threshold_tokens",

@@ -64,6 +64,14 @@ KEYS: dict[str, Key] = {
             tenant=True,
         ),
         Key("llm.maxOutputTokens", "max_output_tokens", int, "output tokens per model call", tenant=True),
+        Key(
+            "llm.promptCaching",
+            "prompt_caching",
+            bool,
+            "mark each turn's stable prefix (tools, system prompt, conversation) for the provider's "
+            "prompt cache; false sends no breakpoints",
+            tenant=True,
+        ),
         Key("llm.timeoutS", "provider_timeout_s", float, "seconds a provider call may take"),
         Key(
             "llm.anthropic.apiKey",

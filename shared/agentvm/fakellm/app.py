@@ -13,8 +13,9 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agentvm.fakellm.prompt_cache import CacheUse, TooManyBreakpoints
 from agentvm.fakellm.state import FakeLLMState, count_words, reply_tokens
-from agentvm.fakellm.wire import AnthropicWire, OpenAIWire, ToolCallOut
+from agentvm.fakellm.wire import AnthropicWire, BedrockWire, OpenAIWire, ToolCallOut
 
 if TYPE_CHECKING:
     from starlette.requests import Request
@@ -41,6 +42,7 @@ class _Reply:
         max_tokens: object,
         scripted: ScriptedReply | None = None,
         id_prefix: str = "toolu_fake_",
+        cache: CacheUse | None = None,
     ) -> None:
         limit = max_tokens if isinstance(max_tokens, int) and max_tokens >= 0 else config.reply_tokens
         self.tokens = reply_tokens(min(config.reply_tokens, limit))
@@ -64,9 +66,13 @@ class _Reply:
         self.stamp = config.stamp_tokens
         explicit = config.input_tokens
         self.input_tokens = explicit if explicit is not None else _request_words(body)
-        # Of the input: read from and written to the prompt cache (never more than there is).
-        self.cache_read = min(config.cache_read_tokens, self.input_tokens)
-        self.cache_write = min(config.cache_write_tokens, self.input_tokens - self.cache_read)
+        # Of the input: read from and written to the prompt cache (never more than there is): the
+        # configured numbers, else what the fake's prompt cache priced.
+        read, write = config.cache_read_tokens, config.cache_write_tokens
+        if not (read or write) and cache is not None:
+            read, write = cache.read, cache.write
+        self.cache_read = min(read, self.input_tokens)
+        self.cache_write = min(write, self.input_tokens - self.cache_read)
 
 
 def _request_words(body: dict[str, Any]) -> int:
@@ -96,7 +102,9 @@ class TokenStream:
 
     async def _stream(self, send: Send, gone: asyncio.Event) -> None:
         wire, reply, fault, state = self._wire, self._reply, self._fault, self._state
-        await send({"type": "http.response.start", "status": 200, "headers": _SSE_HEADERS})
+        content_type = getattr(wire, "content_type", None)  # Bedrock's event stream; else SSE
+        headers = _SSE_HEADERS if content_type is None else [(b"content-type", content_type)]
+        await send({"type": "http.response.start", "status": 200, "headers": headers})
         for frame in wire.head():
             await _send_body(send, frame)
         loop = asyncio.get_running_loop()
@@ -196,7 +204,25 @@ class _CutResponse:
         )
 
 
-async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any, id_prefix: str) -> Any:
+def _cache_use(state: FakeLLMState, config: FakeLLMConfig, body: dict[str, Any], kind: str) -> CacheUse:
+    """What the request reads from and writes to the fake's prompt cache (``prompt_cache.py``)."""
+    if not config.prompt_cache:
+        return CacheUse()
+    if kind == "anthropic":
+        return state.prompt_cache.anthropic(body, config.cache_min_tokens)
+    if kind == "bedrock":
+        return state.prompt_cache.bedrock(body, config.cache_min_tokens)
+    return state.prompt_cache.openai(body)
+
+
+async def _model_endpoint(
+    request: Request,
+    wire_for: Any,
+    max_tokens: Any,
+    id_prefix: str,
+    kind: str = "openai",
+    streamed: bool | None = None,
+) -> Any:
     state: FakeLLMState = request.app.state.fake
     try:
         body = await request.json()
@@ -204,19 +230,31 @@ async def _model_endpoint(request: Request, wire_for: Any, max_tokens: Any, id_p
         body = None
     if not isinstance(body, dict):
         return JSONResponse({"error": "the body must be a JSON object"}, status_code=400)
+    if "model_id" in request.path_params:  # Bedrock names the model in the path
+        body["modelId"] = request.path_params["model_id"]
+    stream = bool(body.get("stream")) if streamed is None else streamed
     config, fault, scripted = state.begin_request(body)
-    reply = _Reply(config, body, max_tokens(body), scripted, id_prefix)
+    cache: CacheUse | None = None
+    if fault is None or fault.kind not in ("429", "500", "overloaded"):  # a refused request caches nothing
+        try:
+            cache = _cache_use(state, config, body, kind)
+        except TooManyBreakpoints as exc:
+            refused = {"type": "error", "error": {"type": "invalid_request_error", "message": str(exc)}}
+            return JSONResponse(refused, status_code=400)
+    reply = _Reply(config, body, max_tokens(body), scripted, id_prefix, cache)
+    state.count("cache_read_tokens", reply.cache_read)
+    state.count("cache_write_tokens", reply.cache_write)
     wire: Wire = wire_for(body, reply)
     if fault is not None and fault.kind in ("429", "500", "overloaded"):
         logger.info("fault: %s", fault.kind)
         error = wire.error(fault.kind, fault.retry_after)
         return JSONResponse(error.body, status_code=error.status, headers=error.headers)
-    if fault is not None and fault.kind == "hang" and (fault.after_tokens == 0 or not body.get("stream")):
+    if fault is not None and fault.kind == "hang" and (fault.after_tokens == 0 or not stream):
         logger.info("fault: hang %.1fs before the response headers", fault.duration)
         if await _hang_until_gone(request, fault.duration):
             return JSONResponse({"error": "client gone"}, status_code=499)  # nobody reads it
         fault = None
-    if body.get("stream"):
+    if stream:
         return TokenStream(state, wire, reply, fault)
     if fault is not None and fault.kind == "stream_error":  # no stream to put an error event into
         error = wire.error("500", fault.retry_after)
@@ -238,6 +276,7 @@ async def anthropic_messages(request: Request) -> Any:
         ),
         lambda body: body.get("max_tokens"),
         "toolu_fake_",
+        "anthropic",
     )
 
 
@@ -256,6 +295,19 @@ async def openai_chat_completions(request: Request) -> Any:
         return limit if limit is not None else body.get("max_tokens")
 
     return await _model_endpoint(request, wire_for, max_tokens, "call_fake_")
+
+
+async def bedrock_converse_stream(request: Request) -> Any:
+    """Bedrock ``ConverseStream`` (boto3 ``converse_stream`` with ``endpoint_url`` at the fake)."""
+    model = request.path_params["model_id"]
+    return await _model_endpoint(
+        request,
+        lambda body, reply: BedrockWire(model, reply.input_tokens, reply.cache_read, reply.cache_write),
+        lambda body: (body.get("inferenceConfig") or {}).get("maxTokens"),
+        "tooluse_fake_",
+        "bedrock",
+        streamed=True,
+    )
 
 
 async def set_config(request: Request) -> JSONResponse:
@@ -319,6 +371,7 @@ def create_app(state: FakeLLMState | None = None) -> Starlette:
             Route("/v1/messages", anthropic_messages, methods=["POST"]),
             Route("/v1/chat/completions", openai_chat_completions, methods=["POST"]),
             Route("/chat/completions", openai_chat_completions, methods=["POST"]),
+            Route("/model/{model_id:path}/converse-stream", bedrock_converse_stream, methods=["POST"]),
             Route("/_fake/config", set_config, methods=["POST"]),
             Route("/_fake/faults", add_faults, methods=["POST"]),
             Route("/_fake/reset", reset, methods=["POST"]),

@@ -162,6 +162,17 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--cache-write-tokens", type=int, default=0, help="of the input, tokens to report as cache writes"
     )
     parser.add_argument(
+        "--no-prompt-cache",
+        action="store_true",
+        help="report no cache reads or writes (default: price the prompt cache as each provider does)",
+    )
+    parser.add_argument(
+        "--cache-min-tokens",
+        type=int,
+        default=defaults.cache_min_tokens,
+        help="shortest prefix an Anthropic breakpoint caches (default: %(default)s)",
+    )
+    parser.add_argument(
         "--stamp-tokens", action="store_true", help="send each token as its emit time (latency benchmarks)"
     )
 
@@ -182,6 +193,8 @@ def run(args: argparse.Namespace) -> int:
                 "cache_read_tokens": args.cache_read_tokens,
                 "cache_write_tokens": args.cache_write_tokens,
                 "stamp_tokens": args.stamp_tokens,
+                "prompt_cache": not args.no_prompt_cache,
+                "cache_min_tokens": args.cache_min_tokens,
             }
         )
     except ValueError as exc:

@@ -9,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentvm.fakellm.prompt_cache import PromptCache
+
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
@@ -45,7 +47,9 @@ class FakeLLMConfig:
     from / written to the prompt cache (capped at the input tokens), in each provider's own fields:
     Anthropic ``cache_read_input_tokens`` and ``cache_creation_input_tokens`` (beside an
     ``input_tokens`` that then counts only the rest), OpenAI ``prompt_tokens_details.cached_tokens``
-    (inside ``prompt_tokens``; OpenAI reports no cache writes).
+    (inside ``prompt_tokens``; OpenAI reports no cache writes). Left at 0, the fake prices its own
+    prompt cache (``fakellm/prompt_cache.py``) unless ``prompt_cache`` is false;
+    ``cache_min_tokens`` is the shortest prefix an Anthropic breakpoint caches.
     """
 
     ttft_ms: float = 500
@@ -54,6 +58,8 @@ class FakeLLMConfig:
     input_tokens: int | None = None
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    prompt_cache: bool = True
+    cache_min_tokens: int = 1024
     stamp_tokens: bool = False  # each token is " @<emit time, epoch seconds>" (latency benchmarks)
 
     def updated(self, fields: Mapping[str, Any]) -> FakeLLMConfig:
@@ -80,9 +86,9 @@ def _coerce(name: str, value: Any) -> Any:
     """Config values arrive as JSON: accept "20" for 20, keep None for an automatic input count."""
     if name == "input_tokens":
         return None if value is None else int(value)
-    if name == "stamp_tokens":
+    if name in ("stamp_tokens", "prompt_cache"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
-    integers = ("reply_tokens", "cache_read_tokens", "cache_write_tokens")
+    integers = ("reply_tokens", "cache_read_tokens", "cache_write_tokens", "cache_min_tokens")
     return int(value) if name in integers else float(value)
 
 
@@ -161,7 +167,18 @@ class FakeLLMState:
         self._faults: deque[Fault] = deque()
         self._script: deque[ScriptedReply] = deque()
         self._requests: deque[dict[str, Any]] = deque(maxlen=MAX_RECORDED_REQUESTS)
-        self._counts = dict.fromkeys(("requests", "tokens_emitted", "disconnects", "completed"), 0)
+        self._counts = dict.fromkeys(
+            (
+                "requests",
+                "tokens_emitted",
+                "disconnects",
+                "completed",
+                "cache_read_tokens",
+                "cache_write_tokens",
+            ),
+            0,
+        )
+        self.prompt_cache = PromptCache()
 
     @property
     def config(self) -> FakeLLMConfig:
@@ -200,6 +217,7 @@ class FakeLLMState:
             self._requests.clear()
             for name in self._counts:
                 self._counts[name] = 0
+        self.prompt_cache.clear()
 
     def begin_request(
         self, body: dict[str, Any] | None = None

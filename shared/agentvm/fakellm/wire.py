@@ -10,8 +10,10 @@ A scripted reply's tool calls come after its text: Anthropic ``tool_use`` conten
 from __future__ import annotations
 
 import json
+import struct
 import time
 import uuid
+import zlib
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -274,4 +276,86 @@ def _openai_error(message: str, error_type: str, code: str | None = None) -> dic
     return {"error": {"message": message, "type": error_type, "param": None, "code": code}}
 
 
-__all__ = ["AnthropicWire", "ErrorReply", "OpenAIWire", "ToolCallOut", "Wire", "json_pieces", "sse"]
+def event_frame(event_type: str, payload: dict[str, Any], message_type: str = "event") -> bytes:
+    """One message of the AWS event-stream encoding (what ``converse_stream`` reads): a prelude
+    (total and header lengths, its CRC32), string headers, the JSON payload, the message's CRC32."""
+    headers = b""
+    for name, value in (
+        (":event-type", event_type),
+        (":content-type", "application/json"),
+        (":message-type", message_type),
+    ):
+        key, text = name.encode(), value.encode()
+        headers += bytes([len(key)]) + key + b"\x07" + struct.pack(">H", len(text)) + text
+    body = json.dumps(payload, separators=(",", ":")).encode()
+    prelude = struct.pack(">II", 16 + len(headers) + len(body), len(headers))
+    message = prelude + struct.pack(">I", zlib.crc32(prelude)) + headers + body
+    return message + struct.pack(">I", zlib.crc32(message))
+
+
+class BedrockWire:
+    """``POST /model/{modelId}/converse-stream``: Bedrock Converse's event stream. Cache reads and
+    writes are reported beside ``inputTokens`` (``cacheReadInputTokens``, ``cacheWriteInputTokens``)."""
+
+    content_type = b"application/vnd.amazon.eventstream"
+
+    def __init__(self, model: str, input_tokens: int, cache_read: int = 0, cache_write: int = 0) -> None:
+        self.model = model
+        self.input_tokens = input_tokens
+        self.cache_read = cache_read
+        self.cache_write = cache_write
+
+    def head(self) -> list[bytes]:
+        return [event_frame("messageStart", {"role": "assistant"})]
+
+    def token(self, text: str) -> bytes:
+        return event_frame("contentBlockDelta", {"contentBlockIndex": 0, "delta": {"text": text}})
+
+    def tail(self, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None) -> list[bytes]:
+        frames = [event_frame("contentBlockStop", {"contentBlockIndex": 0})]
+        for index, call in enumerate(calls or [], start=1):
+            start = {"toolUse": {"toolUseId": call.id, "name": call.name}}
+            frames.append(event_frame("contentBlockStart", {"contentBlockIndex": index, "start": start}))
+            for piece in json_pieces(call.arguments):
+                delta = {"contentBlockIndex": index, "delta": {"toolUse": {"input": piece}}}
+                frames.append(event_frame("contentBlockDelta", delta))
+            frames.append(event_frame("contentBlockStop", {"contentBlockIndex": index}))
+        stop = "tool_use" if calls else _stop_reason(truncated)
+        output = emitted + 10 * len(calls or [])
+        uncached = self.input_tokens - self.cache_read - self.cache_write
+        usage = {
+            "inputTokens": uncached,
+            "outputTokens": output,
+            "totalTokens": self.input_tokens + output,
+            "cacheReadInputTokens": self.cache_read,
+            "cacheWriteInputTokens": self.cache_write,
+        }
+        frames.append(event_frame("messageStop", {"stopReason": stop}))
+        frames.append(event_frame("metadata", {"usage": usage, "metrics": {"latencyMs": 1}}))
+        return frames
+
+    def stream_error(self) -> list[bytes]:
+        return [event_frame("modelStreamErrorException", {"message": "fake stream error"}, "exception")]
+
+    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]:
+        return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}}
+
+    def error(self, kind: str, retry_after: float) -> ErrorReply:
+        code = {"429": "ThrottlingException", "overloaded": "ServiceUnavailableException"}.get(
+            kind, "InternalServerException"
+        )
+        status = {"429": 429, "overloaded": 503}.get(kind, 500)
+        return ErrorReply(status, {"message": f"fake {code}"}, {"x-amzn-errortype": code})
+
+
+__all__ = [
+    "AnthropicWire",
+    "BedrockWire",
+    "ErrorReply",
+    "OpenAIWire",
+    "ToolCallOut",
+    "Wire",
+    "event_frame",
+    "json_pieces",
+    "sse",
+]

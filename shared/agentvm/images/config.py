@@ -37,6 +37,9 @@ class ImageConfig(BaseModel):
     mcpServers: dict[str, Any] | None = None
     tools: list[ToolDecl] | None = Field(default=None, max_length=MAX_TOOLS)
     maxSteps: int | None = Field(default=None, ge=1, le=100)
+    # false: this image's turns send no prompt-cache breakpoints (default: on, unless the tenant's
+    # llm.promptCaching is false)
+    promptCaching: StrictBool | None = None
     concurrency: ConcurrencyPolicy | None = None
     approval: ApprovalConfig | None = None
     # Additive: build the image from an agent resource (``agentvm.resources.build``), and, in

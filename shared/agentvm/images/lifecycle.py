@@ -55,6 +55,7 @@ async def create(
         mcpServers=config.mcpServers,
         tools=tool_decls(config.tools),
         maxSteps=config.maxSteps,
+        promptCaching=config.promptCaching,
         approval=config.approval.model_dump() if config.approval is not None else None,
         concurrency=config.concurrency or "queue",
         createdAt=now,

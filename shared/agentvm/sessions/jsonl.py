@@ -54,6 +54,7 @@ CONFIG_FIELDS = (
     "tools",
     "mcpServers",
     "maxSteps",
+    "promptCaching",
     "approval",
     "concurrency",
 )

@@ -85,6 +85,7 @@ if TYPE_CHECKING:
     )
     from agentvm.turns.worker import (
         process_turn,
+        prompt_cache_key,
     )
 
 __all__ = [
@@ -124,6 +125,7 @@ __all__ = [
     "is_withdrawn",
     "pending_step",
     "process_turn",
+    "prompt_cache_key",
     "resolution_of",
     "run_sandbox_job",
     "sandbox_job",
@@ -214,6 +216,7 @@ __getattr__, __dir__ = lazy_exports(
         ],
         "worker": [
             "process_turn",
+            "prompt_cache_key",
         ],
     },
 )

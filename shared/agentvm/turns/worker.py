@@ -253,6 +253,8 @@ async def _run(
         up_to_user_id=job.userMessageId,
         max_tokens=rt.turns.max_output_tokens,
         tools=toolbox.specs if toolbox is not None else (),
+        prompt_caching=rt.turns.prompt_caching and image.promptCaching is not False,
+        cache_key=prompt_cache_key(job.tenantId, job.sessionId),
     )
     # A redelivered turn resumes after the steps a previous attempt stored.
     done_steps = turn_steps(context.messages, job.userMessageId)
@@ -283,6 +285,14 @@ def _polled(rt: Runtime, job: TurnJob, cancelled: asyncio.Event) -> Iterator[str
         yield poller
 
 
+def prompt_cache_key(tenant_id: str, session_id: str) -> str:
+    """The session's prompt-cache key for providers that take one (OpenAI ``prompt_cache_key``):
+    a hash, so neither id reaches the provider."""
+    import hashlib
+
+    return hashlib.sha256(f"agentvm-cache:{tenant_id}:{session_id}".encode()).hexdigest()[:32]
+
+
 def _as_provider_error(exc: AgentVMError) -> ProviderError:
     return exc if isinstance(exc, ProviderError) else ProviderRejected(exc.message)
 
@@ -297,4 +307,4 @@ def _persisted(rt: Runtime, job: TurnJob) -> Json:
     )
 
 
-__all__ = ["process_turn"]
+__all__ = ["process_turn", "prompt_cache_key"]

@@ -270,3 +270,15 @@ async def test_a_put_applies_to_the_next_turn_even_while_an_older_read_is_under_
 
     rt = await centre.runtime_for(world.rt, "acme")  # not the value the older read found
     assert rt.turns.max_output_tokens == 77
+
+
+async def test_a_tenant_can_turn_prompt_caching_off_for_its_turns(world):
+    await _turn(world)
+    assert world.model.requests[-1].prompt_caching is True  # on by default
+    async with world.http("acme") as http:
+        answer = await http.put("/v1/config/llm.promptCaching", json={"value": False})
+        assert answer.status_code == 200, answer.text
+    await _turn(world)
+    assert world.model.requests[-1].prompt_caching is False
+    await _turn(world, "other")
+    assert world.model.requests[-1].prompt_caching is True

@@ -15,6 +15,7 @@ import re
 from json.decoder import scanstring  # type: ignore[attr-defined]
 from typing import TYPE_CHECKING, Any
 
+from agentvm.adapters.llm.caching import place_breakpoints
 from agentvm.adapters.llm.errors import (
     error_for_status,
     retry_after_seconds,
@@ -80,19 +81,7 @@ class AnthropicModelClient:
         warm_sdk_client(self._client)
 
     async def stream(self, request: ModelRequest) -> AsyncIterator[ModelEvent]:
-        params: dict[str, Any] = {
-            "model": request.model,
-            "max_tokens": request.max_tokens,
-            "messages": [_message(turn) for turn in request.messages],
-            "stream": True,
-        }
-        if request.system:
-            params["system"] = request.system
-        if request.tools:
-            params["tools"] = [
-                {"name": t.name, "description": t.description, "input_schema": t.input_schema}
-                for t in request.tools
-            ]
+        params = request_params(request)
         failures: tuple[type[Exception], ...] = (self._sdk.APIError, *transport_errors())
         # The SDK sends the request and raises its typed error for a failed status; the body is
         # read here with the lean SSE reader (adapters/llm/sse.py), not the SDK's event models.
@@ -289,10 +278,53 @@ def _stream_error(data: bytes) -> ProviderError:
     return ProviderUnavailable(f"{PROVIDER}: error in stream ({detail})")
 
 
-def _message(turn: ChatTurn) -> dict[str, Any]:
-    """A conversation turn as an Anthropic message: plain text as a string, else content blocks
-    (results of the previous tool step, attachments, text; text then tool_use for the assistant)."""
+def request_params(request: ModelRequest) -> dict[str, Any]:
+    """The Messages API body of ``request`` (streamed), with its prompt-cache breakpoints
+    (``adapters/llm/caching.py``): ``cache_control`` on the last tool, on the system prompt and on
+    the last block of the marked messages. With caching on, every message is sent as content
+    blocks and the system prompt as a text block, marked or not, so a message's bytes do not
+    change when the moving breakpoint leaves it."""
+    marks = place_breakpoints(request)
+    caching = request.prompt_caching
+    messages = [_message(turn, as_blocks=caching) for turn in request.messages]
+    for index in marks.messages:
+        messages[index]["content"][-1]["cache_control"] = dict(_EPHEMERAL)
+    params: dict[str, Any] = {
+        "model": request.model,
+        "max_tokens": request.max_tokens,
+        "messages": messages,
+        "stream": True,
+    }
+    if request.system:
+        if caching:
+            stable, rest = request.system_parts
+            system: dict[str, Any] = {"type": "text", "text": stable}
+            if marks.system:
+                system["cache_control"] = dict(_EPHEMERAL)
+            params["system"] = [system, {"type": "text", "text": rest}] if rest else [system]
+        else:
+            params["system"] = request.system
+    if request.tools:
+        tools: list[dict[str, Any]] = [
+            {"name": t.name, "description": t.description, "input_schema": t.input_schema}
+            for t in request.tools
+        ]
+        if marks.tools:
+            tools[-1]["cache_control"] = dict(_EPHEMERAL)
+        params["tools"] = tools
+    return params
+
+
+_EPHEMERAL = {"type": "ephemeral"}  # the default 5-minute lifetime
+
+
+def _message(turn: ChatTurn, *, as_blocks: bool = False) -> dict[str, Any]:
+    """A conversation turn as an Anthropic message: plain text as a string (unless ``as_blocks``), else
+    content blocks (results of the previous tool step, attachments, text; text then tool_use for
+    the assistant)."""
     if not (turn.tool_calls or turn.tool_results or turn.attachments):
+        if as_blocks:
+            return {"role": turn.role, "content": [{"type": "text", "text": turn.text}]}
         return {"role": turn.role, "content": turn.text}
     blocks: list[dict[str, Any]] = [
         {"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}
@@ -353,4 +385,4 @@ def _cache_tokens(usage: dict[str, Any]) -> tuple[int, int]:
     return int(read), int(written)
 
 
-__all__ = ["AnthropicModelClient", "MessageStreamParser"]
+__all__ = ["AnthropicModelClient", "MessageStreamParser", "request_params"]

@@ -4,6 +4,10 @@ boto3 is blocking, so a daemon thread reads the event stream and hands events to
 generator through an ``asyncio.Queue``. A daemon thread rather than the loop's default executor:
 a read stuck on the network must never hold up ``asyncio.run``'s executor shutdown.
 
+Prompt caching: ``cachePoint`` blocks where ``adapters/llm/caching.py`` places breakpoints, for
+the Claude models Bedrock caches for; Converse reports ``cacheReadInputTokens`` and
+``cacheWriteInputTokens`` beside ``inputTokens``.
+
 Tools map onto Converse's ``toolConfig``, ``toolUse`` and ``toolResult`` blocks. Converse takes
 images and PDFs as raw bytes only (no URLs), so anything else a user attached becomes a short
 text note telling the model it was not sent.
@@ -21,6 +25,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agentvm.adapters.llm.caching import bedrock_supports_cache_points, place_breakpoints
 from agentvm.adapters.llm.errors import safe_error_type
 from agentvm.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from agentvm.llm import (
@@ -249,7 +254,27 @@ def _converse_params(request: ModelRequest) -> dict[str, Any]:
         params["system"] = [{"text": request.system}]
     if tools_on:
         params["toolConfig"] = {"tools": [_tool(spec) for spec in request.tools]}
+    _add_cache_points(params, request)
     return params
+
+
+_CACHE_POINT = {"cachePoint": {"type": "default"}}  # the default 5-minute lifetime
+
+
+def _add_cache_points(params: dict[str, Any], request: ModelRequest) -> None:
+    """Converse's prompt-cache checkpoints (``adapters/llm/caching.py``): a ``cachePoint`` block
+    after the tools, after the system prompt and after the marked messages' content, for the
+    models that take them (others refuse the block)."""
+    if not bedrock_supports_cache_points(request.model):
+        return
+    marks = place_breakpoints(request)
+    if marks.tools and "toolConfig" in params:
+        params["toolConfig"]["tools"].append(dict(_CACHE_POINT))
+    if marks.system and "system" in params:
+        stable, rest = request.system_parts
+        params["system"] = [{"text": stable}, dict(_CACHE_POINT)] + ([{"text": rest}] if rest else [])
+    for index in marks.messages:
+        params["messages"][index]["content"].append(dict(_CACHE_POINT))
 
 
 def _tool(spec: ToolSpec) -> dict[str, Any]:

@@ -94,6 +94,11 @@ class OpenAIModelClient:
                 }
                 for t in request.tools
             ]
+        if request.cache_key and request.prompt_caching and self._provider == "openai":
+            # OpenAI caches stable prefixes by itself; the key keeps one conversation's requests
+            # on the same cache (its usage reports prompt_tokens_details.cached_tokens). Not sent to
+            # compatible servers: some refuse a field they do not know.
+            params["prompt_cache_key"] = request.cache_key
         # OpenAI's newer models reject `max_tokens`; compatible servers mostly know only `max_tokens`.
         limit_name = "max_completion_tokens" if self._provider == "openai" else "max_tokens"
         params[limit_name] = request.max_tokens
