@@ -57,6 +57,7 @@ async def create(
         maxSteps=config.maxSteps,
         approval=config.approval.model_dump() if config.approval is not None else None,
         concurrency=config.concurrency or "queue",
+        cadence=config.cadence,
         createdAt=now,
         updatedAt=now,
     )
