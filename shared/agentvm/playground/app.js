@@ -360,7 +360,7 @@ window.agentvmPlayground = { get connection() { return conn; } };
   const fallback = await defaults();
   $("ws-url").value = saved.get("wsUrl") || fallback.wsUrl;
   $("http-url").value = saved.get("httpUrl") || fallback.httpUrl;
-  $("economy").checked = saved.get("economy") === "1";
+  if (saved.get("economy") !== null) $("economy").checked = saved.get("economy") === "1";
   if (saved.get("key") !== null) {
     $("key").value = "";
     await signIn({ key: saved.get("key"), wsUrl: $("ws-url").value, httpUrl: $("http-url").value, economy: $("economy").checked });

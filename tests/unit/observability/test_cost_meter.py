@@ -33,7 +33,9 @@ def test_the_sdk_client_gets_the_same_frames_in_fewer_messages(result):
     for name, s in result.sdk_scenarios.items():
         plain = result.scenarios[name]
         assert s.frame_types == plain.frame_types
-        assert s.messages_received < 0.6 * plain.messages_received
+        # live text (the default) in as many windows as a plain client's, the rest merged (the
+        # economy cadence's far fewer: the test below)
+        assert s.messages_received < 0.85 * plain.messages_received
         assert (
             result.sdk_bills[name].units["WebSocket messages"]
             < result.bills[name].units["WebSocket messages"]
