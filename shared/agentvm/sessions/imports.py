@@ -150,6 +150,7 @@ async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[st
         "maxSteps": config.maxSteps,
         "approval": config.approval.model_dump() if config.approval is not None else None,
         "concurrency": config.concurrency or "queue",
+        "cadence": config.cadence,
     }
 
 
