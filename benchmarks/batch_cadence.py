@@ -5,8 +5,8 @@ WebSocket messages; this measures what it costs in latency. The standard turn's 
 (``benchmarks/moto_turns.py``: the first token after 0.5 s, then 35 tokens a second, 200 in all)
 is played in real time through the worker's sink (``streaming/sink.py``) with the deployed flush
 windows (template.yaml's ``FlushMs``/``FlushMaxMs``) to a plain AgentX v1 subscriber and a batched
-one, and each WebSocket message's arrival is stamped. For each cadence of the batched client (its
-first window ``AVM_BATCH_FLUSH_MS``, its longest ``AVM_BATCH_FLUSH_MAX_MS``): the messages of the
+one, and each WebSocket message's arrival is stamped. For each cadence of the batched client (live:
+``AVM_BATCH_FLUSH_MS``/``_MAX_MS``; economy: ``AVM_ECONOMY_FLUSH_MS``/``_MAX_MS``): the messages of the
 turn, when the first and the second text chunk arrive (seconds after the model's first token), and
 the longest gap between two text chunks.
 
@@ -30,11 +30,11 @@ from benchmarks.moto_turns import template_flush_settings
 FIRST_TOKEN_S = 0.5
 TOKENS_PER_S = 35.0
 OUTPUT_TOKENS = 200
-# (label, first window ms, longest window ms): the cadence before AVM_BATCH_FLUSH_MS (it started at
-# the flush window) and the deployed one
+# (label, first window ms, longest window ms): the live cadence (the default) and the economy one
+# (?cadence=economy); benchmarks/live_cadence.py measures both through avm serve and the SDK
 CADENCES = [
-    ("before: from FlushMs (250) up to 2000", 0, 2000),
-    ("after: AVM_BATCH_FLUSH_MS 2000", 2000, 2000),
+    ("live: AVM_BATCH_FLUSH_MS 250", 250, 250),
+    ("economy: AVM_ECONOMY_FLUSH_MS 2000", 2000, 2000),
 ]
 
 

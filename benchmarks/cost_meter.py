@@ -288,6 +288,10 @@ class Result:
     sdk_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
     sdk_tool_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
     sdk_tool_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
+    # The standard turn from the SDK's client on the economy cadence (?cadence=economy); the SDK's
+    # default (``sdk_scenarios``) is the live cadence.
+    economy_scenarios: dict[str, Scenario] = dataclasses.field(default_factory=dict)
+    economy_bills: dict[str, Bill] = dataclasses.field(default_factory=dict)
     # The totals of the last BENCHMARKS.md, by table ("standard", "tool") and shape: $ per million.
     previous: dict[str, dict[str, float]] = dataclasses.field(default_factory=dict)
     # What the turn worker's memory size rests on (benchmarks/worker_memory.py); None: not measured.
@@ -329,6 +333,9 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
     sdk_bills = {name: bill(s, d, init_s) for name, s in sdk_scenarios.items()}
     sdk_tool = _shapes(dataclasses.replace(standard, batch=True, tool_call=True), d, turns, "sdk tool ")
     sdk_tool_bills = {name: bill(s, d, init_s) for name, s in sdk_tool.items()}
+    economy = dataclasses.replace(standard, batch=True, cadence="economy")
+    economy_scenarios = _shapes(economy, d, turns, "sdk economy ")
+    economy_bills = {name: bill(s, d, init_s) for name, s in economy_scenarios.items()}
     wall_s = time.monotonic() - started
     return Result(
         standard,
@@ -348,6 +355,8 @@ def run(turns: int = 100, *, init_runs: int = 3) -> Result:
         sdk_bills,
         sdk_tool,
         sdk_tool_bills,
+        economy_scenarios,
+        economy_bills,
         previous_totals(),
     )
 
@@ -454,6 +463,7 @@ def render(r: Result) -> str:
         ]
     out += [
         "",
+        *_cadences(r),
         *_comparison(r),
         *_where_the_money_goes(r),
         *_tool_turn(r),
@@ -464,6 +474,34 @@ def render(r: Result) -> str:
         *_assumptions(r),
     ]
     return "\n".join(out) + "\n"
+
+
+def _cadences(r: Result) -> list[str]:
+    """The SDK's client on its two text cadences side by side: live (its default) and economy."""
+    if not r.economy_bills or not r.sdk_bills:
+        return []
+    out = [
+        "### The SDK client's text cadences (streaming/batch_cadence.py)\n",
+        "The same standard turn from the SDK's client: **live** (the default: text every "
+        "`BatchFlushMs`) and **economy** (`?cadence=economy`, an image's `cadence` or the tenant's "
+        "`streaming.cadence`: text every `EconomyFlushMs`). WebSocket messages the client received "
+        "per turn, and $ per million standard turns.\n",
+        "| cadence | messages per turn | idle | under load | WebSocket messages' share (idle) |",
+        "|---|---:|---:|---:|---:|",
+    ]
+    for label, scenarios, bills in (
+        ("live (default)", r.sdk_scenarios, r.sdk_bills),
+        ("economy", r.economy_scenarios, r.economy_bills),
+    ):
+        idle = scenarios["idle"]
+        per_turn = idle.messages_received / max(idle.turns, 1)
+        out.append(
+            f"| {label} | {per_turn:.1f} | {_usd(bills['idle'].total)} | {_usd(bills['load'].total)} "
+            f"| {_usd(bills['idle'].dollars.get(WS, 0.0))} |"
+        )
+    saved = r.sdk_bills["idle"].total - r.economy_bills["idle"].total
+    out += ["", f"Economy saves {_usd(saved)} per million standard turns (idle) over live.\n"]
+    return out
 
 
 def _comparison(r: Result) -> list[str]:

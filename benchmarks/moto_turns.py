@@ -122,6 +122,9 @@ class StandardTurn:
     # Whether the client declared batched frames at the upgrade (``?frames=batch``, as the SDK and
     # the playground do: streaming/batching.py), or takes one frame per message (AgentX clients).
     batch: bool = False
+    # The text cadence a batched client asks for (``?cadence=``, streaming/batch_cadence.py): None
+    # (the SDK's default: the server's live cadence), "live" or "economy".
+    cadence: str | None = None
 
     @property
     def model_wall_s(self) -> float:
@@ -149,7 +152,8 @@ class Invocation:
 
 def template_flush_settings() -> dict[str, int]:
     """The worker's coalescing windows as deployed: template.yaml's FlushMs / FlushMaxMs defaults,
-    and the batched clients' BatchFlushMs / BatchFlushMaxMs."""
+    the batched clients' live cadence (BatchFlushMs / BatchFlushMaxMs) and economy cadence
+    (EconomyFlushMs / EconomyFlushMaxMs)."""
     from cfnlint.decode.cfn_yaml import load
 
     params = load(str(Path(__file__).resolve().parent.parent / "template.yaml"))["Parameters"]
@@ -158,6 +162,8 @@ def template_flush_settings() -> dict[str, int]:
         "flush_max_ms": int(params["FlushMaxMs"]["Default"]),
         "batch_flush_ms": int(params["BatchFlushMs"]["Default"]),
         "batch_flush_max_ms": int(params["BatchFlushMaxMs"]["Default"]),
+        "economy_flush_ms": int(params["EconomyFlushMs"]["Default"]),
+        "economy_flush_max_ms": int(params["EconomyFlushMaxMs"]["Default"]),
     }
 
 
@@ -770,6 +776,8 @@ class Session:
         connect = self._event("apigw-ws-connect.json")
         if self.standard.batch:  # what the SDK's upgrade URL carries: ?frames=batch
             connect["queryStringParameters"] = {"frames": "batch"}
+            if self.standard.cadence is not None:  # ?cadence=economy (AgentVMClient(cadence=...))
+                connect["queryStringParameters"]["cadence"] = self.standard.cadence
         if "ws_authorizer" in self.host.handlers:
             event = self._event("apigw-ws-authorizer.json")
             event["headers"]["Authorization"] = f"Bearer {self.token}"

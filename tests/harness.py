@@ -135,11 +135,14 @@ class Harness:
         )
         self._conns = itertools.count(1)
 
-    async def client(self, tenant: str = "tenant-a", *, batch: bool = False) -> ProtocolClient:
-        """A connection of ``tenant``; ``batch``: it declared batched frames at the upgrade."""
+    async def client(
+        self, tenant: str = "tenant-a", *, batch: bool = False, cadence: str | None = None
+    ) -> ProtocolClient:
+        """A connection of ``tenant``; ``batch``: it declared batched frames at the upgrade, and
+        ``cadence`` the text cadence it asked for (``?cadence=``)."""
         conn_id = f"conn_{next(self._conns)}"
         await self.rt.connections.register(
-            ConnectionInfo(conn_id, tenant, self.rt.clock.now_ms(), batch=batch)
+            ConnectionInfo(conn_id, tenant, self.rt.clock.now_ms(), batch=batch, cadence=cadence)
         )
         return ProtocolClient(self.rt, self.push, conn_id)
 

@@ -77,11 +77,18 @@ class Settings(BaseSettings):
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)
     flush_max_ms: int = 0  # if larger than flush_ms, the window doubles per frame up to this
     # connections that declared batched frames (?frames=batch, streaming/batching.py) get text on
-    # their own cadence: one message per window, doubling from flush_ms up to this
-    batch_flush_max_ms: int = Field(default=2000, ge=0)
-    # ...and the cadence's first window (never shorter than flush_ms): 2000 = a message's first text
-    # at once, then its text every 2 s, the rest with its end
-    batch_flush_ms: int = Field(default=2000, ge=0)
+    # their own cadence (streaming/batch_cadence.py): one message per window, from the first window
+    # (never shorter than flush_ms) doubling up to the max. "live" (the default): a message's first
+    # text at once, then its text every 250 ms, as plain clients get it...
+    batch_flush_max_ms: int = Field(default=250, ge=0)
+    batch_flush_ms: int = Field(default=250, ge=0)
+    # ...and "economy" (?cadence=economy, an image's cadence, or streaming.cadence): every 2 s, the
+    # rest with its end; fewer billed messages on AWS (docs/cost.md), choppier text
+    economy_flush_max_ms: int = Field(default=2000, ge=0)
+    economy_flush_ms: int = Field(default=2000, ge=0)
+    # the cadence of batched connections that ask for none, on images that name none (config key
+    # streaming.cadence, which a tenant may set for its own turns)
+    stream_cadence: Literal["live", "economy"] = "live"
     history_window: int = 50  # messages a turn reads; older history is not re-read
     # Compaction (agent/compaction.py): past this estimated context (chars/4 of system prompt +
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.

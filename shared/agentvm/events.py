@@ -167,11 +167,21 @@ FRAMES_PARAM = "frames"  # the upgrade's query parameter
 BATCH = "batch"  # its value for the batched mode
 SINGLE = "single"  # its value for one frame per message (the default, for completeness)
 MAX_BATCH_BYTES = 32 * 1024  # API Gateway WebSocket: one billed unit, one frame
+# A batched connection's text cadence (streaming/batch_cadence.py): ``?cadence=live`` (text within
+# ~250 ms, the default) or ``?cadence=economy`` (text in 2-second windows: fewer billed messages).
+CADENCE_PARAM = "cadence"  # the upgrade's query parameter
+LIVE = "live"
+ECONOMY = "economy"
+CADENCES = (LIVE, ECONOMY)
 
 
 __all__ = [
     "AGENT_EVENT_CATEGORY",
     "BATCH",
+    "CADENCES",
+    "CADENCE_PARAM",
+    "ECONOMY",
+    "LIVE",
     "FRAMES_PARAM",
     "MAX_BATCH_BYTES",
     "SINGLE",

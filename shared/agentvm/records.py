@@ -70,6 +70,9 @@ class ImageRecord(_Record):
     # {"key": <fingerprint of mcpServers>, "servers": {name: [{name, description, inputSchema}]}}
     toolCatalog: dict[str, Any] | None = None
     concurrency: ConcurrencyPolicy = "queue"
+    # Batched connections' text cadence on this image's turns, unless they ask for one
+    # (streaming/batch_cadence.py): "live" or "economy"; None = the tenant's ``streaming.cadence``
+    cadence: Literal["live", "economy"] | None = None
     # Built from an agent resource (``agentvm.resources.build``): the definition as written, the
     # exact versions it is pinned to, the dependency edges it holds, and the earlier builds.
     build: dict[str, Any] | None = None

@@ -50,8 +50,11 @@ class TurnSettings:
 
     flush_s: float = 0.25
     flush_max_s: float = 0.0  # the window grows (x2 per flush) up to this; <= flush_s = fixed
-    batch_flush_max_s: float = 2.0  # batched text cadence grows up to this (streaming.batch_cadence)
-    batch_flush_s: float = 0.0  # ...from this first window (at least flush_s; AVM_BATCH_FLUSH_MS: 2 s)
+    batch_flush_max_s: float = 0.25  # live batched text cadence grows up to this (streaming.batch_cadence)
+    batch_flush_s: float = 0.0  # ...from this first window (at least flush_s; AVM_BATCH_FLUSH_MS: 250 ms)
+    economy_flush_max_s: float = 2.0  # the economy cadence likewise (AVM_ECONOMY_FLUSH_MAX_MS)
+    economy_flush_s: float = 2.0  # (AVM_ECONOMY_FLUSH_MS)
+    stream_cadence: str = "live"  # batched connections' cadence when neither they nor the image name one
     history_window: int = 50
     max_output_tokens: int = 1024
     cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
@@ -82,6 +85,9 @@ def turn_settings(
         flush_max_s=settings.flush_max_ms / 1000,
         batch_flush_max_s=settings.batch_flush_max_ms / 1000,
         batch_flush_s=settings.batch_flush_ms / 1000,
+        economy_flush_max_s=settings.economy_flush_max_ms / 1000,
+        economy_flush_s=settings.economy_flush_ms / 1000,
+        stream_cadence=settings.stream_cadence,
         history_window=settings.history_window,
         max_output_tokens=settings.max_output_tokens,
         cancel_poll_s=cancel_poll_s,

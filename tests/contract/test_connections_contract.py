@@ -369,6 +369,25 @@ async def test_authenticating_again_keeps_batched_frames(connections: Connection
     assert [s.batch for s in await connections.subscriptions("ses_1")] == [True]
 
 
+async def test_a_connections_cadence_is_kept_and_carried_by_its_subscriptions(
+    connections: Connections,
+) -> None:
+    # ?frames=batch&cadence=economy at the upgrade (streaming/batch_cadence.py)
+    await connections.register(replace(info("c1", tenant=None), batch=True, cadence="economy"))
+    await connections.register(replace(info("c2"), batch=True, cadence="live"))
+    await connections.register(replace(info("c3"), batch=True))  # none asked: the turn's
+    await connections.register(replace(info("c1"), batch=True, cadence="economy"))  # its auth frame
+    for conn in ("c1", "c2", "c3"):
+        await connections.subscribe(conn, "ses_1", known=await connections.get(conn))
+
+    assert (await connections.get("c1")).cadence == "economy"  # type: ignore[union-attr]
+    assert {s.connection_id: s.cadence for s in await connections.subscriptions("ses_1")} == {
+        "c1": "economy",
+        "c2": "live",
+        "c3": None,
+    }
+
+
 # repeated subscribes (every message_send_request makes one) change nothing and read nothing more
 
 

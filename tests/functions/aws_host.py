@@ -117,9 +117,12 @@ class AwsHost:
 
     # -- the client side -------------------------------------------------------------------------
 
-    def connect(self, connection_id: str, tenant: str = "default", *, batch: bool = False) -> str:
+    def connect(
+        self, connection_id: str, tenant: str = "default", *, batch: bool = False, cadence: str | None = None
+    ) -> str:
         connections = DynamoDbConnections(TABLE)
-        run_sync(connections.register(ConnectionInfo(connection_id, tenant, 0, batch=batch)))
+        info = ConnectionInfo(connection_id, tenant, 0, batch=batch, cadence=cadence)
+        run_sync(connections.register(info))
         return connection_id
 
     def event(self, connection_id: str, body: dict[str, Any] | str) -> dict[str, Any]:

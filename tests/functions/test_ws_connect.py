@@ -76,3 +76,17 @@ def test_connected_line_carries_the_connections_opened_document(
     (directive,) = line["_aws"]["CloudWatchMetrics"]
     assert directive["Metrics"] == [{"Name": "ConnectionsOpened", "Unit": "Count"}]
     assert (line["ConnectionsOpened"], line["tenant_id"], line["authenticated"]) == (1, "tenant-acme", True)
+
+
+def test_connect_records_the_cadence_the_upgrade_asks_for(rt, load_event, context):
+    # `?frames=batch&cadence=economy` (streaming/batch_cadence.py): kept with the connection
+    event = load_event("apigw-ws-connect-batch.json")
+    event["queryStringParameters"] = {**event["queryStringParameters"], "cadence": "economy"}
+    assert build_handler(rt)(event, context) == {"statusCode": 200}
+    info = run_sync(rt.connections.get("Q3xYzfGIoAMCJqg="))
+    assert info is not None and (info.batch, info.cadence) == (True, "economy")
+    unbatched = load_event("apigw-ws-connect-authorizer.json")
+    unbatched["requestContext"]["connectionId"] = "other"
+    unbatched["queryStringParameters"] = {"cadence": "economy"}  # a cadence without frames=batch
+    assert build_handler(rt)(unbatched, context) == {"statusCode": 400}
+    assert run_sync(rt.connections.get("other")) is None

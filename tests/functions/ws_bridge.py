@@ -27,7 +27,7 @@ import agentvm.hosts.aws as aws_hosting
 from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.hosts.aws import run_sync
-from agentvm.streaming.batching import wants_batches
+from agentvm.streaming.batching import asked_cadence, wants_batches
 from tests.functions.aws_host import TABLE, GoneAwareClient
 
 if TYPE_CHECKING:
@@ -126,9 +126,10 @@ class WsBridge:
     async def _connection(self, ws: Any) -> None:
         connection_id = f"conn-{uuid.uuid4().hex[:12]}="
         # ?frames=batch: what $connect records (functions/ws_connect, streaming/batching.py)
-        batch = wants_batches(dict(parse_qsl(urlsplit(ws.request.path).query)))
+        query = dict(parse_qsl(urlsplit(ws.request.path).query))
+        batch, cadence = wants_batches(query), asked_cadence(query)  # ?cadence= likewise
         await asyncio.to_thread(
-            self._call, lambda: self.host.connect(connection_id, self.tenant, batch=batch)
+            self._call, lambda: self.host.connect(connection_id, self.tenant, batch=batch, cadence=cadence)
         )
         self.sockets[connection_id] = ws
         try:

@@ -355,3 +355,19 @@ def test_a_client_key_chats_and_sees_the_usage_of_its_replies(page, server):
     refused = [p for p in page.problems if "status of 403" in p]
     assert len(refused) == 1
     page.problems.remove(refused[0])
+
+
+def test_the_economy_box_asks_for_the_economy_cadence_and_the_reply_still_arrives(page, server):
+    sockets = []
+    page.on("websocket", lambda ws: sockets.append(ws.url))
+    page.goto(server.http + "/")
+    expect(page.get_by_label("WebSocket URL")).to_have_value(server.url)  # the page is set up
+    expect(page.get_by_label("Economy cadence")).not_to_be_checked()  # live unless chosen
+    page.get_by_label("Economy cadence").check()
+    page.get_by_label("API key").fill(server.admin_token())
+    page.get_by_role("button", name="Sign in").click()
+    open_new_image(page, "economy")
+    message = "text in two-second windows"
+    send(page, message)
+    expect(replies(page).last).to_have_text("Echo: " + message)
+    assert sockets == [server.url + "?frames=batch&cadence=economy"]

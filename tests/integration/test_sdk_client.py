@@ -308,6 +308,53 @@ async def test_batched_and_plain_clients_see_the_same_turn_the_batched_one_in_fe
     assert counts[True] * 2 < counts[False]
 
 
+async def _text_messages(url: str, token: str, **options) -> tuple[int, str]:
+    """One turn of LONG: the WebSocket messages with text the client read, and the reply text."""
+    async with AgentVMClient.connect(url, token=token, **options.pop("connect", {})) as client:
+        texts = 0
+        on_raw = client._on_raw
+
+        async def counted(raw, on_raw=on_raw):
+            nonlocal texts
+            texts += '"text_delta"' in raw
+            await on_raw(raw)
+
+        client._on_raw = counted
+        image = await client.create_image("u", **options)
+        turn = await client.send(image.imageId, LONG)
+        return texts, turn.text
+
+
+async def test_the_sdk_streams_live_by_default_and_in_economy_windows_when_asked(tmp_path):
+    # live text every 10 ms window, economy every 400 ms: a ~1.5 s reply shows the difference
+    env = base_env(
+        **SLOW, AVM_BATCH_FLUSH_MAX_MS="10", AVM_ECONOMY_FLUSH_MS="400", AVM_ECONOMY_FLUSH_MAX_MS="400"
+    )
+    with avm_serve(tmp_path, free_port(), env=env) as server:
+        token = server.admin_token()
+        live, live_text = await _text_messages(server.url, token)
+        economy, economy_text = await _text_messages(server.url, token, connect={"cadence": "economy"})
+        image_economy, _ = await _text_messages(server.url, token, cadence="economy")  # the image's
+        overridden, _ = await _text_messages(
+            server.url, token, cadence="economy", connect={"cadence": "live"}
+        )
+    assert live_text == economy_text == "Echo: " + LONG
+    assert economy <= 6 and image_economy <= 6  # the first text, a few 400 ms windows, the end
+    assert live > 3 * economy and overridden > 3 * image_economy
+
+
+async def test_an_upgrade_with_an_unknown_cadence_or_a_cadence_without_batches_is_refused(server):
+    from websockets.asyncio.client import connect
+    from websockets.exceptions import InvalidStatus
+
+    headers = {"Authorization": f"Bearer {server.admin_token()}"}
+    for query in ("?frames=batch&cadence=slow", "?cadence=economy"):
+        with pytest.raises(InvalidStatus) as refused:
+            await connect(server.url + query, additional_headers=headers)
+        assert refused.value.response.status_code == 400
+        assert json.loads(refused.value.response.body)["error"]["code"] == "bad_request"
+
+
 async def test_an_upgrade_with_an_unknown_frames_mode_is_refused_with_400(server):
     from websockets.asyncio.client import connect
     from websockets.exceptions import InvalidStatus

@@ -8,9 +8,11 @@ Against AWS it needs only the stack's WebSocket URL and a key (``--url wss://<ap
 (``--http-url``). The session itself is ``agentvm.chat.app``; docs/sdk.md describes it.
 
 Frames (``--frames``): against a loopback server (``--local``, or a ``--url`` on this machine) the
-chat takes one frame per message, so replies stream in the server's 250 ms windows; against any
-other server it asks for batched frames (``?frames=batch``: a reply's text every 2 s, far fewer
-billed WebSocket messages on AWS, docs/cost.md). ``--frames single|batch`` chooses either way.
+chat takes one frame per message; against any other server it asks for batched frames
+(``?frames=batch``: fewer billed WebSocket messages on AWS, docs/cost.md). Either way replies stream
+live, in the server's 250 ms windows. ``--frames single|batch`` chooses either way; ``--economy``
+asks for batched frames on the economy cadence (``?cadence=economy``: a reply's text every 2 s, fewer
+messages still).
 """
 
 from __future__ import annotations
@@ -58,8 +60,13 @@ def add_chat_command(sub: Any) -> None:
         "--frames",
         choices=FRAMES,
         default="auto",
-        help="single: one frame per message (text every 250 ms); batch: batched frames (text every 2 s, "
-        "fewer billed messages on AWS); auto (default): single for a server on this machine, else batch",
+        help="single: one frame per message; batch: batched frames (fewer billed messages on AWS); "
+        "both stream text every 250 ms; auto (default): single for a server on this machine, else batch",
+    )
+    chat.add_argument(
+        "--economy",
+        action="store_true",
+        help="batched frames on the economy cadence: a reply's text every 2 s, fewer billed messages",
     )
     chat.add_argument("--data-dir", type=Path, help="with --local: keep the server's data here")
     chat.add_argument("--container", default="chat", help="the container to chat in (default: chat)")
@@ -78,6 +85,9 @@ def add_chat_command(sub: Any) -> None:
 def run_chat(args: argparse.Namespace) -> int:
     from agentvm.chat.app import image_config
 
+    if args.economy and args.frames == "single":
+        print("avm: --economy needs batched frames (not --frames single)", file=sys.stderr)
+        return 2
     try:
         config = image_config(args.config, args.model, args.system)
     except (ValueError, OSError) as exc:
@@ -104,7 +114,8 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dic
     from agentvm.client import AgentVMClient, AgentVMClientError
 
     try:
-        async with AgentVMClient.connect(url, token=key, batch=asks_for_batches(args.frames, url)) as client:
+        batch, cadence = connection_mode(args.frames, url, economy=args.economy)
+        async with AgentVMClient.connect(url, token=key, batch=batch, cadence=cadence) as client:
             app = ChatApp(
                 client,
                 container_id=args.container,
@@ -118,4 +129,12 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dic
         return 1
 
 
-__all__ = ["DEFAULT_URL", "FRAMES", "add_chat_command", "run_chat", "asks_for_batches"]
+def connection_mode(frames: str, url: str, *, economy: bool = False) -> tuple[bool, str | None]:
+    """What the chat asks for at the upgrade: batched frames or not, and the cadence (``--economy``:
+    batched, economy; otherwise none is asked for, the server's live default or the image's)."""
+    if economy:
+        return True, "economy"
+    return asks_for_batches(frames, url), None
+
+
+__all__ = ["DEFAULT_URL", "FRAMES", "add_chat_command", "asks_for_batches", "connection_mode", "run_chat"]

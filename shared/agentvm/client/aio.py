@@ -63,7 +63,15 @@ from agentvm.client.responses import (
 )
 from agentvm.client.tools import ClientTool, tool_from_function
 from agentvm.client.turn import Turn
-from agentvm.events import BATCH, FRAMES_PARAM, LISTS_SESSIONS, SUBSCRIBE_KEY, SUBSCRIBED_KEY
+from agentvm.events import (
+    BATCH,
+    CADENCE_PARAM,
+    CADENCES,
+    FRAMES_PARAM,
+    LISTS_SESSIONS,
+    SUBSCRIBE_KEY,
+    SUBSCRIBED_KEY,
+)
 from agentvm.events import request as request_frame
 
 if TYPE_CHECKING:
@@ -160,6 +168,7 @@ class AgentVMClient:
         reconnect_within: float = 120.0,
         open_timeout: float = 10.0,
         batch: bool = True,
+        cadence: str | None = None,
     ) -> AsyncIterator[AgentVMClient]:
         """Open a client on ``url`` (``ws://host:port/ws``, or the AWS stack's ``wss://`` URL).
 
@@ -168,8 +177,10 @@ class AgentVMClient:
         ``reconnect_within`` seconds of failed attempts). ``resume_from``: the client of a lost
         connection, to ``resume()`` its sessions here. ``batch``: ask for batched frames
         (``?frames=batch``: several frames per WebSocket message, fewer billed messages on AWS;
-        docs/protocol.md, "Batched frames"); the events the app sees are the same, text in larger
-        chunks (a message's first text at once, then every 2 s by the server's default)."""
+        docs/protocol.md, "Batched frames"); the events the app sees are the same. ``cadence``: how
+        often a batched connection gets text: ``"live"`` (a message's first text at once, then
+        every 250 ms) or ``"economy"`` (then every 2 s: fewer billed messages); None (``?cadence=``
+        not sent): the image's or tenant's choice, live unless they chose economy."""
         client = await cls.open(
             url,
             token=token,
@@ -179,6 +190,7 @@ class AgentVMClient:
             reconnect_within=reconnect_within,
             open_timeout=open_timeout,
             batch=batch,
+            cadence=cadence,
         )
         try:
             yield client
@@ -197,12 +209,17 @@ class AgentVMClient:
         reconnect_within: float = 120.0,
         open_timeout: float = 10.0,
         batch: bool = True,
+        cadence: str | None = None,
     ) -> AgentVMClient:
         """``connect`` without the ``async with``: call ``close()`` when done."""
         if token is not None:
             headers = {**(headers or {}), "Authorization": f"Bearer {token}"}
         client = cls(resume_from=resume_from)
-        client._url = with_frames_mode(url) if batch else url
+        if cadence is not None and cadence not in CADENCES:
+            raise ValueError(f"cadence must be one of {', '.join(CADENCES)}, not {cadence!r}")
+        if cadence is not None and not batch:
+            raise ValueError("a cadence is for batched connections (batch=True)")
+        client._url = with_frames_mode(url, cadence=cadence) if batch else url
         client._headers = headers
         client._open_timeout = open_timeout
         client._reconnect_within = reconnect_within if reconnect else None
@@ -510,9 +527,12 @@ class AgentVMClient:
         max_steps: int | None = None,
         concurrency: str | None = None,
         agent: str | None = None,
+        cadence: str | None = None,
     ) -> ImageInfo:
         """A new image (an agent config with its own session) in ``container_id`` (created if
-        needed). ``tools`` may hold ``ClientTool``s (``client.add_tool``): their declarations go in."""
+        needed). ``tools`` may hold ``ClientTool``s (``client.add_tool``): their declarations go in.
+        ``cadence``: ``"economy"`` paces batched connections' text on its turns in 2 s windows
+        (unless a connection asks for ``"live"``); None: the tenant's choice, live by default."""
         config = _image_config(
             name=name,
             description=description,
@@ -524,6 +544,7 @@ class AgentVMClient:
             maxSteps=max_steps,
             concurrency=concurrency,
             agent=agent,
+            cadence=cadence,
         )
         data = await self._call("image_create", containerId=container_id, config=config)
         return ImageCreateResult.model_validate(data).record
@@ -705,15 +726,20 @@ _WIRE_NAMES = {
 }
 
 
-def with_frames_mode(url: str) -> str:
-    """``url`` with ``frames=batch`` in its query (kept if the caller set ``frames`` already)."""
+def with_frames_mode(url: str, *, cadence: str | None = None) -> str:
+    """``url`` with ``frames=batch`` in its query, and ``cadence=`` if given (each kept if the
+    caller set it already)."""
     from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
     parts = urlsplit(url)
     query = parse_qsl(parts.query, keep_blank_values=True)
-    if any(name == FRAMES_PARAM for name, _ in query):
+    names = {name for name, _ in query}
+    added = [] if FRAMES_PARAM in names else [(FRAMES_PARAM, BATCH)]
+    if cadence is not None and CADENCE_PARAM not in names:
+        added.append((CADENCE_PARAM, cadence))
+    if not added:
         return url
-    return urlunsplit(parts._replace(query=urlencode([*query, (FRAMES_PARAM, BATCH)])))
+    return urlunsplit(parts._replace(query=urlencode([*query, *added])))
 
 
 def _image_config(**fields: Any) -> dict[str, Any]:

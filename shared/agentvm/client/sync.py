@@ -62,6 +62,7 @@ class SyncAgentVMClient:
         reconnect_within: float = 120.0,
         open_timeout: float = 10.0,
         batch: bool = True,
+        cadence: str | None = None,
     ) -> Iterator[SyncAgentVMClient]:
         """Open a client (the arguments are ``AgentVMClient.connect``'s); closed on exit."""
         client = cls.open(
@@ -72,6 +73,7 @@ class SyncAgentVMClient:
             reconnect_within=reconnect_within,
             open_timeout=open_timeout,
             batch=batch,
+            cadence=cadence,
         )
         try:
             yield client

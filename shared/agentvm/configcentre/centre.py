@@ -60,6 +60,7 @@ _TURN_FIELDS = {
     "compaction.model": "compaction_model",
     "sessions.autoTitle": "auto_title",
     "sessions.titleModel": "title_model",
+    "streaming.cadence": "stream_cadence",
 }
 _PROVIDER_KEYS = (
     "llm.timeoutS",

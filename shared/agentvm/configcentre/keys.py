@@ -17,7 +17,7 @@ environment and are not part of the tree.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -143,6 +143,14 @@ KEYS: dict[str, Key] = {
             "per-model prices over the list prices, USD per million tokens: "
             '{"provider/model": {"input", "output", "cacheRead", "cacheWrite"}}',
             platform=True,
+        ),
+        Key(
+            "streaming.cadence",
+            "stream_cadence",
+            Literal["live", "economy"],
+            "batched connections' text cadence when neither they (?cadence=) nor the image name one: "
+            "live (text every 250 ms) or economy (every 2 s, fewer billed WebSocket messages)",
+            tenant=True,
         ),
         Key(
             "sessions.autoTitle",

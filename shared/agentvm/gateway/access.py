@@ -65,6 +65,7 @@ async def authenticate(
         key_id=principal.key_id,
         protocol=protocol if protocol is not None else conn.protocol if conn is not None else None,
         batch=conn is not None and conn.batch,
+        cadence=conn.cadence if conn is not None else None,  # both declared at the upgrade
     )
     # may refuse: too many connections for this key, or for its tenant
     await rt.connections.register(info, tenant_cap=await connection_cap(rt.tenant_limits, info.tenant_id))

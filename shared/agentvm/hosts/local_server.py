@@ -34,7 +34,7 @@ from agentvm.hosts.http_guard import guarded_http_protocol
 from agentvm.logs import client_source, log_refusal, upgrade_refused
 from agentvm.ports import ConnectionInfo
 from agentvm.security.tenant_limits import connection_cap
-from agentvm.streaming.batching import wants_batches
+from agentvm.streaming.batching import asked_cadence, wants_batches
 from agentvm.turns.worker import process_turn
 
 if TYPE_CHECKING:
@@ -148,19 +148,24 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 return
         try:
             batch = wants_batches(websocket.query_params)  # ?frames=batch (streaming/batching.py)
+            cadence = asked_cadence(websocket.query_params)  # ?cadence=live|economy (likewise)
         except AgentVMError as exc:
             await _deny(websocket, exc, 400, address)
             return
         per_address[address] = per_address.get(address, 0) + 1
         try:
-            await _serve_socket(websocket, principal, address, batch)
+            await _serve_socket(websocket, principal, address, batch, cadence)
         finally:
             per_address[address] -= 1
             if per_address[address] <= 0:
                 per_address.pop(address, None)
 
     async def _serve_socket(
-        websocket: WebSocket, principal: Principal | None, address: str, batch: bool = False
+        websocket: WebSocket,
+        principal: Principal | None,
+        address: str,
+        batch: bool = False,
+        cadence: str | None = None,
     ) -> None:
         conn_id = rt.ids.new("conn")
         try:
@@ -174,6 +179,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
                     connected_at=rt.clock.now_ms(),
                     key_id=principal.key_id if principal else None,
                     batch=batch,
+                    cadence=cadence,
                 ),
                 tenant_cap=await connection_cap(rt.tenant_limits, tenant_id),
             )

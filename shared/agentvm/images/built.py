@@ -50,6 +50,7 @@ async def create_built(
         name=config.name or DEFAULT_IMAGE_NAME,
         description=config.description,
         concurrency=config.concurrency or "queue",
+        cadence=config.cadence,
         createdAt=now,
         updatedAt=now,
     )

@@ -8,7 +8,7 @@ MCP servers run a command on the server: admin only).
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
@@ -46,6 +46,10 @@ class ImageConfig(BaseModel):
     # image_update, resolve that definition again (``rebuild``).
     agent: StrictStr | None = Field(default=None, max_length=1000)
     rebuild: StrictBool | None = None
+    # Batched connections' text cadence on this image's turns (streaming/batch_cadence.py): "live"
+    # (text every 250 ms) or "economy" (every 2 s, fewer billed messages); a connection's
+    # ?cadence= wins; None = the tenant's config key streaming.cadence
+    cadence: Literal["live", "economy"] | None = None
 
     @field_validator("mcpServers", mode="after")
     @classmethod

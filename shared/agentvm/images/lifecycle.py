@@ -58,6 +58,7 @@ async def create(
         promptCaching=config.promptCaching,
         approval=config.approval.model_dump() if config.approval is not None else None,
         concurrency=config.concurrency or "queue",
+        cadence=config.cadence,
         createdAt=now,
         updatedAt=now,
     )

@@ -64,12 +64,13 @@ function saveSeq(sessionId, seq) {
   saved.set("seqs", JSON.stringify(seqs));
 }
 
-async function signIn({ key: candidate, wsUrl, httpUrl }) {
+async function signIn({ key: candidate, wsUrl, httpUrl, economy = false }) {
   $("sign-in-error").textContent = "";
   status("Connecting…", "connecting");
   const next = new Connection({
     url: wsUrl,
     key: candidate,
+    cadence: economy ? "economy" : "",
     lastSeqs: JSON.parse(saved.get("seqs") || "{}"),
     onEvent,
     onSeq: saveSeq,
@@ -95,6 +96,7 @@ async function signIn({ key: candidate, wsUrl, httpUrl }) {
   saved.set("key", key);
   saved.set("wsUrl", wsUrl);
   saved.set("httpUrl", httpUrl);
+  saved.set("economy", economy ? "1" : "");
   $("sign-in").hidden = true;
   $("workspace").hidden = false;
   $("sign-out").hidden = false;
@@ -289,7 +291,14 @@ function guard(action) {
 
 $("sign-in-form").addEventListener(
   "submit",
-  guard(() => signIn({ key: $("key").value.trim(), wsUrl: $("ws-url").value.trim(), httpUrl: $("http-url").value.trim() })),
+  guard(() =>
+    signIn({
+      key: $("key").value.trim(),
+      wsUrl: $("ws-url").value.trim(),
+      httpUrl: $("http-url").value.trim(),
+      economy: $("economy").checked,
+    }),
+  ),
 );
 $("sign-out").addEventListener("click", signOut);
 $("container").addEventListener("change", guard(() => openContainer($("container").value)));
@@ -351,8 +360,9 @@ window.agentvmPlayground = { get connection() { return conn; } };
   const fallback = await defaults();
   $("ws-url").value = saved.get("wsUrl") || fallback.wsUrl;
   $("http-url").value = saved.get("httpUrl") || fallback.httpUrl;
+  if (saved.get("economy") !== null) $("economy").checked = saved.get("economy") === "1";
   if (saved.get("key") !== null) {
     $("key").value = "";
-    await signIn({ key: saved.get("key"), wsUrl: $("ws-url").value, httpUrl: $("http-url").value });
+    await signIn({ key: saved.get("key"), wsUrl: $("ws-url").value, httpUrl: $("http-url").value, economy: $("economy").checked });
   }
 })();

@@ -10,12 +10,15 @@
 //
 // It asks for batched frames (`?frames=batch` on the URL, docs/protocol.md "Batched frames"): a
 // message may then be a JSON array of frames, each handled in order exactly like a single frame.
-// Fewer messages: fewer billed WebSocket messages on AWS.
+// Fewer messages: fewer billed WebSocket messages on AWS. Text streams live (every 250 ms) unless
+// the economy cadence is chosen (`cadence: "economy"`: `?cadence=economy`, text every 2 s).
 
-// The WebSocket URL with `frames=batch` in its query (unless the URL sets `frames` itself).
-export function withBatchedFrames(url) {
+// The WebSocket URL with `frames=batch` in its query (unless the URL sets `frames` itself), and
+// `cadence` if one is given ("live" or "economy"; none: the image's or tenant's, live by default).
+export function withBatchedFrames(url, cadence = "") {
   const parsed = new URL(url);
   if (!parsed.searchParams.has("frames")) parsed.searchParams.set("frames", "batch");
+  if (cadence && !parsed.searchParams.has("cadence")) parsed.searchParams.set("cadence", cadence);
   return parsed.toString();
 }
 
@@ -29,8 +32,9 @@ export class RequestError extends Error {
 const RETRY_MS = [250, 500, 1000, 2000, 5000];
 
 export class Connection {
-  constructor({ url, key, lastSeqs = {}, onEvent = () => {}, onStatus = () => {}, onSeq = () => {} }) {
+  constructor({ url, key, cadence = "", lastSeqs = {}, onEvent = () => {}, onStatus = () => {}, onSeq = () => {} }) {
     this.url = url;
+    this.cadence = cadence;
     this.key = key;
     this.lastSeqs = { ...lastSeqs }; // sessionId -> highest seq received
     this.followed = new Set(); // sessions to subscribe again after a reconnect
@@ -47,7 +51,7 @@ export class Connection {
   // Opens the socket and authenticates; resolves once frames can be sent.
   open() {
     return new Promise((resolve, reject) => {
-      const socket = new WebSocket(withBatchedFrames(this.url));
+      const socket = new WebSocket(withBatchedFrames(this.url, this.cadence));
       this.socket = socket;
       socket.onopen = () => {
         if (this.key) this.sendFrame({ type: "auth", headers: { Authorization: `Bearer ${this.key}` } });

@@ -24,6 +24,9 @@ class ConnectionInfo:
     # Declared at the upgrade (``?frames=batch``, streaming/batching.py): one WebSocket message may
     # carry several frames (a JSON array). False: one frame per message, as AgentX clients expect.
     batch: bool = False
+    # The text cadence it asked for at the upgrade (``?cadence=live|economy``, streaming/batch_cadence.py);
+    # None: the turn's (its image's, else its tenant's ``streaming.cadence``). Batched connections only.
+    cadence: str | None = None
     # When the adapter forgets it (epoch seconds; None: never, e.g. in memory). Read with the
     # connection, so that ``subscribe(..., known=info)`` need not read it again.
     expires_at: int | None = field(default=None, compare=False)
@@ -50,6 +53,7 @@ class Subscription:
     after_seq: int | None = None
     protocol: str = PROTOCOL_V1
     batch: bool = False  # its connection takes batched frames (ConnectionInfo.batch)
+    cadence: str | None = None  # the cadence its connection asked for (ConnectionInfo.cadence)
     # When it was first made (epoch ms), where the adapter records it (AWS; None: not recorded). A
     # turn whose user message was saved after it sends it the turn from its first frame even if its
     # worker finds it late (the AWS index lags), as a cursor of 0 would (``streaming.sink``).

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         BatchCadence,
     )
     from agentvm.streaming.batching import (
+        asked_cadence,
         pack,
         unpack,
         wants_batches,
@@ -66,6 +67,7 @@ __all__ = [
     "REF",
     "TURN_SPAN",
     "V2Renderer",
+    "asked_cadence",
     "error_occurred_data",
     "first_seq",
     "last_seq",
@@ -104,6 +106,7 @@ __getattr__, __dir__ = lazy_exports(
             "BatchCadence",
         ],
         "batching": [
+            "asked_cadence",
             "pack",
             "unpack",
             "wants_batches",

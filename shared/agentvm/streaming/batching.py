@@ -11,11 +11,13 @@ A client that does not declare it (every AgentX client) keeps one frame per mess
 changes for it. docs/protocol.md, "Batched frames", is the contract; docs/cost.md the figures.
 
 Besides merging what is due at once, a turn delivers to a batched subscriber on its own cadence
-(``streaming.batch_cadence``): text-only frames wait for the subscriber's window (``AVM_BATCH_FLUSH_MS``,
-doubling per message up to ``AVM_BATCH_FLUSH_MAX_MS``, both 2 s by default), a message's opening
-frames wait for its first text (that long at most), while any other event (a message's first text,
-tool events, the end) goes at once with what waited. The price: ``message_start`` comes with the
-first token, and text after it arrives in chunks 2 s apart (the first token is never delayed).
+(``streaming.batch_cadence``): text-only frames wait for the subscriber's window, a message's
+opening frames wait for its first text, while any other event (a message's first text, tool
+events, the end) goes at once with what waited. Two cadences: **live** (the default: text every
+250 ms, ``AVM_BATCH_FLUSH_MS``, as a plain client gets it) and **economy** (text in 2-second windows,
+``AVM_ECONOMY_FLUSH_MS``: fewer billed messages, choppier text). A connection asks with
+``?cadence=live|economy`` next to ``?frames=batch``; otherwise its turn's image (``cadence``) or
+tenant (config key ``streaming.cadence``) decides. The first token is never delayed.
 
 An array is cut at ``MAX_BATCH_BYTES`` (32 KB: API Gateway's billing unit and frame size), so a
 batch never costs more units than its frames would one by one. AgentX v2 connections get arrays of
@@ -27,7 +29,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentvm.errors import BadRequest
-from agentvm.events import BATCH, FRAMES_PARAM, MAX_BATCH_BYTES, SINGLE
+from agentvm.events import BATCH, CADENCE_PARAM, CADENCES, FRAMES_PARAM, MAX_BATCH_BYTES, SINGLE
 
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
@@ -42,6 +44,20 @@ def wants_batches(query: Mapping[str, str]) -> bool:
     if value == BATCH:
         return True
     raise BadRequest(f"unknown frames mode {value[:40]!r}: use frames=batch (or frames=single, the default)")
+
+
+def asked_cadence(query: Mapping[str, str]) -> str | None:
+    """The text cadence an upgrade request asks for (``?cadence=live|economy``), None if none. Only
+    batched connections have one (a plain client gets every flush window's frame at once): with
+    ``frames`` other than ``batch``, or an unknown value, it is refused (``bad_request``)."""
+    value = query.get(CADENCE_PARAM)
+    if value is None:
+        return None
+    if value not in CADENCES:
+        raise BadRequest(f"unknown cadence {value[:40]!r}: use cadence=live (the default) or cadence=economy")
+    if not wants_batches(query):
+        raise BadRequest("a cadence is for batched connections: add frames=batch")
+    return value
 
 
 def pack(payloads: Sequence[str], max_bytes: int = MAX_BATCH_BYTES) -> list[str]:
@@ -77,4 +93,4 @@ def _join(group: list[str]) -> str:
     return group[0] if len(group) == 1 else "[" + ",".join(group) + "]"
 
 
-__all__ = ["pack", "unpack", "wants_batches"]
+__all__ = ["asked_cadence", "pack", "unpack", "wants_batches"]

@@ -20,9 +20,10 @@ Fewer WebSocket messages (docs/cost.md): ``message_persisted`` is emitted first 
 normally tens of milliseconds later) or after one flush window at the latest. ``hold`` keeps the
 last buffered text with the terminal frames, so a reply's end is one pass. A subscriber whose
 connection takes batched frames (``streaming.batching``) gets each pass as one message, and
-text on its own slower cadence (``streaming.batch_cadence``: text every 2 s, a message's opening
-frames with its first text, anything else at once); when its wait ends the cadence wakes the
-sender for a pass, and ``aclose`` sends it whatever is left.
+text on its cadence (``streaming.batch_cadence``: live, text every 250 ms, or economy, every 2 s;
+a message's opening frames with its first text, anything else at once): its connection's
+(``Subscription.cadence``), else the turn's (``cadence``: its image's or tenant's). When its wait
+ends the cadence wakes the sender for a pass, and ``aclose`` sends it whatever is left.
 """
 
 from __future__ import annotations
@@ -31,7 +32,7 @@ import asyncio
 import contextlib
 from typing import TYPE_CHECKING
 
-from agentvm.events import agent_event
+from agentvm.events import ECONOMY, LIVE, agent_event
 from agentvm.ports import PROTOCOL_V2
 from agentvm.streaming.batch_cadence import BatchCadence
 from agentvm.streaming.batching import pack
@@ -62,6 +63,9 @@ class CoalescingSink:
         first_seq: int = 1,
         batch_flush_max_s: float = 0.0,
         batch_flush_s: float = 0.0,
+        economy_flush_max_s: float = 2.0,
+        economy_flush_s: float = 2.0,
+        cadence: str = LIVE,
         began_ms: int | None = None,
     ) -> None:
         self._session_id = session_id
@@ -76,14 +80,26 @@ class CoalescingSink:
         self._window = flush_s
         self._max_window = max(flush_max_s, flush_s)
         self._refresh_s = subscriber_refresh_s
-        # batched subscribers' cadence: from batch_flush_s (the flush window if shorter or 0),
-        # doubling up to batch_flush_max_s
-        self._cadence = BatchCadence(
-            first_s=max(batch_flush_s, flush_s),
-            max_s=max(batch_flush_max_s, self._max_window),
-            clock=clock,
-            wake=self._batch_window_over,
-        )
+        # batched subscribers' cadences: live from batch_flush_s, economy from economy_flush_s (the
+        # flush window if shorter or 0), doubling up to their max; a message's opening frames wait
+        # for its first text up to the economy window in both (they carry no text)
+        economy_max = max(economy_flush_max_s, economy_flush_s, self._max_window)
+        self._cadences = {
+            LIVE: BatchCadence(
+                first_s=max(batch_flush_s, flush_s),
+                max_s=max(batch_flush_max_s, self._max_window),
+                start_wait_s=economy_max,
+                clock=clock,
+                wake=self._batch_window_over,
+            ),
+            ECONOMY: BatchCadence(
+                first_s=max(economy_flush_s, flush_s),
+                max_s=economy_max,
+                clock=clock,
+                wake=self._batch_window_over,
+            ),
+        }
+        self._cadence = cadence if cadence in self._cadences else LIVE  # the turn's: image, tenant
         self._batch_due = False  # a batched subscriber's wait ended: a pass for them
         self._linger: asyncio.TimerHandle | None = None
         self._log = FrameLog(first_seq, agent_id=context.agentId)
@@ -219,7 +235,8 @@ class CoalescingSink:
             if self._closing:
                 if any(mark < self._sent for mark in self._marks.values()):
                     await self._deliver(self._sent, self._sent, force=True)  # batched text left
-                self._cadence.close()
+                for cadence in self._cadences.values():
+                    cadence.close()
                 return
             self._wake.clear()
             await self._wake.wait()
@@ -236,7 +253,7 @@ class CoalescingSink:
                 mark = after if cursor is None else cursor
             if upto > mark:
                 paced = sub.batch and not force
-                if paced and not self._cadence.due(conn, self._log.urgency(mark, upto), now):
+                if paced and not self._cadence_of(sub).due(conn, self._log.urgency(mark, upto), now):
                     self._marks[conn] = mark  # its frames wait for their window (the cadence wakes us)
                     continue
                 # each subscriber in its connection's protocol (AgentX v1 frames, or v2 notifications)
@@ -250,6 +267,10 @@ class CoalescingSink:
         if gone and self._subscribers is not None:
             self._subscribers = [sub for sub in self._subscribers if sub.connection_id not in gone]
         self._sent = upto
+
+    def _cadence_of(self, sub: Subscription) -> BatchCadence:
+        """The cadence a batched subscriber is paced by: its connection's, else the turn's."""
+        return self._cadences.get(sub.cadence or self._cadence) or self._cadences[self._cadence]
 
     def _subscribed_before(self, sub: Subscription) -> bool:
         began, at = self._began_ms, sub.subscribed_at

@@ -158,6 +158,9 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
         first_seq=first_seq_of(job, turn, attempt),
         batch_flush_max_s=rt.turns.batch_flush_max_s,
         batch_flush_s=rt.turns.batch_flush_s,
+        economy_flush_max_s=rt.turns.economy_flush_max_s,
+        economy_flush_s=rt.turns.economy_flush_s,
+        cadence=image.cadence or rt.turns.stream_cadence,  # a connection's own choice wins (sink)
         began_ms=job.userSavedAt or job.enqueuedAt,
     )
     if not resuming:

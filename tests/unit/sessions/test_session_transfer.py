@@ -43,6 +43,7 @@ TOOLED = {
     "tools": [{"type": "builtin", "name": "calculator"}],
     "maxSteps": 5,
     "concurrency": "reject",
+    "cadence": "economy",
 }
 
 
@@ -121,7 +122,17 @@ async def test_an_export_imports_into_another_container_with_an_equal_history(wo
     assert not {m["id"] for m in copy} & {m["id"] for m in original}
     stored = await world.rt.store.get_image("tenant-a", record["imageId"])
     source = await world.rt.store.get_image("tenant-a", image["imageId"])
-    fields = ("tools", "maxSteps", "concurrency", "systemPrompt", "model", "mcpServers", "approval")
+    fields = (
+        "tools",
+        "maxSteps",
+        "concurrency",
+        "systemPrompt",
+        "model",
+        "mcpServers",
+        "approval",
+        "cadence",
+    )
+    assert source is not None and source.cadence == "economy"
     assert {f: getattr(stored, f) for f in fields} == {f: getattr(source, f) for f in fields}
     summary = await world.rt.store.get_summary(record["sessionId"])
     assert (summary.upToSeq, summary.text) == (2, "They talked of Lisbon.")

@@ -79,3 +79,17 @@ async def test_a_closed_cadence_wakes_nobody():
     cadence.close()
     await asyncio.sleep(0.2)
     assert woken == []
+
+
+async def test_opening_frames_may_wait_longer_than_a_live_text_window():
+    clock, woken = _Clock(), []
+    cadence = BatchCadence(
+        first_s=0.25, max_s=0.25, start_wait_s=2.0, clock=clock, wake=lambda: woken.append(clock.now)
+    )
+    assert not cadence.due("c1", "start", 100.0)
+    assert not cadence.due("c1", "start", 101.9)  # no text yet: message_start waits for it
+    assert cadence.due("c1", "urgent", 101.95)  # the first text: at once, with what waited
+    assert not cadence.due("c1", "text", 102.1)
+    assert cadence.due("c1", "text", 102.2)  # then text every 0.25 s
+    assert cadence.due("c1", "text", 102.45)
+    cadence.close()

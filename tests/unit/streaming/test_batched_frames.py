@@ -17,7 +17,7 @@ from agentvm.errors import BadRequest
 from agentvm.events import MAX_BATCH_BYTES, EventContext
 from agentvm.ports import ConnectionInfo
 from agentvm.runtime import SystemClock
-from agentvm.streaming.batching import pack, unpack, wants_batches
+from agentvm.streaming.batching import asked_cadence, pack, unpack, wants_batches
 from agentvm.streaming.fanout import Fanout
 from agentvm.streaming.sink import CoalescingSink
 from tests.harness import Harness
@@ -75,11 +75,22 @@ class _Subscriber:
         return out
 
 
-async def _sink_with(plain: _Subscriber, batched: _Subscriber, **windows: float) -> CoalescingSink:
+async def _sink_with(
+    plain: _Subscriber,
+    batched: _Subscriber,
+    *,
+    cadence: str = "live",
+    economy: _Subscriber | None = None,
+    live: _Subscriber | None = None,
+    **windows: float,
+) -> CoalescingSink:
+    """A sink with a plain and a batched subscriber (no cadence asked: the turn's ``cadence``), and
+    batched ones that asked for ``economy`` or ``live`` at the upgrade."""
     connections, push = InMemoryConnections(), LocalPush()
-    await connections.register(ConnectionInfo("plain", "t", 0))
-    await connections.register(ConnectionInfo("batched", "t", 0, batch=True))
-    for conn, sub in (("plain", plain), ("batched", batched)):
+    subscribers = [("plain", plain, False, None), ("batched", batched, True, None)]
+    subscribers += [(name, sub, True, name) for name, sub in (("economy", economy), ("live", live)) if sub]
+    for conn, sub, batch, asked in subscribers:
+        await connections.register(ConnectionInfo(conn, "t", 0, batch=batch, cadence=asked))
         await connections.subscribe(conn, "s")
         push.attach(conn, sub.receive)
     return CoalescingSink(
@@ -88,6 +99,7 @@ async def _sink_with(plain: _Subscriber, batched: _Subscriber, **windows: float)
         fanout=Fanout(connections, push),
         clock=SystemClock(),
         subscriber_refresh_s=0,
+        cadence=cadence,
         **windows,
     )
 
@@ -151,13 +163,70 @@ async def test_a_batched_subscribers_first_window_is_the_batch_flush_setting_not
     assert len(texts) <= 5 < len(plain.messages) // 4
 
 
-def test_by_default_a_batched_clients_text_cadence_is_two_seconds_from_the_first_window():
+def test_by_default_a_batched_clients_text_is_live_and_economy_is_two_second_windows():
     from agentvm.config import Settings
     from agentvm.runtime import turn_settings
 
     turns = turn_settings(Settings())
-    assert (turns.batch_flush_s, turns.batch_flush_max_s) == (2.0, 2.0)
+    assert turns.stream_cadence == "live"
+    assert (turns.batch_flush_s, turns.batch_flush_max_s) == (0.25, 0.25)  # live: as plain clients
+    assert (turns.economy_flush_s, turns.economy_flush_max_s) == (2.0, 2.0)
     assert turns.flush_s == 0.25  # plain AgentX v1 clients keep theirs
+
+
+def test_the_upgrade_asks_for_a_cadence_only_with_batched_frames():
+    assert asked_cadence({"frames": "batch"}) is None
+    assert asked_cadence({"frames": "batch", "cadence": "economy"}) == "economy"
+    assert asked_cadence({"frames": "batch", "cadence": "live"}) == "live"
+    with pytest.raises(BadRequest, match="unknown cadence"):
+        asked_cadence({"frames": "batch", "cadence": "slow"})
+    with pytest.raises(BadRequest, match="add frames=batch"):
+        asked_cadence({"cadence": "economy"})
+
+
+def _text_gaps(sub: _Subscriber) -> list[float]:
+    at = [t for t, m in sub.messages if '"text_delta"' in m]
+    return [b - a for a, b in itertools.pairwise(at)]
+
+
+async def test_live_and_economy_subscribers_of_one_turn_each_get_their_cadence():
+    plain, live, economy = _Subscriber(), _Subscriber(), _Subscriber()
+    sink = await _sink_with(
+        plain,
+        live,
+        economy=economy,
+        flush_s=0.02,
+        batch_flush_s=0.02,
+        batch_flush_max_s=0.02,
+        economy_flush_s=0.2,
+        economy_flush_max_s=0.2,
+    )
+    await _play_turn(sink, tokens=120, interval_s=0.005)  # ~0.6 s of text
+
+    assert live.frames == plain.frames == economy.frames  # the same frames, in fewer messages
+    live_gaps, economy_gaps = _text_gaps(live), _text_gaps(economy)
+    assert max(live_gaps[:-1]) < 0.2 - 0.005  # live: no window of the economy's length
+    assert all(gap >= 0.2 - 0.005 for gap in economy_gaps[:-1])  # economy: one message per window
+    assert len(economy.messages) < len(live.messages)
+
+
+async def test_a_turns_economy_cadence_paces_connections_that_asked_for_none_but_not_those_that_did():
+    plain, batched, asked_live = _Subscriber(), _Subscriber(), _Subscriber()
+    sink = await _sink_with(
+        plain,
+        batched,
+        live=asked_live,
+        cadence="economy",  # the image's or tenant's choice (turns/worker.py)
+        flush_s=0.02,
+        batch_flush_s=0.02,
+        batch_flush_max_s=0.02,
+        economy_flush_s=0.2,
+        economy_flush_max_s=0.2,
+    )
+    await _play_turn(sink, tokens=120, interval_s=0.005)
+
+    assert all(gap >= 0.2 - 0.005 for gap in _text_gaps(batched)[:-1])
+    assert max(_text_gaps(asked_live)[:-1]) < 0.2 - 0.005
 
 
 async def test_the_last_text_waits_for_the_end_and_goes_with_it_for_every_subscriber():
@@ -197,9 +266,10 @@ async def test_closing_the_sink_sends_a_batched_subscriber_what_waited_for_its_w
     )
 
 
-async def test_a_messages_opening_frames_wait_for_its_text_at_most_the_longest_window():
+async def test_a_messages_opening_frames_wait_for_its_text_at_most_the_economy_window():
     plain, batched = _Subscriber(), _Subscriber()
-    sink = await _sink_with(plain, batched, flush_s=0.01, batch_flush_max_s=0.1)
+    # live text every 0.01 s, but the opening frames (no text) wait up to the economy window
+    sink = await _sink_with(plain, batched, flush_s=0.01, economy_flush_s=0.1, economy_flush_max_s=0.1)
     sink.emit("message_start", {"messageId": "m"})
     sink.emit("conversation_start", {"messageId": "m"})
     await asyncio.sleep(0.03)

@@ -19,7 +19,7 @@ from agentvm.errors import AgentVMError, RateLimited
 from agentvm.observability.metrics import record_connection
 from agentvm.ports import ConnectionInfo
 from agentvm.security.tenant_limits import connection_cap
-from agentvm.streaming.batching import wants_batches
+from agentvm.streaming.batching import asked_cadence, wants_batches
 
 if TYPE_CHECKING:
     from aws_lambda_powertools import Logger
@@ -39,11 +39,13 @@ async def register_upgrade(rt: Runtime, event: dict[str, Any], log: Logger) -> d
     log.append_keys(connection_id=connection_id, tenant_id=tenant_id, key_id=key_id)
     connected_at = request.get("connectedAt") or rt.clock.now_ms()
     try:  # ?frames=batch: this client takes several frames per message (streaming/batching.py)
-        batch = wants_batches(event.get("queryStringParameters") or {})
+        query = event.get("queryStringParameters") or {}
+        batch = wants_batches(query)
+        cadence = asked_cadence(query)  # ?cadence=live|economy: its text cadence (batch_cadence.py)
     except AgentVMError as exc:
         log.info("upgrade refused", extra={"code": exc.code, "reason": exc.message})
         return {"statusCode": 400}
-    info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id, batch=batch)
+    info = ConnectionInfo(connection_id, tenant_id, connected_at, key_id=key_id, batch=batch, cadence=cadence)
     cap = await connection_cap(rt.tenant_limits, tenant_id)  # security/tenant_limits.py
     try:
         await rt.connections.register(info, tenant_cap=cap)

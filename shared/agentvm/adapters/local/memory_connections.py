@@ -64,7 +64,7 @@ class InMemoryConnections:
         if old is not None and info.protocol is None and old.protocol is not None:
             info = dataclasses.replace(info, protocol=old.protocol)  # re-registered by an auth frame
         if old is not None and old.batch and not info.batch:
-            info = dataclasses.replace(info, batch=True)  # declared at the upgrade, kept likewise
+            info = dataclasses.replace(info, batch=True, cadence=old.cadence)  # declared at the upgrade, kept
         self._infos[info.connection_id] = info
 
     def _release(self, key_id: str) -> None:
@@ -112,7 +112,10 @@ class InMemoryConnections:
         for conn, cursor in self._by_session.get(session_id, {}).items():
             info = self._infos.get(conn)
             protocol = info.protocol if info is not None and info.protocol else PROTOCOL_V1
-            out.append(Subscription(conn, cursor, protocol, info is not None and info.batch))
+            batch = info is not None and info.batch
+            out.append(
+                Subscription(conn, cursor, protocol, batch, info.cadence if info is not None else None)
+            )
         return out
 
     async def claim_protocol(self, connection_id: str, protocol: str) -> str:

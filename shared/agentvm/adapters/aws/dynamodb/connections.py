@@ -24,7 +24,8 @@ connection (a connection re-registered by an ``auth`` frame of its own tenant ke
 consistent GetItem tells), ``remove`` gives it back.
 
 Batched frames (``?frames=batch``, ``streaming.batching``) are recorded the same way, for free:
-``frames: "batch"`` on ``META`` by the ``$connect`` write, copied into each subscription.
+``frames: "batch"`` on ``META`` by the ``$connect`` write, copied into each subscription, and so is
+the text cadence asked for (``?cadence=live|economy``: ``cadence``, ``streaming.batch_cadence``).
 
 **Repeated subscribes write nothing.** Every frame reads its connection (``get``) with one strongly
 consistent Query of the connection's partition, ``META`` and its first ``READ_WITH_SUBSCRIPTIONS - 1``
@@ -145,6 +146,7 @@ class DynamoDbConnections:
             expiresAt=expires,
             protocol=info.protocol if info.protocol == PROTOCOL_V2 else None,
             frames=BATCH if info.batch else None,
+            cadence=info.cadence if info.batch else None,
             countedIn=counted_in,
         )
         await asyncio.to_thread(item.save)
@@ -210,6 +212,7 @@ class DynamoDbConnections:
             key_id=text("keyId"),
             protocol=text("protocol"),
             batch=text("frames") == BATCH,
+            cadence=text("cadence"),
             expires_at=expires,
             subscribed=subscribed,
         )
@@ -281,6 +284,8 @@ class DynamoDbConnections:
             actions.append(sub.protocol.set(PROTOCOL_V2))
         if known.batch:  # likewise
             actions.append(sub.frames.set(BATCH))
+            if known.cadence is not None:
+                actions.append(sub.cadence.set(known.cadence))
         # UpdateItem creates or updates: one write, as a PutItem would be.
         try:
             await asyncio.to_thread(item.update, actions=actions, condition=changes)
@@ -313,6 +318,7 @@ class DynamoDbConnections:
                 None if item.afterSeq is None else int(item.afterSeq),
                 item.protocol or PROTOCOL_V1,
                 item.frames == BATCH,
+                item.cadence,
                 None if item.subscribedAt is None else int(item.subscribedAt),
             )
             for item in await self._subscriptions(session_id)

@@ -236,6 +236,7 @@ class ConnectionItem(TableItem):
     connectedAt = NumberAttribute()
     protocol = UnicodeAttribute(null=True)  # "v2" once a JSON-RPC frame chose it (v1 is not recorded)
     frames = UnicodeAttribute(null=True)  # "batch": declared at the upgrade (streaming/batching.py)
+    cadence = UnicodeAttribute(null=True)  # "live" / "economy" if asked at the upgrade (batch_cadence.py)
     # the window its tenant's connection count counted it in (dynamodb/tenant_connection_count.py)
     countedIn = NumberAttribute(null=True)
 
@@ -245,6 +246,7 @@ class SubscriptionItem(TableItem):
     afterSeq = NumberAttribute(null=True)  # the resume cursor it subscribed with (``core.resume``)
     protocol = UnicodeAttribute(null=True)  # its connection's, copied when subscribing (None: v1)
     frames = UnicodeAttribute(null=True)  # its connection's, copied likewise (None: one per message)
+    cadence = UnicodeAttribute(null=True)  # its connection's, copied likewise (None: the turn's)
     # epoch ms of its first write (kept by later ones): a turn whose message came after it sends it
     # the turn from its first frame even if the worker finds it late (``Subscription.subscribed_at``)
     subscribedAt = NumberAttribute(null=True)

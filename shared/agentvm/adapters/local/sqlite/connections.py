@@ -37,7 +37,8 @@ CREATE TABLE IF NOT EXISTS ws_connections (
     key_id        TEXT,
     connected_at  INTEGER NOT NULL,
     protocol      TEXT,
-    batch         INTEGER NOT NULL DEFAULT 0
+    batch         INTEGER NOT NULL DEFAULT 0,
+    cadence       TEXT
 );
 CREATE INDEX IF NOT EXISTS ws_connections_by_key ON ws_connections (key_id);
 CREATE INDEX IF NOT EXISTS ws_connections_by_worker ON ws_connections (worker);
@@ -59,6 +60,7 @@ class SqliteConnections:
         self._conn = connect(path)
         self._conn.executescript(_SCHEMA)
         add_column(self._conn, "ws_connections", "batch", "INTEGER NOT NULL DEFAULT 0")  # before batching
+        add_column(self._conn, "ws_connections", "cadence", "TEXT")  # before cadences
         self.worker = worker
         self.max_per_key = max_per_key
         self._local: dict[str, str | None] = {}  # this worker's connections -> tenant (for metrics)
@@ -79,7 +81,8 @@ class SqliteConnections:
     async def register(self, info: ConnectionInfo, *, tenant_cap: int = 0) -> None:
         with transaction(self._conn):
             old = self._conn.execute(
-                "SELECT key_id, protocol, batch, tenant_id FROM ws_connections WHERE connection_id = ?",
+                "SELECT key_id, protocol, batch, tenant_id, cadence FROM ws_connections"
+                " WHERE connection_id = ?",
                 (info.connection_id,),
             ).fetchone()
             old_key = old[0] if old is not None else None
@@ -106,12 +109,14 @@ class SqliteConnections:
                     )
             protocol = info.protocol if info.protocol is not None or old is None else old[1]
             batch = info.batch or (old is not None and bool(old[2]))  # declared at the upgrade, kept
+            cadence = info.cadence or (old[4] if old is not None else None)  # likewise
             self._conn.execute(
                 "INSERT INTO ws_connections"
-                " (connection_id, worker, tenant_id, key_id, connected_at, protocol, batch)"
-                " VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET"
+                " (connection_id, worker, tenant_id, key_id, connected_at, protocol, batch, cadence)"
+                " VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (connection_id) DO UPDATE SET"
                 " worker = excluded.worker, tenant_id = excluded.tenant_id, key_id = excluded.key_id,"
-                " connected_at = excluded.connected_at, protocol = excluded.protocol, batch = excluded.batch",
+                " connected_at = excluded.connected_at, protocol = excluded.protocol, batch = excluded.batch,"
+                " cadence = excluded.cadence",
                 (
                     info.connection_id,
                     self.worker,
@@ -120,13 +125,14 @@ class SqliteConnections:
                     info.connected_at,
                     protocol,
                     int(batch),
+                    cadence,
                 ),
             )
         self._local[info.connection_id] = info.tenant_id
 
     async def get(self, connection_id: str) -> ConnectionInfo | None:
         row = self._conn.execute(
-            "SELECT tenant_id, connected_at, key_id, protocol, batch FROM ws_connections"
+            "SELECT tenant_id, connected_at, key_id, protocol, batch, cadence FROM ws_connections"
             " WHERE connection_id = ?",
             (connection_id,),
         ).fetchone()
@@ -139,6 +145,7 @@ class SqliteConnections:
             key_id=row[2],
             protocol=row[3],
             batch=bool(row[4]),
+            cadence=row[5],
         )
 
     def worker_of(self, connection_id: str) -> str | None:
@@ -185,13 +192,13 @@ class SqliteConnections:
 
     async def subscriptions(self, session_id: str) -> Sequence[Subscription]:
         rows = self._conn.execute(
-            "SELECT s.connection_id, s.after_seq, c.protocol, c.batch FROM ws_subscriptions AS s"
+            "SELECT s.connection_id, s.after_seq, c.protocol, c.batch, c.cadence FROM ws_subscriptions AS s"
             " JOIN ws_connections AS c ON c.connection_id = s.connection_id WHERE s.session_id = ?",
             (session_id,),
         ).fetchall()
         return [
-            Subscription(conn, cursor, protocol or PROTOCOL_V1, bool(batch))
-            for conn, cursor, protocol, batch in rows
+            Subscription(conn, cursor, protocol or PROTOCOL_V1, bool(batch), cadence)
+            for conn, cursor, protocol, batch, cadence in rows
         ]
 
     async def claim_protocol(self, connection_id: str, protocol: str) -> str:
