@@ -73,6 +73,9 @@ class ImageRecord(_Record):
     # Batched connections' text cadence on this image's turns, unless they ask for one
     # (streaming/batch_cadence.py): "live" or "economy"; None = the tenant's ``streaming.cadence``
     cadence: Literal["live", "economy"] | None = None
+    # Side calls' model (titles, compaction): None = the model's cheap sibling, "" = the model itself
+    # (agent/side_model.py)
+    sideModel: str | None = None
     # Built from an agent resource (``agentvm.resources.build``): the definition as written, the
     # exact versions it is pinned to, the dependency edges it holds, and the earlier builds.
     build: dict[str, Any] | None = None

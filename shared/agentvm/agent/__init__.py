@@ -68,12 +68,23 @@ if TYPE_CHECKING:
     from agentvm.agent.side_calls import (
         bill_side_call,
     )
+    from agentvm.agent.side_model import (
+        ANTHROPIC_HAIKU,
+        BEDROCK_HAIKU,
+        OPENAI_MINI,
+        cheap_sibling,
+        resolve_side_model,
+        side_model_ref,
+    )
 
 __all__ = [
+    "ANTHROPIC_HAIKU",
+    "BEDROCK_HAIKU",
     "CHARS_PER_TOKEN",
     "INTERRUPTED_RESULT",
     "LEAD_S",
     "NO_RESULT",
+    "OPENAI_MINI",
     "PendingStep",
     "Resolution",
     "RetryingModelClient",
@@ -87,6 +98,7 @@ __all__ = [
     "TurnOutcome",
     "bill_side_call",
     "chat_turns",
+    "cheap_sibling",
     "compact_after_turn",
     "complete",
     "count_trigger",
@@ -102,8 +114,10 @@ __all__ = [
     "pending_user_ids",
     "prepare_context",
     "read_pause",
+    "resolve_side_model",
     "result_of",
     "run_turn",
+    "side_model_ref",
     "steps_of",
     "summary_max_tokens",
     "summary_request",
@@ -172,6 +186,14 @@ __getattr__, __dir__ = lazy_exports(
         ],
         "side_calls": [
             "bill_side_call",
+        ],
+        "side_model": [
+            "ANTHROPIC_HAIKU",
+            "BEDROCK_HAIKU",
+            "OPENAI_MINI",
+            "cheap_sibling",
+            "resolve_side_model",
+            "side_model_ref",
         ],
     },
 )

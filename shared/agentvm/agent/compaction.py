@@ -19,7 +19,8 @@ threshold's tokens. Never a user message whose turn has not run yet (turns of a 
 order, so those are the ones after the current turn's), and the tail starts at a user message
 whose replies are all kept, so the model never sees a reply without its question.
 
-**How.** One call to the compaction model (``compaction_model``; default the image's model) through
+**How.** One call to the compaction model (``compaction_model``; default the image's side model,
+its model's cheap sibling unless the image names one: ``agent/side_model.py``) through
 the same ModelClient port, with the previous summary and the folded messages; the new summary
 replaces the old one and covers both (``upToSeq``). It is stored (``Store.put_summary``, only ever
 forward); the messages are never deleted, so ``image_messages_request`` still returns everything.
@@ -42,6 +43,7 @@ from agentvm.agent.context import estimate_tokens, load_context, model_text
 from agentvm.agent.history import result_of
 from agentvm.agent.loop import complete
 from agentvm.agent.side_calls import bill_side_call
+from agentvm.agent.side_model import resolve_side_model
 from agentvm.llm import ChatTurn, ModelRequest
 from agentvm.messages import ToolCallMessage, ToolResultMessage, UserMessage
 from agentvm.records import SessionSummary
@@ -249,7 +251,7 @@ async def _compact(
         limit, budget_scopes = await rt.budgets.for_call(job.tenantId, job.containerId)
         if limit is not None and limit.remaining <= 0:
             return None  # the tenant cannot pay for it; the next turn is refused anyway
-    client, model_name, model_ref = rt.models.resolve(rt.turns.compaction_model or image.model)
+    client, model_name, model_ref = resolve_side_model(rt, image, rt.turns.compaction_model)
     request = summary_request(model_name, context.summary, folded, threshold)
     started = rt.clock.monotonic()
     outcome = await complete(client, request, clock=rt.clock)

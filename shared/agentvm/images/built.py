@@ -51,6 +51,7 @@ async def create_built(
         description=config.description,
         concurrency=config.concurrency or "queue",
         cadence=config.cadence,
+        sideModel=config.sideModel,
         createdAt=now,
         updatedAt=now,
     )

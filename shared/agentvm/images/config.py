@@ -50,6 +50,10 @@ class ImageConfig(BaseModel):
     # (text every 250 ms) or "economy" (every 2 s, fewer billed messages); a connection's
     # ?cadence= wins; None = the tenant's config key streaming.cadence
     cadence: Literal["live", "economy"] | None = None
+    # The model of this image's side calls (titles, compaction summaries): a "provider/model" ref;
+    # "" (or the image's model) = its own model; None = the cheap sibling of its model on the same
+    # provider (agent/side_model.py). The server's sessions.titleModel / compaction.model win.
+    sideModel: StrictStr | None = Field(default=None, max_length=200)
 
     @field_validator("mcpServers", mode="after")
     @classmethod

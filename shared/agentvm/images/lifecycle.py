@@ -59,11 +59,14 @@ async def create(
         approval=config.approval.model_dump() if config.approval is not None else None,
         concurrency=config.concurrency or "queue",
         cadence=config.cadence,
+        sideModel=config.sideModel,
         createdAt=now,
         updatedAt=now,
     )
     if image.model:
         rt.models.resolve(image.model)  # reject an unknown provider now, not at the first turn
+    if image.sideModel:
+        rt.models.resolve(image.sideModel)
     check_tool_sources(rt, image.mcpServers, admin=admin)
     session = SessionRecord(
         tenantId=tenant_id,
@@ -102,6 +105,8 @@ async def update(
         return image
     if "model" in changes:
         rt.models.resolve(changes["model"])
+    if changes.get("sideModel"):
+        rt.models.resolve(changes["sideModel"])
     if "tools" in changes:
         changes["tools"] = tool_decls(updates.tools)
     check_tool_sources(rt, changes.get("mcpServers"), admin=admin)

@@ -152,6 +152,7 @@ async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[st
         "approval": config.approval.model_dump() if config.approval is not None else None,
         "concurrency": config.concurrency or "queue",
         "cadence": config.cadence,
+        "sideModel": config.sideModel,
     }
 
 

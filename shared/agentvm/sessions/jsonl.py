@@ -5,7 +5,8 @@
     {"type": "session", "format": "agentvm.session", "version": 1, "exportId": "exp_...",
      "exportedAt": <ms>, "source": {"containerId", "imageId", "sessionId", "name", "createdAt"}}
     {"type": "image", "config": {name, description?, systemPrompt?, model?, tools?, mcpServers?,
-     maxSteps?, approval?, concurrency, cadence?}, "build": {agent, resolved, pins, builtAt, history}?}
+     maxSteps?, approval?, concurrency, cadence?, sideModel?},
+     "build": {agent, resolved, pins, builtAt, history}?}
     {"type": "message", "seq": 1, "message": {<the stored AgentX Message>}}    seq 1..n, in order
     {"type": "summary", "upToSeq", "text", "model", "messages", "createdAt"}    the summary, if any
     {"type": "usage", "turnId", "kind", "model", "inputTokens", ...}    one per usage record
@@ -58,6 +59,7 @@ CONFIG_FIELDS = (
     "approval",
     "concurrency",
     "cadence",
+    "sideModel",
 )
 
 

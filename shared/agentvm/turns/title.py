@@ -4,12 +4,14 @@
 
 **Generated** (opt-in: the config centre's ``sessions.autoTitle``, per tenant or for the server,
 env ``AVM_AUTO_TITLE``): after a turn completes while its image still has the default name ("New
-Conversation", i.e. nobody named it), one short call to ``sessions.titleModel`` (unset: the
-image's own model) reads the turn's question and reply and names the conversation. It runs after
-the turn's reply was sent, never delays it, and never fails a turn (a failure is logged; the next
-turn tries again). Its tokens are a usage record of ``kind: "title"`` (turn id ``<turn>:title``,
-so a retried turn bills it once) and count against budgets; it is skipped when the tenant has no
-budget left. A name set by anyone in the meantime is never overwritten.
+Conversation", i.e. nobody named it), one short call names the conversation from the turn's
+question and reply. Its model: ``sessions.titleModel`` if set (it wins), else the image's side
+model (its ``sideModel``, by default its model's cheap sibling: ``agent/side_model.py``). It runs
+after the turn's reply was sent, never delays it, and never fails a turn (a failure is logged; the
+next turn tries again). Its tokens are a usage record of ``kind: "title"`` (turn id
+``<turn>:title``, so a retried turn bills it once; ``model``: the model called) and count against
+budgets; it is skipped when the tenant has no budget left. A name set by anyone in the meantime is
+never overwritten.
 """
 
 from __future__ import annotations
@@ -85,6 +87,7 @@ async def _title(
 ) -> str | None:
     from agentvm.agent.loop import complete
     from agentvm.agent.side_calls import bill_side_call
+    from agentvm.agent.side_model import resolve_side_model
 
     question = next(
         (m for m in context.messages if m.id == job.userMessageId and isinstance(m, UserMessage)), None
@@ -99,7 +102,7 @@ async def _title(
     image = await rt.store.get_image(job.tenantId, job.imageId)
     if image is None or image.name != default_name:
         return None
-    client, model_name, model_ref = rt.models.resolve(rt.turns.title_model or image.model)
+    client, model_name, model_ref = resolve_side_model(rt, image, rt.turns.title_model)
     asked, answered = text_of(question.content)[:_SHOWN_CHARS], outcome.text.strip()[:_SHOWN_CHARS]
     shown = f"User: {asked}\n\nAssistant: {answered}"
     request = ModelRequest(

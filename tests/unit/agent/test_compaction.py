@@ -98,7 +98,9 @@ async def store(request, tmp_path):
 class Session:
     """One image and its session on a runtime, with helpers to seed history and run turns."""
 
-    def __init__(self, rt: Runtime, model: SummarisingModel, n: int = 1) -> None:
+    def __init__(
+        self, rt: Runtime, model: SummarisingModel, n: int = 1, image: dict[str, Any] | None = None
+    ) -> None:
         self.rt = rt
         self.model = model
         self.image = ImageRecord(
@@ -111,6 +113,7 @@ class Session:
             agentId="agent_1",
             createdAt=1,
             updatedAt=1,
+            **(image or {}),
         )
         self.n = n
         self.turns = 0
@@ -341,6 +344,39 @@ async def test_an_oversized_context_is_compacted_before_the_turn(sqlite_store):
     first, second = model.requests[:2]
     assert first.system == SUMMARY_SYSTEM  # summarised first...
     assert SUMMARY_HEADING in second.system and second.messages[-1].text == "how are you?"  # ...then used
+
+
+@pytest.mark.parametrize(
+    ("image", "side"),
+    [
+        ({"model": "openai/gpt-4.1"}, "openai/gpt-4.1-mini"),  # by default: the cheap sibling
+        ({"model": "openai/gpt-4.1", "sideModel": ""}, "openai/gpt-4.1"),  # opted out: its own
+        ({"model": "openai/gpt-4.1", "sideModel": "fake/side-1"}, "fake/side-1"),  # named
+    ],
+)
+async def test_compaction_runs_on_the_images_side_model_and_usage_names_it(sqlite_store, image, side):
+    model = SummarisingModel()
+    rt = _runtime(sqlite_store, model, compaction_threshold_tokens=100)
+    session = await Session(rt, model, image=image).create()
+    await session.seed(4, text="x" * 400)
+    await session.turn()
+
+    [summarising] = model.summary_requests()
+    assert summarising.model == side.partition("/")[2]
+    assert {r.model for r in model.turn_requests()} == {"gpt-4.1"}  # the turn keeps the image's model
+    summary = await sqlite_store.get_summary(session.session_id)
+    assert summary is not None and summary.model == side
+    usage = {u.kind: u.model for u in await sqlite_store.list_usage(TENANT)}
+    assert usage == {"turn": "openai/gpt-4.1", "compaction": side}
+
+
+async def test_the_servers_compaction_model_beats_the_side_model(sqlite_store):
+    model = SummarisingModel()
+    rt = _runtime(sqlite_store, model, compaction_threshold_tokens=100, compaction_model="fake/big-1")
+    session = await Session(rt, model, image={"model": "openai/gpt-4o"}).create()
+    await session.seed(4, text="x" * 400)
+    await session.turn()
+    assert [r.model for r in model.summary_requests()] == ["big-1"]
 
 
 async def test_compaction_off_reads_the_plain_window(sqlite_store):

@@ -240,6 +240,36 @@ async def test_an_opted_in_tenant_gets_a_title_after_the_first_turn_billed_as_us
     assert len(world.model.requests) == calls + 1  # titled once: the next turn makes no titling call
 
 
+@pytest.mark.parametrize(
+    ("config", "titled_by"),
+    [
+        ({"model": "anthropic/claude-sonnet-4-6"}, "anthropic/claude-haiku-5-5"),  # the cheap sibling
+        ({"model": "anthropic/claude-sonnet-4-6", "sideModel": ""}, "anthropic/claude-sonnet-4-6"),
+        ({"model": "anthropic/claude-opus-4-6", "sideModel": "scripted/side-1"}, "scripted/side-1"),
+    ],
+)
+async def test_titles_run_on_the_images_side_model_and_usage_names_it(world, config, titled_by):
+    await opt_in(world)  # no sessions.titleModel: the image's side model names it
+    await chat(world, [("Where should I go in May?", "Lisbon is lovely in May.", "Lisbon in May")], config)
+    turn, titling = world.model.requests[-2:]
+    assert (turn.model, titling.system) == (config["model"].partition("/")[2], TITLE_SYSTEM)
+    assert titling.model == titled_by.partition("/")[2]
+    async with world.http("tenant-a") as http:
+        usage = (await http.get("/v1/usage")).json()["records"]
+    assert [(u["kind"], u["model"]) for u in usage] == [("turn", config["model"]), ("title", titled_by)]
+
+
+async def test_an_images_side_model_is_stored_and_updated(world):
+    a = await world.connect(world.tokens["tenant-a"])
+    config = {"model": "anthropic/claude-sonnet-4-6", "sideModel": "scripted/side-1"}
+    image = (await a.request("image_create", containerId="user-alice", config=config))["record"]
+    stored = await world.rt.store.get_image("tenant-a", image["imageId"])
+    assert stored is not None and stored.sideModel == "scripted/side-1"
+    await a.request("image_update", imageId=image["imageId"], updates={"sideModel": ""})
+    stored = await world.rt.store.get_image("tenant-a", image["imageId"])
+    assert stored is not None and stored.sideModel == ""
+
+
 async def test_no_title_is_generated_without_opting_in_or_over_a_given_name(world):
     plain = await chat(world, TRIP[:1], {})
     assert len(world.model.requests) == 1

@@ -44,6 +44,7 @@ TOOLED = {
     "maxSteps": 5,
     "concurrency": "reject",
     "cadence": "economy",
+    "sideModel": "scripted/side-1",
 }
 
 
@@ -131,8 +132,9 @@ async def test_an_export_imports_into_another_container_with_an_equal_history(wo
         "mcpServers",
         "approval",
         "cadence",
+        "sideModel",
     )
-    assert source is not None and source.cadence == "economy"
+    assert source is not None and (source.cadence, source.sideModel) == ("economy", "scripted/side-1")
     assert {f: getattr(stored, f) for f in fields} == {f: getattr(source, f) for f in fields}
     summary = await world.rt.store.get_summary(record["sessionId"])
     assert (summary.upToSeq, summary.text) == (2, "They talked of Lisbon.")
