@@ -208,6 +208,7 @@ def main() -> None:
         sandbox_calls,
         sandbox_hostile_health,
         session_search,
+        side_models,
         sqlite_commits,
         tool_steps,
     )
@@ -275,6 +276,7 @@ def main() -> None:
     sections.append(noisy_tenant.render(tenant_rows, got, quiet_turns))
 
     sections.append(prompt_caching.render(asyncio.run(prompt_caching.run())))
+    sections.append(side_models.render(asyncio.run(side_models.run())))
 
     sections.append(cold_start.report(quick=args.quick))
 

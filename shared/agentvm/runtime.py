@@ -62,10 +62,10 @@ class TurnSettings:
     max_frame_bytes: int = 256 * 1024
     max_body_bytes: int = 1024 * 1024  # HTTP request bodies (api/body_limit.py)
     compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
-    compaction_model: str | None = None  # None = the image's model
+    compaction_model: str | None = None  # None = the image's side model (agent/side_model.py)
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
     auto_title: bool = False  # name an untitled session after its first turn (turns/title.py)
-    title_model: str | None = None  # the model that names it; None = the image's model
+    title_model: str | None = None  # the model that names it; None = the image's side model
     prompt_caching: bool = True  # mark turns' stable prefix for the provider's cache (images may refuse)
     pace_reads: bool = False  # read model streams once per flush window (agent/pacing.py; local host)
     # where the queue cannot be asked (SQS): a queued or running turn whose record has not changed for
