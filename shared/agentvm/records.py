@@ -76,6 +76,9 @@ class ImageRecord(_Record):
     # Side calls' model (titles, compaction): None = the model's cheap sibling, "" = the model itself
     # (agent/side_model.py)
     sideModel: str | None = None
+    # Mixed-model routing (agent/model_policy.py): None = off
+    fastModel: str | None = None
+    fastMaxChars: int | None = None  # the short-first-message rule's limit; None = 200
     # Built from an agent resource (``agentvm.resources.build``): the definition as written, the
     # exact versions it is pinned to, the dependency edges it holds, and the earlier builds.
     build: dict[str, Any] | None = None
@@ -383,6 +386,9 @@ class UsageRecord(_Record):
     # True when the provider never reported the usage (an interrupted or cut stream): output is the
     # text deltas received, input what the provider said at the start, else a chars/4 estimate.
     estimated: bool = False
+    # The routing rule that sent this call to ``model`` instead of the image's (agent/model_policy.py,
+    # e.g. "short-first-message"); None: the image's model (or a side call's).
+    routedBy: str | None = None
 
 
 class SessionSummary(_Record):

@@ -57,6 +57,12 @@ if TYPE_CHECKING:
         complete,
         run_turn,
     )
+    from agentvm.agent.model_policy import (
+        DEFAULT_FAST_MAX_CHARS,
+        SHORT_FIRST_MESSAGE,
+        Route,
+        route_turn,
+    )
     from agentvm.agent.pacing import (
         LEAD_S,
         pace_reads_by,
@@ -81,6 +87,7 @@ __all__ = [
     "ANTHROPIC_HAIKU",
     "BEDROCK_HAIKU",
     "CHARS_PER_TOKEN",
+    "DEFAULT_FAST_MAX_CHARS",
     "INTERRUPTED_RESULT",
     "LEAD_S",
     "NO_RESULT",
@@ -88,6 +95,8 @@ __all__ = [
     "PendingStep",
     "Resolution",
     "RetryingModelClient",
+    "Route",
+    "SHORT_FIRST_MESSAGE",
     "SUMMARY_HEADING",
     "SUMMARY_SYSTEM",
     "Step",
@@ -116,6 +125,7 @@ __all__ = [
     "read_pause",
     "resolve_side_model",
     "result_of",
+    "route_turn",
     "run_turn",
     "side_model_ref",
     "steps_of",
@@ -175,6 +185,12 @@ __getattr__, __dir__ = lazy_exports(
             "TurnOutcome",
             "complete",
             "run_turn",
+        ],
+        "model_policy": [
+            "DEFAULT_FAST_MAX_CHARS",
+            "SHORT_FIRST_MESSAGE",
+            "Route",
+            "route_turn",
         ],
         "pacing": [
             "LEAD_S",

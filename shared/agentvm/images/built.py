@@ -52,6 +52,8 @@ async def create_built(
         concurrency=config.concurrency or "queue",
         cadence=config.cadence,
         sideModel=config.sideModel,
+        fastModel=config.fastModel,
+        fastMaxChars=config.fastMaxChars,
         createdAt=now,
         updatedAt=now,
     )

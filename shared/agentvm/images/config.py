@@ -54,6 +54,10 @@ class ImageConfig(BaseModel):
     # "" (or the image's model) = its own model; None = the cheap sibling of its model on the same
     # provider (agent/side_model.py). The server's sessions.titleModel / compaction.model win.
     sideModel: StrictStr | None = Field(default=None, max_length=200)
+    # Mixed-model routing (agent/model_policy.py), off unless set: short first messages (fewer
+    # than fastMaxChars characters, default 200, before any tool call) go to fastModel.
+    fastModel: StrictStr | None = Field(default=None, max_length=200)
+    fastMaxChars: int | None = Field(default=None, ge=1, le=100_000)
 
     @field_validator("mcpServers", mode="after")
     @classmethod

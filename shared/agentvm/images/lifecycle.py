@@ -60,13 +60,16 @@ async def create(
         concurrency=config.concurrency or "queue",
         cadence=config.cadence,
         sideModel=config.sideModel,
+        fastModel=config.fastModel,
+        fastMaxChars=config.fastMaxChars,
         createdAt=now,
         updatedAt=now,
     )
     if image.model:
         rt.models.resolve(image.model)  # reject an unknown provider now, not at the first turn
-    if image.sideModel:
-        rt.models.resolve(image.sideModel)
+    for ref in (image.sideModel, image.fastModel):
+        if ref:
+            rt.models.resolve(ref)
     check_tool_sources(rt, image.mcpServers, admin=admin)
     session = SessionRecord(
         tenantId=tenant_id,
@@ -105,8 +108,9 @@ async def update(
         return image
     if "model" in changes:
         rt.models.resolve(changes["model"])
-    if changes.get("sideModel"):
-        rt.models.resolve(changes["sideModel"])
+    for field in ("sideModel", "fastModel"):
+        if changes.get(field):
+            rt.models.resolve(changes[field])
     if "tools" in changes:
         changes["tools"] = tool_decls(updates.tools)
     check_tool_sources(rt, changes.get("mcpServers"), admin=admin)

@@ -153,6 +153,8 @@ async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[st
         "concurrency": config.concurrency or "queue",
         "cadence": config.cadence,
         "sideModel": config.sideModel,
+        "fastModel": config.fastModel,
+        "fastMaxChars": config.fastMaxChars,
     }
 
 

@@ -5,7 +5,8 @@
     {"type": "session", "format": "agentvm.session", "version": 1, "exportId": "exp_...",
      "exportedAt": <ms>, "source": {"containerId", "imageId", "sessionId", "name", "createdAt"}}
     {"type": "image", "config": {name, description?, systemPrompt?, model?, tools?, mcpServers?,
-     maxSteps?, approval?, concurrency, cadence?, sideModel?},
+     maxSteps?, approval?, concurrency, cadence?, sideModel?,
+     fastModel?, fastMaxChars?},
      "build": {agent, resolved, pins, builtAt, history}?}
     {"type": "message", "seq": 1, "message": {<the stored AgentX Message>}}    seq 1..n, in order
     {"type": "summary", "upToSeq", "text", "model", "messages", "createdAt"}    the summary, if any
@@ -60,6 +61,8 @@ CONFIG_FIELDS = (
     "concurrency",
     "cadence",
     "sideModel",
+    "fastModel",
+    "fastMaxChars",
 )
 
 

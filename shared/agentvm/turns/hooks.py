@@ -68,12 +68,15 @@ class TurnHooks:
         client: ModelClient | None,
         model_ref: str,
         started_ms: int,
+        *,
+        routed_by: str | None = None,
     ) -> None:
         self.rt = rt
         self.job = job
         self.sink = sink
         self.client = client
         self.model_ref = model_ref
+        self.routed_by = routed_by  # the routing rule that chose model_ref (agent/model_policy.py)
         self.started_ms = started_ms
         self.stop_sent = False  # the last step's message_stop is out (a tool step sends its own)
         self._step_started = rt.clock.monotonic()
@@ -150,6 +153,7 @@ class TurnHooks:
                 createdAt=rt.clock.now_ms(),
                 kind="turn" if first else "step",
                 estimated=step.usage_estimated,
+                routedBy=self.routed_by,
             )
         )
         # Counted only by the attempt that stored the usage record: the counters agree with the bill.

@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING
 from agentvm.agent.compaction import compact_after_turn, prepare_context
 from agentvm.agent.history import result_of, turn_steps
 from agentvm.agent.loop import TurnOutcome, run_turn
+from agentvm.agent.model_policy import route_turn
 from agentvm.agent.tools.declarations import DEFAULT_MAX_STEPS
 from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, SessionBusy, StorageUnavailable
 from agentvm.events import system_error
@@ -240,12 +241,13 @@ async def _run(
             "approved or answered: answer it or interrupt it, then send this message again"
         )
         return TurnOutcome(model=image.model or "", error=busy), hooks
+    route = route_turn(image, context, job.userMessageId)  # the image's model, or a rule's (fastModel)
     try:
-        client, model_name, model_ref = rt.models.resolve(image.model)
+        client, model_name, model_ref = rt.models.resolve(route.model)
     except AgentVMError as exc:
-        hooks = TurnHooks(rt, job, sink, None, image.model or "", started_ms)
-        return TurnOutcome(model=image.model or "", error=_as_provider_error(exc)), hooks
-    hooks = TurnHooks(rt, job, sink, client, model_ref, started_ms)
+        hooks = TurnHooks(rt, job, sink, None, route.model or "", started_ms)
+        return TurnOutcome(model=route.model or "", error=_as_provider_error(exc)), hooks
+    hooks = TurnHooks(rt, job, sink, client, model_ref, started_ms, routed_by=route.routed_by)
     hooks.toolbox = toolbox
     hooks.trace = start_turn(
         job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens

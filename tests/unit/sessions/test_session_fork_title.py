@@ -270,6 +270,26 @@ async def test_an_images_side_model_is_stored_and_updated(world):
     assert stored is not None and stored.sideModel == ""
 
 
+async def test_a_fast_model_answers_short_first_messages_and_usage_shows_the_routing(world):
+    config = {"model": "scripted/big-1", "fastModel": "scripted/fast-1", "fastMaxChars": 20}
+    image = await chat(world, [("Hi!", "Hello.")], config)
+    assert world.model.requests[-1].model == "fast-1"
+    await say(world, image["imageId"], "Plan a week in Lisbon for two, with a budget.", "Here is a plan.")
+    assert world.model.requests[-1].model == "big-1"  # not short: the image's model
+    async with world.http("tenant-a") as http:
+        usage = (await http.get("/v1/usage")).json()["records"]
+    assert [(u["model"], u.get("routedBy")) for u in usage] == [
+        ("scripted/fast-1", "short-first-message"),
+        ("scripted/big-1", None),
+    ]
+
+
+async def test_without_a_fast_model_every_turn_uses_the_images_model(world):
+    image = await chat(world, [("Hi!", "Hello.")], {"model": "scripted/big-1"})
+    await say(world, image["imageId"], "Ok", "Fine.")
+    assert {r.model for r in world.model.requests} == {"big-1"}
+
+
 async def test_no_title_is_generated_without_opting_in_or_over_a_given_name(world):
     plain = await chat(world, TRIP[:1], {})
     assert len(world.model.requests) == 1

@@ -45,6 +45,8 @@ TOOLED = {
     "concurrency": "reject",
     "cadence": "economy",
     "sideModel": "scripted/side-1",
+    "fastModel": "scripted/fast-1",
+    "fastMaxChars": 40,
 }
 
 
@@ -133,6 +135,8 @@ async def test_an_export_imports_into_another_container_with_an_equal_history(wo
         "approval",
         "cadence",
         "sideModel",
+        "fastModel",
+        "fastMaxChars",
     )
     assert source is not None and (source.cadence, source.sideModel) == ("economy", "scripted/side-1")
     assert {f: getattr(stored, f) for f in fields} == {f: getattr(source, f) for f in fields}
