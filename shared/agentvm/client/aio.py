@@ -528,11 +528,17 @@ class AgentVMClient:
         concurrency: str | None = None,
         agent: str | None = None,
         cadence: str | None = None,
+        side_model: str | None = None,
+        fast_model: str | None = None,
+        fast_max_chars: int | None = None,
     ) -> ImageInfo:
         """A new image (an agent config with its own session) in ``container_id`` (created if
         needed). ``tools`` may hold ``ClientTool``s (``client.add_tool``): their declarations go in.
         ``cadence``: ``"economy"`` paces batched connections' text on its turns in 2 s windows
-        (unless a connection asks for ``"live"``); None: the tenant's choice, live by default."""
+        (unless a connection asks for ``"live"``); None: the tenant's choice, live by default.
+        ``side_model``: the model of its titles and compaction summaries (None: its model's cheap
+        sibling; ``""``: its own model). ``fast_model``: short first messages go to it (mixed-model
+        routing, ``fast_max_chars`` the limit, default 200; docs/protocol.md)."""
         config = _image_config(
             name=name,
             description=description,
@@ -545,6 +551,9 @@ class AgentVMClient:
             concurrency=concurrency,
             agent=agent,
             cadence=cadence,
+            sideModel=side_model,
+            fastModel=fast_model,
+            fastMaxChars=fast_max_chars,
         )
         data = await self._call("image_create", containerId=container_id, config=config)
         return ImageCreateResult.model_validate(data).record
@@ -723,6 +732,9 @@ _WIRE_NAMES = {
     "system_prompt": "systemPrompt",
     "mcp_servers": "mcpServers",
     "max_steps": "maxSteps",
+    "side_model": "sideModel",
+    "fast_model": "fastModel",
+    "fast_max_chars": "fastMaxChars",
 }
 
 

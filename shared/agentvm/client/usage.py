@@ -76,6 +76,7 @@ class UsageRecord(BaseModel):
     cacheWriteTokens: int = 0
     createdAt: int
     cacheSavings: float | None
+    routedBy: str | None = None  # the image's routing rule that chose ``model`` (docs/protocol.md)
 
 
 class SessionCacheSavings(BaseModel):
