@@ -66,3 +66,19 @@ def test_every_sibling_has_a_list_price_below_its_models(ref):
     big, cheap = list_price(ref), list_price(cheap_sibling(ref))
     assert big is not None and cheap is not None
     assert cheap.input < big.input and cheap.output < big.output
+
+
+@pytest.mark.parametrize("ref", ["anthropic/claude-sonnet-4-6", "openai/gpt-4.1"])
+def test_the_sibling_resolves_to_the_same_providers_client(ref):
+    """Only the image's provider is configured: its sibling needs no other credentials."""
+    from pydantic import SecretStr
+
+    from agentvm.adapters.llm.router import SettingsModelResolver
+    from agentvm.config import Settings
+
+    provider = ref.partition("/")[0]
+    key = {f"{provider}_api_key": SecretStr("sk-test-not-a-key")}
+    resolver = SettingsModelResolver(Settings(_env_file=None, **key))  # type: ignore[arg-type]
+    image_client, _, _ = resolver.resolve(ref)
+    sibling_client, name, canonical = resolver.resolve(cheap_sibling(ref))
+    assert sibling_client is image_client and canonical == f"{provider}/{name}" != ref
