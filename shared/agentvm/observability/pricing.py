@@ -95,6 +95,7 @@ DASHBOARD_PRICES: dict[str, tuple[float, float]] = {
     "anthropic/claude-sonnet-4-6": (3.0, 15.0),
     "anthropic/claude-sonnet-4-5": (3.0, 15.0),
     "anthropic/claude-sonnet-4": (3.0, 15.0),
+    "anthropic/claude-haiku-5-5": (0.1, 0.5),  # the cheap sibling side calls run on (agent/side_model.py)
     "anthropic/claude-haiku-4-5": (1.0, 5.0),
     "anthropic/claude-3-5-haiku": (0.8, 4.0),
     "anthropic/claude-3-haiku": (0.25, 1.25),
