@@ -11,6 +11,7 @@ from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite.config import SqliteConfigStore
 from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite.running import SqliteRunningTurns
 from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
@@ -126,6 +127,7 @@ class Harness:
         self.rt.usage = SqliteUsageRollups(self.store)
         self.rt.running = SqliteRunningTurns(":memory:", self.store)
         self.rt.sessions = SqliteSessionArchive(self.store)
+        self.rt.replies = SqliteReplyCache(":memory:")  # images opt in (replyCache)
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

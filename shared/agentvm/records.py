@@ -18,7 +18,7 @@ ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
 WaitKind = Literal["approval", "client", "sandbox"]
 WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
-UsageKind = Literal["turn", "step", "compaction", "title"]
+UsageKind = Literal["turn", "step", "compaction", "title", "reply_cache"]
 Scope = Literal["admin", "client"]
 TenantStatus = Literal["active", "deleting", "deleted"]
 
@@ -79,6 +79,9 @@ class ImageRecord(_Record):
     # Mixed-model routing (agent/model_policy.py): None = off
     fastModel: str | None = None
     fastMaxChars: int | None = None  # the short-first-message rule's limit; None = 200
+    # The reply cache of common first questions (turns/reply_cache.py): {"enabled": bool, "ttlS": n};
+    # None = off
+    replyCache: dict[str, Any] | None = None
     # Built from an agent resource (``agentvm.resources.build``): the definition as written, the
     # exact versions it is pinned to, the dependency edges it holds, and the earlier builds.
     build: dict[str, Any] | None = None
@@ -389,6 +392,11 @@ class UsageRecord(_Record):
     # The routing rule that sent this call to ``model`` instead of the image's (agent/model_policy.py,
     # e.g. "short-first-message"); None: the image's model (or a side call's).
     routedBy: str | None = None
+    # "reply_cache": a first question answered from the image's reply cache (turns/reply_cache.py),
+    # no model called: its tokens are 0 (free), and these are the tokens the cached reply cost when
+    # the model wrote it, i.e. what the hit saved.
+    savedInputTokens: int = 0
+    savedOutputTokens: int = 0
 
 
 class SessionSummary(_Record):

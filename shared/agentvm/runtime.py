@@ -26,6 +26,7 @@ if TYPE_CHECKING:
         PerTenantLimits,
         Push,
         RateLimits,
+        ReplyCache,
         ResourceRegistry,
         RunningTurns,
         Sandbox,
@@ -232,6 +233,8 @@ class Runtime:
     # The session centre's store (agentvm/sessions): imports, forks, message search. None: this host
     # serves no /v1/sessions import, fork or search.
     sessions: SessionArchive | None = None
+    # Images' cached first replies (turns/reply_cache.py; images opt in). None: no reply cache.
+    replies: ReplyCache | None = None
 
 
 __all__ = [

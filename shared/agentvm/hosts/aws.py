@@ -114,6 +114,9 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.dynamodb.sessions import DynamoDbSessionArchive
 
     runtime.sessions = DynamoDbSessionArchive(settings.table_name)  # session centre (search reads messages)
+    from agentvm.adapters.aws.dynamodb.replies import DynamoDbReplyCache
+
+    runtime.replies = DynamoDbReplyCache(settings.table_name)  # images opt in (replyCache)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre is given no sealer, so it refuses secrets.

@@ -128,6 +128,9 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
 
     runtime.sessions = SqliteSessionArchive(store)  # session centre: imports, forks, search (FTS5)
+    from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
+
+    runtime.replies = SqliteReplyCache(settings.data_dir / "agentvm.db")  # images opt in (replyCache)
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,

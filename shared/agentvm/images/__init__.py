@@ -31,8 +31,10 @@ if TYPE_CHECKING:
     )
     from agentvm.images.config import (
         ImageConfig,
+        ReplyCachePolicy,
         check_built,
         check_tool_sources,
+        reply_cache_policy,
         tool_decls,
     )
     from agentvm.images.containers import (
@@ -56,6 +58,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "ImageConfig",
+    "ReplyCachePolicy",
     "check_built",
     "check_tool_sources",
     "create",
@@ -69,6 +72,7 @@ __all__ = [
     "image_of",
     "put_counted",
     "rebuild",
+    "reply_cache_policy",
     "start_agent",
     "stop_agent",
     "tool_decls",
@@ -88,8 +92,10 @@ __getattr__, __dir__ = lazy_exports(
         ],
         "config": [
             "ImageConfig",
+            "ReplyCachePolicy",
             "check_built",
             "check_tool_sources",
+            "reply_cache_policy",
             "tool_decls",
         ],
         "containers": [

@@ -20,11 +20,22 @@ from agentvm.agent.tools.declarations import (
     parse_mcp_servers,
 )
 from agentvm.errors import BadRequest, Forbidden
+from agentvm.ports.replies import DEFAULT_REPLY_TTL_S, MAX_REPLY_TTL_S
 from agentvm.records import ConcurrencyPolicy
 
 if TYPE_CHECKING:
     from agentvm.records import ImageRecord
     from agentvm.runtime import Runtime
+
+
+class ReplyCachePolicy(BaseModel):
+    """An image's reply cache (turns/reply_cache.py): on (``enabled``) or off, and how long a cached
+    reply is served (``ttlS`` seconds)."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    enabled: StrictBool = True
+    ttlS: int = Field(default=DEFAULT_REPLY_TTL_S, ge=60, le=MAX_REPLY_TTL_S)
 
 
 class ImageConfig(BaseModel):
@@ -58,6 +69,9 @@ class ImageConfig(BaseModel):
     # than fastMaxChars characters, default 200, before any tool call) go to fastModel.
     fastModel: StrictStr | None = Field(default=None, max_length=200)
     fastMaxChars: int | None = Field(default=None, ge=1, le=100_000)
+    # Opt-in: answer the session's first question from the cache of this config's earlier replies
+    # (turns/reply_cache.py), {"enabled": true, "ttlS": 86400}; None = off
+    replyCache: ReplyCachePolicy | None = None
 
     @field_validator("mcpServers", mode="after")
     @classmethod
@@ -110,4 +124,16 @@ def check_built(rt: Runtime, image: ImageRecord, *, admin: bool) -> None:
     check_tool_sources(rt, image.mcpServers, admin=admin)
 
 
-__all__ = ["ImageConfig", "check_built", "check_tool_sources", "tool_decls"]
+def reply_cache_policy(config: ImageConfig) -> dict[str, Any] | None:
+    """The policy as an image stores it."""
+    return None if config.replyCache is None else config.replyCache.model_dump()
+
+
+__all__ = [
+    "ImageConfig",
+    "ReplyCachePolicy",
+    "check_built",
+    "check_tool_sources",
+    "reply_cache_policy",
+    "tool_decls",
+]

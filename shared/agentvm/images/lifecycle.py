@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agentvm.errors import BadRequest
 from agentvm.images.agents import stop_agent
 from agentvm.images.built import create_built, rebuild
-from agentvm.images.config import check_tool_sources, tool_decls
+from agentvm.images.config import check_tool_sources, reply_cache_policy, tool_decls
 from agentvm.images.containers import ensure_container
 from agentvm.images.lookup import image_of
 from agentvm.images.quota import create_counted, give_back_deleted, put_counted
@@ -62,6 +62,7 @@ async def create(
         sideModel=config.sideModel,
         fastModel=config.fastModel,
         fastMaxChars=config.fastMaxChars,
+        replyCache=reply_cache_policy(config),
         createdAt=now,
         updatedAt=now,
     )

@@ -1,5 +1,5 @@
 """Usage reports: the stored usage records summed by tenant, container (end user), image, model,
-kind (turn, step, compaction) and period (hour, day, month, or the whole range).
+kind (turn, step, compaction, title, reply_cache) and period (hour, day, month, or the whole range).
 
 A report reads the sums of the ``UsageRollups`` port, never the records one by one: on AWS the
 hour and day items written with each record (``adapters/aws/dynamodb_usage``), locally SQL over
@@ -181,7 +181,8 @@ class Sums:
 
     def add(self, cell: UsageCell) -> None:
         self.records += cell.records
-        self.turns += cell.records if cell.kind == "turn" else 0
+        # a turn's own record: its first model call, or its reply from the image's cache
+        self.turns += cell.records if cell.kind in ("turn", "reply_cache") else 0
         self.inputTokens += cell.input_tokens
         self.outputTokens += cell.output_tokens
         self.cacheReadTokens += cell.cache_read_tokens

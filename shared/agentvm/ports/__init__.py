@@ -8,6 +8,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``store``: ``Store`` (containers, images, sessions, messages, turns, usage);
 - ``sessions``: ``SessionArchive`` (imports, forks, message search);
 - ``connections``: ``Connections``, ``Push`` and the protocol names;
+- ``replies``: ``ReplyCache`` (images' cached first replies);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
 - ``models``: ``ModelClient``, ``ModelResolver``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
@@ -49,6 +50,14 @@ from agentvm.ports.observability import (
     UsageRollups,
 )
 from agentvm.ports.queue import TurnQueue
+from agentvm.ports.replies import (
+    DEFAULT_REPLY_SLOTS,
+    DEFAULT_REPLY_TTL_S,
+    MAX_REPLY_TTL_S,
+    CachedReply,
+    ReplyCache,
+    reply_slot,
+)
 from agentvm.ports.sandbox import (
     Sandbox,
     SandboxJobs,
@@ -89,6 +98,7 @@ __all__ = [
     "AppendResult",
     "Authentication",
     "BudgetStore",
+    "CachedReply",
     "CancelWatch",
     "Clock",
     "ConfigLayers",
@@ -98,6 +108,8 @@ __all__ = [
     "CounterLease",
     "Counters",
     "DEFAULT_LOG_LIMIT",
+    "DEFAULT_REPLY_SLOTS",
+    "DEFAULT_REPLY_TTL_S",
     "FileChange",
     "HttpToolClient",
     "HttpToolResponse",
@@ -107,6 +119,7 @@ __all__ = [
     "LogPage",
     "LogQuery",
     "LogStore",
+    "MAX_REPLY_TTL_S",
     "McpConnector",
     "McpSession",
     "MessageHit",
@@ -120,6 +133,7 @@ __all__ = [
     "PerTenantLimits",
     "Push",
     "RateLimits",
+    "ReplyCache",
     "ResourceRegistry",
     "ResourceStore",
     "RunningTurn",
@@ -154,4 +168,5 @@ __all__ = [
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",
+    "reply_slot",
 ]

@@ -155,6 +155,7 @@ async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[st
         "sideModel": config.sideModel,
         "fastModel": config.fastModel,
         "fastMaxChars": config.fastMaxChars,
+        "replyCache": None if config.replyCache is None else config.replyCache.model_dump(),
     }
 
 

@@ -14,7 +14,8 @@ its status, the sink holding its terminal frames, what it stored, the answer's e
 ``_process_turn`` hands that to ``turns.finish.finish``, the one tail every end runs (status, held
 frames, storage charge, sink, signal, metrics, answer), then compacts and titles a turn that ended.
 The loop's hooks are ``turns/hooks.py``; the status writes and the answer ``turns/status.py``;
-suspension ``turns/suspend.py``.
+suspension ``turns/suspend.py``; a first question answered from the image's reply cache (no model
+call) ``turns/reply_cache.py``.
 
 Interrupts: the in-process signal (``rt.signals``) where gateway and worker share a process; on
 AWS the worker's one poll for all its turns (``turns.cancel_poll``, whose docstring argues why an
@@ -49,6 +50,7 @@ from agentvm.streaming.frames import persisted_event
 from agentvm.streaming.sink import CoalescingSink
 from agentvm.turns.finish import Ending, LoopRun, charge_storage, emit_terminal, ended, finish_turn
 from agentvm.turns.hooks import TurnHooks, context_for
+from agentvm.turns.reply_cache import answer_from_cache, cache_lookup, cached_reply, remember_reply
 from agentvm.turns.status import attempt_of, first_seq_of, set_status
 from agentvm.turns.suspend import hold_suspended, pending_step, suspended_before
 
@@ -252,6 +254,13 @@ async def _run(
     hooks.trace = start_turn(
         job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens
     )
+    # A session's first question to an image that caches replies (turns/reply_cache.py): a hit is
+    # answered without calling the model; a miss stores the reply once the turn ends normally.
+    lookup = cache_lookup(rt, job, image, context, model_ref)
+    if lookup is not None and not cancelled.is_set():
+        hit = await cached_reply(rt, lookup)
+        if hit is not None:
+            return await answer_from_cache(rt, job, hooks, hit, model_name), hooks
     request = context.request(
         model=model_name,
         image_prompt=image.systemPrompt,
@@ -275,6 +284,8 @@ async def _run(
         deadline_s=rt.turns.turn_deadline_s or None,
         pending=pending,
     )
+    if lookup is not None:
+        await remember_reply(rt, lookup, outcome)
     return outcome, hooks
 
 

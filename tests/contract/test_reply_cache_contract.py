@@ -1,0 +1,92 @@
+"""The ``ReplyCache`` port's contract, on SQLite and on DynamoDB (moto): a reply is read back by its
+tenant and key only, not after it expires, a put replaces it, and a tenant never holds more than its
+slots, however many replies it stores."""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
+
+import pytest
+
+from agentvm.adapters.aws.dynamodb.replies import DynamoDbReplyCache
+from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
+from agentvm.ports import CachedReply
+from tests.contract.conftest import CONTRACT_TABLE
+from tests.contract.moto_table import atomic_moto
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+SLOTS = 8
+
+
+@asynccontextmanager
+async def on_sqlite(tmp_path: Any) -> AsyncIterator[Any]:
+    cache = SqliteReplyCache(tmp_path / "a.db", slots=SLOTS)
+    try:
+        yield cache
+    finally:
+        cache.close()
+
+
+@asynccontextmanager
+async def on_dynamodb(tmp_path: Any) -> AsyncIterator[Any]:
+    with atomic_moto():
+        DynamoDbStore(CONTRACT_TABLE).create_table()
+        yield DynamoDbReplyCache(CONTRACT_TABLE, slots=SLOTS)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(on_sqlite, id="sqlite"),
+        pytest.param(on_dynamodb, id="dynamodb", marks=pytest.mark.aws),
+    ]
+)
+async def cache(request, tmp_path):
+    async with request.param(tmp_path) as adapter:
+        yield adapter
+
+
+def reply(key: str, text: str = "Hello!", *, expires_at: int = 10_000) -> CachedReply:
+    return CachedReply(key, text, "anthropic/x", 120, 40, created_at=1_000, expires_at=expires_at)
+
+
+async def test_a_stored_reply_is_read_back_by_its_key(cache):
+    await cache.put("acme", reply("k1", "Opening hours are 9 to 5."))
+    assert await cache.get("acme", "k1", now_ms=2_000) == reply("k1", "Opening hours are 9 to 5.")
+    assert await cache.get("acme", "k2", now_ms=2_000) is None
+
+
+async def test_another_tenant_never_reads_it(cache):
+    await cache.put("acme", reply("k1"))
+    assert await cache.get("globex", "k1", now_ms=2_000) is None
+    await cache.put("globex", reply("k1", "Globex's own answer"))
+    assert (await cache.get("acme", "k1", now_ms=2_000)).text == "Hello!"
+    assert (await cache.get("globex", "k1", now_ms=2_000)).text == "Globex's own answer"
+
+
+async def test_an_expired_reply_is_not_returned(cache):
+    await cache.put("acme", reply("k1", expires_at=5_000))
+    assert await cache.get("acme", "k1", now_ms=4_999) is not None
+    assert await cache.get("acme", "k1", now_ms=5_000) is None
+
+
+async def test_a_put_replaces_the_reply(cache):
+    await cache.put("acme", reply("k1", "old"))
+    await cache.put("acme", reply("k1", "new"))
+    assert (await cache.get("acme", "k1", now_ms=2_000)).text == "new"
+
+
+async def test_a_tenant_holds_at_most_its_slots(cache):
+    for n in range(40):
+        await cache.put("acme", reply(f"question-{n}", f"answer {n}"))
+    await cache.put("globex", reply("question-0"))
+    assert cache.count("acme") <= SLOTS
+    assert cache.count("globex") == 1
+    # the last one stored is always there; an evicted one is a miss, never another key's reply
+    assert (await cache.get("acme", "question-39", now_ms=2_000)).text == "answer 39"
+    for n in range(40):
+        found = await cache.get("acme", f"question-{n}", now_ms=2_000)
+        assert found is None or found.text == f"answer {n}"

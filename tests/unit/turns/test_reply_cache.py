@@ -1,0 +1,151 @@
+"""The reply cache of an image's common first questions (``turns/reply_cache.py``), through the
+runtime: the scripted model's request count tells whether the model was called."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from agentvm.turns.reply_cache import normalise_question
+
+CACHED = {"name": "Help desk", "systemPrompt": "You answer shop questions.", "replyCache": {"enabled": True}}
+
+
+async def _image(client: Any, config: dict[str, Any], container: str = "user-alice") -> dict[str, Any]:
+    image = (await client.request("image_create", containerId=container, config=config))["record"]
+    await client.subscribe(image["sessionId"])
+    return image
+
+
+async def _ask(harness: Any, client: Any, image: dict[str, Any], text: str) -> None:
+    await client.request("message_send", imageId=image["imageId"], content=text)
+    await harness.run_turns()
+
+
+def _reply_frames(client: Any, image: dict[str, Any]) -> list[dict[str, Any]]:
+    return [f for f in client.session_events() if f["context"]["imageId"] == image["imageId"]]
+
+
+def _text(frames: list[dict[str, Any]]) -> str:
+    return "".join(f["data"]["text"] for f in frames if f["type"] == "text_delta")
+
+
+def test_questions_are_compared_normalised():
+    assert normalise_question("  What are your\tOPENING   hours?? ") == "what are your opening hours"
+    assert normalise_question("Ｗhat is ＡgentVM？！") == "what is agentvm"  # NFKC: full-width forms
+    assert normalise_question("Straße…") == normalise_question("STRASSE")  # casefold; "…" is punctuation
+    assert normalise_question("?!") == ""
+    assert normalise_question("what is 2+2?") != normalise_question("what is 2-2?")
+
+
+async def test_a_second_sessions_same_first_question_is_answered_from_the_cache(harness):
+    client = await harness.client()
+    first, second = await _image(client, CACHED), await _image(client, CACHED, "user-bob")
+    harness.model.add("We open at nine and close at five.")
+    await _ask(harness, client, first, "What are your opening hours?")
+    await _ask(harness, client, second, "  what are your OPENING hours ")
+    assert len(harness.model.requests) == 1  # the second turn never called the model
+    frames = _reply_frames(client, second)
+    types = [f["type"] for f in frames]
+    assert types[:4] == ["message_start", "conversation_start", "text_delta", "conversation_responding"]
+    assert types[-3:] == ["message_stop", "assistant_message", "conversation_end"]
+    assert _text(frames) == "We open at nine and close at five."
+    assert frames[-1]["data"] == {"reason": "completed"}
+    stored = await harness.store.list_messages(second["sessionId"])
+    assert [m.subtype for m in stored] == ["user", "assistant"]
+    assert stored[-1].content[0].text == "We open at nine and close at five."
+    assert frames[-2]["data"]["id"] == stored[-1].id
+
+
+async def test_a_hit_is_billed_as_a_free_reply_cache_hit_with_the_tokens_it_saved(harness):
+    client = await harness.client()
+    first, second = await _image(client, CACHED), await _image(client, CACHED, "user-bob")
+    harness.model.add("We open at nine and close at five.")
+    await _ask(harness, client, first, "Opening hours?")
+    await _ask(harness, client, second, "opening hours")
+    usage = {u.sessionId: u for u in await harness.store.list_usage("tenant-a")}
+    paid, hit = usage[first["sessionId"]], usage[second["sessionId"]]
+    assert (paid.kind, hit.kind) == ("turn", "reply_cache")
+    assert paid.outputTokens == 8 and paid.inputTokens > 0
+    assert (hit.inputTokens, hit.outputTokens) == (0, 0)
+    assert (hit.savedInputTokens, hit.savedOutputTokens) == (paid.inputTokens, paid.outputTokens)
+    assert hit.model == paid.model and hit.status == "completed"
+    reply = (await harness.store.list_messages(second["sessionId"]))[-1]
+    assert reply.usage.totalTokens == 0
+
+
+async def test_a_question_with_history_is_never_answered_from_the_cache(harness):
+    client = await harness.client()
+    first, second = await _image(client, CACHED), await _image(client, CACHED, "user-bob")
+    harness.model.add("Hello!", "We open at nine.", "Hello again!", "Nine to five.")
+    await _ask(harness, client, first, "Hi")
+    await _ask(harness, client, first, "Opening hours?")  # has history: neither read nor stored
+    await _ask(harness, client, second, "Hi")  # a first question: a hit
+    assert len(harness.model.requests) == 2
+    await _ask(harness, client, second, "Opening hours?")  # has history: the model answers
+    assert len(harness.model.requests) == 3
+    assert _text(_reply_frames(client, second)).endswith("Hello again!")
+
+
+async def test_an_image_with_tools_never_caches(harness):
+    client = await harness.client()
+    tooled = {
+        **CACHED,
+        "tools": [{"type": "http", "name": "lookup", "description": "d", "url": "https://shop.example/api"}],
+    }
+    first, second = await _image(client, tooled), await _image(client, tooled, "user-bob")
+    harness.model.add("Nine to five.", "Nine to five.")
+    await _ask(harness, client, first, "Opening hours?")
+    await _ask(harness, client, second, "Opening hours?")
+    assert len(harness.model.requests) == 2
+    assert all(u.kind == "turn" for u in await harness.store.list_usage("tenant-a"))
+
+
+async def test_the_cache_is_off_unless_the_image_opts_in(harness):
+    client = await harness.client()
+    plain = {"name": "Help desk", "systemPrompt": "You answer shop questions."}
+    first, second = await _image(client, plain), await _image(client, plain, "user-bob")
+    harness.model.add("Nine to five.", "Nine to five.")
+    await _ask(harness, client, first, "Opening hours?")
+    await _ask(harness, client, second, "Opening hours?")
+    assert len(harness.model.requests) == 2
+
+
+async def test_an_image_update_invalidates_its_cached_replies(harness):
+    client = await harness.client()
+    first = await _image(client, CACHED)
+    harness.model.add("Nine to five.", "Ten to six, since the update.")
+    await _ask(harness, client, first, "Opening hours?")
+    updates = {"systemPrompt": "You answer shop questions. We now open at ten."}
+    await client.request("image_update", imageId=first["imageId"], updates=updates)
+    second = await _image(client, {**CACHED, **updates}, "user-bob")
+    await _ask(harness, client, second, "Opening hours?")  # the updated config: a miss
+    assert len(harness.model.requests) == 2
+    assert _text(_reply_frames(client, second)) == "Ten to six, since the update."
+    third = await _image(client, {**CACHED, **updates}, "user-carol")
+    await _ask(harness, client, third, "opening hours")  # and the new reply is what it caches
+    assert len(harness.model.requests) == 2
+    assert _text(_reply_frames(client, third)) == "Ten to six, since the update."
+
+
+async def test_another_tenant_never_gets_a_tenants_cached_reply(harness):
+    alice, mallory = await harness.client(), await harness.client("tenant-b")
+    mine, theirs = await _image(alice, CACHED), await _image(mallory, CACHED)
+    harness.model.add("Tenant A's secret answer.", "Tenant B's own answer.")
+    await _ask(harness, alice, mine, "Opening hours?")
+    await _ask(harness, mallory, theirs, "Opening hours?")
+    assert len(harness.model.requests) == 2
+    assert _text(_reply_frames(mallory, theirs)) == "Tenant B's own answer."
+    assert [u.kind for u in await harness.store.list_usage("tenant-b")] == ["turn"]
+
+
+async def test_a_failed_or_cut_reply_is_not_cached(harness):
+    from agentvm.adapters.llm.scripted import Fail
+    from agentvm.errors import ProviderUnavailable
+
+    client = await harness.client()
+    first, second = await _image(client, CACHED), await _image(client, CACHED, "user-bob")
+    harness.model.add(Fail(ProviderUnavailable("down"), after_words="We open"), "Nine to five.")
+    await _ask(harness, client, first, "Opening hours?")
+    await _ask(harness, client, second, "Opening hours?")
+    assert len(harness.model.requests) == 2  # the failed turn was not cached: the model answers
+    assert _text(_reply_frames(client, second)) == "Nine to five."
