@@ -205,6 +205,7 @@ def main() -> None:
         noisy_tenant,
         peer_langgraph,
         prompt_caching,
+        reply_cache,
         sandbox_calls,
         sandbox_hostile_health,
         session_search,
@@ -277,6 +278,7 @@ def main() -> None:
 
     sections.append(prompt_caching.render(asyncio.run(prompt_caching.run())))
     sections.append(side_models.render(asyncio.run(side_models.run())))
+    sections.append(reply_cache.render(asyncio.run(reply_cache.run())))
 
     sections.append(cold_start.report(quick=args.quick))
 

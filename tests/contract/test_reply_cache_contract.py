@@ -1,6 +1,7 @@
 """The ``ReplyCache`` port's contract, on SQLite and on DynamoDB (moto): a reply is read back by its
-tenant and key only, not after it expires, a put replaces it, and a tenant never holds more than its
-slots, however many replies it stores."""
+tenant and key only, not after it expires, a put replaces it, two keys of one set are both kept (a
+third evicts the older, or an expired one first), and a tenant never holds more than its slots,
+however many replies it stores."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 from agentvm.adapters.aws.dynamodb.replies import DynamoDbReplyCache
 from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
-from agentvm.ports import CachedReply
+from agentvm.ports import CachedReply, reply_set
 from tests.contract.conftest import CONTRACT_TABLE
 from tests.contract.moto_table import atomic_moto
 
@@ -90,3 +91,28 @@ async def test_a_tenant_holds_at_most_its_slots(cache):
     for n in range(40):
         found = await cache.get("acme", f"question-{n}", now_ms=2_000)
         assert found is None or found.text == f"answer {n}"
+
+
+def same_set(n: int) -> list[str]:
+    """``n`` keys that hash to one set."""
+    keys = [f"question-{i}" for i in range(200)]
+    first = reply_set(keys[0], SLOTS)
+    return [k for k in keys if reply_set(k, SLOTS) == first][:n]
+
+
+async def test_two_keys_of_one_set_are_both_kept_and_a_third_evicts_the_older(cache):
+    one, two, three = same_set(3)
+    await cache.put("acme", CachedReply(one, "1", "m", 1, 1, created_at=1_000, expires_at=10_000))
+    await cache.put("acme", CachedReply(two, "2", "m", 1, 1, created_at=1_100, expires_at=10_000))
+    assert [(await cache.get("acme", k, now_ms=2_000)).text for k in (one, two)] == ["1", "2"]
+    await cache.put("acme", CachedReply(three, "3", "m", 1, 1, created_at=1_200, expires_at=10_000))
+    assert await cache.get("acme", one, now_ms=2_000) is None  # the older one went
+    assert [(await cache.get("acme", k, now_ms=2_000)).text for k in (two, three)] == ["2", "3"]
+
+
+async def test_an_expired_reply_is_evicted_before_a_live_one(cache):
+    one, two, three = same_set(3)
+    await cache.put("acme", CachedReply(one, "1", "m", 1, 1, created_at=1_000, expires_at=10_000))
+    await cache.put("acme", CachedReply(two, "2", "m", 1, 1, created_at=1_100, expires_at=1_500))
+    await cache.put("acme", CachedReply(three, "3", "m", 1, 1, created_at=2_000, expires_at=10_000))
+    assert [(await cache.get("acme", k, now_ms=2_000)).text for k in (one, three)] == ["1", "3"]

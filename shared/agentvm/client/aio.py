@@ -531,6 +531,7 @@ class AgentVMClient:
         side_model: str | None = None,
         fast_model: str | None = None,
         fast_max_chars: int | None = None,
+        reply_cache: dict[str, Any] | None = None,
     ) -> ImageInfo:
         """A new image (an agent config with its own session) in ``container_id`` (created if
         needed). ``tools`` may hold ``ClientTool``s (``client.add_tool``): their declarations go in.
@@ -538,7 +539,9 @@ class AgentVMClient:
         (unless a connection asks for ``"live"``); None: the tenant's choice, live by default.
         ``side_model``: the model of its titles and compaction summaries (None: its model's cheap
         sibling; ``""``: its own model). ``fast_model``: short first messages go to it (mixed-model
-        routing, ``fast_max_chars`` the limit, default 200; docs/protocol.md)."""
+        routing, ``fast_max_chars`` the limit, default 200; docs/protocol.md). ``reply_cache``:
+        ``{"enabled": True, "ttlS": 86400}`` answers common first questions from the cache
+        (docs/protocol.md "Reply cache")."""
         config = _image_config(
             name=name,
             description=description,
@@ -554,6 +557,7 @@ class AgentVMClient:
             sideModel=side_model,
             fastModel=fast_model,
             fastMaxChars=fast_max_chars,
+            replyCache=reply_cache,
         )
         data = await self._call("image_create", containerId=container_id, config=config)
         return ImageCreateResult.model_validate(data).record
@@ -735,6 +739,7 @@ _WIRE_NAMES = {
     "side_model": "sideModel",
     "fast_model": "fastModel",
     "fast_max_chars": "fastMaxChars",
+    "reply_cache": "replyCache",
 }
 
 

@@ -54,9 +54,11 @@ from agentvm.ports.replies import (
     DEFAULT_REPLY_SLOTS,
     DEFAULT_REPLY_TTL_S,
     MAX_REPLY_TTL_S,
+    REPLY_WAYS,
     CachedReply,
     ReplyCache,
-    reply_slot,
+    reply_set,
+    way_for,
 )
 from agentvm.ports.sandbox import (
     Sandbox,
@@ -132,6 +134,7 @@ __all__ = [
     "PROTOCOL_V2",
     "PerTenantLimits",
     "Push",
+    "REPLY_WAYS",
     "RateLimits",
     "ReplyCache",
     "ResourceRegistry",
@@ -168,5 +171,6 @@ __all__ = [
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",
-    "reply_slot",
+    "reply_set",
+    "way_for",
 ]

@@ -755,3 +755,25 @@ def _v2_extra_for(method: str, v: Victim) -> dict[str, Any]:
     if method == "agentvm.tool.result":
         return {"toolCallId": v.call_id, "output": "forged"}
     return {}
+
+
+async def test_tenant_b_never_gets_tenant_a_cached_reply(world):
+    """The reply cache (turns/reply_cache.py) is keyed per tenant: B asking A's cached first question
+    to an image of the same config is answered by the model, never with A's reply."""
+    config = {"name": "Desk", "systemPrompt": "You answer shop questions.", "replyCache": {"enabled": True}}
+    a = await world.connect(world.tokens["tenant-a"])
+    b = await world.connect(world.tokens["tenant-b"])
+    world.model.add("Tenant A's private answer.", "Tenant B's own answer.")
+
+    async def first_reply(client: ProtocolClient, container: str) -> str:
+        image = (await client.request("image_create", containerId=container, config=config))["record"]
+        await client.subscribe(image["sessionId"])
+        await client.request("message_send", imageId=image["imageId"], content="Opening hours?")
+        await world.run_turns()
+        deltas = [f for f in client.session_events() if f["context"]["imageId"] == image["imageId"]]
+        return "".join(f["data"]["text"] for f in deltas if f["type"] == "text_delta")
+
+    assert await first_reply(a, "user-alice") == "Tenant A's private answer."
+    assert await first_reply(b, "user-alice") == "Tenant B's own answer."  # the model, not A's cache
+    assert await first_reply(a, "user-bob") == "Tenant A's private answer."  # A's own hit
+    assert len(world.model.requests) == 2

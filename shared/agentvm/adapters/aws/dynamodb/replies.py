@@ -1,17 +1,19 @@
-"""The ``ReplyCache`` port on DynamoDB: direct-mapped slots in the tenant's own partition
+"""The ``ReplyCache`` port on DynamoDB: two-way set-associative slots in the tenant's own partition
 (``ports/replies.py``).
 
-=============  ========================  =============  ==============================================
-item           pk                        sk             attributes
-=============  ========================  =============  ==============================================
-cached reply   ``REPLY#<tenant>``        ``<slot>``     cacheKey, text, model, inputTokens,
-                                                        outputTokens, createdAt, expiresAt (TTL)
-=============  ========================  =============  ==============================================
+=============  ========================  ================  ===========================================
+item           pk                        sk                attributes
+=============  ========================  ================  ===========================================
+cached reply   ``REPLY#<tenant>``        ``<set>#<way>``   cacheKey, text, model, inputTokens,
+                                                           outputTokens, createdAt, expiresAtMs,
+                                                           expiresAt (TTL)
+=============  ========================  ================  ===========================================
 
-A get is one strongly consistent GetItem (0.5 RCU for a reply under 4 KB; the stored key and expiry
-re-checked: DynamoDB deletes expired items lazily, up to two days late), a put one PutItem. A tenant
-holds ``slots`` items at most, whatever it asks: no count to keep, no scan to evict. The item's TTL
-is the entry's own expiry, so DynamoDB clears what nobody reads.
+A get is one strongly consistent Query of the key's set (``begins_with(<set>#)``: two items at most,
+0.5 RCU for replies under 4 KB; the stored key and expiry re-checked, as DynamoDB deletes expired
+items lazily, up to two days late). A put is that Query, then one PutItem on the way ``way_for``
+picks. A tenant holds ``slots`` items at most, whatever it asks: no count to keep, no scan to evict.
+The item's TTL is the entry's own expiry, so DynamoDB clears what nobody reads.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ from datetime import UTC, datetime
 from pynamodb.attributes import NumberAttribute, UnicodeAttribute
 
 from agentvm.adapters.aws.dynamodb.models import TableItem, bind_model
-from agentvm.ports import DEFAULT_REPLY_SLOTS, CachedReply, reply_slot
+from agentvm.ports import DEFAULT_REPLY_SLOTS, CachedReply, reply_set, way_for
 
 PREFIX = "REPLY#"
 
@@ -41,6 +43,18 @@ def reply_pk(tenant_id: str) -> str:
     return f"{PREFIX}{tenant_id}"
 
 
+def _reply(item: ReplyItem) -> CachedReply:
+    return CachedReply(
+        key=item.cacheKey,
+        text=item.text,
+        model=item.model,
+        input_tokens=int(item.inputTokens),
+        output_tokens=int(item.outputTokens),
+        created_at=int(item.createdAt),
+        expires_at=int(item.expiresAtMs),
+    )
+
+
 class DynamoDbReplyCache:
     """``agentvm.ports.ReplyCache`` on the single table. Blocking calls run in a thread."""
 
@@ -55,32 +69,26 @@ class DynamoDbReplyCache:
         self._item = bind_model(ReplyItem, table_name, region, host)
         self._slots = slots
 
+    async def _held(self, tenant_id: str, key: str) -> tuple[str, dict[int, CachedReply]]:
+        """The key's set (as the sort key's prefix), and what its ways hold (by way)."""
+        prefix = f"{reply_set(key, self._slots)}#"
+
+        def query() -> list[ReplyItem]:
+            condition = self._item.sk.startswith(prefix)
+            return list(self._item.query(reply_pk(tenant_id), condition, consistent_read=True))
+
+        items = await asyncio.to_thread(query)
+        return prefix, {int(item.sk.removeprefix(prefix)): _reply(item) for item in items}
+
     async def get(self, tenant_id: str, key: str, *, now_ms: int) -> CachedReply | None:
-        sk = str(reply_slot(key, self._slots))
-
-        def read() -> ReplyItem | None:
-            try:
-                return self._item.get(reply_pk(tenant_id), sk, consistent_read=True)
-            except self._item.DoesNotExist:
-                return None
-
-        item = await asyncio.to_thread(read)
-        if item is None or item.cacheKey != key or int(item.expiresAtMs) <= now_ms:
-            return None
-        return CachedReply(
-            key=item.cacheKey,
-            text=item.text,
-            model=item.model,
-            input_tokens=int(item.inputTokens),
-            output_tokens=int(item.outputTokens),
-            created_at=int(item.createdAt),
-            expires_at=int(item.expiresAtMs),
-        )
+        _, held = await self._held(tenant_id, key)
+        return next((r for r in held.values() if r.key == key and r.expires_at > now_ms), None)
 
     async def put(self, tenant_id: str, reply: CachedReply) -> None:
+        prefix, held = await self._held(tenant_id, reply.key)
         item = self._item(
             reply_pk(tenant_id),
-            str(reply_slot(reply.key, self._slots)),
+            f"{prefix}{way_for(held, reply.key, now_ms=reply.created_at)}",
             cacheKey=reply.key,
             text=reply.text,
             model=reply.model,
