@@ -114,6 +114,8 @@ async def update(
             rt.models.resolve(changes[field])
     if "tools" in changes:
         changes["tools"] = tool_decls(updates.tools)
+    if "replyCache" in changes:  # whole, defaults included (a dump of what was set leaves them out)
+        changes["replyCache"] = reply_cache_policy(updates)
     check_tool_sources(rt, changes.get("mcpServers"), admin=admin)
     changed = image.model_copy(update={**changes, "updatedAt": rt.clock.now_ms()})
     await put_counted(rt, tenant_id, image, changed)

@@ -47,6 +47,7 @@ TOOLED = {
     "sideModel": "scripted/side-1",
     "fastModel": "scripted/fast-1",
     "fastMaxChars": 40,
+    "replyCache": {"enabled": True, "ttlS": 3600},
 }
 
 
@@ -137,7 +138,9 @@ async def test_an_export_imports_into_another_container_with_an_equal_history(wo
         "sideModel",
         "fastModel",
         "fastMaxChars",
+        "replyCache",
     )
+    assert source is not None and source.replyCache == {"enabled": True, "ttlS": 3600}
     assert source is not None and (source.cadence, source.sideModel) == ("economy", "scripted/side-1")
     assert {f: getattr(stored, f) for f in fields} == {f: getattr(source, f) for f in fields}
     summary = await world.rt.store.get_summary(record["sessionId"])

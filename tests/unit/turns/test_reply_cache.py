@@ -149,3 +149,30 @@ async def test_a_failed_or_cut_reply_is_not_cached(harness):
     await _ask(harness, client, second, "Opening hours?")
     assert len(harness.model.requests) == 2  # the failed turn was not cached: the model answers
     assert _text(_reply_frames(client, second)) == "Nine to five."
+
+
+async def test_an_image_update_turns_the_cache_on_and_off(harness):
+    client = await harness.client()
+    plain = {"name": "Help desk", "systemPrompt": "You answer shop questions."}
+    images = [await _image(client, plain, f"user-{n}") for n in range(4)]
+    for image in images:
+        await client.request("image_update", imageId=image["imageId"], updates={"replyCache": {}})
+    stored = await harness.store.get_image("tenant-a", images[0]["imageId"])
+    assert stored.replyCache == {"enabled": True, "ttlS": 86_400}  # the defaults, stored whole
+    harness.model.add("Nine to five.", "Nine to five.")
+    await _ask(harness, client, images[0], "Opening hours?")
+    await _ask(harness, client, images[1], "Opening hours?")
+    assert len(harness.model.requests) == 1
+    await client.request(
+        "image_update", imageId=images[2]["imageId"], updates={"replyCache": {"enabled": False}}
+    )
+    await _ask(harness, client, images[2], "Opening hours?")  # off: the model answers
+    assert len(harness.model.requests) == 2
+
+
+async def test_a_reply_cache_policy_of_the_wrong_shape_is_refused(harness):
+    client = await harness.client()
+    for policy in ({"ttlS": 10}, {"enabled": "yes"}, {"enabled": True, "maxEntries": 5}):
+        config = {"name": "Help desk", "replyCache": policy}
+        answer = await client.request("image_create", containerId="user-alice", config=config)
+        assert answer["code"] == "bad_request" and "config.replyCache" in answer["error"], answer
