@@ -125,7 +125,9 @@ class UsageSums(BaseModel):
     model_config = ConfigDict(extra="allow")
 
     records: int
-    turns: int = Field(description="records of kind turn (a turn's first model call)")
+    turns: int = Field(
+        description="records of kind turn or reply_cache (a turn's first model call, or its cached reply)"
+    )
     inputTokens: int = Field(description="every input token, cache reads and writes included")
     outputTokens: int
     cacheReadTokens: int
