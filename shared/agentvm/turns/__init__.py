@@ -45,6 +45,7 @@ if TYPE_CHECKING:
         withdraw,
     )
     from agentvm.turns.reply_cache import (
+        MAX_CACHED_CHARS,
         REPLY_CACHE_KIND,
         CacheLookup,
         answer_from_cache,
@@ -106,6 +107,7 @@ __all__ = [
     "GRACE_MS",
     "JobLookup",
     "LoopRun",
+    "MAX_CACHED_CHARS",
     "MAX_TITLE_CHARS",
     "REPLY_CACHE_KIND",
     "RETRY_MS",
@@ -196,6 +198,7 @@ __getattr__, __dir__ = lazy_exports(
             "withdraw",
         ],
         "reply_cache": [
+            "MAX_CACHED_CHARS",
             "REPLY_CACHE_KIND",
             "CacheLookup",
             "answer_from_cache",

@@ -48,6 +48,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.turns")
 
 REPLY_CACHE_KIND: Final = "reply_cache"
+# A longer reply is not cached: it keeps an item far under DynamoDB's 400 KB, and a tenant's cache
+# under 1,024 x 32 K characters (it is not charged to the tenant's storage account)
+MAX_CACHED_CHARS = 32_000
 _WORDS_PER_DELTA = 4  # a hit's text goes out in deltas of a few words, as a model's does
 _WORD = re.compile(r"\s*\S+\s*")
 
@@ -179,7 +182,8 @@ async def answer_from_cache(
 
 async def remember_reply(rt: Runtime, lookup: CacheLookup, outcome: TurnOutcome) -> bool:
     """Store a qualifying turn's reply if the turn ended normally (one model call, ``end_turn``, no
-    tool calls, no error, usage the provider reported). True if it was stored."""
+    tool calls, no error, usage the provider reported) and it is not too long to keep
+    (``MAX_CACHED_CHARS``). True if it was stored."""
     last = outcome.last
     normal = (
         last is not None
@@ -192,6 +196,7 @@ async def remember_reply(rt: Runtime, lookup: CacheLookup, outcome: TurnOutcome)
         and outcome.stop_reason == "end_turn"
         and outcome.usage_reported
         and bool(outcome.text.strip())
+        and len(outcome.text) <= MAX_CACHED_CHARS
     )
     if not normal or rt.replies is None:
         return False
@@ -214,6 +219,7 @@ async def remember_reply(rt: Runtime, lookup: CacheLookup, outcome: TurnOutcome)
 
 
 __all__ = [
+    "MAX_CACHED_CHARS",
     "REPLY_CACHE_KIND",
     "CacheLookup",
     "answer_from_cache",

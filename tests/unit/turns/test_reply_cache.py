@@ -176,3 +176,17 @@ async def test_a_reply_cache_policy_of_the_wrong_shape_is_refused(harness):
         config = {"name": "Help desk", "replyCache": policy}
         answer = await client.request("image_create", containerId="user-alice", config=config)
         assert answer["code"] == "bad_request" and "config.replyCache" in answer["error"], answer
+
+
+async def test_a_reply_too_long_to_keep_is_not_cached(harness):
+    from agentvm.turns.reply_cache import MAX_CACHED_CHARS
+
+    client = await harness.client()
+    first, second = await _image(client, CACHED), await _image(client, CACHED, "user-bob")
+    long_reply = " ".join(["word"] * (MAX_CACHED_CHARS // 4))  # 5 characters a word: over the limit
+    harness.model.add(long_reply, "A summary.", "Short now.")  # the long reply is compacted after
+    await _ask(harness, client, first, "Tell me everything")
+    await _ask(harness, client, second, "Tell me everything")
+    assert _text(_reply_frames(client, second)) == "Short now."  # the model answered again
+    usage = [u for u in await harness.store.list_usage("tenant-a") if u.sessionId == second["sessionId"]]
+    assert [u.kind for u in usage] == ["turn"]
