@@ -95,10 +95,13 @@ def first_question(image: ImageRecord, context: TurnContext, job: TurnJob) -> st
     policy = image.replyCache
     if not policy or not policy.get("enabled", True) or image.tools or image.mcpServers:
         return None
-    messages = context.messages
-    if context.summary is not None or not messages or messages[0].id != job.userMessageId:
+    entries = context.entries
+    # the session's first message (seq 1, whatever the history window) is the turn's own
+    if context.summary is not None or not entries or entries[0].seq != 1:
         return None
-    question = messages[0]
+    question = entries[0].message
+    if question.id != job.userMessageId:
+        return None
     if not isinstance(question, UserMessage):
         return None
     if not isinstance(question.content, str) and any(part.type != "text" for part in question.content):

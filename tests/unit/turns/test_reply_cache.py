@@ -5,7 +5,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from agentvm.turns.reply_cache import normalise_question
+from agentvm.agent.context import TurnContext
+from agentvm.messages import ImagePart, TextPart, UserMessage
+from agentvm.ports import SeqMessage
+from agentvm.records import ImageRecord, SessionSummary, TurnJob
+from agentvm.turns.reply_cache import first_question, normalise_question
 
 CACHED = {"name": "Help desk", "systemPrompt": "You answer shop questions.", "replyCache": {"enabled": True}}
 
@@ -35,6 +39,48 @@ def test_questions_are_compared_normalised():
     assert normalise_question("Straße…") == normalise_question("STRASSE")  # casefold; "…" is punctuation
     assert normalise_question("?!") == ""
     assert normalise_question("what is 2+2?") != normalise_question("what is 2-2?")
+
+
+def test_only_a_sessions_first_text_question_qualifies():
+    image = ImageRecord(
+        tenantId="t",
+        imageId="img",
+        containerId="c",
+        sessionId="s",
+        name="A",
+        replyCache={"enabled": True},
+        createdAt=1,
+        updatedAt=1,
+    )
+    job = TurnJob(
+        turnId="turn",
+        tenantId="t",
+        containerId="c",
+        imageId="img",
+        sessionId="s",
+        agentId="a",
+        userMessageId="u",
+        requestId="r",
+        enqueuedAt=0,
+    )
+    ask = UserMessage(id="u", timestamp=1, content="Opening hours?")
+
+    def context(seq: int, message: UserMessage = ask, summary: SessionSummary | None = None) -> TurnContext:
+        return TurnContext(summary, (SeqMessage(seq, message),), 1)
+
+    assert first_question(image, context(1), job) == "opening hours"
+    assert first_question(image, context(7), job) is None  # a window of one hides the history
+    summary = SessionSummary(sessionId="s", upToSeq=6, text="earlier", model="x/y")
+    assert first_question(image, context(1, summary=summary), job) is None
+    picture = ImagePart(data="https://example.com/a.png", mediaType="image/png")
+    attached = ask.model_copy(update={"content": [TextPart(text="What is this?"), picture]})
+    assert first_question(image, context(1, attached), job) is None
+    assert (
+        first_question(image.model_copy(update={"replyCache": {"enabled": False}}), context(1), job) is None
+    )
+    tooled = image.model_copy(update={"tools": [{"type": "builtin", "name": "calculator"}]})
+    assert first_question(tooled, context(1), job) is None
+    assert first_question(image.model_copy(update={"mcpServers": {"x": {}}}), context(1), job) is None
 
 
 async def test_a_second_sessions_same_first_question_is_answered_from_the_cache(harness):
