@@ -123,11 +123,11 @@ class Harness:
             storage=lambda: self.rt.storage_quota,
         )
         self.rt.tenants = SqliteTenantStore(":memory:")
-        self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces")
         self.rt.usage = SqliteUsageRollups(self.store)
         self.rt.running = SqliteRunningTurns(":memory:", self.store)
         self.rt.sessions = SqliteSessionArchive(self.store)
         self.rt.replies = SqliteReplyCache(":memory:")  # images opt in (replyCache)
+        self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces", replies=self.rt.replies)
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

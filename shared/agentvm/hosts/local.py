@@ -108,7 +108,10 @@ def local_runtime(settings: Settings) -> LocalHost:
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
-    runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces")
+    from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
+
+    runtime.replies = SqliteReplyCache(settings.data_dir / "agentvm.db")  # images opt in (replyCache)
+    runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces", replies=runtime.replies)
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
 
     runtime.metrics = PrometheusMetrics(connections=connections, queue=queue, now_ms=runtime.clock.now_ms)
@@ -128,9 +131,6 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
 
     runtime.sessions = SqliteSessionArchive(store)  # session centre: imports, forks, search (FTS5)
-    from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
-
-    runtime.replies = SqliteReplyCache(settings.data_dir / "agentvm.db")  # images opt in (replyCache)
     runtime.config = ConfigCentre(
         SqliteConfigStore(settings.data_dir / "agentvm.db"),
         settings,

@@ -236,3 +236,13 @@ async def test_a_reply_too_long_to_keep_is_not_cached(harness):
     assert _text(_reply_frames(client, second)) == "Short now."  # the model answered again
     usage = [u for u in await harness.store.list_usage("tenant-a") if u.sessionId == second["sessionId"]]
     assert [u.kind for u in usage] == ["turn"]
+
+
+async def test_purging_a_deleted_tenant_purges_its_cached_replies(harness):
+    alice, bob = await harness.client(), await harness.client("tenant-b")
+    harness.model.add("A's answer.", "B's answer.")
+    await _ask(harness, alice, await _image(alice, CACHED), "Opening hours?")
+    await _ask(harness, bob, await _image(bob, CACHED), "Opening hours?")
+    assert (harness.rt.replies.count("tenant-a"), harness.rt.replies.count("tenant-b")) == (1, 1)
+    await harness.rt.tenant_purge.purge_tenant("tenant-a")
+    assert (harness.rt.replies.count("tenant-a"), harness.rt.replies.count("tenant-b")) == (0, 1)

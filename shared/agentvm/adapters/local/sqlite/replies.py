@@ -73,6 +73,10 @@ class SqliteReplyCache:
             ),
         )
 
+    def purge_tenant(self, tenant_id: str) -> int:
+        """Delete every reply of a deleted tenant (``tenant_purge``); how many there were."""
+        return self._conn.execute("DELETE FROM reply_cache WHERE tenant_id = ?", (tenant_id,)).rowcount
+
     def count(self, tenant_id: str) -> int:
         """The entries the tenant holds (for tests and operators)."""
         row = self._conn.execute(

@@ -17,13 +17,17 @@ from agentvm.records import workspace_digest
 if TYPE_CHECKING:
     from pathlib import Path
 
+    from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
     from agentvm.adapters.local.sqlite.store import SqliteStore
 
 
 class LocalTenantPurge:
-    def __init__(self, store: SqliteStore, workspaces: Path | None = None) -> None:
+    def __init__(
+        self, store: SqliteStore, workspaces: Path | None = None, *, replies: SqliteReplyCache | None = None
+    ) -> None:
         self._store = store
         self._workspaces = workspaces  # the sandbox's root (None: this host has no workspaces)
+        self._replies = replies  # the images' cached first replies (written from its conversations)
 
     async def purge_tenant(self, tenant_id: str) -> int:
         # Workspaces first: they are found through the containers the store purges.
@@ -32,6 +36,8 @@ class LocalTenantPurge:
             for container in await self._store.list_containers(tenant_id):
                 path = root / workspace_digest(tenant_id, container.containerId)
                 await asyncio.to_thread(shutil.rmtree, path, True)
+        if self._replies is not None:
+            self._replies.purge_tenant(tenant_id)
         return await self._store.purge_tenant(tenant_id)
 
 
