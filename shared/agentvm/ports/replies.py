@@ -71,11 +71,11 @@ def way_for(held: Mapping[int, CachedReply], key: str, *, now_ms: int) -> int:
 
 
 __all__ = [
+    "CachedReply",
     "DEFAULT_REPLY_SLOTS",
     "DEFAULT_REPLY_TTL_S",
     "MAX_REPLY_TTL_S",
     "REPLY_WAYS",
-    "CachedReply",
     "ReplyCache",
     "reply_set",
     "way_for",
