@@ -72,6 +72,9 @@ class Settings(BaseSettings):
     max_output_tokens: int = 1024
     # prompt caching of turns (adapters/llm/caching.py): off here turns it off for every image
     prompt_caching: bool = True
+    # the reply cache of images' common first questions (turns/reply_cache.py; images opt in): off
+    # here, or for a tenant (config centre turns.replyCache), no turn reads or writes it
+    reply_cache: bool = True
 
     # turns
     flush_ms: int = 250  # text deltas are merged into one frame per window (first one sent at once)

@@ -68,6 +68,7 @@ class TurnSettings:
     auto_title: bool = False  # name an untitled session after its first turn (turns/title.py)
     title_model: str | None = None  # the model that names it; None = the image's side model
     prompt_caching: bool = True  # mark turns' stable prefix for the provider's cache (images may refuse)
+    reply_cache: bool = True  # images that opt in answer common first questions from their cache
     pace_reads: bool = False  # read model streams once per flush window (agent/pacing.py; local host)
     # where the queue cannot be asked (SQS): a queued or running turn whose record has not changed for
     # this long has no job left (VisibilityTimeout 5,400 s x maxReceiveCount 5; turns/orphans.py)
@@ -101,6 +102,7 @@ def turn_settings(
         auto_title=settings.auto_title,
         title_model=settings.title_model,
         prompt_caching=settings.prompt_caching,
+        reply_cache=settings.reply_cache,
         pace_reads=pace_reads,
     )
 

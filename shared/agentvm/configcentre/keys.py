@@ -116,6 +116,14 @@ KEYS: dict[str, Key] = {
         ),
         Key("turns.historyWindow", "history_window", int, "messages a turn reads"),
         Key(
+            "turns.replyCache",
+            "reply_cache",
+            bool,
+            "answer the common first questions of images that opt in (replyCache) from their "
+            "reply cache; false: no turn reads or writes it",
+            tenant=True,
+        ),
+        Key(
             "compaction.thresholdTokens",
             "compaction_threshold_tokens",
             int,

@@ -113,7 +113,7 @@ def cache_lookup(
     rt: Runtime, job: TurnJob, image: ImageRecord, context: TurnContext, model_ref: str
 ) -> CacheLookup | None:
     """Where this turn's reply is cached; None: the turn does not use the cache."""
-    if rt.replies is None:
+    if rt.replies is None or not rt.turns.reply_cache:
         return None
     question = first_question(image, context, job)
     if question is None:

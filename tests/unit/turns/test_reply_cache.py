@@ -246,3 +246,24 @@ async def test_purging_a_deleted_tenant_purges_its_cached_replies(harness):
     assert (harness.rt.replies.count("tenant-a"), harness.rt.replies.count("tenant-b")) == (1, 1)
     await harness.rt.tenant_purge.purge_tenant("tenant-a")
     assert (harness.rt.replies.count("tenant-a"), harness.rt.replies.count("tenant-b")) == (0, 1)
+
+
+async def test_a_tenant_that_turns_the_reply_cache_off_neither_reads_nor_writes_it(harness):
+    client, other = await harness.client(), await harness.client("tenant-b")
+    await harness.rt.config.set(  # type: ignore[union-attr]
+        {"turns.replyCache": False}, tenant_id="tenant-a", by="admin", platform_admin=False
+    )
+    first, second = await _image(client, CACHED), await _image(client, CACHED, "user-bob")
+    harness.model.add("Nine to five.", "Nine to five, again.")
+    await _ask(harness, client, first, "Opening hours?")
+    await _ask(harness, client, second, "Opening hours?")
+    assert len(harness.model.requests) == 2  # no hit: the tenant's cache is off
+    assert [u.kind for u in await harness.store.list_usage("tenant-a")] == ["turn", "turn"]
+    assert harness.rt.replies.count("tenant-a") == 0  # type: ignore[union-attr]
+    # Another tenant's switch is its own: tenant-b still caches.
+    theirs, again = await _image(other, CACHED), await _image(other, CACHED, "user-carol")
+    harness.model.add("Ten to six.")
+    await _ask(harness, other, theirs, "Opening hours?")
+    await _ask(harness, other, again, "Opening hours?")
+    assert len(harness.model.requests) == 3
+    assert [u.kind for u in await harness.store.list_usage("tenant-b")] == ["turn", "reply_cache"]
