@@ -22,7 +22,7 @@ import argparse
 import asyncio
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
@@ -44,6 +44,9 @@ from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
 from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 TURNS = 10
 KEY = "sk-bench-not-a-real-key"
@@ -98,15 +101,20 @@ def _schema(**properties: str) -> dict[str, Any]:
     }
 
 
+def short_output(name: str, arguments: dict[str, Any]) -> str:
+    return f"{name} found: item 42 is in stock, 3 left, ships in two days"
+
+
 class _Tool:
     timeout_s = None
     idempotent = True
 
-    def __init__(self, spec: ToolSpec) -> None:
+    def __init__(self, spec: ToolSpec, output: Callable[[str, dict[str, Any]], str]) -> None:
         self.spec = spec
+        self.output = output
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
-        return ToolOutput(f"{self.spec.name} found: item 42 is in stock, 3 left, ships in two days")
+        return ToolOutput(self.output(self.spec.name, arguments))
 
 
 TOOLS = (
@@ -117,8 +125,11 @@ TOOLS = (
 
 
 class ThreeTools(ToolSources):
+    def __init__(self, output: Callable[[str, dict[str, Any]], str] = short_output) -> None:
+        self.output = output
+
     async def toolbox(self, store: Any, image: ImageRecord, **_: Any) -> Toolbox:
-        return Toolbox([_Tool(spec) for spec in TOOLS])
+        return Toolbox([_Tool(spec, self.output) for spec in TOOLS])
 
 
 def _script(fake: FakeLLMServer, turn: int) -> None:
@@ -133,7 +144,19 @@ def _script(fake: FakeLLMServer, turn: int) -> None:
     )
 
 
-async def conversation(provider: str, caching: bool, fake: FakeLLMServer) -> dict[str, float]:
+async def conversation(
+    provider: str,
+    caching: bool,
+    fake: FakeLLMServer,
+    *,
+    turns: int = TURNS,
+    tools: ToolSources | None = None,
+    image_fields: dict[str, Any] | None = None,
+    turn_settings: dict[str, Any] | None = None,
+) -> dict[str, float]:
+    """The conversation of ``turns`` turns through the turn worker, and what its input cost.
+    ``tools`` (default: three short-answer tools), ``image_fields`` and ``turn_settings`` vary it
+    (``benchmarks/context_diet.py``)."""
     model, price_in, price_write, price_read = PROVIDERS[provider]
     fake.reset()
     settings = Settings(
@@ -152,8 +175,10 @@ async def conversation(provider: str, caching: bool, fake: FakeLLMServer) -> dic
             connections=InMemoryConnections(),
             push=LocalPush(),
             models=_resolver(provider, settings, fake),
-            turns=TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, prompt_caching=caching),
-            tools=ThreeTools(),
+            turns=TurnSettings(
+                flush_s=0.01, subscriber_refresh_s=0.0, prompt_caching=caching, **(turn_settings or {})
+            ),
+            tools=tools or ThreeTools(),
             cancel_poll=CancelPoll(),
             progress=TurnProgress(),
             metrics=NoMetrics(),
@@ -170,6 +195,7 @@ async def conversation(provider: str, caching: bool, fake: FakeLLMServer) -> dic
             tools=[{"type": "builtin", "name": "calculator"}],  # any declaration: ThreeTools decides
             createdAt=now,
             updatedAt=now,
+            **(image_fields or {}),
         )
         await store.create_image(
             image,
@@ -182,7 +208,7 @@ async def conversation(provider: str, caching: bool, fake: FakeLLMServer) -> dic
                 updatedAt=now,
             ),
         )
-        for turn in range(1, TURNS + 1):
+        for turn in range(1, turns + 1):
             _script(fake, turn)
             user = UserMessage(
                 id=f"msg_{turn}", timestamp=rt.clock.now_ms(), content=f"Where is my order {turn}?"
@@ -220,6 +246,10 @@ async def conversation(provider: str, caching: bool, fake: FakeLLMServer) -> dic
         "ratio": billed / prompt,
         "dollars": dollars,
         "uncached_dollars": prompt * price_in / 1e6,
+        **{
+            f"break_{why}": sum(u.prefixBreak == why for u in usage)
+            for why in ("window", "compaction", "diet")
+        },
     }
 
 

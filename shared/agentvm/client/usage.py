@@ -77,6 +77,9 @@ class UsageRecord(BaseModel):
     createdAt: int
     cacheSavings: float | None
     routedBy: str | None = None  # the image's routing rule that chose ``model`` (docs/protocol.md)
+    prefixBreak: str | None = (
+        None  # why the prompt prefix changed: compaction | window | diet (docs/protocol.md)
+    )
 
 
 class SessionCacheSavings(BaseModel):
