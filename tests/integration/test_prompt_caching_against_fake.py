@@ -251,3 +251,27 @@ async def test_a_tenant_setting_turns_caching_off(harness, model, fake):
     harness.rt.turns = dataclasses.replace(harness.rt.turns, prompt_caching=False)
     await _conversation(harness, model, 2)
     await _assert_uncached(harness, model, fake)
+
+
+async def test_a_stepped_window_keeps_the_cached_prefix_between_its_steps_and_says_when_it_moves(
+    harness, fake
+):
+    settings = Settings(
+        _env_file=None,
+        anthropic_api_key=SecretStr(KEY),
+        anthropic_base_url=fake.base_url,
+        provider_retry_base_ms=10,
+    )
+    harness.rt.models = SettingsModelResolver(settings)
+    # two messages a turn; the window's start moves every 6 messages once 6 are read: turns 7 and 10
+    harness.rt.turns = dataclasses.replace(
+        harness.rt.turns, history_window=6, history_window_step=6, compaction_threshold_tokens=0
+    )
+    await _conversation(harness, MODELS["anthropic"], 10, contextDiet={"keepSteps": 2})
+    usage = sorted(await harness.store.list_usage("tenant-a"), key=lambda u: u.createdAt)
+    assert [u.prefixBreak for u in usage] == [None] * 6 + ["window", None, None, "window"]
+    for before, after in zip(usage, usage[1:], strict=False):
+        if after.prefixBreak is None:  # the whole previous request is read from the cache
+            assert after.cacheReadTokens >= before.inputTokens
+        else:  # the image's prompt still is; the conversation is written again
+            assert 2000 <= after.cacheReadTokens < before.inputTokens
