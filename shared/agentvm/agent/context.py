@@ -141,8 +141,10 @@ async def load_context(
     read is whole when it holds ``through_seq`` and every seq from its oldest one up to it.
     ``anchor_seq`` (the seq of the user message the turn answers) and ``step`` > 0: the stepped
     window (``agent/window.py``), every message from its start on, the turn's own included;
-    ``step=0`` or no anchor: the last ``window`` messages. ``diet``: the image's context diet,
-    decided at the window's cut point (``agent/diet.py``).
+    ``step=0`` or no anchor: the last ``window`` messages. ``diet``: the image's context diet
+    (``agent/diet.py``), decided where the prefix breaks anyway (``agent.window.diet_cut``). With
+    an anchor the context also says how its prefix differs from the previous turn's
+    (``prefix_break``).
     """
     summary = await store.get_summary(session_id) if summarised else None
     after = summary.upToSeq if summary is not None else 0
