@@ -4,6 +4,8 @@ when (and why) its prompt prefix differs from the previous turn's."""
 
 from __future__ import annotations
 
+from contextlib import asynccontextmanager
+
 import pytest
 
 from agentvm.adapters.local.sqlite.store import SqliteStore
@@ -21,7 +23,7 @@ from agentvm.messages import (
 )
 from agentvm.records import SessionSummary, TurnJob, turn_id_for
 from agentvm.turns.worker import process_turn
-from tests.unit.agent.test_compaction import TENANT, Session, SummarisingModel, _runtime
+from tests.unit.agent.test_compaction import TENANT, Session, SummarisingModel, _dynamo, _runtime, _sqlite
 
 SESSION = "ses"
 
@@ -215,7 +217,16 @@ async def _turn_breaks(store, session) -> list[str | None]:
     return [u.prefixBreak for u in usage]
 
 
-async def test_usage_records_name_the_window_breaks(store):
+@pytest.fixture(
+    params=[pytest.param(_sqlite, id="sqlite"), pytest.param(_dynamo, id="dynamo", marks=pytest.mark.aws)]
+)
+async def either_store(request, tmp_path):
+    async with asynccontextmanager(request.param)(tmp_path) as instance:
+        yield instance
+
+
+async def test_usage_records_name_the_window_breaks(either_store):
+    store = either_store
     model = SummarisingModel()
     rt = _runtime(store, model, history_window=12, history_window_step=6, compaction_threshold_tokens=0)
     session = await AnchoredSession(rt, model).create()
