@@ -128,9 +128,13 @@ async def test_usage_lists_the_tenants_turns_with_totals(http, harness):
         "cacheReadTokens": 0,
         "cacheWriteTokens": 0,
         "cacheSavings": 0.0,
+        "savedInputTokens": 0,
+        "savedOutputTokens": 0,
+        "replyCacheSavings": 0.0,
     }
     assert body["records"][0]["imageId"] == img["imageId"]
     assert body["records"][0]["cacheSavings"] is None  # the echo model has no price
+    assert body["records"][0]["replyCacheSavings"] is None
     assert [s["sessionId"] for s in body["sessions"]] == [img["sessionId"]]
     assert (await http.get("/v1/usage", params={"containerId": "u2"}, headers=admin)).json()["totals"][
         "turns"
