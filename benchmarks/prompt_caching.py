@@ -20,30 +20,22 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import SecretStr
 
 from agentvm.adapters.llm.router import SettingsModelResolver
-from agentvm.adapters.local.memory_connections import InMemoryConnections
-from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.agent.tools.toolbox import Toolbox
 from agentvm.config import Settings
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer
 from agentvm.llm import ToolSpec
-from agentvm.messages import UserMessage
-from agentvm.observability.metrics import NoMetrics
-from agentvm.observability.running import TurnProgress
 from agentvm.ports import ToolOutput
-from agentvm.records import ImageRecord, SessionRecord, TurnJob
-from agentvm.runtime import Runtime, TurnSettings
-from agentvm.turns.cancel_poll import CancelPoll
-from agentvm.turns.worker import process_turn
+from agentvm.runtime import TurnSettings
+from benchmarks.local_turns import TENANT, create_session, run_turn, sqlite_runtime
+
+if TYPE_CHECKING:
+    from agentvm.records import ImageRecord
 
 TURNS = 10
 KEY = "sk-bench-not-a-real-key"
@@ -143,68 +135,18 @@ async def conversation(provider: str, caching: bool, fake: FakeLLMServer) -> dic
         openai_api_key=SecretStr(KEY),
         openai_base_url=fake.openai_base_url,
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteStore(Path(tmp) / "bench.db")
-        queue = SqliteTurnQueue(Path(tmp) / "queue.db")
-        rt = Runtime(
-            store=store,
-            queue=queue,
-            connections=InMemoryConnections(),
-            push=LocalPush(),
-            models=_resolver(provider, settings, fake),
-            turns=TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, prompt_caching=caching),
-            tools=ThreeTools(),
-            cancel_poll=CancelPoll(),
-            progress=TurnProgress(),
-            metrics=NoMetrics(),
-        )
-        now = rt.clock.now_ms()
-        image = ImageRecord(
-            tenantId="t",
-            imageId="img_bench",
-            containerId="c",
-            sessionId="sess_bench",
-            name="bench",
+    turns = TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, prompt_caching=caching)
+    with sqlite_runtime(_resolver(provider, settings, fake), turns, ThreeTools()) as rt:
+        image = await create_session(
+            rt,
             model=model,
             systemPrompt=system_prompt(),
             tools=[{"type": "builtin", "name": "calculator"}],  # any declaration: ThreeTools decides
-            createdAt=now,
-            updatedAt=now,
-        )
-        await store.create_image(
-            image,
-            SessionRecord(
-                tenantId="t",
-                sessionId=image.sessionId,
-                imageId=image.imageId,
-                containerId="c",
-                createdAt=now,
-                updatedAt=now,
-            ),
         )
         for turn in range(1, TURNS + 1):
             _script(fake, turn)
-            user = UserMessage(
-                id=f"msg_{turn}", timestamp=rt.clock.now_ms(), content=f"Where is my order {turn}?"
-            )
-            appended = await store.append_message(image.sessionId, user)
-            job = TurnJob(
-                turnId=f"turn_{turn}",
-                tenantId="t",
-                containerId="c",
-                imageId=image.imageId,
-                sessionId=image.sessionId,
-                agentId="agent_bench",
-                userMessageId=user.id,
-                requestId=f"r{turn}",
-                enqueuedAt=0,
-                userSeq=appended.seq,
-            )
-            outcome = await process_turn(rt, job)
-            assert outcome is not None and outcome.error is None, outcome
-        usage = await store.list_usage("t")
-        queue.close()
-        store.close()
+            await run_turn(rt, image, str(turn), f"Where is my order {turn}?")
+        usage = await rt.store.list_usage(TENANT)
     prompt = sum(u.inputTokens for u in usage)
     read = sum(u.cacheReadTokens for u in usage)
     write = sum(u.cacheWriteTokens for u in usage)
