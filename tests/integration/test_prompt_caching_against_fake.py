@@ -186,6 +186,18 @@ def test_the_fake_cache_lives_five_minutes_from_last_use():
     assert cache.anthropic(body, 1024) == CacheUse(read=0, write=1100)  # expired: written again
 
 
+def test_a_top_level_cache_control_is_a_breakpoint_on_the_last_block():
+    cache = PromptCache()
+    system = [{"type": "text", "text": "s " * 1100, "cache_control": {"type": "ephemeral"}}]
+    first = {"model": "m", "system": system, "messages": [{"role": "user", "content": "u " * 50}]}
+    automatic = {**first, "cache_control": {"type": "ephemeral"}}
+    longer = {**automatic, "messages": [*first["messages"], {"role": "user", "content": "v " * 10}]}
+
+    assert cache.anthropic(first, 1024) == CacheUse(write=1100)  # the system's breakpoint only
+    assert cache.anthropic(automatic, 1024) == CacheUse(read=1100, write=50)  # and the message
+    assert cache.anthropic(longer, 1024) == CacheUse(read=1150, write=10)  # read back, moved on
+
+
 # Whole turns through the runtime
 
 
