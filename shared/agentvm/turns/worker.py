@@ -164,7 +164,6 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
         economy_flush_max_s=rt.turns.economy_flush_max_s,
         economy_flush_s=rt.turns.economy_flush_s,
         cadence=image.cadence or rt.turns.stream_cadence,  # a connection's own choice wins (sink)
-        began_ms=job.userSavedAt or job.enqueuedAt,
     )
     if not resuming:
         # every attempt's first frame (a continuation's: its results); it goes out with the turn's
