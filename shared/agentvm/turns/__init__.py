@@ -95,6 +95,12 @@ if TYPE_CHECKING:
         sweep_waits,
         wait_event_data,
     )
+    from agentvm.turns.watch import (
+        MAX_TURN_MESSAGES,
+        FollowedTurn,
+        WatchedTurn,
+        follow_turn,
+    )
     from agentvm.turns.worker import (
         process_turn,
         prompt_cache_key,
@@ -104,11 +110,13 @@ __all__ = [
     "CacheLookup",
     "CancelPoll",
     "Ending",
+    "FollowedTurn",
     "GRACE_MS",
     "JobLookup",
     "LoopRun",
     "MAX_CACHED_CHARS",
     "MAX_TITLE_CHARS",
+    "MAX_TURN_MESSAGES",
     "REPLY_CACHE_KIND",
     "RETRY_MS",
     "Sender",
@@ -116,6 +124,7 @@ __all__ = [
     "StaleMarks",
     "TITLE_SYSTEM",
     "TurnHooks",
+    "WatchedTurn",
     "active_turn",
     "answer",
     "answer_from_cache",
@@ -138,6 +147,7 @@ __all__ = [
     "finish_turn",
     "first_question",
     "first_seq_of",
+    "follow_turn",
     "has_no_job",
     "hold_suspended",
     "interrupt_image",
@@ -247,6 +257,12 @@ __getattr__, __dir__ = lazy_exports(
             "resolution_of",
             "sweep_waits",
             "wait_event_data",
+        ],
+        "watch": [
+            "MAX_TURN_MESSAGES",
+            "FollowedTurn",
+            "WatchedTurn",
+            "follow_turn",
         ],
         "worker": [
             "process_turn",
