@@ -84,18 +84,18 @@ async def follow_turn(
     while True:
         record = await rt.store.get_turn(turn.turn_id)
         now = record.status if record is not None else "queued"
-        if now != status:
-            status = now
-            if on_step is not None:
-                await on_step(f"turn {status}")
+        changed, status = now != status, now
+        over = status in TERMINAL or status == "suspended"
+        if changed and not over:
+            await _tell(on_step, f"turn {status}")
         chain: list[Message] = []
         if status != "queued":  # a queued turn has stored nothing yet
             chain = await _chain(rt, turn)
             for message in chain[steps_seen:]:
-                step = _step(message)
-                if step is not None and on_step is not None:
-                    await on_step(step)
+                await _tell(on_step, _step(message))
             steps_seen = max(steps_seen, len(chain))
+        if changed and over:  # after the steps it took
+            await _tell(on_step, f"turn {status}")
         if status in TERMINAL:
             return _outcome(status, chain)
         if status == "suspended":
@@ -104,6 +104,11 @@ async def follow_turn(
         if left <= 0:
             return FollowedTurn(status, reply=_reply(chain))
         await asyncio.sleep(min(poll_s, left))
+
+
+async def _tell(on_step: Callable[[str], Awaitable[None]] | None, step: str | None) -> None:
+    if on_step is not None and step is not None:
+        await on_step(step)
 
 
 async def _chain(rt: Runtime, turn: WatchedTurn) -> list[Message]:

@@ -1,0 +1,225 @@
+"""``/mcp``, AgentVM as an MCP server, driven by the official MCP Python SDK's client
+(``mcp.client.streamable_http``) over the app in-process (``httpx2.ASGITransport``), with real API
+keys and budgets: list, call (reply, progress), errors, the deadline and a retry with the same
+``requestId``, and what another tenant's key sees. ``tests/integration/test_mcp_server.py`` runs the
+same client and the MCP Inspector against ``avm serve`` on loopback."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from typing import TYPE_CHECKING, Any
+
+import httpx2
+import pytest
+from mcp.client.session import ClientSession
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared.exceptions import MCPError
+
+from agentvm.adapters.llm.scripted import Calls, Fail
+from agentvm.agent.tools.sources import ToolSources
+from agentvm.api.app import create_app
+from agentvm.api.mcp import tool_names
+from agentvm.errors import ProviderError
+from agentvm.messages import UserMessage
+from agentvm.records import ImageRecord
+from tests.harness import Harness
+from tests.security_harness import ManualClock, keyed_client, new_key, secure
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+@dataclasses.dataclass
+class World:
+    h: Harness
+    tokens: dict[str, str]
+    image: dict[str, Any]  # tenant A's "support bot"
+
+
+@pytest.fixture
+async def world(tmp_path) -> AsyncIterator[World]:
+    h = Harness(tmp_path)
+    secure(h, ManualClock())
+    tokens = {t: await new_key(h.rt, t, "client") for t in ("tenant-a", "tenant-b")}
+    a = await keyed_client(h, tokens["tenant-a"])
+    config = {"name": "support bot", "description": "Answers Acme's support questions."}
+    image = (await a.request("image_create", containerId="user-alice", config=config))["record"]
+    yield World(h, tokens, image)
+    h.queue.close()
+    h.store.close()
+
+
+@contextlib.asynccontextmanager
+async def mcp_session(h: Harness, token: str | None) -> AsyncIterator[ClientSession]:
+    headers = {"Authorization": f"Bearer {token}"} if token else {}
+    transport = httpx2.ASGITransport(app=create_app(h.rt))
+    async with (
+        httpx2.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http,
+        streamable_http_client("http://avm/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        await session.initialize()
+        yield session
+
+
+@contextlib.asynccontextmanager
+async def worker(h: Harness) -> AsyncIterator[None]:
+    """Runs queued turns while the test's MCP calls wait for them (the local host's consumer)."""
+
+    async def loop() -> None:
+        while True:
+            await h.run_turns()
+            await asyncio.sleep(0.005)
+
+    task = asyncio.create_task(loop())
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+
+async def user_messages(h: Harness, session_id: str) -> list[str]:
+    return [m.content for m in await h.store.list_messages(session_id) if isinstance(m, UserMessage)]  # type: ignore[misc]
+
+
+async def test_no_key_or_a_bad_key_is_401_with_the_bearer_challenge(world: World) -> None:
+    transport = httpx2.ASGITransport(app=create_app(world.h.rt))
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list"}
+    async with httpx2.AsyncClient(transport=transport, base_url="http://avm") as http:
+        for headers in ({}, {"Authorization": "Bearer avm_000000000000_nope"}, {"Authorization": "Basic x"}):
+            answer = await http.post("/mcp", json=body, headers=headers)
+            assert answer.status_code == 401, answer.text
+            assert answer.headers["www-authenticate"] == "Bearer"
+            assert answer.json()["error"]["code"] == "unauthorized"
+    with pytest.raises(ExceptionGroup) as refused:  # the SDK's client is refused at initialize
+        async with mcp_session(world.h, None):
+            pass
+    assert refused.group_contains(MCPError)
+
+
+async def test_lists_one_tool_per_image_and_a_call_answers_the_reply_with_progress(world: World) -> None:
+    h = world.h
+    h.rt.tools = ToolSources()  # builtin tools (the calculator)
+    world.h.model.add(Calls(("calculator", {"expression": "6*7"})), "It is 42.")
+    a = await keyed_client(h, world.tokens["tenant-a"])
+    tools = {"name": "adder", "tools": [{"type": "builtin", "name": "calculator"}]}
+    await a.request("image_create", containerId="user-bob", config=tools)
+    async with mcp_session(h, world.tokens["tenant-a"]) as session, worker(h):
+        listed = {t.name: t for t in (await session.list_tools()).tools}
+        assert set(listed) == {"support_bot", "adder"}
+        bot = listed["support_bot"]
+        assert bot.title == "support bot"
+        assert bot.description is not None and "Answers Acme's support questions." in bot.description
+        assert bot.input_schema["required"] == ["message"]
+        progress: list[tuple[float, str | None]] = []
+
+        async def on_progress(value: float, total: float | None, message: str | None) -> None:
+            progress.append((value, message))
+
+        result = await session.call_tool("adder", {"message": "what is 6*7?"}, progress_callback=on_progress)
+    assert not result.is_error, result
+    assert [c.text for c in result.content] == ["It is 42."]  # type: ignore[union-attr]
+    assert result.structured_content is not None
+    assert result.structured_content["status"] == "completed"
+    steps = [m for _, m in progress]
+    assert "calling tool calculator" in steps and "tool calculator answered" in steps, steps
+    assert steps[-1] == "turn completed"
+    assert [v for v, _ in progress] == sorted({v for v, _ in progress})  # increasing, as MCP requires
+    # The turn is an ordinary turn of the image's session: its usage is metered to tenant A.
+    usage = await h.store.list_usage("tenant-a")
+    assert usage and all(u.tenantId == "tenant-a" for u in usage)
+
+
+async def test_errors_unknown_tool_bad_arguments_a_failed_turn_and_an_exhausted_budget(world: World) -> None:
+    h = world.h
+    async with mcp_session(h, world.tokens["tenant-a"]) as session, worker(h):
+        with pytest.raises(MCPError, match="Unknown tool: nobody"):
+            await session.call_tool("nobody", {"message": "hi"})
+        for bad in (
+            {},
+            {"message": ""},
+            {"message": 7},
+            {"message": "hi", "sessionId": "x"},
+            {"message": "hi", "requestId": "a b"},
+        ):
+            result = await session.call_tool("support_bot", bad)
+            assert result.is_error and "invalid arguments" in result.content[0].text, (bad, result)  # type: ignore[union-attr]
+        h.model.add(Fail(ProviderError("the model refused the request")))
+        failed = await session.call_tool("support_bot", {"message": "fail please"})
+        assert failed.is_error
+        assert "the turn failed" in failed.content[0].text  # type: ignore[union-attr]
+        assert "the model refused the request" in failed.content[0].text  # type: ignore[union-attr]
+        assert h.rt.budgets is not None
+        await h.rt.budgets.set("tenant-a", None, daily_tokens=1, monthly_tokens=None)
+        h.model.add("spends the budget")
+        await session.call_tool("support_bot", {"message": "one"})  # accepted: the budget was not used up yet
+        refused = await session.call_tool("support_bot", {"message": "two"})
+    assert refused.is_error
+    assert refused.content[0].text.startswith("quota_exceeded:"), refused  # type: ignore[union-attr]
+    assert "two" not in await user_messages(h, world.image["sessionId"])  # refused before storing
+
+
+async def test_a_call_past_its_deadline_says_so_and_the_same_request_id_gets_the_reply_once(
+    world: World,
+) -> None:
+    h = world.h
+    h.rt.turns = dataclasses.replace(h.rt.turns, mcp_call_deadline_s=0.05, mcp_poll_s=0.01)
+    h.model.add("the late reply")
+    async with mcp_session(h, world.tokens["tenant-a"]) as session:
+        args = {"message": "slow one", "requestId": "retry-1"}
+        waiting = await session.call_tool("support_bot", args)  # no worker runs: the turn stays queued
+        assert waiting.is_error
+        assert "still queued" in waiting.content[0].text and "retry-1" in waiting.content[0].text  # type: ignore[union-attr]
+        await h.run_turns()
+        again = await session.call_tool("support_bot", args)
+    assert not again.is_error, again
+    assert again.content[0].text == "the late reply"  # type: ignore[union-attr]
+    assert waiting.structured_content is not None and again.structured_content is not None
+    assert again.structured_content["turnId"] == waiting.structured_content["turnId"]
+    assert await user_messages(h, world.image["sessionId"]) == ["slow one"]  # stored once
+
+
+async def test_another_tenant_lists_none_of_its_images_and_cannot_call_them(world: World) -> None:
+    h = world.h
+    async with mcp_session(h, world.tokens["tenant-b"]) as session:
+        assert (await session.list_tools()).tools == []
+        with pytest.raises(MCPError, match="Unknown tool: support_bot"):
+            await session.call_tool("support_bot", {"message": "hijack"})
+    assert await user_messages(h, world.image["sessionId"]) == []
+
+
+def _image(name: str, container: str, image_id: str) -> ImageRecord:
+    return ImageRecord(
+        tenantId="t",
+        imageId=image_id,
+        containerId=container,
+        sessionId=f"sess_{image_id}",
+        name=name,
+        createdAt=1,
+        updatedAt=1,
+    )
+
+
+def test_tool_names_are_valid_and_unique() -> None:
+    images = [
+        _image("support bot", "user-alice", "img_1"),
+        _image("support bot", "user-bob", "img_2"),
+        _image("support bot", "user-bob", "img_3"),
+        _image("Ünïcode ✓ name!", "user-alice", "img_4"),
+        _image("   ", "user-alice", "img_5"),
+        _image("x" * 300, "user-alice", "img_6"),
+    ]
+    names = tool_names(images)
+    assert {n: i.imageId for n, i in names.items()} == {
+        "support_bot__user-alice": "img_1",
+        "support_bot__img_2": "img_2",
+        "support_bot__img_3": "img_3",
+        "n_code_name": "img_4",
+        "agent": "img_5",
+        "x" * 64: "img_6",
+    }
+    assert all(1 <= len(n) <= 128 for n in names)
