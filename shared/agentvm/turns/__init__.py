@@ -97,6 +97,7 @@ if TYPE_CHECKING:
     )
     from agentvm.turns.watch import (
         MAX_TURN_MESSAGES,
+        TEXT_CHUNKS_PER_STEP,
         FollowedTurn,
         WatchedTurn,
         follow_turn,
@@ -122,6 +123,7 @@ __all__ = [
     "Sender",
     "Sent",
     "StaleMarks",
+    "TEXT_CHUNKS_PER_STEP",
     "TITLE_SYSTEM",
     "TurnHooks",
     "WatchedTurn",
@@ -260,6 +262,7 @@ __getattr__, __dir__ = lazy_exports(
         ],
         "watch": [
             "MAX_TURN_MESSAGES",
+            "TEXT_CHUNKS_PER_STEP",
             "FollowedTurn",
             "WatchedTurn",
             "follow_turn",

@@ -4,9 +4,10 @@ of it (AgentVM's MCP server, ``api/mcp.py``, answers a ``tools/call`` with the t
 The turn runs as every turn does (a worker, on any host); this only reads what it stores: the turn
 record's status and the messages that answer the user message (``messages.chains``). Each read is
 one ``get_turn``, plus one bounded read of the messages after the user message while the turn runs
-(a tool step becomes a ``step`` the caller may report as progress). Text deltas are not stored, so
-they are not seen here; the reply arrives whole. The same on every host: the local host's worker
-and the AWS turn worker write the same records.
+(a tool step becomes a ``step`` the caller may report as progress). Text deltas are not stored; a
+turn running in this very process (``avm serve`` with one worker) also reports every
+``TEXT_CHUNKS_PER_STEP`` of them (``rt.progress``), elsewhere the reply arrives whole. Otherwise the
+same on every host: the local host's worker and the AWS turn worker write the same records.
 
 ``follow_turn`` returns when the turn ended (completed, interrupted, failed), suspended (waiting
 for a person's approval or a client's result: its waits are named), or its ``deadline_s`` passed
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
     from agentvm.runtime import Runtime
 
 MAX_TURN_MESSAGES = 200  # the messages after the user message read per look (a turn's steps)
+TEXT_CHUNKS_PER_STEP = 20  # a progress step per this many text deltas streamed (same process only)
 
 
 @dataclass(frozen=True, slots=True)
@@ -80,7 +82,7 @@ async def follow_turn(
     loop = asyncio.get_running_loop()
     deadline = loop.time() + deadline_s
     status: str | None = None
-    steps_seen = 0
+    steps_seen = told_chunks = 0
     while True:
         record = await rt.store.get_turn(turn.turn_id)
         now = record.status if record is not None else "queued"
@@ -94,6 +96,13 @@ async def follow_turn(
             for message in chain[steps_seen:]:
                 await _tell(on_step, _step(message))
             steps_seen = max(steps_seen, len(chain))
+        if status == "running":  # text as it streams, where this process runs the turn
+            chunks = rt.progress.streaming(turn.turn_id) or 0
+            if chunks < told_chunks:  # a new model call streams: it counts from 0
+                told_chunks = 0
+            if chunks >= told_chunks + TEXT_CHUNKS_PER_STEP:
+                told_chunks = chunks - chunks % TEXT_CHUNKS_PER_STEP
+                await _tell(on_step, f"writing ({told_chunks} text chunks)")
         if changed and over:  # after the steps it took
             await _tell(on_step, f"turn {status}")
         if status in TERMINAL:
@@ -149,4 +158,4 @@ async def _waits(rt: Runtime, turn_id: str) -> tuple[str, ...]:
     return tuple(f"{w.kind} of tool {w.toolName}" for w in waits if w.status == "pending")
 
 
-__all__ = ["MAX_TURN_MESSAGES", "FollowedTurn", "WatchedTurn", "follow_turn"]
+__all__ = ["MAX_TURN_MESSAGES", "TEXT_CHUNKS_PER_STEP", "FollowedTurn", "WatchedTurn", "follow_turn"]

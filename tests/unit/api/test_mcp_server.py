@@ -223,3 +223,25 @@ def test_tool_names_are_valid_and_unique() -> None:
         "x" * 64: "img_6",
     }
     assert all(1 <= len(n) <= 128 for n in names)
+
+
+async def test_a_long_reply_reports_its_text_as_it_streams_in_this_process(world: World) -> None:
+    h = world.h
+    h.rt.turns = dataclasses.replace(h.rt.turns, mcp_poll_s=0.01)
+    h.model.word_delay_s = 0.005
+    long_reply = " ".join(f"w{i}" for i in range(120))
+    h.model.add(long_reply)
+    progress: list[str | None] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async with mcp_session(h, world.tokens["tenant-a"]) as session, worker(h):
+        result = await session.call_tool(
+            "support_bot", {"message": "a long one"}, progress_callback=on_progress
+        )
+    assert result.content[0].text == long_reply  # type: ignore[union-attr]
+    writing = [m for m in progress if m and m.startswith("writing")]
+    assert writing and all(m.endswith("0 text chunks)") for m in writing), progress
+    assert progress.index(writing[0]) > progress.index("turn running")
+    assert progress[-1] == "turn completed"
