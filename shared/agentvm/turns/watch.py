@@ -5,7 +5,7 @@ The turn runs as every turn does (a worker, on any host); this only reads what i
 record's status and the messages that answer the user message (``messages.chains``). Each read is
 one ``get_turn``, plus one bounded read of the messages after the user message while the turn runs
 (a tool step becomes a ``step`` the caller may report as progress). Text deltas are not stored; a
-turn running in this very process (``avm serve`` with one worker) also reports every
+turn running in this very process (``avm serve``) also reports every
 ``TEXT_CHUNKS_PER_STEP`` of them (``rt.progress``), elsewhere the reply arrives whole. Otherwise the
 same on every host: the local host's worker and the AWS turn worker write the same records.
 
