@@ -245,3 +245,32 @@ async def test_a_long_reply_reports_its_text_as_it_streams_in_this_process(world
     assert writing and all(m.endswith("0 text chunks)") for m in writing), progress
     assert progress.index(writing[0]) > progress.index("turn running")
     assert progress[-1] == "turn completed"
+
+
+@pytest.mark.parametrize(("mode", "revision"), [("legacy", "2025-11-25"), ("auto", "2026-07-28")])
+async def test_both_protocol_revisions_list_and_call_with_progress(
+    world: World, mode: str, revision: str
+) -> None:
+    """The SDK's high-level ``Client``: ``legacy`` forces the initialize handshake (2025-11-25);
+    ``auto`` probes ``server/discover`` and speaks the stateless 2026-07-28 revision."""
+    from mcp.client.client import Client
+
+    h = world.h
+    h.model.add("Both ways.")
+    headers = {"Authorization": f"Bearer {world.tokens['tenant-a']}"}
+    transport = httpx2.ASGITransport(app=create_app(h.rt))
+    progress: list[str | None] = []
+
+    async def on_progress(value: float, total: float | None, message: str | None) -> None:
+        progress.append(message)
+
+    async with (
+        httpx2.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http,
+        Client(streamable_http_client("http://avm/mcp", http_client=http), mode=mode) as client,  # type: ignore[arg-type]
+        worker(h),
+    ):
+        assert client.session.protocol_version == revision
+        assert [t.name for t in (await client.list_tools()).tools] == ["support_bot"]
+        result = await client.call_tool("support_bot", {"message": "hi"}, progress_callback=on_progress)
+    assert not result.is_error and result.content[0].text == "Both ways."  # type: ignore[union-attr]
+    assert progress[0] == "turn queued" and progress[-1] == "turn completed", progress
