@@ -9,6 +9,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
+import subprocess
+import sys
 from typing import TYPE_CHECKING, Any
 
 import httpx2
@@ -274,3 +276,15 @@ async def test_both_protocol_revisions_list_and_call_with_progress(
         result = await client.call_tool("support_bot", {"message": "hi"}, progress_callback=on_progress)
     assert not result.is_error and result.content[0].text == "Both ways."  # type: ignore[union-attr]
     assert progress[0] == "turn queued" and progress[-1] == "turn completed", progress
+
+
+def test_the_app_loads_the_mcp_sdk_and_the_turn_modules_only_on_the_first_mcp_request() -> None:
+    """The HTTP Lambda's cold start pays nothing for /mcp."""
+    code = (
+        "import sys\n"
+        "from agentvm.api.app import create_app\n"
+        "heavy = ('mcp', 'mcp_types', 'agentvm.api.mcp_calls', 'agentvm.turns.submit')\n"
+        "print(sorted(m for m in heavy if m in sys.modules))\n"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
