@@ -9,9 +9,10 @@ turn running in this very process (``avm serve``) also reports every
 ``TEXT_CHUNKS_PER_STEP`` of them (``rt.progress``), elsewhere the reply arrives whole. Otherwise the
 same on every host: the local host's worker and the AWS turn worker write the same records.
 
-``follow_turn`` returns when the turn ended (completed, interrupted, failed), suspended (waiting
-for a person's approval or a client's result: its waits are named), or its ``deadline_s`` passed
-(the turn goes on; following it again later finds its end).
+``follow_turn`` returns when the turn ended (completed, interrupted, failed), suspended on someone
+(a person's approval, a client tool's result: its waits are named; a turn suspended on a sandbox
+job, as on AWS, is followed on), or its ``deadline_s`` passed (the turn goes on; following it again
+later finds its end).
 """
 
 from __future__ import annotations
@@ -87,7 +88,7 @@ async def follow_turn(
         record = await rt.store.get_turn(turn.turn_id)
         now = record.status if record is not None else "queued"
         changed, status = now != status, now
-        over = status in TERMINAL or status == "suspended"
+        over = status in TERMINAL
         if changed and not over:
             await _tell(on_step, f"turn {status}")
         chain: list[Message] = []
@@ -107,8 +108,10 @@ async def follow_turn(
             await _tell(on_step, f"turn {status}")
         if status in TERMINAL:
             return _outcome(status, chain)
-        if status == "suspended":
-            return FollowedTurn(status, reply=_reply(chain), waiting=await _waits(rt, turn.turn_id))
+        if status == "suspended":  # on someone's decision, or (AWS) a sandbox job that continues it
+            waiting = await _waits_on_people(rt, turn.turn_id)
+            if waiting:
+                return FollowedTurn(status, reply=_reply(chain), waiting=waiting)
         left = deadline - loop.time()
         if left <= 0:
             return FollowedTurn(status, reply=_reply(chain))
@@ -151,11 +154,20 @@ def _outcome(status: str, chain: list[Message]) -> FollowedTurn:
     )
 
 
-async def _waits(rt: Runtime, turn_id: str) -> tuple[str, ...]:
+_WAITS_ON = {"approval": "a person's approval", "client": "the client's result"}
+
+
+async def _waits_on_people(rt: Runtime, turn_id: str) -> tuple[str, ...]:
+    """The turn's pending waits that need someone (an approval, a client tool's result); a sandbox
+    job's wait ends by itself."""
     if rt.waits is None:
         return ()
     waits = await rt.waits.turn_waits(turn_id)
-    return tuple(f"{w.kind} of tool {w.toolName}" for w in waits if w.status == "pending")
+    return tuple(
+        f"{_WAITS_ON[w.kind]} of tool {w.toolName}"
+        for w in waits
+        if w.status == "pending" and w.kind in _WAITS_ON
+    )
 
 
 __all__ = ["MAX_TURN_MESSAGES", "TEXT_CHUNKS_PER_STEP", "FollowedTurn", "WatchedTurn", "follow_turn"]

@@ -288,3 +288,28 @@ def test_the_app_loads_the_mcp_sdk_and_the_turn_modules_only_on_the_first_mcp_re
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
+
+
+async def test_a_turn_waiting_for_approval_says_so_and_the_same_request_id_gets_the_reply_once_approved(
+    world: World,
+) -> None:
+    h = world.h
+    h.rt.tools = ToolSources()
+    a = await keyed_client(h, world.tokens["tenant-a"])
+    guarded = {
+        "name": "guarded",
+        "tools": [{"type": "builtin", "name": "calculator"}],
+        "approval": {"tools": "*"},
+    }
+    await a.request("image_create", containerId="user-alice", config=guarded)
+    h.model.add(Calls(("calculator", {"expression": "2+2"})), "It is 4.")
+    args = {"message": "add, once approved", "requestId": "approve-me"}
+    async with mcp_session(h, world.tokens["tenant-a"]) as session, worker(h):
+        waiting = await session.call_tool("guarded", args)
+        assert waiting.is_error
+        text = waiting.content[0].text  # type: ignore[union-attr]
+        assert "a person's approval of tool calculator" in text and "approve-me" in text, text
+        [wait] = (await a.request("tool_waits", containerId="user-alice"))["waits"]
+        await a.request("tool_approval", turnId=wait["turnId"], toolCallId=wait["toolCallId"], approved=True)
+        done = await session.call_tool("guarded", args)
+    assert not done.is_error and done.content[0].text == "It is 4."  # type: ignore[union-attr]
