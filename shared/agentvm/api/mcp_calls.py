@@ -59,7 +59,8 @@ async def run_call(
     if problem is not None:
         return _error(f"invalid arguments: {problem}")
     rt, tenant_id = caller.runtime, caller.principal.tenant_id
-    request_id = arguments.get("requestId") or f"mcp-{secrets.token_hex(8)}"
+    given_id = arguments.get("requestId")
+    request_id = given_id or f"mcp-{secrets.token_hex(8)}"
     try:
         sent = await send_message(
             rt,
@@ -70,6 +71,9 @@ async def run_call(
             request_id=f"mcp:{request_id}",
             # Not a registered connection: subscribing it changes nothing, nothing is pushed to it.
             sender=Sender(connection_id=f"mcp_{secrets.token_hex(8)}"),
+            # A call naming its requestId may be a retry, whose own turn may still run: it queues
+            # behind it, never interrupts it (``interrupt``) nor is refused by it (``reject``).
+            concurrency="queue" if given_id else None,
             notices=[],
         )
     except AgentVMError as exc:  # refused before the turn: quota_exceeded, session_busy, ...

@@ -313,3 +313,23 @@ async def test_a_turn_waiting_for_approval_says_so_and_the_same_request_id_gets_
         await a.request("tool_approval", turnId=wait["turnId"], toolCallId=wait["toolCallId"], approved=True)
         done = await session.call_tool("guarded", args)
     assert not done.is_error and done.content[0].text == "It is 4."  # type: ignore[union-attr]
+
+
+async def test_a_retry_by_request_id_never_interrupts_its_own_turn_on_an_interrupt_image(
+    world: World,
+) -> None:
+    h = world.h
+    a = await keyed_client(h, world.tokens["tenant-a"])
+    config = {"name": "impatient", "concurrency": "interrupt"}
+    image = (await a.request("image_create", containerId="user-alice", config=config))["record"]
+    h.rt.turns = dataclasses.replace(h.rt.turns, mcp_call_deadline_s=0.05, mcp_poll_s=0.01)
+    h.model.add("not interrupted")
+    args = {"message": "once", "requestId": "same"}
+    async with mcp_session(h, world.tokens["tenant-a"]) as session:
+        first = await session.call_tool("impatient", args)  # no worker: still queued at the deadline
+        assert first.is_error and "still queued" in first.content[0].text  # type: ignore[union-attr]
+        h.rt.turns = dataclasses.replace(h.rt.turns, mcp_call_deadline_s=30.0)
+        async with worker(h):
+            again = await session.call_tool("impatient", args)
+    assert not again.is_error and again.content[0].text == "not interrupted", again  # type: ignore[union-attr]
+    assert await user_messages(h, image["sessionId"]) == ["once"]
