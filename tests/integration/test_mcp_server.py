@@ -8,11 +8,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
-import os
-import shutil
 import subprocess
-import tempfile
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -23,17 +19,15 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 from mcp.shared.exceptions import MCPError
 
 from agentvm.client import AgentVMClient
+from tests import npm_tools
 from tests.integration.avm_process import avm_serve, free_port, run_avm
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
+    from pathlib import Path
 
     from tests.integration.avm_process import AvmServer
 
-# Pinned, so the suite does not change under it: the Inspector's 0.x CLI (2.x needs Node >= 22.19;
-# this one asks for 22.7.5 but runs on Node 20, the machine's).
-INSPECTOR_VERSION = "0.21.1"
-NPM_DIR = Path(__file__).resolve().parents[2] / ".artifacts" / "npm" / f"inspector-{INSPECTOR_VERSION}"
 CALC = {"type": "builtin", "name": "calculator"}
 
 
@@ -115,33 +109,10 @@ async def test_another_tenants_key_sees_nothing_and_no_key_is_401(served, calc_i
 
 
 def inspector() -> Path:
-    """The MCP Inspector's launcher, installed from npm on first use."""
-    if shutil.which("node") is None or shutil.which("npm") is None:
+    """The MCP Inspector's launcher (``tests/npm_tools.py``: installed from npm on first use)."""
+    if not npm_tools.have_npm():
         pytest.skip("node and npm are needed to run the MCP Inspector")
-    launcher = NPM_DIR / "node_modules" / ".bin" / "mcp-inspector"
-    if not launcher.exists():
-        NPM_DIR.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(dir=NPM_DIR.parent))  # renamed into place once complete
-        done = subprocess.run(
-            [
-                "npm",
-                "install",
-                "--no-audit",
-                "--no-fund",
-                "--loglevel=error",
-                "--prefix",
-                str(staging),
-                f"@modelcontextprotocol/inspector@{INSPECTOR_VERSION}",
-            ],
-            capture_output=True,
-            text=True,
-            timeout=600,
-        )
-        assert done.returncode == 0, done.stderr
-        with contextlib.suppress(OSError):  # another run installed it meanwhile: use that one
-            os.rename(staging, NPM_DIR)
-        shutil.rmtree(staging, ignore_errors=True)
-    return launcher
+    return npm_tools.installed(*npm_tools.INSPECTOR)
 
 
 def inspect(server: AvmServer, token: str, *args: str) -> Any:
