@@ -167,9 +167,22 @@ class McpEndpoint:
         from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 
         server = _server(McpCaller(runtime, principal))
-        manager = StreamableHTTPSessionManager(app=server, stateless=True)
+        # The open dev mode takes no key: only loopback hosts and origins then (DNS rebinding: a web
+        # page must not reach a keyless local server through its own host name).
+        security = _loopback_only() if request.app.state.open_tenant is not None else None
+        manager = StreamableHTTPSessionManager(app=server, stateless=True, security_settings=security)
         async with manager.run():
             await manager.handle_request(scope, receive, send)
+
+
+def _loopback_only() -> Any:
+    from mcp.server.transport_security import TransportSecuritySettings
+
+    return TransportSecuritySettings(
+        enable_dns_rebinding_protection=True,
+        allowed_hosts=["127.0.0.1", "127.0.0.1:*", "localhost", "localhost:*", "[::1]", "[::1]:*"],
+        allowed_origins=["http://127.0.0.1:*", "http://localhost:*", "http://[::1]:*"],
+    )
 
 
 def _server(caller: McpCaller) -> Any:

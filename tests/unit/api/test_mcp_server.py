@@ -333,3 +333,23 @@ async def test_a_retry_by_request_id_never_interrupts_its_own_turn_on_an_interru
             again = await session.call_tool("impatient", args)
     assert not again.is_error and again.content[0].text == "not interrupted", again  # type: ignore[union-attr]
     assert await user_messages(h, image["sessionId"]) == ["once"]
+
+
+async def test_the_keyless_open_mode_answers_loopback_hosts_only(tmp_path) -> None:
+    """``avm serve --open`` takes no key: a page reaching it through another host name (DNS
+    rebinding) is refused by the MCP SDK's host check."""
+    h = Harness(tmp_path)
+    c = await h.client()
+    await c.request("image_create", containerId="user-alice", config={"name": "bot"})
+    app = create_app(h.rt, open_tenant="tenant-a")
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}
+    headers = {"accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"}
+    try:
+        async with httpx2.AsyncClient(transport=httpx2.ASGITransport(app=app)) as http:
+            local = await http.post("http://127.0.0.1:8080/mcp", json=body, headers=headers)
+            rebound = await http.post("http://evil.example/mcp", json=body, headers=headers)
+        assert local.status_code == 200 and '"bot"' in local.text
+        assert rebound.status_code in (400, 403, 421), rebound
+    finally:
+        h.queue.close()
+        h.store.close()
