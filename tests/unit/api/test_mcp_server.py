@@ -1,8 +1,8 @@
 """``/mcp``, AgentVM as an MCP server, driven by the official MCP Python SDK's client
 (``mcp.client.streamable_http``) over the app in-process (``httpx2.ASGITransport``), with real API
 keys and budgets: list, call (reply, progress), errors, the deadline and a retry with the same
-``requestId``, and what another tenant's key sees. ``tests/integration/test_mcp_server.py`` runs the
-same client and the MCP Inspector against ``avm serve`` on loopback."""
+``requestId``, and what another tenant's key sees. ``tests/integration/test_serve_mcp_server.py``
+runs the same client and the MCP Inspector against ``avm serve`` on loopback."""
 
 from __future__ import annotations
 
