@@ -13,48 +13,26 @@ import argparse
 import asyncio
 import json
 import statistics
-import tempfile
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local.memory_connections import InMemoryConnections
-from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.messages import AssistantMessage, TextPart, UserMessage
-from agentvm.observability.metrics import NoMetrics
-from agentvm.observability.running import TurnProgress
-from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
-from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
+from benchmarks.local_turns import create_session, sqlite_runtime, submit_turn
+
+if TYPE_CHECKING:
+    from agentvm.records import ImageRecord
 
 REPLY = " ".join(["word"] * 200)
 
 
 async def _session(rt: Runtime, store: SqliteStore, n_messages: int, idx: int) -> ImageRecord:
+    image = await create_session(rt, f"img_{idx}", f"sess_{idx}", name="b")
     now = rt.clock.now_ms()
-    image = ImageRecord(
-        tenantId="t",
-        imageId=f"img_{idx}",
-        containerId="c",
-        sessionId=f"sess_{idx}",
-        name="b",
-        createdAt=now,
-        updatedAt=now,
-    )
-    await store.create_image(
-        image,
-        SessionRecord(
-            tenantId="t",
-            sessionId=image.sessionId,
-            imageId=image.imageId,
-            containerId="c",
-            createdAt=now,
-            updatedAt=now,
-        ),
-    )
     body = "x" * 1000  # ~1 KB messages, as in the standard turn
     for i in range(n_messages // 2):
         user = UserMessage(id=f"msg_u{i}", timestamp=now, content=body)
@@ -67,19 +45,7 @@ async def _session(rt: Runtime, store: SqliteStore, n_messages: int, idx: int) -
 
 
 async def _turn(rt: Runtime, store: SqliteStore, image: ImageRecord, k: int) -> tuple[float, int]:
-    user = UserMessage(id=f"msg_bench{k}", timestamp=rt.clock.now_ms(), content="hello " * 100)
-    await store.append_message(image.sessionId, user)
-    job = TurnJob(
-        turnId=f"turn_bench{k}_{image.imageId}",
-        tenantId="t",
-        containerId="c",
-        imageId=image.imageId,
-        sessionId=image.sessionId,
-        agentId="agent_b",
-        userMessageId=user.id,
-        requestId=f"r{k}",
-        enqueuedAt=0,
-    )
+    job = await submit_turn(rt, image, f"bench{k}_{image.imageId}", "hello " * 100, agent_id="agent_b")
     reads0 = store.queries
     t0 = time.perf_counter()
     await process_turn(rt, job)
@@ -88,20 +54,10 @@ async def _turn(rt: Runtime, store: SqliteStore, image: ImageRecord, k: int) -> 
 
 async def run(sizes: list[int], turns: int) -> list[dict[str, object]]:
     results = []
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteStore(Path(tmp) / "bench.db")
-        model = ScriptedModelClient()
-        rt = Runtime(
-            store=store,
-            queue=SqliteTurnQueue(Path(tmp) / "q.db"),
-            connections=InMemoryConnections(),
-            push=LocalPush(),
-            models=SingleModelResolver(model),
-            turns=TurnSettings(flush_s=0.25),
-            cancel_poll=CancelPoll(),
-            progress=TurnProgress(),
-            metrics=NoMetrics(),
-        )
+    model = ScriptedModelClient()
+    with sqlite_runtime(SingleModelResolver(model), TurnSettings(flush_s=0.25)) as rt:
+        store = rt.store
+        assert isinstance(store, SqliteStore)
         images = {n: await _session(rt, store, n, n) for n in sizes}
         for image in images.values():  # warm up once per session
             model.add(REPLY)
@@ -121,7 +77,6 @@ async def run(sizes: list[int], turns: int) -> list[dict[str, object]]:
                     "turns": turns,
                 }
             )
-        store.close()
     base = results[0]["turn_overhead_ms_median"]
     for r in results:
         r["ratio_vs_smallest"] = round(float(r["turn_overhead_ms_median"]) / float(base), 2)

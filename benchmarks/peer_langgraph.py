@@ -36,16 +36,30 @@ from benchmarks.procs import Proc, avm_serve, fake_llm, free_port, pin_self, pin
 ROOT = Path(__file__).resolve().parent.parent
 PEER_DIR = ROOT / "benchmarks" / "peer"
 LG_VENV = ROOT / ".bench" / "lgvenv"
-LG_PACKAGES = ["langgraph-cli[inmem]==0.4.40", "langgraph-api==0.16.7", "langchain-anthropic==1.7.7"]
+LG_PACKAGES = [
+    "langgraph-cli[inmem]==0.4.40",
+    "langgraph-api==0.16.7",
+    "langchain-anthropic==1.7.7",
+    "langchain==1.5.2",  # create_agent and its middleware (benchmarks/prompt_caching.py)
+]
+LG_PYTHON = LG_VENV / "bin" / "python"
+
+
+def peer_venv_ready() -> bool:
+    """Whether the LangGraph venv exists with every pinned package (langchain came later)."""
+    if not LG_PYTHON.exists():
+        return False
+    probe = [str(LG_PYTHON), "-c", "import langchain.agents, langchain_anthropic, langgraph_api"]
+    return subprocess.run(probe, capture_output=True).returncode == 0
 
 
 def ensure_peer_venv() -> Path:
-    python = LG_VENV / "bin" / "python"
-    if not python.exists():
+    if not peer_venv_ready():
         print("creating the LangGraph venv (one time)...", file=sys.stderr)
-        subprocess.run([sys.executable, "-m", "venv", str(LG_VENV)], check=True)
-        subprocess.run([str(python), "-m", "pip", "install", "-q", *LG_PACKAGES], check=True)
-    return python
+        if not LG_PYTHON.exists():
+            subprocess.run([sys.executable, "-m", "venv", str(LG_VENV)], check=True)
+        subprocess.run([str(LG_PYTHON), "-m", "pip", "install", "-q", *LG_PACKAGES], check=True)
+    return LG_PYTHON
 
 
 def _langgraph_phase(python: Path, fake_url: str, n: int) -> dict[str, object]:

@@ -18,28 +18,18 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import tempfile
 from decimal import Decimal
-from pathlib import Path
 from typing import Any
 
 from pydantic import SecretStr
 
 from agentvm.adapters.llm.router import SettingsModelResolver
-from agentvm.adapters.local.memory_connections import InMemoryConnections
-from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.config import Settings
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer
-from agentvm.messages import UserMessage
-from agentvm.observability.metrics import NoMetrics
 from agentvm.observability.pricing import list_price
-from agentvm.observability.running import TurnProgress
-from agentvm.records import DEFAULT_IMAGE_NAME, ImageRecord, SessionRecord, TurnJob, UsageRecord
-from agentvm.runtime import Runtime, TurnSettings
-from agentvm.turns.cancel_poll import CancelPoll
-from agentvm.turns.worker import process_turn
+from agentvm.records import DEFAULT_IMAGE_NAME, UsageRecord
+from agentvm.runtime import TurnSettings
+from benchmarks.local_turns import TENANT, create_session, run_turn, sqlite_runtime
 from benchmarks.prompt_caching import KEY, TURNS, ThreeTools, _script, system_prompt
 
 MODELS = {"anthropic": "anthropic/claude-sonnet-4-6", "openai": "openai/gpt-4.1"}
@@ -69,65 +59,23 @@ async def conversation(model: str, side_model: str | None, fake: FakeLLMServer) 
         openai_api_key=SecretStr(KEY),
         openai_base_url=fake.openai_base_url,
     )
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteStore(Path(tmp) / "bench.db")
-        queue = SqliteTurnQueue(Path(tmp) / "queue.db")
-        rt = Runtime(
-            store=store,
-            queue=queue,
-            connections=InMemoryConnections(),
-            push=LocalPush(),
-            models=SettingsModelResolver(settings),
-            turns=TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, auto_title=True),
-            tools=ThreeTools(),
-            cancel_poll=CancelPoll(),
-            progress=TurnProgress(),
-            metrics=NoMetrics(),
-        )
-        now = rt.clock.now_ms()
-        image = ImageRecord(
-            tenantId="t",
-            imageId="img_bench",
-            containerId="c",
-            sessionId="sess_bench",
+    turns = TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, auto_title=True)
+    with sqlite_runtime(SettingsModelResolver(settings), turns, ThreeTools()) as rt:
+        image = await create_session(
+            rt,
             name=DEFAULT_IMAGE_NAME,  # untitled: the first turn names it
             model=model,
             sideModel=side_model,
             systemPrompt=system_prompt(),
             tools=[{"type": "builtin", "name": "calculator"}],  # any declaration: ThreeTools decides
-            createdAt=now,
-            updatedAt=now,
-        )
-        ids = {"tenantId": "t", "containerId": "c", "createdAt": now, "updatedAt": now}
-        await store.create_image(
-            image, SessionRecord(**ids, sessionId=image.sessionId, imageId=image.imageId)
         )
         for turn in range(1, TURNS + 1):
             _script(fake, turn)
             if turn == 1:
                 fake.state.add_script([{"text": "Order lookup and delivery"}])  # the title call
-            user = UserMessage(
-                id=f"msg_{turn}", timestamp=rt.clock.now_ms(), content=f"Where is my order {turn}?"
-            )
-            appended = await store.append_message(image.sessionId, user)
-            job = TurnJob(
-                turnId=f"turn_{turn}",
-                tenantId="t",
-                containerId="c",
-                imageId=image.imageId,
-                sessionId=image.sessionId,
-                agentId="agent_bench",
-                userMessageId=user.id,
-                requestId=f"r{turn}",
-                enqueuedAt=0,
-                userSeq=appended.seq,
-            )
-            outcome = await process_turn(rt, job)
-            assert outcome is not None and outcome.error is None, outcome
-        usage = await store.list_usage("t")
-        titled = await store.get_image("t", image.imageId)
-        queue.close()
-        store.close()
+            await run_turn(rt, image, str(turn), f"Where is my order {turn}?")
+        usage = await rt.store.list_usage(TENANT)
+        titled = await rt.store.get_image(TENANT, image.imageId)
     side = [u for u in usage if u.kind in SIDE_KINDS]
     assert {u.kind for u in side} == set(SIDE_KINDS), [u.kind for u in usage]
     assert titled is not None and titled.name != DEFAULT_IMAGE_NAME

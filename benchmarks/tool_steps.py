@@ -15,27 +15,21 @@ from __future__ import annotations
 import argparse
 import asyncio
 import statistics
-import tempfile
 import time
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.llm.scripted import Calls, ScriptedModelClient, SingleModelResolver
-from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
-from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
-from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.agent.tools.toolbox import Toolbox
 from agentvm.llm import ToolSpec
-from agentvm.messages import UserMessage
-from agentvm.observability.metrics import NoMetrics
-from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo, ToolOutput
-from agentvm.records import ImageRecord, SessionRecord, TurnJob
 from agentvm.runtime import Runtime, TurnSettings
-from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
+from benchmarks.local_turns import create_session, sqlite_runtime, submit_turn
+
+if TYPE_CHECKING:
+    from agentvm.records import ImageRecord
 
 SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -52,77 +46,27 @@ class InstantTool:
 
 
 class OneTool(ToolSources):
-    async def toolbox(self, store: Any, image: ImageRecord) -> Toolbox:
+    async def toolbox(self, store: Any, image: ImageRecord, **_: Any) -> Toolbox:
         return Toolbox([InstantTool()])
-
-
-async def _image(rt: Runtime, store: SqliteStore) -> ImageRecord:
-    now = rt.clock.now_ms()
-    image = ImageRecord(
-        tenantId="t",
-        imageId="img_bench",
-        containerId="c",
-        sessionId="sess_bench",
-        name="bench",
-        tools=[{"type": "builtin", "name": "calculator"}],
-        maxSteps=100,
-        createdAt=now,
-        updatedAt=now,
-    )
-    session = SessionRecord(
-        tenantId="t",
-        sessionId=image.sessionId,
-        imageId=image.imageId,
-        containerId="c",
-        createdAt=now,
-        updatedAt=now,
-    )
-    await store.create_image(image, session)
-    return image
 
 
 async def _turn(rt: Runtime, model: ScriptedModelClient, image: ImageRecord, steps: int, n: int) -> float:
     for i in range(steps):
         model.add(Calls(("get_weather", {"city": f"city {i}"}), text="Let me look that up."))
     model.add("It is sunny everywhere you asked about, all day long.")
-    user = UserMessage(id=f"msg_b{n}", timestamp=rt.clock.now_ms(), content="What is the weather?")
-    appended = await rt.store.append_message(image.sessionId, user)
-    job = TurnJob(
-        turnId=f"turn_b{n}",
-        tenantId="t",
-        containerId="c",
-        imageId=image.imageId,
-        sessionId=image.sessionId,
-        agentId="agent_b",
-        userMessageId=user.id,
-        requestId=f"r{n}",
-        enqueuedAt=0,
-        userSeq=appended.seq,
-    )
+    job = await submit_turn(rt, image, f"b{n}", "What is the weather?", agent_id="agent_b")
     started = time.perf_counter()
     await process_turn(rt, job)
     return time.perf_counter() - started
 
 
 async def run(steps: int = 5, runs: int = 31) -> dict[str, float]:
-    with tempfile.TemporaryDirectory() as tmp:
-        store = SqliteStore(Path(tmp) / "bench.db")
-        queue = SqliteTurnQueue(Path(tmp) / "queue.db")
-        model = ScriptedModelClient()
-        push = LocalPush()
-        rt = Runtime(
-            store=store,
-            queue=queue,
-            connections=InMemoryConnections(),
-            push=push,
-            models=SingleModelResolver(model),
-            # A short history window: the turn reads its own steps, not a growing session.
-            turns=TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, history_window=50),
-            tools=OneTool(),
-            cancel_poll=CancelPoll(),
-            progress=TurnProgress(),
-            metrics=NoMetrics(),
-        )
+    model = ScriptedModelClient()
+    # A short history window: the turn reads its own steps, not a growing session.
+    turns = TurnSettings(flush_s=0.01, subscriber_refresh_s=0.0, history_window=50)
+    with sqlite_runtime(SingleModelResolver(model), turns, OneTool()) as rt:
+        push = rt.push
+        assert isinstance(push, LocalPush)
         frames = 0
 
         async def client(payload: str) -> None:
@@ -131,7 +75,7 @@ async def run(steps: int = 5, runs: int = 31) -> dict[str, float]:
 
         push.attach("conn_bench", client)
         await rt.connections.register(ConnectionInfo("conn_bench", "t", 0))
-        image = await _image(rt, store)
+        image = await create_session(rt, tools=[{"type": "builtin", "name": "calculator"}], maxSteps=100)
         await rt.connections.subscribe("conn_bench", image.sessionId)
         plain: list[float] = []
         tooled: list[float] = []
@@ -144,8 +88,6 @@ async def run(steps: int = 5, runs: int = 31) -> dict[str, float]:
             plain.append(await _turn(rt, model, image, 0, n))
             n += 1
             tooled.append(await _turn(rt, model, image, steps, n))
-        queue.close()
-        store.close()
     t0, tk = statistics.median(plain), statistics.median(tooled)
     return {
         "steps": steps,

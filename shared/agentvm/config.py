@@ -93,6 +93,10 @@ class Settings(BaseSettings):
     # streaming.cadence, which a tenant may set for its own turns)
     stream_cadence: Literal["live", "economy"] = "live"
     history_window: int = 50  # messages a turn reads; older history is not re-read
+    # The window's start moves in steps of this many messages (agent/window.py), so the prompt
+    # prefix stays cacheable between steps: a turn reads window .. window + step - 1 messages;
+    # 0 = the old window sliding by every message
+    history_window_step: int = Field(default=20, ge=0)
     # Compaction (agent/compaction.py): past this estimated context (chars/4 of system prompt +
     # summary + unsummarised messages), older messages are summarised; 0 = never summarise.
     compaction_threshold_tokens: int = Field(default=8000, ge=0)

@@ -82,6 +82,9 @@ class ImageRecord(_Record):
     # The reply cache of common first questions (turns/reply_cache.py): {"enabled": bool, "ttlS": n};
     # None = off
     replyCache: dict[str, Any] | None = None
+    # The context diet (agent/diet.py): {"enabled", "keepSteps", "maxResultChars", "headChars"};
+    # None = off
+    contextDiet: dict[str, Any] | None = None
     # Built from an agent resource (``agentvm.resources.build``): the definition as written, the
     # exact versions it is pinned to, the dependency edges it holds, and the earlier builds.
     build: dict[str, Any] | None = None
@@ -397,6 +400,11 @@ class UsageRecord(_Record):
     # the model wrote it, i.e. what the hit saved.
     savedInputTokens: int = 0
     savedOutputTokens: int = 0
+    # Why this turn's prompt prefix differs from the session's previous turn's, so the provider's
+    # prompt cache is written again from that point (agent/window.py): "compaction" (a new summary),
+    # "window" (the history window's start moved), "diet" (the context diet elided more); None: the
+    # same prefix (or the session's first turn). Set on the turn's first call only.
+    prefixBreak: Literal["compaction", "window", "diet"] | None = None
 
 
 class SessionSummary(_Record):
@@ -414,6 +422,9 @@ class SessionSummary(_Record):
     inputTokens: int = 0
     outputTokens: int = 0
     createdAt: int = 0
+    # The newest seq the compaction had read when it wrote this summary: a turn whose previous
+    # turn's messages all lie at or below it is the first to send this summary (agent/window.py)
+    seenSeq: int = 0
 
 
 class SessionImport(_Record):

@@ -57,6 +57,7 @@ class TurnSettings:
     economy_flush_s: float = 2.0  # (AVM_ECONOMY_FLUSH_MS)
     stream_cadence: str = "live"  # batched connections' cadence when neither they nor the image name one
     history_window: int = 50
+    history_window_step: int = 20  # the window's start moves in steps (agent/window.py); 0 = slides
     max_output_tokens: int = 1024
     cancel_poll_s: float = 0.0  # 0 = rely on in-process signals only (local host)
     subscriber_refresh_s: float = 2.0  # how often a turn looks its subscribers up again (0: every send)
@@ -93,6 +94,7 @@ def turn_settings(
         economy_flush_s=settings.economy_flush_ms / 1000,
         stream_cadence=settings.stream_cadence,
         history_window=settings.history_window,
+        history_window_step=settings.history_window_step,
         max_output_tokens=settings.max_output_tokens,
         cancel_poll_s=cancel_poll_s,
         subscriber_refresh_s=subscriber_refresh_s,

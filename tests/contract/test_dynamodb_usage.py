@@ -335,6 +335,43 @@ async def test_sums_written_by_the_transactional_version_are_still_counted(store
         assert (await rollups.roll_closed_hours(AFTER_DAY)).rolled in (0, 1)
 
 
+async def test_sums_rolled_before_the_reply_cache_read_its_saved_tokens_as_zero(store, rollups):
+    hit = usage("turn_2", kind="reply_cache", inputTokens=0, outputTokens=0, cacheReadTokens=0)
+    await store.put_usage(usage())
+    await store.put_usage(hit.model_copy(update={"savedInputTokens": 700, "savedOutputTokens": 90}))
+    assert (await rollups.roll_closed_hours(AFTER_DAY)).rolled == 1
+    hours, days = await sums(rollups)
+    rolled = {(c.kind, c.saved_input_tokens, c.saved_output_tokens) for c in hours + days}
+    assert rolled == {("turn", 0, 0), ("reply_cache", 700, 90)}  # rolled with the saved tokens
+
+    # the same sums as the version before the reply cache wrote them: six values a cell
+    client = raw_client(store)
+    for item in partition(store, agg_pk("acme")):
+        names = ["cells"] if "cells" in item else [n for n in item if n.startswith("h") and len(n) == 3]
+        for name in names:
+            old = [[key, values[:6]] for key, values in json.loads(item[name]["S"])]
+            assert all(len(values) == 6 for _, values in old)
+            client.update_item(
+                TableName=CONTRACT_TABLE,
+                Key={"pk": item["pk"], "sk": item["sk"]},
+                UpdateExpression="SET #n = :old",
+                ExpressionAttributeNames={"#n": name},
+                ExpressionAttributeValues={":old": {"S": json.dumps(old)}},
+            )
+
+    hours, days = await sums(rollups)
+    assert {
+        (c.kind, c.records, c.input_tokens, c.saved_input_tokens, c.saved_output_tokens) for c in hours
+    } == {
+        ("turn", 1, 500, 0, 0),
+        ("reply_cache", 1, 0, 0, 0),
+    }
+    assert sorted((c.kind, c.records, c.saved_input_tokens) for c in days) == [
+        ("reply_cache", 1, 0),
+        ("turn", 1, 0),
+    ]
+
+
 # listing the records (/v1/usage, session exports): gsi2 hour by hour, gsi1 for older records
 
 

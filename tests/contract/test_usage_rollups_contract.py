@@ -1,10 +1,11 @@
 """The ``UsageRollups`` port's contract: the sums equal the stored usage records, by every grouping
 and period, on SQLite (SQL over the records) and on DynamoDB (sums kept with each record's write).
 
-The day is scripted: two tenants, three end users (containers), two images each, two models, the
-three kinds, cache tokens, estimated records, records at the day's edges, and retried writes of
-records stored already (which must add nothing). What is expected is computed here from the
-records the store lists, independently of the sums.
+The day is scripted: two tenants, three end users (containers), two images each, two models, four
+kinds (reply-cache hits among them: 0 tokens, the tokens they saved), cache tokens, estimated
+records, records at the day's edges, and retried writes of records stored already (which must add
+nothing). What is expected is computed here from the records the store lists, independently of
+the sums.
 """
 
 from __future__ import annotations
@@ -33,7 +34,7 @@ if TYPE_CHECKING:
 DAY = 1_767_225_600_000  # 2026-01-01T00:00:00Z
 USERS = {"tenant-a": ("user-alice", "user-bob"), "tenant-b": ("user-alice",)}  # three end users
 MODELS = ("anthropic/claude-haiku-4-5", "openai/gpt-4.1-mini")
-KINDS = ("turn", "step", "compaction")
+KINDS = ("turn", "step", "compaction", "reply_cache")
 
 
 def scripted_day() -> list[UsageRecord]:
@@ -54,21 +55,29 @@ def scripted_day() -> list[UsageRecord]:
                             at = DAY  # the day's first millisecond
                         if n == 6:
                             at = DAY + DAY_MS - 1  # its last
+                        hit = kind == "reply_cache"  # no model called: 0 tokens, what it saved
+                        turn_id = f"turn_{tenant}_{n}" + (
+                            "" if kind in ("turn", "reply_cache") else f":{kind}:{n}"
+                        )
                         out.append(
                             UsageRecord(
-                                turnId=f"turn_{tenant}_{n}" + ("" if kind == "turn" else f":{kind}:{n}"),
+                                turnId=turn_id,
                                 tenantId=tenant,
                                 containerId=user,
                                 imageId=f"{image}_{user}",
                                 sessionId=f"ses_{image}_{user}",
                                 model=model,
-                                inputTokens=100 + n,
-                                outputTokens=10 + n % 17,
-                                cacheReadTokens=(n * 3) % 50,
-                                cacheWriteTokens=(n * 5) % 20 if model.startswith("anthropic") else 0,
+                                inputTokens=0 if hit else 100 + n,
+                                outputTokens=0 if hit else 10 + n % 17,
+                                cacheReadTokens=0 if hit else (n * 3) % 50,
+                                cacheWriteTokens=(n * 5) % 20
+                                if model.startswith("anthropic") and not hit
+                                else 0,
                                 createdAt=at,
                                 kind=kind,  # type: ignore[arg-type]
-                                estimated=n % 11 == 0,
+                                estimated=n % 11 == 0 and not hit,
+                                savedInputTokens=200 + n if hit else 0,
+                                savedOutputTokens=20 + n % 13 if hit else 0,
                             )
                         )
     return out
@@ -131,13 +140,15 @@ def expected(query: UsageQuery, records: list[UsageRecord]) -> dict[tuple[str, .
         values |= {"model": r.model, "kind": r.kind}
         row = out.setdefault((period, *(values[d] for d in query.group_by)), dict.fromkeys(_METRICS, 0))
         row["records"] += 1
-        row["turns"] += r.kind == "turn"
+        row["turns"] += r.kind in ("turn", "reply_cache")
         row["inputTokens"] += r.inputTokens
         row["outputTokens"] += r.outputTokens
         row["cacheReadTokens"] += r.cacheReadTokens
         row["cacheWriteTokens"] += r.cacheWriteTokens
         row["totalTokens"] += r.inputTokens + r.outputTokens
         row["estimatedRecords"] += r.estimated
+        row["savedInputTokens"] += r.savedInputTokens
+        row["savedOutputTokens"] += r.savedOutputTokens
     return out
 
 
@@ -150,6 +161,8 @@ _METRICS = (
     "cacheWriteTokens",
     "totalTokens",
     "estimatedRecords",
+    "savedInputTokens",
+    "savedOutputTokens",
 )
 
 
@@ -258,3 +271,57 @@ async def test_cache_savings_from_the_sums_equal_the_records_arithmetic(ledger):
         assert row["cacheSavings"] == micro(_savings(theirs, Decimal("1.05"))), row
     # Anthropic's rows pay a cache-write premium; OpenAI's (no write premium) only save
     assert {row["model"] for row in rows} == set(MODELS) and all(row["cacheSavings"] > 0 for row in rows)
+
+
+def _reply_cache_savings(records: list[UsageRecord], markup: Decimal) -> Decimal:
+    """What the reply cache saved, record by record: saved tokens at the list input and output
+    prices, x the markup."""
+    total = Decimal(0)
+    for r in records:
+        price = list_price(r.model)
+        assert price is not None, r.model
+        total += r.savedInputTokens * price.input + r.savedOutputTokens * price.output
+    return total / Decimal(1_000_000) * markup
+
+
+async def test_reply_cache_savings_from_the_sums_equal_the_records_arithmetic(ledger):
+    store, rollups = ledger
+    records = await stored_day(store)
+    hits = [r for r in records if r.kind == "reply_cache"]
+    assert hits and all(r.inputTokens == r.outputTokens == 0 and r.savedInputTokens > 0 for r in hits)
+    pricing = Pricing.of(1.05, None)
+    for query in (
+        UsageQuery(DAY, DAY + DAY_MS, "day", ("container", "model")),  # the day sums
+        UsageQuery(DAY, DAY + DAY_MS, "hour", ("model", "kind")),  # the hour sums
+    ):
+        rows, totals = summarise(
+            query,
+            await cells_of(rollups, ["tenant-a"], query),
+            price=pricing.add,
+            finish=lambda sums: pricing.finish(sums, with_cost=False),
+        )
+        mine = [r for r in records if r.tenantId == "tenant-a"]
+        assert totals["savedInputTokens"] == sum(r.savedInputTokens for r in mine)
+        assert totals["savedOutputTokens"] == sum(r.savedOutputTokens for r in mine)
+        assert totals["replyCacheSavings"] == micro(_reply_cache_savings(mine, Decimal("1.05")))
+        assert totals["replyCacheSavings"] > 0
+        for row in rows:
+            theirs = [
+                r
+                for r in mine
+                if all(
+                    getattr(r, field) == row[COLUMNS[d]]
+                    for d, field in _FIELDS.items()
+                    if d in query.group_by
+                )
+                and (query.period != "hour" or hour_key(r.createdAt) == row["period"])
+            ]
+            assert row["replyCacheSavings"] == micro(_reply_cache_savings(theirs, Decimal("1.05"))), row
+            # a hit costs nothing: the rows of hits only are charged 0 and save the most
+            if query.group_by == ("model", "kind") and row["kind"] == "reply_cache":
+                assert row["charge"] == 0 and row["replyCacheSavings"] > 0 and row["inputTokens"] == 0
+            elif "kind" in query.group_by:
+                assert row["replyCacheSavings"] == 0
+
+
+_FIELDS = {"container": "containerId", "model": "model", "kind": "kind"}

@@ -128,6 +128,9 @@ def test_the_stream_is_cut_when_the_budget_is_crossed_and_the_partial_reply_is_k
         "cacheReadTokens": 0,
         "cacheWriteTokens": 0,
         "cacheSavings": 0.0,
+        "savedInputTokens": 0,
+        "savedOutputTokens": 0,
+        "replyCacheSavings": 0.0,
     }
     # the counters: the turn's 7 tokens on the tenant and on its container, day and month
     for counted in ("tenant", "c1"):

@@ -186,6 +186,18 @@ def test_the_fake_cache_lives_five_minutes_from_last_use():
     assert cache.anthropic(body, 1024) == CacheUse(read=0, write=1100)  # expired: written again
 
 
+def test_a_top_level_cache_control_is_a_breakpoint_on_the_last_block():
+    cache = PromptCache()
+    system = [{"type": "text", "text": "s " * 1100, "cache_control": {"type": "ephemeral"}}]
+    first = {"model": "m", "system": system, "messages": [{"role": "user", "content": "u " * 50}]}
+    automatic = {**first, "cache_control": {"type": "ephemeral"}}
+    longer = {**automatic, "messages": [*first["messages"], {"role": "user", "content": "v " * 10}]}
+
+    assert cache.anthropic(first, 1024) == CacheUse(write=1100)  # the system's breakpoint only
+    assert cache.anthropic(automatic, 1024) == CacheUse(read=1100, write=50)  # and the message
+    assert cache.anthropic(longer, 1024) == CacheUse(read=1150, write=10)  # read back, moved on
+
+
 # Whole turns through the runtime
 
 
@@ -251,3 +263,27 @@ async def test_a_tenant_setting_turns_caching_off(harness, model, fake):
     harness.rt.turns = dataclasses.replace(harness.rt.turns, prompt_caching=False)
     await _conversation(harness, model, 2)
     await _assert_uncached(harness, model, fake)
+
+
+async def test_a_stepped_window_keeps_the_cached_prefix_between_its_steps_and_says_when_it_moves(
+    harness, fake
+):
+    settings = Settings(
+        _env_file=None,
+        anthropic_api_key=SecretStr(KEY),
+        anthropic_base_url=fake.base_url,
+        provider_retry_base_ms=10,
+    )
+    harness.rt.models = SettingsModelResolver(settings)
+    # two messages a turn; the window's start moves every 6 messages once 6 are read: turns 7 and 10
+    harness.rt.turns = dataclasses.replace(
+        harness.rt.turns, history_window=6, history_window_step=6, compaction_threshold_tokens=0
+    )
+    await _conversation(harness, MODELS["anthropic"], 10, contextDiet={"keepSteps": 2})
+    usage = sorted(await harness.store.list_usage("tenant-a"), key=lambda u: u.createdAt)
+    assert [u.prefixBreak for u in usage] == [None] * 6 + ["window", None, None, "window"]
+    for before, after in zip(usage, usage[1:], strict=False):
+        if after.prefixBreak is None:  # the whole previous request is read from the cache
+            assert after.cacheReadTokens >= before.inputTokens
+        else:  # the image's prompt still is; the conversation is written again
+            assert 2000 <= after.cacheReadTokens < before.inputTokens

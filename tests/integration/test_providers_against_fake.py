@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import json
 import logging
 import traceback
 
@@ -269,6 +270,30 @@ async def test_fake_serves_non_streamed_replies_the_sdks_parse(fake):
     assert completion.choices[0].message.content == "".join(reply_tokens(REPLY_TOKENS))
     assert completion.usage.completion_tokens == REPLY_TOKENS
     assert fake.stats()["completed"] == 2
+
+
+async def test_non_streamed_replies_carry_their_scripted_tool_calls(fake):
+    import anthropic
+    import openai
+
+    call = {"name": "check_stock", "input": {"sku": "sku-2", "store": "main"}}
+    fake.state.add_script([{"text": "Looking.", "tool_calls": [call]}] * 2)
+    async with anthropic.AsyncAnthropic(api_key=API_KEY, base_url=fake.base_url, max_retries=0) as client:
+        message = await client.messages.create(
+            model="fake-model-1", max_tokens=100, messages=[{"role": "user", "content": "stock?"}]
+        )
+    async with openai.AsyncOpenAI(api_key=API_KEY, base_url=fake.openai_base_url, max_retries=0) as client:
+        completion = await client.chat.completions.create(
+            model="fake-model-1", messages=[{"role": "user", "content": "stock?"}]
+        )
+
+    text, use = message.content
+    assert (text.text, message.stop_reason) == ("Looking.", "tool_use")
+    assert (use.type, use.name, use.input) == ("tool_use", "check_stock", call["input"])
+    choice = completion.choices[0]
+    assert (choice.message.content, choice.finish_reason) == ("Looking.", "tool_calls")
+    function = choice.message.tool_calls[0].function
+    assert (function.name, json.loads(function.arguments)) == ("check_stock", call["input"])
 
 
 async def test_fake_control_endpoints_configure_inject_and_report(fake):

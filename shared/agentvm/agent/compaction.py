@@ -40,6 +40,7 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.context import estimate_tokens, load_context, model_text
+from agentvm.agent.diet import ContextDiet
 from agentvm.agent.history import result_of
 from agentvm.agent.loop import complete
 from agentvm.agent.side_calls import bill_side_call
@@ -94,20 +95,31 @@ async def prepare_context(
     """What the turn reads (summary + the messages after it), compacted first only when needed.
     ``first_attempt``: nothing of the turn is stored yet, so only the messages up to its user
     message matter (read eventually consistent first: ``agent.context.load_context``)."""
-    context = await load_context(
-        rt.store,
-        job.sessionId,
-        rt.turns.history_window,
-        summarised=enabled(rt),
-        through_seq=job.userSeq if first_attempt and job.userSeq else None,
-    )
+    context = await turn_context(rt, job, image, first_attempt=first_attempt)
     if not enabled(rt) or result_of(context.messages, job.userMessageId) is not None:
         return context  # nothing to do, or a redelivery finishing from its stored reply
     if context.estimated_tokens(image.systemPrompt) <= 2 * rt.turns.compaction_threshold_tokens:
         return context
     if await _safely(_compact(rt, job, image, context, first_unrun_id=job.userMessageId), job) is None:
         return context
-    return await load_context(rt.store, job.sessionId, rt.turns.history_window)
+    return await turn_context(rt, job, image)
+
+
+async def turn_context(
+    rt: Runtime, job: TurnJob, image: ImageRecord, *, first_attempt: bool = False
+) -> TurnContext:
+    """The turn's read: the summary and the stepped window up to (and after) its user message,
+    with the image's context diet (``agent/window.py``, ``agent/diet.py``)."""
+    return await load_context(
+        rt.store,
+        job.sessionId,
+        rt.turns.history_window,
+        summarised=enabled(rt),
+        through_seq=job.userSeq if first_attempt and job.userSeq else None,
+        anchor_seq=job.userSeq or None,
+        step=rt.turns.history_window_step,
+        diet=ContextDiet.of(image.contextDiet),
+    )
 
 
 async def compact_after_turn(
@@ -281,6 +293,7 @@ async def _compact(
         inputTokens=outcome.input_tokens,
         outputTokens=outcome.output_tokens,
         createdAt=rt.clock.now_ms(),
+        seenSeq=context.entries[-1].seq,
     )
     stored = await rt.store.put_summary(summary)
     log.info(
@@ -292,6 +305,7 @@ async def _compact(
             "input_tokens": outcome.input_tokens,
             "output_tokens": outcome.output_tokens,
             "stored": stored,
+            "prefix_break": "compaction",  # the next turn sends the new summary: its cache is written anew
         },
     )
     return summary if stored else None
@@ -307,4 +321,5 @@ __all__ = [
     "prepare_context",
     "summary_max_tokens",
     "summary_request",
+    "turn_context",
 ]

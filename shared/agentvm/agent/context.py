@@ -8,14 +8,17 @@ only used to decide when to summarise and to bill a stream the provider cut befo
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentvm.agent.history import chat_turns
+from agentvm.agent.window import diet_cut, prefix_break, read_bounds
 from agentvm.llm import ModelRequest
 from agentvm.messages import AssistantMessage, ToolCallMessage, ToolResultMessage, UserMessage, text_of
 
 if TYPE_CHECKING:
+    from agentvm.agent.diet import ContextDiet
+    from agentvm.agent.window import PrefixBreak
     from agentvm.llm import ToolSpec
     from agentvm.messages import Message
     from agentvm.ports import SeqMessage, Store
@@ -68,11 +71,20 @@ class TurnContext:
 
     summary: SessionSummary | None
     entries: tuple[SeqMessage, ...]
-    window: int  # the most messages the read could return
+    window: int  # the history window (agent/window.py: a turn reads from window to window + step - 1)
+    # What the context diet shows instead of some tool results, by message id (agent/diet.py)
+    dieted: dict[str, Message] = field(default_factory=dict)
+    # How this turn's prefix differs from the previous turn's (agent/window.py); None: it does not
+    prefix_break: PrefixBreak | None = None
 
     @property
     def messages(self) -> list[Message]:
         return [entry.message for entry in self.entries]
+
+    @property
+    def shown(self) -> list[Message]:
+        """The messages as the model sees them: the diet's stubs in place of what it trimmed."""
+        return [self.dieted.get(entry.message.id, entry.message) for entry in self.entries]
 
     @property
     def after_seq(self) -> int:
@@ -80,9 +92,10 @@ class TurnContext:
         return self.summary.upToSeq if self.summary is not None else 0
 
     def estimated_tokens(self, image_prompt: str | None) -> int:
-        """The context a turn would send now: system prompt, summary and unsummarised messages."""
+        """The context a turn would send now: system prompt, summary and unsummarised messages (as
+        the context diet shows them)."""
         return estimate_tokens(system_prompt(image_prompt, self.summary)) + sum(
-            estimate_tokens(model_text(m)) for m in self.messages
+            estimate_tokens(model_text(m)) for m in self.shown
         )
 
     def request(
@@ -98,7 +111,7 @@ class TurnContext:
     ) -> ModelRequest:
         return ModelRequest(
             model=model,
-            messages=chat_turns(self.messages, up_to_user_id=up_to_user_id),
+            messages=chat_turns(self.shown, up_to_user_id=up_to_user_id),
             system=system_prompt(image_prompt, self.summary),
             max_tokens=max_tokens,
             tools=tools,
@@ -109,24 +122,73 @@ class TurnContext:
 
 
 async def load_context(
-    store: Store, session_id: str, window: int, *, summarised: bool = True, through_seq: int | None = None
+    store: Store,
+    session_id: str,
+    window: int,
+    *,
+    summarised: bool = True,
+    through_seq: int | None = None,
+    anchor_seq: int | None = None,
+    step: int = 0,
+    diet: ContextDiet | None = None,
 ) -> TurnContext:
-    """Two bounded reads: the session's summary, then the last ``window`` messages after it.
+    """Two bounded reads: the session's summary, then the window of messages after it.
 
     ``summarised=False`` (compaction off) skips the summary: the turn reads the plain window.
     ``through_seq``: only the messages up to this seq matter (a turn's first attempt: its user
     message's), so the messages are read eventually consistent first (half the price on DynamoDB),
     and read again strongly consistent if that read may have missed one: seqs have no gaps, so the
     read is whole when it holds ``through_seq`` and every seq from its oldest one up to it.
+    ``anchor_seq`` (the seq of the user message the turn answers) and ``step`` > 0: the stepped
+    window (``agent/window.py``), every message from its start on, the turn's own included;
+    ``step=0`` or no anchor: the last ``window`` messages. ``diet``: the image's context diet
+    (``agent/diet.py``), decided where the prefix breaks anyway (``agent.window.diet_cut``). With
+    an anchor the context also says how its prefix differs from the previous turn's
+    (``prefix_break``).
     """
     summary = await store.get_summary(session_id) if summarised else None
     after = summary.upToSeq if summary is not None else 0
+    lower, limit = after, window
+    if step > 0 and anchor_seq is not None:
+        lower, limit = read_bounds(after, anchor_seq, window, step)
+    entries: list[SeqMessage] | None = None
     if through_seq is not None:
-        entries = await store.recent_messages_after(session_id, after, window, fresh=False)
-        if _whole_through(entries, after, through_seq):
-            return TurnContext(summary=summary, entries=tuple(entries), window=window)
-    entries = await store.recent_messages_after(session_id, after, window)
-    return TurnContext(summary=summary, entries=tuple(entries), window=window)
+        entries = await store.recent_messages_after(session_id, lower, limit, fresh=False)
+        if not _whole_through(entries, lower, through_seq):
+            entries = None
+    if entries is None:
+        entries = await store.recent_messages_after(session_id, lower, limit)
+    return _viewed(tuple(entries), summary, window, anchor_seq, step, diet)
+
+
+def _viewed(
+    entries: tuple[SeqMessage, ...],
+    summary: SessionSummary | None,
+    window: int,
+    anchor_seq: int | None,
+    step: int,
+    diet: ContextDiet | None,
+) -> TurnContext:
+    """The context as read, with the diet's stubs (decided where the prefix breaks anyway) and how
+    its prefix differs from the previous turn's."""
+    if anchor_seq is None:
+        return TurnContext(summary=summary, entries=entries, window=window)
+    after = summary.upToSeq if summary is not None else 0
+
+    def dieted_at(cut: int) -> dict[str, Message]:
+        return diet.trimmed(entries, cut) if diet is not None else {}
+
+    broken = prefix_break(
+        entries,
+        summary,
+        anchor=anchor_seq,
+        window=window,
+        step=step,
+        elided=lambda cut: frozenset(dieted_at(cut)),
+    )
+    seen = summary.seenSeq if summary is not None else 0
+    dieted = dieted_at(diet_cut(after, anchor_seq, window, step, seen))
+    return TurnContext(summary=summary, entries=entries, window=window, dieted=dieted, prefix_break=broken)
 
 
 def _whole_through(entries: list[SeqMessage], after: int, seq: int) -> bool:

@@ -61,19 +61,35 @@ _SAVINGS = (
     " writes x (cacheWrite - input)) per million, x the markup (null: the model has no price)"
 )
 
+_REPLY_SAVINGS = (
+    "what the reply cache saved, USD at the charged prices: (savedInputTokens x input +"
+    " savedOutputTokens x output) per million at the model's prices, x the markup (null: the model"
+    " has no price)"
+)
+_SAVED_INPUT = "the input tokens of the model calls that wrote the replies reply-cache hits served"
+_SAVED_OUTPUT = "the same, output tokens"
+
 
 class UsageTotals(BaseModel):
-    turns: int = Field(description="records of kind turn")
+    turns: int = Field(
+        description="records of kind turn or reply_cache (a turn's first call or cached reply)"
+    )
     inputTokens: int
     outputTokens: int
     totalTokens: int
     cacheReadTokens: int = Field(description="of inputTokens, read from the provider's prompt cache")
     cacheWriteTokens: int = Field(description="of inputTokens, written to the provider's prompt cache")
     cacheSavings: float = Field(description=_SAVINGS.replace(" (null: the model has no price)", ""))
+    savedInputTokens: int = Field(description=_SAVED_INPUT + " (not in inputTokens)")
+    savedOutputTokens: int = Field(description=_SAVED_OUTPUT + " (not in outputTokens)")
+    replyCacheSavings: float = Field(
+        description=_REPLY_SAVINGS.replace(" (null: the model has no price)", "")
+    )
 
 
 class PricedUsageRecord(UsageRecord):
     cacheSavings: float | None = Field(description=_SAVINGS)
+    replyCacheSavings: float | None = Field(description=_REPLY_SAVINGS)
 
 
 class SessionCacheSavings(BaseModel):
@@ -81,6 +97,11 @@ class SessionCacheSavings(BaseModel):
     cacheReadTokens: int
     cacheWriteTokens: int
     cacheSavings: float = Field(description=_SAVINGS.replace(" (null: the model has no price)", ""))
+    savedInputTokens: int = Field(description=_SAVED_INPUT)
+    savedOutputTokens: int = Field(description=_SAVED_OUTPUT)
+    replyCacheSavings: float = Field(
+        description=_REPLY_SAVINGS.replace(" (null: the model has no price)", "")
+    )
 
 
 class Usage(BaseModel):

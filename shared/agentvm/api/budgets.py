@@ -134,15 +134,19 @@ async def usage(
 ) -> dict[str, Any]:
     """The tenant's usage records (one per turn, and one per compaction of a session's history:
     ``kind``), oldest first, each with what prompt caching saved (``cacheSavings``, USD at the
-    charged prices; null for a model with no price), the same per session, and their totals
-    (tokens of both: both are billed). Reads every
-    record: for sums by period, end user, model and kind use ``/v1/usage/summary``."""
+    charged prices; null for a model with no price) and what the reply cache saved
+    (``replyCacheSavings``: a hit's ``savedInputTokens`` / ``savedOutputTokens`` at the model's
+    prices, charged), the same per session, and their totals (tokens of both: both are billed).
+    Reads every record: for sums by period, end user, model and kind use ``/v1/usage/summary``."""
     principal = admin(caller)
     records = await runtime.store.list_usage(principal.tenant_id, containerId)
     pricing = await pricing_for(runtime)
     savings = [pricing.charged_cache_savings(r.model, r.cacheReadTokens, r.cacheWriteTokens) for r in records]
+    replies = [
+        pricing.charged_reply_cache_savings(r.model, r.savedInputTokens, r.savedOutputTokens) for r in records
+    ]
     sessions: dict[str, dict[str, Any]] = {}
-    for record, saved in zip(records, savings, strict=True):
+    for record, saved, replied in zip(records, savings, replies, strict=True):
         session = sessions.setdefault(
             record.sessionId,
             {
@@ -150,21 +154,39 @@ async def usage(
                 "cacheReadTokens": 0,
                 "cacheWriteTokens": 0,
                 "cacheSavings": Decimal(0),
+                "savedInputTokens": 0,
+                "savedOutputTokens": 0,
+                "replyCacheSavings": Decimal(0),
             },
         )
         session["cacheReadTokens"] += record.cacheReadTokens
         session["cacheWriteTokens"] += record.cacheWriteTokens
         session["cacheSavings"] += saved or Decimal(0)
+        session["savedInputTokens"] += record.savedInputTokens
+        session["savedOutputTokens"] += record.savedOutputTokens
+        session["replyCacheSavings"] += replied or Decimal(0)
     input_tokens = sum(r.inputTokens for r in records)
     output_tokens = sum(r.outputTokens for r in records)
     return {
         "records": [
-            {**r.model_dump(), "cacheSavings": None if saved is None else micro(saved)}
-            for r, saved in zip(records, savings, strict=True)
+            {
+                **r.model_dump(),
+                "cacheSavings": None if saved is None else micro(saved),
+                "replyCacheSavings": None if replied is None else micro(replied),
+            }
+            for r, saved, replied in zip(records, savings, replies, strict=True)
         ],
-        "sessions": [{**s, "cacheSavings": micro(s["cacheSavings"])} for s in sessions.values()],
+        "sessions": [
+            {
+                **s,
+                "cacheSavings": micro(s["cacheSavings"]),
+                "replyCacheSavings": micro(s["replyCacheSavings"]),
+            }
+            for s in sessions.values()
+        ],
         "totals": {
-            "turns": sum(r.kind == "turn" for r in records),
+            # a turn's own record: its first model call, or its reply from the image's cache
+            "turns": sum(r.kind in ("turn", "reply_cache") for r in records),
             "inputTokens": input_tokens,
             "outputTokens": output_tokens,
             "totalTokens": input_tokens + output_tokens,
@@ -172,6 +194,10 @@ async def usage(
             "cacheReadTokens": sum(r.cacheReadTokens for r in records),
             "cacheWriteTokens": sum(r.cacheWriteTokens for r in records),
             "cacheSavings": micro(sum((s or Decimal(0) for s in savings), Decimal(0))),
+            # what the reply cache saved (not in the tokens above: a hit has 0)
+            "savedInputTokens": sum(r.savedInputTokens for r in records),
+            "savedOutputTokens": sum(r.savedOutputTokens for r in records),
+            "replyCacheSavings": micro(sum((s or Decimal(0) for s in replies), Decimal(0))),
         },
     }
 

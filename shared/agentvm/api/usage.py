@@ -43,10 +43,13 @@ _TOTALS = {
     "cacheWriteTokens": 2000,
     "totalTokens": 27000,
     "estimatedRecords": 1,
+    "savedInputTokens": 4800,
+    "savedOutputTokens": 1200,
     "cost": 0.0425,
     "charge": 0.044625,
     "cacheSavings": 0.010815,
     "unpricedTokens": 0,
+    "replyCacheSavings": 0.01134,
 }
 _AS_OF = "genai-prices 0.2.3"
 _SUMMARY = {
@@ -64,9 +67,10 @@ _SUMMARY = {
 }
 _CSV = (
     "period,tenantId,containerId,model,records,turns,inputTokens,outputTokens,cacheReadTokens,"
-    "cacheWriteTokens,totalTokens,estimatedRecords,cost,charge,cacheSavings,unpricedTokens,currency\n"
+    "cacheWriteTokens,totalTokens,estimatedRecords,cost,charge,cacheSavings,unpricedTokens,currency,"
+    "savedInputTokens,savedOutputTokens,replyCacheSavings\n"
     "2026-01,acme,user-alice,anthropic/claude-haiku-4-5,42,30,21000,6000,12000,2000,27000,1,"
-    "0.042500,0.044625,0.010815,0,USD\n"
+    "0.042500,0.044625,0.010815,0,USD,4800,1200,0.011340\n"
 )
 _PRICES = {
     "currency": "USD",
@@ -134,6 +138,13 @@ class UsageSums(BaseModel):
     cacheWriteTokens: int
     totalTokens: int = Field(description="input + output")
     estimatedRecords: int = Field(description="records whose tokens are estimates (a cut stream)")
+    savedInputTokens: int = Field(
+        description=(
+            "what the reply cache saved: the input tokens of the model calls that wrote the replies"
+            " its hits served (a hit, kind reply_cache, has 0 tokens; not in inputTokens)"
+        )
+    )
+    savedOutputTokens: int = Field(description="the same, output tokens (not in outputTokens)")
     cost: float | None = Field(
         default=None, description="platform admins: the tokens at list price, USD (micro-dollars)"
     )
@@ -146,6 +157,12 @@ class UsageSums(BaseModel):
         )
     )
     unpricedTokens: int = Field(description="tokens of models with no price (not in cost or charge)")
+    replyCacheSavings: float = Field(
+        description=(
+            "what the reply cache saved, USD at the charged prices: (savedInputTokens x input +"
+            " savedOutputTokens x output) per million at the hit's model's prices, x the markup"
+        )
+    )
 
 
 class UsageRow(UsageSums):

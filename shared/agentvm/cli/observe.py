@@ -41,7 +41,9 @@ def add_observe_commands(sub: Any) -> None:
     export.add_argument("--output", type=Path, help="write the file here (default: stdout)")
     usage_sub.add_parser("prices", parents=[server], help="the price per model and the markup")
     records = usage_sub.add_parser(
-        "records", parents=[server], help="the usage records, with what caching saved per turn and session"
+        "records",
+        parents=[server],
+        help="the usage records, with what caching and the reply cache saved per turn and session",
     )
     records.add_argument("--container", help="one container (end user)")
 

@@ -532,6 +532,7 @@ class AgentVMClient:
         fast_model: str | None = None,
         fast_max_chars: int | None = None,
         reply_cache: dict[str, Any] | None = None,
+        context_diet: dict[str, Any] | None = None,
     ) -> ImageInfo:
         """A new image (an agent config with its own session) in ``container_id`` (created if
         needed). ``tools`` may hold ``ClientTool``s (``client.add_tool``): their declarations go in.
@@ -541,7 +542,9 @@ class AgentVMClient:
         sibling; ``""``: its own model). ``fast_model``: short first messages go to it (mixed-model
         routing, ``fast_max_chars`` the limit, default 200; docs/protocol.md). ``reply_cache``:
         ``{"enabled": True, "ttlS": 86400}`` answers common first questions from the cache
-        (docs/protocol.md "Reply cache")."""
+        (docs/protocol.md "Reply cache"). ``context_diet``: ``{"keepSteps": 4, "maxResultChars":
+        8000, "headChars": 2000}`` elides old tool results and shows large ones by reference
+        (docs/protocol.md "Context diet")."""
         config = _image_config(
             name=name,
             description=description,
@@ -558,6 +561,7 @@ class AgentVMClient:
             fastModel=fast_model,
             fastMaxChars=fast_max_chars,
             replyCache=reply_cache,
+            contextDiet=context_diet,
         )
         data = await self._call("image_create", containerId=container_id, config=config)
         return ImageCreateResult.model_validate(data).record
@@ -740,6 +744,7 @@ _WIRE_NAMES = {
     "fast_model": "fastModel",
     "fast_max_chars": "fastMaxChars",
     "reply_cache": "replyCache",
+    "context_diet": "contextDiet",
 }
 
 

@@ -1,12 +1,14 @@
 """The usage and billing routes over HTTP, typed: ``UsageClient`` reads ``GET /v1/usage`` (the
-records, with what prompt caching saved per turn, per session and in total),
+records, with what prompt caching and the reply cache saved per turn, per session and in total),
 ``/v1/usage/summary``, ``/v1/usage/export`` and ``/v1/usage/prices`` with an admin key
 (docs/usage.md). Money is US dollars rounded to micro-dollars; ``cost`` and ``markup`` are for
 platform admins only (``None`` for a tenant's admin).
 
     async with UsageClient("http://127.0.0.1:8080", token=ADMIN_KEY) as usage:
         summary = await usage.summary(group_by="container,model", month="2026-01")
-        print(summary.totals.charge, summary.totals.cacheSavings)
+        print(summary.totals.charge, summary.totals.cacheSavings, summary.totals.replyCacheSavings)
+
+What the reply cache saved defaults to 0 when a server older than it does not send it.
 
 httpx is imported when a client is made, not with the SDK.
 """
@@ -42,6 +44,11 @@ class UsageSums(BaseModel):
     charge: float
     cacheSavings: float  # what prompt caching saved, at the charged prices
     unpricedTokens: int
+    # what the reply cache saved: the tokens of the calls that wrote the replies its hits served
+    # (not in inputTokens / outputTokens), and those tokens at the charged prices
+    savedInputTokens: int = 0
+    savedOutputTokens: int = 0
+    replyCacheSavings: float = 0.0
 
 
 class UsageSummary(BaseModel):
@@ -77,6 +84,13 @@ class UsageRecord(BaseModel):
     createdAt: int
     cacheSavings: float | None
     routedBy: str | None = None  # the image's routing rule that chose ``model`` (docs/protocol.md)
+    prefixBreak: str | None = (
+        None  # why the prompt prefix changed: compaction | window | diet (docs/protocol.md)
+    )
+    # a reply-cache hit (kind "reply_cache", 0 tokens): the tokens it saved, and their charge
+    savedInputTokens: int = 0
+    savedOutputTokens: int = 0
+    replyCacheSavings: float | None = 0.0
 
 
 class SessionCacheSavings(BaseModel):
@@ -84,6 +98,9 @@ class SessionCacheSavings(BaseModel):
     cacheReadTokens: int
     cacheWriteTokens: int
     cacheSavings: float
+    savedInputTokens: int = 0
+    savedOutputTokens: int = 0
+    replyCacheSavings: float = 0.0
 
 
 class UsageTotals(BaseModel):
@@ -94,6 +111,9 @@ class UsageTotals(BaseModel):
     cacheReadTokens: int
     cacheWriteTokens: int
     cacheSavings: float
+    savedInputTokens: int = 0
+    savedOutputTokens: int = 0
+    replyCacheSavings: float = 0.0
 
 
 class UsageRecords(BaseModel):

@@ -56,6 +56,7 @@ _TURN_FIELDS = {
     "llm.promptCaching": "prompt_caching",
     "turns.deadlineS": "turn_deadline_s",
     "turns.historyWindow": "history_window",
+    "turns.historyWindowStep": "history_window_step",
     "turns.replyCache": "reply_cache",
     "compaction.thresholdTokens": "compaction_threshold_tokens",
     "compaction.model": "compaction_model",

@@ -116,6 +116,12 @@ KEYS: dict[str, Key] = {
         ),
         Key("turns.historyWindow", "history_window", int, "messages a turn reads"),
         Key(
+            "turns.historyWindowStep",
+            "history_window_step",
+            int,
+            "messages the window's start moves by at once (0 = slides by every message)",
+        ),
+        Key(
             "turns.replyCache",
             "reply_cache",
             bool,
@@ -183,6 +189,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "llm.timeoutS": (1, 900),
     "turns.deadlineS": (0, 86_400),
     "turns.historyWindow": (2, 10_000),
+    "turns.historyWindowStep": (0, 10_000),
     "compaction.thresholdTokens": (0, 10_000_000),
     "billing.markup": (0, 100),
 }

@@ -260,7 +260,7 @@ async def _model_endpoint(
         error = wire.error("500", fault.retry_after)
         return JSONResponse(error.body, status_code=error.status, headers=error.headers)
     await asyncio.sleep(reply.ttft_s + len(reply.tokens) * reply.interval_s)
-    message = wire.message("".join(reply.tokens), len(reply.tokens), reply.truncated)
+    message = wire.message("".join(reply.tokens), len(reply.tokens), reply.truncated, reply.calls)
     if fault is not None:  # cut
         return _CutResponse(json.dumps(message).encode())
     state.count("tokens_emitted", len(reply.tokens))

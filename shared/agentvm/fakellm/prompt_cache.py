@@ -10,8 +10,10 @@ the same count ``input_tokens`` reports, so reads and writes are parts of it.
   longest cached prefix ending at it or at one of the 20 blocks before it (the documented
   look-back); every breakpoint past what was read whose prefix holds at least the minimum is
   written. The response reports the longest read as ``cache_read_input_tokens``, the written rest
-  up to the last written breakpoint as ``cache_creation_input_tokens``. More than 4 breakpoints
-  is a 400, as the API answers.
+  up to the last written breakpoint as ``cache_creation_input_tokens``. A top-level
+  ``cache_control`` (the API's automatic caching, what LangChain's prompt-caching middleware sends)
+  is a breakpoint on the request's last block, one of the 4. More than 4 breakpoints is a 400, as
+  the API answers.
 * **Bedrock Converse**: ``cachePoint`` blocks mark the block before them; priced as Anthropic's.
 * **OpenAI** (automatic): the prompt's words, keyed by ``prompt_cache_key`` and the model (tools
   and non-text message fields are hashed into it), are cached at every 128-token step from 1,024
@@ -170,6 +172,8 @@ def _anthropic_blocks(body: dict[str, Any]) -> list[_Block]:
         digest = _digest(digest, [role, block])
         tokens += 0 if role == "tool" else len(_words(block))  # as input_tokens counts (no tools)
         blocks.append(_Block(digest, tokens, marked))
+    if blocks and isinstance(body.get("cache_control"), dict):  # automatic: on the last block
+        blocks[-1] = dataclasses.replace(blocks[-1], marked=True)
     return blocks
 
 

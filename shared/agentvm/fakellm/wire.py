@@ -39,7 +39,9 @@ class Wire(Protocol):
     def token(self, text: str) -> bytes: ...
     def tail(self, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None) -> list[bytes]: ...
     def stream_error(self) -> list[bytes]: ...
-    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]: ...
+    def message(
+        self, text: str, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None
+    ) -> dict[str, Any]: ...
     def error(self, kind: str, retry_after: float) -> ErrorReply: ...
 
 
@@ -50,6 +52,14 @@ class ToolCallOut:
     id: str
     name: str
     arguments: str
+
+
+def _input_object(arguments: str) -> Any:
+    """A scripted call's input as the object a non-streamed reply carries ({} if it is not JSON)."""
+    try:
+        return json.loads(arguments)
+    except ValueError:
+        return {}
 
 
 def json_pieces(arguments: str) -> list[str]:
@@ -139,16 +149,23 @@ class AnthropicWire:
     def stream_error(self) -> list[bytes]:
         return [sse(_anthropic_error("overloaded_error", "Overloaded"), "error")]
 
-    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]:
+    def message(
+        self, text: str, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None
+    ) -> dict[str, Any]:
+        """The non-streamed reply: its text, then its tool calls as ``tool_use`` blocks."""
+        uses = [
+            {"type": "tool_use", "id": call.id, "name": call.name, "input": _input_object(call.arguments)}
+            for call in calls or []
+        ]
         return {
             "id": self.message_id,
             "type": "message",
             "role": "assistant",
             "model": self.model,
-            "content": [{"type": "text", "text": text}],
-            "stop_reason": _stop_reason(truncated),
+            "content": [{"type": "text", "text": text}, *uses],
+            "stop_reason": "tool_use" if uses else _stop_reason(truncated),
             "stop_sequence": None,
-            "usage": self._usage(emitted),
+            "usage": self._usage(emitted + 10 * len(uses)),
         }
 
     def error(self, kind: str, retry_after: float) -> ErrorReply:
@@ -222,7 +239,16 @@ class OpenAIWire:
     def stream_error(self) -> list[bytes]:
         return [sse(_openai_error("The server had an error while processing your request.", "server_error"))]
 
-    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]:
+    def message(
+        self, text: str, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None
+    ) -> dict[str, Any]:
+        """The non-streamed completion: its text, then its tool calls (``message.tool_calls``)."""
+        message: dict[str, Any] = {"role": "assistant", "content": text, "refusal": None}
+        if calls:
+            message["tool_calls"] = [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}
+                for c in calls
+            ]
         return {
             "id": self.completion_id,
             "object": "chat.completion",
@@ -232,12 +258,12 @@ class OpenAIWire:
             "choices": [
                 {
                     "index": 0,
-                    "message": {"role": "assistant", "content": text, "refusal": None},
+                    "message": message,
                     "logprobs": None,
-                    "finish_reason": _finish_reason(truncated),
+                    "finish_reason": "tool_calls" if calls else _finish_reason(truncated),
                 }
             ],
-            "usage": self._usage(emitted),
+            "usage": self._usage(emitted + 10 * len(calls or [])),
         }
 
     def error(self, kind: str, retry_after: float) -> ErrorReply:
@@ -337,7 +363,10 @@ class BedrockWire:
     def stream_error(self) -> list[bytes]:
         return [event_frame("modelStreamErrorException", {"message": "fake stream error"}, "exception")]
 
-    def message(self, text: str, emitted: int, truncated: bool) -> dict[str, Any]:
+    def message(
+        self, text: str, emitted: int, truncated: bool, calls: list[ToolCallOut] | None = None
+    ) -> dict[str, Any]:
+        """The non-streamed Converse reply: its text only (scripted tool calls are streamed only)."""
         return {"output": {"message": {"role": "assistant", "content": [{"text": text}]}}}
 
     def error(self, kind: str, retry_after: float) -> ErrorReply:

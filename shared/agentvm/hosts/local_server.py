@@ -225,19 +225,24 @@ def create_local_app(host: LocalHost) -> FastAPI:
                     raw = message.get("bytes") or b""
                 if rate.take():
                     refused = 0
-                    replies = await handle_frame(rt, conn_id, raw)
-                else:
-                    refused += 1
-                    if refused > rate.burst:
-                        log.info(
-                            "closing a connection that ignores its frame rate limit",
-                            extra={"connection_id": conn_id},
-                        )
-                        await writer.close_now(
-                            POLICY_VIOLATION_CLOSE, "frame rate limit exceeded", flush=True
-                        )
-                        break
-                    replies = refuse_frame(rt, raw, _frame_rate_error(rt, rate))
+                    # the answer before any frame pushed meanwhile: a turn's worker may stream
+                    # before message_send's handler returns (adapters/local/ws_writer.py)
+                    writer.hold()
+                    answered: list[str] = []
+                    try:
+                        answered = await handle_frame(rt, conn_id, raw)
+                    finally:
+                        await writer.answer(answered)
+                    continue
+                refused += 1
+                if refused > rate.burst:
+                    log.info(
+                        "closing a connection that ignores its frame rate limit",
+                        extra={"connection_id": conn_id},
+                    )
+                    await writer.close_now(POLICY_VIOLATION_CLOSE, "frame rate limit exceeded", flush=True)
+                    break
+                replies = refuse_frame(rt, raw, _frame_rate_error(rt, rate))
                 for payload in replies:
                     await host.push.send(conn_id, payload)
         except (WebSocketDisconnect, ConnectionGone):

@@ -30,10 +30,12 @@ if TYPE_CHECKING:
         rebuild,
     )
     from agentvm.images.config import (
+        ContextDietPolicy,
         ImageConfig,
         ReplyCachePolicy,
         check_built,
         check_tool_sources,
+        context_diet_policy,
         reply_cache_policy,
         tool_decls,
     )
@@ -57,10 +59,12 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "ContextDietPolicy",
     "ImageConfig",
     "ReplyCachePolicy",
     "check_built",
     "check_tool_sources",
+    "context_diet_policy",
     "create",
     "create_built",
     "create_counted",
@@ -91,10 +95,12 @@ __getattr__, __dir__ = lazy_exports(
             "rebuild",
         ],
         "config": [
+            "ContextDietPolicy",
             "ImageConfig",
             "ReplyCachePolicy",
             "check_built",
             "check_tool_sources",
+            "context_diet_policy",
             "reply_cache_policy",
             "tool_decls",
         ],

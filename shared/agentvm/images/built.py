@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from agentvm.errors import BadRequest
-from agentvm.images.config import check_built, reply_cache_policy
+from agentvm.images.config import check_built, context_diet_policy, reply_cache_policy
 from agentvm.images.containers import ensure_container
 from agentvm.images.quota import create_counted, put_counted
 from agentvm.records import DEFAULT_IMAGE_NAME, ImageRecord, SessionRecord
@@ -55,6 +55,7 @@ async def create_built(
         fastModel=config.fastModel,
         fastMaxChars=config.fastMaxChars,
         replyCache=reply_cache_policy(config),
+        contextDiet=context_diet_policy(config),
         createdAt=now,
         updatedAt=now,
     )

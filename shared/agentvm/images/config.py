@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
 
+from agentvm.agent.diet import DEFAULT_HEAD_CHARS, DEFAULT_KEEP_STEPS, DEFAULT_MAX_RESULT_CHARS
 from agentvm.agent.tools.declarations import (
     MAX_TOOLS,
     ApprovalConfig,
@@ -36,6 +37,18 @@ class ReplyCachePolicy(BaseModel):
 
     enabled: StrictBool = True
     ttlS: int = Field(default=DEFAULT_REPLY_TTL_S, ge=60, le=MAX_REPLY_TTL_S)
+
+
+class ContextDietPolicy(BaseModel):
+    """An image's context diet (agent/diet.py): tool results followed by ``keepSteps`` tool steps are
+    elided to a stub; others longer than ``maxResultChars`` show their first ``headChars``."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    enabled: StrictBool = True
+    keepSteps: int = Field(default=DEFAULT_KEEP_STEPS, ge=1, le=1000)
+    maxResultChars: int = Field(default=DEFAULT_MAX_RESULT_CHARS, ge=200, le=10_000_000)
+    headChars: int = Field(default=DEFAULT_HEAD_CHARS, ge=0, le=1_000_000)
 
 
 class ImageConfig(BaseModel):
@@ -72,6 +85,9 @@ class ImageConfig(BaseModel):
     # Opt-in: answer the session's first question from the cache of this config's earlier replies
     # (turns/reply_cache.py), {"enabled": true, "ttlS": 86400}; None = off
     replyCache: ReplyCachePolicy | None = None
+    # Opt-in: elide old tool results and show large ones by reference (agent/diet.py),
+    # {"enabled": true, "keepSteps": 4, "maxResultChars": 8000, "headChars": 2000}; None = off
+    contextDiet: ContextDietPolicy | None = None
 
     @field_validator("mcpServers", mode="after")
     @classmethod
@@ -129,11 +145,18 @@ def reply_cache_policy(config: ImageConfig) -> dict[str, Any] | None:
     return None if config.replyCache is None else config.replyCache.model_dump()
 
 
+def context_diet_policy(config: ImageConfig) -> dict[str, Any] | None:
+    """The diet as an image stores it."""
+    return None if config.contextDiet is None else config.contextDiet.model_dump()
+
+
 __all__ = [
+    "ContextDietPolicy",
     "ImageConfig",
     "ReplyCachePolicy",
     "check_built",
     "check_tool_sources",
+    "context_diet_policy",
     "reply_cache_policy",
     "tool_decls",
 ]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from agentvm.errors import BadRequest
 from agentvm.images.agents import stop_agent
 from agentvm.images.built import create_built, rebuild
-from agentvm.images.config import check_tool_sources, reply_cache_policy, tool_decls
+from agentvm.images.config import check_tool_sources, context_diet_policy, reply_cache_policy, tool_decls
 from agentvm.images.containers import ensure_container
 from agentvm.images.lookup import image_of
 from agentvm.images.quota import create_counted, give_back_deleted, put_counted
@@ -63,6 +63,7 @@ async def create(
         fastModel=config.fastModel,
         fastMaxChars=config.fastMaxChars,
         replyCache=reply_cache_policy(config),
+        contextDiet=context_diet_policy(config),
         createdAt=now,
         updatedAt=now,
     )
@@ -116,6 +117,8 @@ async def update(
         changes["tools"] = tool_decls(updates.tools)
     if "replyCache" in changes:  # whole, defaults included (a dump of what was set leaves them out)
         changes["replyCache"] = reply_cache_policy(updates)
+    if "contextDiet" in changes:
+        changes["contextDiet"] = context_diet_policy(updates)
     check_tool_sources(rt, changes.get("mcpServers"), admin=admin)
     changed = image.model_copy(update={**changes, "updatedAt": rt.clock.now_ms()})
     await put_counted(rt, tenant_id, image, changed)

@@ -30,7 +30,12 @@ provider followed by a snapshot date or ``-latest``, or a Bedrock Anthropic id a
 + cache reads x cacheRead + cache writes x cacheWrite + output x output price, per million. Charge
 = cost x the markup (``billing.markup``, default 1.05). ``cacheSavings`` = (cache reads x (input -
 cacheRead) - cache writes x (cacheWrite - input)) per million, x the markup: how much less the
-charge is than the same tokens uncached (negative when writes cost more than reads saved). All are
+charge is than the same tokens uncached (negative when writes cost more than reads saved).
+``replyCacheSavings`` = (saved input x input + saved output x output) per million, x the markup:
+what the reply cache's hits would have been charged had the model been called again, their
+``savedInputTokens`` / ``savedOutputTokens`` (the tokens of the call that wrote each reply) at the
+hit's model's input and output prices (the cache-read and -write prices aside: the writing call's
+cache split is not kept; a model with no price saves 0, as its tokens cost 0). All are
 computed exactly (decimals) per sum and rounded to micro-dollars (6 decimals) only when shown.
 """
 
@@ -303,19 +308,40 @@ class Pricing:
         savings = self.cache_savings(model, cache_read_tokens, cache_write_tokens)
         return None if savings is None else savings * self.markup
 
+    def reply_cache_savings(
+        self, model: str, saved_input_tokens: int, saved_output_tokens: int
+    ) -> Decimal | None:
+        """What reply-cache hits saved, at list price: their saved tokens at the model's input
+        and output prices (None: the model has no price)."""
+        price = self.price(model)
+        if price is None:
+            return None
+        return (saved_input_tokens * price.input + saved_output_tokens * price.output) / _MILLION
+
+    def charged_reply_cache_savings(
+        self, model: str, saved_input_tokens: int, saved_output_tokens: int
+    ) -> Decimal | None:
+        """The reply cache's savings at the charged prices (x the markup); None: no price."""
+        savings = self.reply_cache_savings(model, saved_input_tokens, saved_output_tokens)
+        return None if savings is None else savings * self.markup
+
     def add(self, sums: Sums, cell: UsageCell) -> None:
-        """Add the cell's cost and cache savings (or its unpriced tokens) to a row's sums."""
+        """Add the cell's cost, cache savings and reply-cache savings (or its unpriced tokens) to
+        a row's sums."""
         cost = self.cost(cell)
         extra = sums.extra
         extra.setdefault("cost", Decimal(0))
         extra.setdefault("cacheSavings", Decimal(0))
         extra.setdefault("unpricedTokens", 0)
+        extra.setdefault("replyCacheSavings", Decimal(0))
         if cost is None:
             extra["unpricedTokens"] += cell.input_tokens + cell.output_tokens
         else:
             extra["cost"] += cost
             saved = self.cache_savings(cell.model, cell.cache_read_tokens, cell.cache_write_tokens)
             extra["cacheSavings"] += saved or Decimal(0)
+            replies = self.reply_cache_savings(cell.model, cell.saved_input_tokens, cell.saved_output_tokens)
+            extra["replyCacheSavings"] += replies or Decimal(0)
 
     def finish(self, sums: Sums, *, with_cost: bool = True) -> None:
         """The row's charge and cache savings at the charged prices (and, for the platform, its
@@ -323,12 +349,14 @@ class Pricing:
         cost and the markup are the platform's business."""
         cost: Decimal = sums.extra.get("cost", Decimal(0))
         savings: Decimal = sums.extra.get("cacheSavings", Decimal(0))
+        replies: Decimal = sums.extra.get("replyCacheSavings", Decimal(0))
         shown: dict[str, Any] = {"cost": micro(cost)} if with_cost else {}
         sums.extra = {
             **shown,
             "charge": micro(cost * self.markup),
             "cacheSavings": micro(savings * self.markup),
             "unpricedTokens": sums.extra.get("unpricedTokens", 0),
+            "replyCacheSavings": micro(replies * self.markup),
         }
 
     def table(self) -> dict[str, ModelPrice]:

@@ -13,6 +13,10 @@ Tokens: ``inputTokens`` counts every input token, cached ones included; ``cacheR
 ``cacheWriteTokens`` say how many of them the provider read from or wrote to its prompt cache
 (they are priced differently: ``observability.pricing``). ``estimatedRecords`` counts records
 whose tokens are ours, not the provider's (a cut or interrupted stream: ``UsageRecord.estimated``).
+``savedInputTokens`` and ``savedOutputTokens`` are what the reply cache saved: the sums of its hits'
+``UsageRecord.savedInputTokens`` / ``savedOutputTokens`` (the tokens of the model calls that wrote
+the replies they served; a hit itself has 0 tokens), not counted in ``inputTokens`` or
+``totalTokens``.
 
 Bad queries raise ``InvalidUsageQuery`` errors with stable codes (``errors.py``): an unknown
 period (``invalid_period``), an unknown or repeated grouping, or one the sums cannot answer
@@ -68,6 +72,8 @@ METRICS = (
     "cacheWriteTokens",
     "totalTokens",
     "estimatedRecords",
+    "savedInputTokens",
+    "savedOutputTokens",
 )
 
 
@@ -177,6 +183,8 @@ class Sums:
     cacheReadTokens: int = 0
     cacheWriteTokens: int = 0
     estimatedRecords: int = 0
+    savedInputTokens: int = 0
+    savedOutputTokens: int = 0
     extra: dict[str, Any] = field(default_factory=dict)  # pricing's sums (observability.pricing)
 
     def add(self, cell: UsageCell) -> None:
@@ -188,6 +196,8 @@ class Sums:
         self.cacheReadTokens += cell.cache_read_tokens
         self.cacheWriteTokens += cell.cache_write_tokens
         self.estimatedRecords += cell.estimated
+        self.savedInputTokens += cell.saved_input_tokens
+        self.savedOutputTokens += cell.saved_output_tokens
 
     def to_wire(self) -> dict[str, Any]:
         return {
@@ -199,6 +209,8 @@ class Sums:
             "cacheWriteTokens": self.cacheWriteTokens,
             "totalTokens": self.inputTokens + self.outputTokens,
             "estimatedRecords": self.estimatedRecords,
+            "savedInputTokens": self.savedInputTokens,
+            "savedOutputTokens": self.savedOutputTokens,
             **self.extra,
         }
 

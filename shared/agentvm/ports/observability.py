@@ -23,7 +23,7 @@ class UsageCell:
     tenant_id: str
     start_ms: int  # the hour's or the day's first millisecond (UTC)
     model: str
-    kind: str  # "turn" | "step" | "compaction"
+    kind: str  # "turn" | "step" | "compaction" | "title" | "reply_cache"
     container_id: str | None = None  # day cells only
     image_id: str | None = None  # day cells only
     records: int = 0
@@ -32,6 +32,9 @@ class UsageCell:
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
     estimated: int = 0  # records whose tokens are estimates (the provider never reported them)
+    # what reply-cache hits saved: the tokens of the model calls that wrote the replies they served
+    saved_input_tokens: int = 0
+    saved_output_tokens: int = 0
 
 
 class UsageRollups(Protocol):

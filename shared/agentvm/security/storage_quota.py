@@ -47,7 +47,9 @@ quota is then the bound.
 Not counted, because each is bounded per tenant elsewhere and counting would cost a request per
 write: log lines (the log store keeps a fixed retention, and refusal lines are rate-limited), session
 exports (written to the caller, never stored), usage records and turn records (fixed-size, one per
-turn), budgets, keys and the tenant's registry record (capped in number).
+turn), budgets, keys and the tenant's registry record (capped in number), and images' cached
+replies (bounded per tenant and self-evicting; a put that would pass the quota is skipped instead:
+``turns/reply_cache.py``, SECURITY.md "Storage quotas").
 
 A give-back that takes the account below zero (deleting what was written before it was counted)
 sets it back to zero with one more increment; racing give-backs may leave it a little below zero

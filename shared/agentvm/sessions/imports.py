@@ -156,6 +156,7 @@ async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[st
         "fastModel": config.fastModel,
         "fastMaxChars": config.fastMaxChars,
         "replyCache": None if config.replyCache is None else config.replyCache.model_dump(),
+        "contextDiet": None if config.contextDiet is None else config.contextDiet.model_dump(),
     }
 
 

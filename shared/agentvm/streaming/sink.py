@@ -7,13 +7,14 @@ WebSocket frame is a billed message on AWS. Frames go out through one sender tas
 stream is never blocked by a slow post and frames keep their order.
 
 Every frame is numbered and kept in the turn's ``FrameLog`` (``core.frames``). Each subscriber is
-sent the frames above the last seq it has: a connection seen for the first time gets the frames
-from now on, or, if it subscribed with a cursor (a client resuming mid-turn), first every frame of
-this turn above its cursor; a subscription made before the turn's user message was saved counts
-as cursor 0 (``Subscription.subscribed_at``: found late only because the AWS index lagged, it gets
-the turn from its first frame). The subscriber list is looked up again every ``subscriber_refresh_s``
-(0: on every send, where the lookup is in memory) and once more before the turn's terminal frames
-(``release``), so a client that subscribed while the turn was ending is caught up too.
+sent the frames above the last seq it has: a connection seen for the first time gets this turn
+from its first frame (whether it subscribed before the turn, was found late because the AWS index
+lagged, or joined mid-turn: it never gets a message's text without its ``message_start``, the
+protocol's order, docs/protocol.md "A turn"), or, if it subscribed with a cursor (a client
+resuming mid-turn), every frame of this turn above its cursor. The subscriber list is looked up
+again every ``subscriber_refresh_s`` (0: on every send, where the lookup is in memory) and once
+more before the turn's terminal frames (``release``), so a client that subscribed while the turn
+was ending is caught up too.
 
 Fewer WebSocket messages (docs/cost.md): ``message_persisted`` is emitted first but *lingers*
 (``emit_frame(..., linger=True)``): it goes out with the next frame (the turn's ``message_start``,
@@ -66,12 +67,8 @@ class CoalescingSink:
         economy_flush_max_s: float = 2.0,
         economy_flush_s: float = 2.0,
         cadence: str = LIVE,
-        began_ms: int | None = None,
     ) -> None:
         self._session_id = session_id
-        # when the turn's user message was saved: a subscription made by then, found late, gets
-        # the turn from its first frame (as cursor 0 would: ``Subscription.subscribed_at``)
-        self._began_ms = began_ms
         self._context = context
         self._fanout = fanout
         self._clock = clock
@@ -230,27 +227,25 @@ class CoalescingSink:
             if self._ready > self._sent or self._batch_due:
                 # Whatever is ready by now goes out in one pass over the subscribers.
                 self._batch_due = False
-                await self._deliver(self._sent, self._ready)
+                await self._deliver(self._ready)
                 continue
             if self._closing:
                 if any(mark < self._sent for mark in self._marks.values()):
-                    await self._deliver(self._sent, self._sent, force=True)  # batched text left
+                    await self._deliver(self._sent, force=True)  # batched text left
                 for cadence in self._cadences.values():
                     cadence.close()
                 return
             self._wake.clear()
             await self._wake.wait()
 
-    async def _deliver(self, after: int, upto: int, *, force: bool = False) -> None:
+    async def _deliver(self, upto: int, *, force: bool = False) -> None:
         plan: list[tuple[str, list[str]]] = []
         now = self._clock.monotonic()
         for sub in await self._targets():
             conn, cursor = sub.connection_id, sub.after_seq
             mark = self._marks.get(conn)
-            if mark is None:  # new: live from this pass on, or every frame above its cursor
-                if cursor is None and self._subscribed_before(sub):
-                    cursor = 0  # subscribed before the turn: only the index's lag hid it
-                mark = after if cursor is None else cursor
+            if mark is None:  # new: the turn from its first frame, or every frame above its cursor
+                mark = self._log.first - 1 if cursor is None else cursor
             if upto > mark:
                 paced = sub.batch and not force
                 if paced and not self._cadence_of(sub).due(conn, self._log.urgency(mark, upto), now):
@@ -271,10 +266,6 @@ class CoalescingSink:
     def _cadence_of(self, sub: Subscription) -> BatchCadence:
         """The cadence a batched subscriber is paced by: its connection's, else the turn's."""
         return self._cadences.get(sub.cadence or self._cadence) or self._cadences[self._cadence]
-
-    def _subscribed_before(self, sub: Subscription) -> bool:
-        began, at = self._began_ms, sub.subscribed_at
-        return began is not None and at is not None and at <= began
 
     def _batch_window_over(self) -> None:
         self._batch_due = True

@@ -53,8 +53,10 @@ if TYPE_CHECKING:
         cached_reply,
         config_digest,
         first_question,
+        fits_the_quota,
         normalise_question,
         remember_reply,
+        reply_bytes,
     )
     from agentvm.turns.sandbox_jobs import (
         answer_job,
@@ -149,6 +151,7 @@ __all__ = [
     "finish_turn",
     "first_question",
     "first_seq_of",
+    "fits_the_quota",
     "follow_turn",
     "has_no_job",
     "hold_suspended",
@@ -160,6 +163,7 @@ __all__ = [
     "process_turn",
     "prompt_cache_key",
     "remember_reply",
+    "reply_bytes",
     "resolution_of",
     "run_sandbox_job",
     "sandbox_job",
@@ -218,8 +222,10 @@ __getattr__, __dir__ = lazy_exports(
             "cached_reply",
             "config_digest",
             "first_question",
+            "fits_the_quota",
             "normalise_question",
             "remember_reply",
+            "reply_bytes",
         ],
         "sandbox_jobs": [
             "answer_job",

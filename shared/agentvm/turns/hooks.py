@@ -33,6 +33,7 @@ from agentvm.turns.waits import wait_event_data
 if TYPE_CHECKING:
     from agentvm.agent.loop import StepOutcome
     from agentvm.agent.tools.toolbox import Toolbox
+    from agentvm.agent.window import PrefixBreak
     from agentvm.llm import ToolCall
     from agentvm.messages import Message
     from agentvm.observability.tracing import TurnTrace, _NoTrace
@@ -70,6 +71,7 @@ class TurnHooks:
         started_ms: int,
         *,
         routed_by: str | None = None,
+        prefix_break: PrefixBreak | None = None,
     ) -> None:
         self.rt = rt
         self.job = job
@@ -77,6 +79,9 @@ class TurnHooks:
         self.client = client
         self.model_ref = model_ref
         self.routed_by = routed_by  # the routing rule that chose model_ref (agent/model_policy.py)
+        self.prefix_break = (
+            prefix_break  # why the prompt prefix differs from the last turn's (agent/window.py)
+        )
         self.started_ms = started_ms
         self.stop_sent = False  # the last step's message_stop is out (a tool step sends its own)
         self._step_started = rt.clock.monotonic()
@@ -154,6 +159,7 @@ class TurnHooks:
                 kind="turn" if first else "step",
                 estimated=step.usage_estimated,
                 routedBy=self.routed_by,
+                prefixBreak=self.prefix_break if first else None,
             )
         )
         # Counted only by the attempt that stored the usage record: the counters agree with the bill.

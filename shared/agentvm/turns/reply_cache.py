@@ -22,6 +22,18 @@ session's assistant message by the one finish path, and writes the turn's usage 
 ``savedOutputTokens``, what the call that wrote the reply cost. A miss that qualifies stores the
 reply (``remember_reply``) once the turn ends normally: one model call, ``end_turn``, no tool
 calls, no error, provider-reported usage. A cache that fails never fails the turn.
+
+**The storage quota** (``security/storage_quota.py``; decision in SECURITY.md, "Storage quotas").
+Cached replies are not charged to the tenant's storage account: the cache bounds itself per tenant
+(``DEFAULT_REPLY_SLOTS`` entries of at most ``MAX_CACHED_CHARS`` characters) and evicts and expires
+on its own, without telling anyone (DynamoDB's TTL deletes an expired item with no event to give
+its bytes back on), so a charge could not be kept exact; and it is the platform's derived data, not
+what the tenant chose to store, so it must not crowd the tenant's own messages out of its account.
+Instead a put that would take a tenant past its quota (what it stores now plus this reply's bytes,
+``reply_bytes``) is **skipped**: the turn is answered and billed as usual, its reply just is not
+kept. A tenant at its quota therefore stops filling the cache; the replies it holds stay served.
+The check costs one read of the account (``StorageAccount.used``) per qualifying miss, never a hit;
+one that fails skips the put.
 """
 
 from __future__ import annotations
@@ -49,7 +61,8 @@ log = logging.getLogger("agentvm.turns")
 
 REPLY_CACHE_KIND: Final = "reply_cache"
 # A longer reply is not cached: it keeps an item far under DynamoDB's 400 KB, and a tenant's cache
-# under 1,024 x 32 K characters (it is not charged to the tenant's storage account)
+# under 1,024 x 32 K characters (it is not charged to the tenant's storage account: a put that would
+# take the tenant past its quota is skipped instead, ``fits_the_quota``)
 MAX_CACHED_CHARS = 32_000
 _WORDS_PER_DELTA = 4  # a hit's text goes out in deltas of a few words, as a model's does
 _WORD = re.compile(r"\s*\S+\s*")
@@ -214,11 +227,29 @@ async def remember_reply(rt: Runtime, lookup: CacheLookup, outcome: TurnOutcome)
         expires_at=now + lookup.ttl_s * 1000,
     )
     try:
+        if not await fits_the_quota(rt, lookup.tenant_id, reply_bytes(reply)):
+            log.info("reply not cached: the tenant's storage account has no room for it")
+            return False
         await rt.replies.put(lookup.tenant_id, reply)
     except Exception:
         log.warning("reply cache write failed; the turn is unaffected", exc_info=True)
         return False
     return True
+
+
+def reply_bytes(reply: CachedReply) -> int:
+    """The bytes a cached reply holds: its text, key and model (UTF-8)."""
+    return len(reply.text.encode()) + len(reply.key) + len(reply.model.encode())
+
+
+async def fits_the_quota(rt: Runtime, tenant_id: str, size: int) -> bool:
+    """Whether the tenant's storage account has room for ``size`` more bytes (no quota: always).
+    Nothing is taken: cached replies are not charged (the module's note)."""
+    quota = rt.storage_quota
+    if quota is None:
+        return True
+    limit = await quota.limit_of(tenant_id)
+    return limit <= 0 or await quota.used(tenant_id) + size <= limit
 
 
 __all__ = [
@@ -230,6 +261,8 @@ __all__ = [
     "cached_reply",
     "config_digest",
     "first_question",
+    "fits_the_quota",
     "normalise_question",
     "remember_reply",
+    "reply_bytes",
 ]

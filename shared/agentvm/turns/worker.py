@@ -164,7 +164,6 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
         economy_flush_max_s=rt.turns.economy_flush_max_s,
         economy_flush_s=rt.turns.economy_flush_s,
         cadence=image.cadence or rt.turns.stream_cadence,  # a connection's own choice wins (sink)
-        began_ms=job.userSavedAt or job.enqueuedAt,
     )
     if not resuming:
         # every attempt's first frame (a continuation's: its results); it goes out with the turn's
@@ -249,7 +248,18 @@ async def _run(
     except AgentVMError as exc:
         hooks = TurnHooks(rt, job, sink, None, route.model or "", started_ms)
         return TurnOutcome(model=route.model or "", error=_as_provider_error(exc)), hooks
-    hooks = TurnHooks(rt, job, sink, client, model_ref, started_ms, routed_by=route.routed_by)
+    hooks = TurnHooks(
+        rt,
+        job,
+        sink,
+        client,
+        model_ref,
+        started_ms,
+        routed_by=route.routed_by,
+        prefix_break=context.prefix_break,
+    )
+    if context.prefix_break is not None:  # the provider's prompt cache is written anew from the break
+        log.info("prompt prefix changed", extra={"turn_id": job.turnId, "prefix_break": context.prefix_break})
     hooks.toolbox = toolbox
     hooks.trace = start_turn(
         job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens

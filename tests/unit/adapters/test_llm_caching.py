@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import pytest
 
@@ -216,3 +217,75 @@ def test_the_session_summary_comes_after_the_system_breakpoint():
     assert bedrock["system"] == [{"text": LONG}, {"cachePoint": {"type": "default"}}, {"text": summary}]
     # a request without a summary: one block, as before
     assert len(request_params(request(system=LONG, stable_system_chars=len(LONG)))["system"]) == 1
+
+
+# -- requests as turns build them: after a compaction, on a resumed turn, on a suspended one ---------
+
+TOOLSETS = {"no-tools": (), "many-tools": tuple(tool(f"t{i}", 600) for i in range(30))}
+PROMPTS = {"short-prompt": SHORT, "long-prompt": LONG}
+
+
+async def _turn_request(state: str, prompt: str, tools: tuple[ToolSpec, ...]) -> ModelRequest:
+    """The request of a turn after 20 answered tool turns, read through the stepped window with the
+    context diet, in ``state``: fresh, compacted (a summary in the system prompt), resumed (the
+    turn's own completed steps stored) or suspended (its last step's calls wait for results)."""
+    from agentvm.adapters.local.sqlite.store import SqliteStore
+    from agentvm.agent.context import load_context
+    from agentvm.agent.diet import ContextDiet
+    from agentvm.messages import ToolCallMessage, UserMessage
+    from agentvm.records import SessionSummary
+    from tests.unit.agent.test_history_window import SESSION, play, tool_turn
+
+    store = SqliteStore(":memory:")
+    try:
+        await play(store, 0, 20, result="r" * 3000)
+        user, *steps = tool_turn(99, calls=2)
+        anchor = (await store.append_message(SESSION, user)).seq
+        if state in ("resumed", "suspended"):
+            for message in steps[:-1]:  # one whole step: its calls and results
+                await store.append_message(SESSION, message)
+        if state == "suspended":  # a second step's call, its result not in yet
+            call = steps[0].model_copy(
+                update={"id": "tc99_x", "toolCall": steps[0].toolCall.model_copy(update={"id": "cx"})}
+            )
+            assert isinstance(call, ToolCallMessage)
+            await store.append_message(SESSION, call)
+        if state == "compacted":
+            summary = SessionSummary(
+                sessionId=SESSION,
+                upToSeq=anchor // 2,
+                text="earlier: " + "s " * 800,
+                model="m",
+                seenSeq=anchor - 1,
+            )
+            await store.put_summary(summary)
+        context = await load_context(store, SESSION, 50, anchor_seq=anchor, step=20, diet=ContextDiet())
+        assert isinstance(user, UserMessage)
+        request = context.request(
+            model=SONNET,
+            image_prompt=prompt,
+            up_to_user_id=user.id,
+            max_tokens=100,
+            tools=tools,
+            prompt_caching=True,
+        )
+        if state == "compacted":
+            assert request.system is not None and "earlier:" in request.system
+        return request
+    finally:
+        store.close()
+
+
+@pytest.mark.parametrize("state", ["fresh", "compacted", "resumed", "suspended"])
+@pytest.mark.parametrize("prompt", list(PROMPTS))
+@pytest.mark.parametrize("toolset", list(TOOLSETS))
+async def test_turn_requests_stay_within_the_limit_in_every_state(state, prompt, toolset):
+    req = await _turn_request(state, PROMPTS[prompt], TOOLSETS[toolset])
+    marks = place_breakpoints(req)
+    assert 1 <= marks.count <= MAX_BREAKPOINTS  # 20 turns of tool results: the moving end is worth one
+    marked = _anthropic_marked(request_params(req))
+    assert len(marked) == marks.count
+    assert all(chars // 4 >= min_cacheable_tokens(SONNET) for chars in marked)
+    bedrock = _converse_params(dataclasses.replace(req, model="us.anthropic.claude-sonnet-4-5-20250929-v1:0"))
+    points = json.dumps(bedrock).count('"cachePoint"')
+    assert 1 <= points <= MAX_BREAKPOINTS

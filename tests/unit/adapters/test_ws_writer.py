@@ -142,3 +142,31 @@ async def test_a_socket_that_fails_at_once_marks_the_connection_gone():
     with pytest.raises(ConnectionGone):
         await writer.send("f1")
     await writer.aclose()
+
+
+async def test_a_requests_answer_goes_out_before_the_frames_pushed_while_it_was_handled():
+    """message_send's worker may stream before the handler returns: its frames wait for the answer."""
+    sock = Socket()
+    writer = ConnectionWriter("c1", sock.send_text, sock.close)
+    await writer.send("before")
+    writer.hold()
+    await writer.send("message_start")
+    await writer.send("text_delta")
+    assert sock.sent == ["before"]
+    await writer.answer(["message_send_response"])
+    await writer.send("after")
+    assert sock.sent == ["before", "message_send_response", "message_start", "text_delta", "after"]
+    await writer.aclose()
+
+
+async def test_frames_held_for_an_answer_count_against_the_queue_bound():
+    sock = Socket()
+    writer = ConnectionWriter("c1", sock.send_text, sock.close, max_frames=4)
+    writer.hold()
+    for i in range(4):
+        await writer.send(f"f{i}")
+    with pytest.raises(ConnectionGone):
+        await writer.send("one too many")
+    await asyncio.sleep(0.01)
+    assert sock.closed == (SLOW_CONSUMER_CLOSE, "fell behind: reconnect and resume") and sock.sent == []
+    await writer.aclose()

@@ -128,13 +128,37 @@ async def test_usage_lists_the_tenants_turns_with_totals(http, harness):
         "cacheReadTokens": 0,
         "cacheWriteTokens": 0,
         "cacheSavings": 0.0,
+        "savedInputTokens": 0,
+        "savedOutputTokens": 0,
+        "replyCacheSavings": 0.0,
     }
     assert body["records"][0]["imageId"] == img["imageId"]
     assert body["records"][0]["cacheSavings"] is None  # the echo model has no price
+    assert body["records"][0]["replyCacheSavings"] is None
     assert [s["sessionId"] for s in body["sessions"]] == [img["sessionId"]]
     assert (await http.get("/v1/usage", params={"containerId": "u2"}, headers=admin)).json()["totals"][
         "turns"
     ] == 0
+
+
+async def test_usage_records_say_why_a_turns_prompt_prefix_changed(http, harness):
+    from agentvm.records import UsageRecord
+
+    admin = bearer(await new_key(harness.rt, "tenant-a", "admin"))
+    ids = {
+        "tenantId": "tenant-a",
+        "containerId": "u1",
+        "imageId": "img",
+        "sessionId": "ses",
+        "model": "echo/echo",
+    }
+    await harness.store.put_usage(UsageRecord(turnId="t1", **ids, createdAt=1, prefixBreak="window"))
+    await harness.store.put_usage(UsageRecord(turnId="t2", **ids, createdAt=2))
+    body = (await http.get("/v1/usage", params={"containerId": "u1"}, headers=admin)).json()
+    assert sorted((r["turnId"], r["prefixBreak"]) for r in body["records"]) == [
+        ("t1", "window"),
+        ("t2", None),
+    ]
 
 
 async def test_http_requests_count_against_the_keys_rate_limit(http, harness, clock):

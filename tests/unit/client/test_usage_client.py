@@ -83,3 +83,39 @@ async def test_another_tenants_key_sees_none_of_it_and_refusals_raise(world):
     assert records.records == [] and records.sessions == [] and records.totals.cacheSavings == 0.0
     assert summary.totals.records == 0 and summary.totals.cacheSavings == 0.0
     assert refused.value.code == "forbidden"
+
+
+async def test_the_usage_client_reads_what_the_reply_cache_saved(harness):
+    secure(harness)
+    token = await new_key(harness.rt, "tenant-a", "admin")
+    client = await harness.client("tenant-a")
+    config = {"name": "Desk", "model": MODEL, "replyCache": {"enabled": True}}
+    harness.model.add("We open at nine.")
+    for user in ("u1", "u2"):
+        image = (await client.request("image_create", containerId=user, config=config))["record"]
+        await client.request("message_send", imageId=image["imageId"], content="Opening hours?")
+        await harness.run_turns()
+    paid, hit = sorted(await harness.rt.store.list_usage("tenant-a"), key=lambda r: r.kind != "turn")
+    assert (paid.kind, hit.kind, hit.savedInputTokens) == ("turn", "reply_cache", paid.inputTokens)
+    price = list_price(MODEL)
+    assert price is not None
+    saved = (paid.inputTokens * price.input + paid.outputTokens * price.output) / Decimal(1_000_000)
+    expected = float((saved * Decimal("1.05")).quantize(Decimal("0.000001")))
+
+    async with usage_client(harness, token) as usage:
+        records = await usage.records()
+        summary = await usage.summary(group_by="kind")
+
+    by_kind = {r.kind: r for r in records.records}
+    assert by_kind["reply_cache"].replyCacheSavings == expected > 0
+    assert (by_kind["reply_cache"].savedInputTokens, by_kind["reply_cache"].savedOutputTokens) == (
+        paid.inputTokens,
+        paid.outputTokens,
+    )
+    assert by_kind["turn"].replyCacheSavings == 0.0
+    assert sorted(s.replyCacheSavings for s in records.sessions) == [0.0, expected]
+    assert (records.totals.turns, records.totals.savedInputTokens) == (2, paid.inputTokens)
+    assert records.totals.replyCacheSavings == summary.totals.replyCacheSavings == expected
+    rows = {row.model_extra["kind"]: row for row in summary.rows if row.model_extra}
+    assert (rows["reply_cache"].savedOutputTokens, rows["reply_cache"].charge) == (paid.outputTokens, 0.0)
+    assert summary.totals.savedInputTokens == paid.inputTokens

@@ -162,6 +162,48 @@ def test_cache_savings_are_reads_discount_less_the_writes_premium_at_the_charged
     assert pricing.charged_cache_savings("echo/echo-1", 10, 0) is None
 
 
+def test_reply_cache_savings_are_the_saved_tokens_at_input_and_output_prices_charged():
+    # a hit's cell: no tokens of its own (free), the tokens of the call that wrote the reply
+    hits = UsageCell(
+        "acme",
+        0,
+        "acme/own-llm",
+        "reply_cache",
+        records=3,
+        saved_input_tokens=30_000,
+        saved_output_tokens=6_000,
+    )
+    pricing = Pricing.of(1.05, {"acme/own-llm": {"input": 2, "output": 6, "cacheRead": 0.2}})
+
+    # 30k x $2 + 6k x $6, per million: $0.096 (the cache prices play no part)
+    assert pricing.reply_cache_savings("acme/own-llm", 30_000, 6_000) == Decimal("0.096")
+    assert pricing.charged_reply_cache_savings("acme/own-llm", 30_000, 6_000) == Decimal("0.096") * Decimal(
+        "1.05"
+    )
+    assert pricing.cost(hits) == 0
+    sums = Sums()
+    for cell in (
+        hits,
+        UsageCell("acme", 0, "acme/own-llm", "turn", records=1, input_tokens=10_000, output_tokens=2_000),
+    ):
+        sums.add(cell)
+        pricing.add(sums, cell)
+    pricing.finish(sums, with_cost=False)
+    wire = sums.to_wire()
+    assert (wire["savedInputTokens"], wire["savedOutputTokens"]) == (30_000, 6_000)
+    assert (wire["inputTokens"], wire["totalTokens"], wire["turns"]) == (10_000, 12_000, 4)
+    assert wire["replyCacheSavings"] == micro(Decimal("0.096") * Decimal("1.05")) == 0.1008
+    assert wire["charge"] == micro(Decimal("0.032") * Decimal("1.05"))  # the paid turn only
+    # an unpriced model saves nothing, as its tokens cost nothing
+    assert pricing.charged_reply_cache_savings("echo/echo-1", 10, 10) is None
+    unpriced = UsageCell("acme", 0, "echo/echo-1", "reply_cache", records=1, saved_input_tokens=10)
+    other = Sums()
+    other.add(unpriced)
+    pricing.add(other, unpriced)
+    pricing.finish(other)
+    assert (other.to_wire()["replyCacheSavings"], other.to_wire()["savedInputTokens"]) == (0.0, 10)
+
+
 def test_the_cost_prices_uncached_input_cache_reads_cache_writes_and_output_apart():
     cell = UsageCell(
         "acme",

@@ -36,6 +36,8 @@ METRICS = (
     "cacheWriteTokens",
     "totalTokens",
     "estimatedRecords",
+    "savedInputTokens",
+    "savedOutputTokens",
 )
 # (tenant, end user, model of the image, hour of the day, what the model answers)
 DAY_OF_TURNS = [
@@ -262,12 +264,15 @@ async def test_the_export_prices_the_day_with_the_markup_per_end_user_and_model(
         "tenantId",
         "containerId",
         "model",
-        *METRICS,
+        *METRICS[:-2],
         "cost",
         "charge",
         "cacheSavings",
         "unpricedTokens",
         "currency",
+        "savedInputTokens",  # appended later: the columns before them never move
+        "savedOutputTokens",
+        "replyCacheSavings",
     ]
     assert len(lines) == len({(x.tenantId, x.containerId, x.model) for x in records}) == 5
     for line in lines:
@@ -388,3 +393,102 @@ async def test_the_usage_records_show_what_caching_saved_per_turn_session_and_te
     other = (await get(world, "tenant-b", "/v1/usage")).json()
     assert {r["tenantId"] for r in other["records"]} == {"tenant-b"}
     assert not set(s["sessionId"] for s in other["sessions"]) & set(sessions)
+
+
+# -- what the reply cache saved ---------------------------------------------------------------------
+DESK = "anthropic/claude-haiku-4-5"
+
+
+async def play_reply_cache_hits(world) -> tuple[Any, list[Any]]:
+    """Three end users of tenant-a ask an image of one config the same first question: the first
+    turn calls the model and fills the cache, the other two are hits. The paid record and the hits."""
+    client = await world.connect(world.tokens["tenant-a"])
+    config = {
+        "name": "Desk",
+        "model": DESK,
+        "systemPrompt": "Shop questions.",
+        "replyCache": {"enabled": True},
+    }
+    world.rt.clock.ms = DAY + 10 * HOUR_MS
+    world.model.add("We open at nine and close at five.")
+    for user in ("user-alice", "user-bob", "user-carol"):
+        image = (await client.request("image_create", containerId=user, config=config))["record"]
+        await client.request("message_send", imageId=image["imageId"], content="Opening hours?")
+        await world.run_turns()
+    assert len(world.model.requests) == 1
+    records = await records_of(world, "tenant-a")
+    [paid] = [r for r in records if r.kind == "turn"]
+    hits = [r for r in records if r.kind == "reply_cache"]
+    assert len(hits) == 2 and all(h.savedInputTokens == paid.inputTokens > 0 for h in hits)
+    assert all(h.savedOutputTokens == paid.outputTokens > 0 for h in hits)
+    return paid, hits
+
+
+def reply_cache_charge(records) -> Decimal:
+    """What the hits saved at the charged prices: saved tokens at the list input and output prices x 1.05."""
+    total = Decimal(0)
+    for r in records:
+        p_in, p_out, _, _ = (Decimal(str(v)) for v in LIST[r.model])
+        total += r.savedInputTokens * p_in + r.savedOutputTokens * p_out
+    return total / 1_000_000 * Decimal("1.05")
+
+
+async def test_what_the_reply_cache_saved_is_summed_priced_and_exported(world):
+    paid, hits = await play_reply_cache_hits(world)
+    saved_in, saved_out = 2 * paid.inputTokens, 2 * paid.outputTokens
+
+    r = await get(world, "tenant-a", "/v1/usage/summary", groupBy="kind", **{"from": FROM, "to": TO})
+    assert r.status_code == 200, r.text
+    body = r.json()
+    rows = {row["kind"]: row for row in body["rows"]}
+    hit_row, turn_row = rows["reply_cache"], rows["turn"]
+    assert (hit_row["records"], hit_row["turns"], hit_row["inputTokens"], hit_row["charge"]) == (2, 2, 0, 0)
+    assert (hit_row["savedInputTokens"], hit_row["savedOutputTokens"]) == (saved_in, saved_out)
+    assert hit_row["replyCacheSavings"] == float(micro(reply_cache_charge(hits))) > 0
+    assert (turn_row["savedInputTokens"], turn_row["replyCacheSavings"]) == (0, 0)
+    totals = body["totals"]
+    assert (totals["turns"], totals["savedInputTokens"], totals["savedOutputTokens"]) == (
+        3,
+        saved_in,
+        saved_out,
+    )
+    assert totals["replyCacheSavings"] == hit_row["replyCacheSavings"]
+    # two hits saved twice what the paid turn was charged
+    assert abs(Decimal(str(totals["replyCacheSavings"])) - 2 * Decimal(str(turn_row["charge"]))) <= Decimal(
+        "0.000002"
+    )
+
+    r = await get(world, "tenant-a", "/v1/usage/summary", groupBy="container", **{"from": FROM, "to": TO})
+    by_user = {row["containerId"]: row["savedInputTokens"] for row in r.json()["rows"]}
+    assert by_user == {"user-alice": 0, "user-bob": paid.inputTokens, "user-carol": paid.inputTokens}
+
+    r = await export(world, "tenant-a", groupBy="kind", **{"from": FROM, "to": TO})
+    lines = {line["kind"]: line for line in csv.DictReader(io.StringIO(r.text))}
+    assert list(lines["reply_cache"])[-4:] == [
+        "currency",
+        "savedInputTokens",
+        "savedOutputTokens",
+        "replyCacheSavings",
+    ]
+    assert lines["reply_cache"]["replyCacheSavings"] == micro(reply_cache_charge(hits))
+    assert (lines["reply_cache"]["savedInputTokens"], lines["turn"]["replyCacheSavings"]) == (
+        str(saved_in),
+        "0.000000",
+    )
+
+    r = await get(world, "tenant-a", "/v1/usage")
+    usage = r.json()
+    priced = {rec["turnId"]: rec for rec in usage["records"]}
+    assert priced[paid.turnId]["replyCacheSavings"] == 0
+    for hit in hits:
+        assert priced[hit.turnId]["savedInputTokens"] == paid.inputTokens
+        assert priced[hit.turnId]["replyCacheSavings"] == float(micro(reply_cache_charge([hit])))
+    sessions = {s["sessionId"]: s for s in usage["sessions"]}
+    assert sessions[paid.sessionId]["savedInputTokens"] == 0
+    assert [sessions[h.sessionId]["savedOutputTokens"] for h in hits] == [paid.outputTokens] * 2
+    assert usage["totals"]["turns"] == 3
+    assert (usage["totals"]["savedInputTokens"], usage["totals"]["savedOutputTokens"]) == (
+        saved_in,
+        saved_out,
+    )
+    assert usage["totals"]["replyCacheSavings"] == totals["replyCacheSavings"]

@@ -5,11 +5,17 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
+from agentvm.adapters.local.sqlite.counters import SqliteCounters
 from agentvm.agent.context import TurnContext
 from agentvm.messages import ImagePart, TextPart, UserMessage
-from agentvm.ports import SeqMessage
+from agentvm.ports import CachedReply, SeqMessage
 from agentvm.records import ImageRecord, SessionSummary, TurnJob
-from agentvm.turns.reply_cache import first_question, normalise_question
+from agentvm.security.storage_quota import StorageQuota
+from agentvm.turns.reply_cache import first_question, normalise_question, reply_bytes
+from tests.security_harness import ManualClock, secure
+from tests.unit.security.test_tenant_attacks import RUNTIME_FACTORIES
 
 CACHED = {"name": "Help desk", "systemPrompt": "You answer shop questions.", "replyCache": {"enabled": True}}
 
@@ -267,3 +273,88 @@ async def test_a_tenant_that_turns_the_reply_cache_off_neither_reads_nor_writes_
     await _ask(harness, other, again, "Opening hours?")
     assert len(harness.model.requests) == 3
     assert [u.kind for u in await harness.store.list_usage("tenant-b")] == ["turn", "reply_cache"]
+
+
+# -- the storage quota: cached replies are not charged; a put past the quota is skipped ------------
+@pytest.fixture(params=RUNTIME_FACTORIES)
+async def world(request, tmp_path):
+    async with request.param(tmp_path) as w:
+        if w.rt.storage_quota is None:  # the local world has no quota unless given one
+            w.rt.storage_quota = StorageQuota(SqliteCounters(tmp_path / "counters.db"), limit_bytes=1 << 30)
+        yield w
+
+
+async def test_a_put_past_the_tenants_storage_quota_is_skipped_never_failing_the_turn(world):
+    quota, replies = world.rt.storage_quota, world.rt.replies
+    client = await world.connect(world.tokens["tenant-a"])
+    images = []
+    for user in ("user-alice", "user-bob", "user-carol"):
+        image = (await client.request("image_create", containerId=user, config=CACHED))["record"]
+        await client.subscribe(image["sessionId"])
+        images.append(image)
+    long_reply = "We open at nine. " * 200  # 3,400 bytes: more than the room left below
+    world.model.add(long_reply, long_reply)
+    limit = await quota.limit_of("tenant-a")
+    assert limit > 0
+    filler = limit - await quota.used("tenant-a") - 2_000  # room for the message, not the reply
+    await quota.charge("tenant-a", filler)
+    before = await quota.used("tenant-a")
+
+    async def ask(image: dict[str, Any]) -> str:
+        answer = await client.request("message_send", imageId=image["imageId"], content="Opening hours?")
+        assert "code" not in answer, answer
+        await world.run_turns()
+        frames = _reply_frames(client, image)
+        assert frames[-1]["type"] == "conversation_end" and frames[-1]["data"] == {"reason": "completed"}
+        return _text(frames)
+
+    assert await ask(images[0]) == long_reply  # answered by the model, as usual
+    assert replies.count("tenant-a") == 0  # ... but not kept: it would not fit the account
+    one_turn = await quota.used("tenant-a") - before  # its message and reply, charged as always
+    assert one_turn > len(long_reply)
+    stored = await world.rt.store.list_messages(images[0]["sessionId"])
+    assert [m.subtype for m in stored] == ["user", "assistant"]
+
+    await quota.give_back("tenant-a", filler)  # room again
+    used = await quota.used("tenant-a")
+    assert await ask(images[1]) == long_reply  # a miss again: the model is called and the reply kept
+    assert replies.count("tenant-a") == 1
+    assert await ask(images[2]) == long_reply  # a hit
+    assert len(world.model.requests) == 2
+    # the cached copy is not in the account: bob's and carol's turns were charged as alice's was
+    charged = await quota.used("tenant-a") - used
+    assert abs(charged - 2 * one_turn) < 200 < len(long_reply)
+    kinds = [u.kind for u in await world.rt.store.list_usage("tenant-a")]
+    assert sorted(kinds) == ["reply_cache", "turn", "turn"]
+
+
+async def test_a_quota_that_cannot_be_read_skips_the_put_and_the_turn_completes(harness, monkeypatch):
+    secure(harness, ManualClock(), storage_bytes=1 << 30)
+    client = await harness.client()
+    first, second = await _image(client, CACHED), await _image(client, CACHED, "user-bob")
+
+    async def unreadable(tenant_id: str) -> int:
+        raise ConnectionError("the counters table is unreachable")
+
+    monkeypatch.setattr(harness.rt.storage_quota, "used", unreadable)
+    harness.model.add("We open at nine.", "We open at nine, still.")
+    await _ask(harness, client, first, "Opening hours?")
+    assert _text(_reply_frames(client, first)) == "We open at nine."
+    assert harness.rt.replies.count("tenant-a") == 0
+    monkeypatch.undo()
+    await _ask(harness, client, second, "Opening hours?")
+    assert len(harness.model.requests) == 2  # nothing was cached: the model answered again
+    assert harness.rt.replies.count("tenant-a") == 1
+
+
+def test_a_replys_bytes_are_its_text_key_and_model_in_utf8():
+    reply = CachedReply(
+        key="k" * 64,
+        text="Grüße",
+        model="anthropic/x",
+        input_tokens=1,
+        output_tokens=1,
+        created_at=0,
+        expires_at=1,
+    )
+    assert reply_bytes(reply) == 7 + 64 + 11

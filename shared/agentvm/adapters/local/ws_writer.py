@@ -15,6 +15,11 @@ full, flow control paused it) goes on in the writer task, with the frames after 
 the task runs only while frames wait, and ends when the queue is empty. So most frames cost no task
 and no timer, and an idle connection (most of a thousand) holds no task, coroutine or event, only
 this object (docs/scaling.md: memory per idle connection, the send path's CPU).
+
+A request's answer goes out before any frame pushed while it was handled (``hold``, ``answer``):
+``message_send_response`` before the first frame of the turn it queued, whose worker may start
+streaming before the handler returns. AgentX's UI opens a reply when that response arrives and
+drops text that comes earlier (issue 27: the stock UI showed a reply without its first delta).
 """
 
 from __future__ import annotations
@@ -29,7 +34,7 @@ from typing import TYPE_CHECKING, Any
 from agentvm.errors import ConnectionGone
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, Coroutine, Generator
+    from collections.abc import Awaitable, Callable, Coroutine, Generator, Sequence
 
 log = logging.getLogger("agentvm.ws")
 
@@ -59,6 +64,8 @@ class ConnectionWriter:
         self._closed = False
         self._closing: asyncio.Task[None] | None = None
         self._task: asyncio.Task[None] | None = None  # while frames wait
+        self._parked: list[str] | None = None  # frames pushed while a request is handled (hold)
+        self._parked_bytes = 0
 
     @property
     def closed(self) -> bool:
@@ -68,9 +75,14 @@ class ConnectionWriter:
         """Queue ``payload``; never waits on the socket. Raises ``ConnectionGone`` once closed."""
         if self._closed:
             raise ConnectionGone(f"connection {self.connection_id} is gone")
-        if len(self._queue) >= self._max_frames or self._bytes + len(payload) > self._max_bytes:
+        waiting = len(self._queue) + len(self._parked or ())
+        if waiting >= self._max_frames or self._bytes + self._parked_bytes + len(payload) > self._max_bytes:
             await self._shed("its send queue is full")
             raise ConnectionGone(f"connection {self.connection_id} fell behind and was closed")
+        if self._parked is not None:
+            self._parked.append(payload)
+            self._parked_bytes += len(payload)
+            return
         if self._task is None and not self._queue:
             self._write_now(payload)
             return
@@ -78,6 +90,19 @@ class ConnectionWriter:
         self._bytes += len(payload)
         if self._task is None:
             self._task = asyncio.create_task(self._run())
+
+    def hold(self) -> None:
+        """A request from this client is being handled: frames pushed from now on wait for its
+        answer (``answer``), counted against the queue's bounds."""
+        if self._parked is None:
+            self._parked = []
+
+    async def answer(self, replies: Sequence[str]) -> None:
+        """Send the answer to the request being handled, then the frames pushed meanwhile, in
+        their order."""
+        parked, self._parked, self._parked_bytes = self._parked or [], None, 0
+        for payload in (*replies, *parked):
+            await self.send(payload)
 
     def _write_now(self, payload: str) -> None:
         """Send ``payload`` on a socket nothing else waits on, without a task: step the send's
@@ -133,6 +158,7 @@ class ConnectionWriter:
         )
         self._queue.clear()
         self._bytes = 0
+        self._parked, self._parked_bytes = None, 0
         # Closing may itself wait on the full socket: it runs on its own, the server's close
         # timeout then drops the TCP connection, and nobody waits for it here.
         self._closing = asyncio.create_task(self._close_quietly())

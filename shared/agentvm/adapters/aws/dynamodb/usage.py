@@ -98,6 +98,12 @@ Items written by the transactional version (before this one) are still read: its
 ``H#<hour>#<n>`` and the ``c<digest>_<metric>`` cells of day items hold the sums of the records
 written then (which have no ``gsi2`` keys, so no rollup counts them again), and are added.
 
+A rolled cell's sums (the marker's ``cells`` and the day items' ``h<HH>`` parts, JSON) are
+``[records, input, output, cache read, cache write, estimated, saved input, saved output]``: the
+last two are what reply-cache hits saved (``UsageRecord.savedInputTokens`` / ``savedOutputTokens``).
+Sums rolled before they existed have the first six and read as 0 for the others; so do the
+transactional version's cells.
+
 The directory item (which tenants had usage in a month, for the platform's all-tenant view) is an
 idempotent put written before the record, at most once per tenant and month per process: it may
 name a tenant whose record then failed (a superset is harmless), never miss one.
@@ -201,8 +207,10 @@ def _wall_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-# sums: key (a tuple of strings) -> [records, input, output, cache read, cache write, estimated]
+# sums: key (a tuple of strings) -> [records, input, output, cache read, cache write, estimated,
+# saved input, saved output] (the reply cache's saved tokens: sums written before them have 6 values)
 _Sums = dict[tuple[str, ...], list[int]]
+_WIDTH = 8
 
 
 class _CellSums(TypedDict):
@@ -214,10 +222,12 @@ class _CellSums(TypedDict):
     cache_read_tokens: int
     cache_write_tokens: int
     estimated: int
+    saved_input_tokens: int
+    saved_output_tokens: int
 
 
 def _add(sums: _Sums, key: tuple[str, ...], usage: UsageRecord) -> None:
-    row = sums.setdefault(key, [0] * 6)
+    row = sums.setdefault(key, [0] * _WIDTH)
     for n, value in enumerate(
         (
             1,
@@ -226,6 +236,8 @@ def _add(sums: _Sums, key: tuple[str, ...], usage: UsageRecord) -> None:
             usage.cacheReadTokens,
             usage.cacheWriteTokens,
             int(usage.estimated),
+            usage.savedInputTokens,
+            usage.savedOutputTokens,
         )
     ):
         row[n] += value
@@ -236,11 +248,11 @@ def _dump(sums: _Sums) -> str:
 
 
 def _load(text: str) -> Iterable[tuple[list[str], _CellSums]]:
-    for key, (n, i, o, r, w, e) in json.loads(text):
-        yield key, _sum_fields(n, i, o, r, w, e)
+    for key, values in json.loads(text):
+        yield key, _sum_fields(*values)  # 6 values (sums rolled before the saved tokens): they are 0
 
 
-def _sum_fields(n: int, i: int, o: int, r: int, w: int, e: int) -> _CellSums:
+def _sum_fields(n: int, i: int, o: int, r: int, w: int, e: int, si: int = 0, so: int = 0) -> _CellSums:
     return {
         "records": n,
         "input_tokens": i,
@@ -248,6 +260,8 @@ def _sum_fields(n: int, i: int, o: int, r: int, w: int, e: int) -> _CellSums:
         "cache_read_tokens": r,
         "cache_write_tokens": w,
         "estimated": e,
+        "saved_input_tokens": si,
+        "saved_output_tokens": so,
     }
 
 
@@ -629,6 +643,8 @@ def _cells(item: dict[str, Any]) -> Iterable[tuple[list[str], _CellSums]]:
                 "cache_read_tokens": got.get("cache_read", 0),
                 "cache_write_tokens": got.get("cache_write", 0),
                 "estimated": got.get("estimated", 0),
+                "saved_input_tokens": 0,  # the transactional version predates the reply cache
+                "saved_output_tokens": 0,
             },
         )
 

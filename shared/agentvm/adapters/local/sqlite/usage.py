@@ -3,7 +3,8 @@
 Locally there is nothing to pre-aggregate: the records are in one indexed table
 (``usage_by_tenant``: tenant, created_at), a range of them is one index range scan, and SQL sums
 it. The sums are therefore always exactly those of the records. Fields a record written before
-they existed lacks (``kind``, ``estimated``, cache tokens) count as their defaults.
+they existed lacks (``kind``, ``estimated``, cache tokens, the reply cache's saved tokens) count
+as their defaults.
 """
 
 from __future__ import annotations
@@ -22,7 +23,9 @@ _SUMS = """
     COALESCE(SUM(json_extract(record, '$.outputTokens')), 0),
     COALESCE(SUM(json_extract(record, '$.cacheReadTokens')), 0),
     COALESCE(SUM(json_extract(record, '$.cacheWriteTokens')), 0),
-    COALESCE(SUM(json_extract(record, '$.estimated')), 0)
+    COALESCE(SUM(json_extract(record, '$.estimated')), 0),
+    COALESCE(SUM(json_extract(record, '$.savedInputTokens')), 0),
+    COALESCE(SUM(json_extract(record, '$.savedOutputTokens')), 0)
 """
 _MODEL = "json_extract(record, '$.model')"
 _KIND = "COALESCE(json_extract(record, '$.kind'), 'turn')"
@@ -79,7 +82,7 @@ def _cell(
     image_id: str | None,
     sums: tuple[Any, ...],
 ) -> UsageCell:
-    records, inputs, outputs, reads, writes, estimated = (int(v) for v in sums)
+    records, inputs, outputs, reads, writes, estimated, saved_in, saved_out = (int(v) for v in sums)
     return UsageCell(
         tenant_id=tenant_id,
         start_ms=int(start_ms),
@@ -93,6 +96,8 @@ def _cell(
         cache_read_tokens=reads,
         cache_write_tokens=writes,
         estimated=estimated,
+        saved_input_tokens=saved_in,
+        saved_output_tokens=saved_out,
     )
 
 
