@@ -55,6 +55,8 @@ DUMMY = {
     "AVM_DEFAULT_MODEL": "",
     "AVM_LOG_LEVEL": "INFO",
     "AVM_TURN_DEADLINE_S": "840",  # the worker's, as template.yaml sets it
+    "AVM_MCP_CALL_DEADLINE_S": "25",  # the HTTP API's /mcp, as template.yaml sets them
+    "AVM_MCP_POLL_MS": "500",
     "AVM_SANDBOX_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/123456789012/agentvm-sandbox.fifo",
     "AVM_WORKSPACE_BUCKET": "agentvm-measure-workspaces",
 }

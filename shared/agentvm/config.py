@@ -106,6 +106,11 @@ class Settings(BaseSettings):
     title_model: str | None = None  # "provider/model" that names sessions; None = the image's model
     echo_delay_ms: int = 20  # pause between words of the echo model
     turn_deadline_s: float = Field(default=600.0, ge=0)  # a whole turn, all steps and tools; 0 = none
+    # AgentVM's MCP server (api/mcp.py): how long a tools/call waits for its turn's end (the turn goes
+    # on past it; the same requestId waits again), and how often it reads the turn's progress. On AWS
+    # the HTTP API sets 25 s (API Gateway ends a request at 30 s).
+    mcp_call_deadline_s: float = Field(default=120.0, gt=0, le=3600)
+    mcp_poll_ms: int = Field(default=100, ge=10, le=10_000)
     # How often the local server looks for suspended turns' waits past their deadline (turns/waits.py);
     # on AWS the WaitSweeperFunction runs every minute.
     wait_sweep_s: float = Field(default=5.0, gt=0)

@@ -66,6 +66,8 @@ class TurnSettings:
     compaction_threshold_tokens: int = 8000  # 0 = never summarise older history
     compaction_model: str | None = None  # None = the image's side model (agent/side_model.py)
     turn_deadline_s: float = 600.0  # a turn (all its steps and tools) is stopped after this; 0 = none
+    mcp_call_deadline_s: float = 120.0  # an MCP tools/call waits this long for its turn (api/mcp.py)
+    mcp_poll_s: float = 0.1  # ...reading the turn's status and steps this often
     auto_title: bool = False  # name an untitled session after its first turn (turns/title.py)
     title_model: str | None = None  # the model that names it; None = the image's side model
     prompt_caching: bool = True  # mark turns' stable prefix for the provider's cache (images may refuse)
@@ -101,6 +103,8 @@ def turn_settings(
         compaction_threshold_tokens=settings.compaction_threshold_tokens,
         compaction_model=settings.compaction_model,
         turn_deadline_s=settings.turn_deadline_s,
+        mcp_call_deadline_s=settings.mcp_call_deadline_s,
+        mcp_poll_s=settings.mcp_poll_ms / 1000,
         auto_title=settings.auto_title,
         title_model=settings.title_model,
         prompt_caching=settings.prompt_caching,

@@ -133,10 +133,11 @@ def test_only_functions_that_post_may_manage_connections(template, functions):
 
 
 def test_only_the_functions_that_enqueue_may_send_to_a_queue(template, functions):
-    # The turn queue: ws_default (turns, and continuations after an answer), the sweeper and the
-    # sandbox worker (continuations). The sandbox queue: the turn worker (jobs).
+    # The turn queue: ws_default (turns, and continuations after an answer), http_api (/mcp tool
+    # calls' turns), the sweeper and the sandbox worker (continuations). The sandbox queue: the turn
+    # worker (jobs).
     senders = {
-        "TurnQueue": {"ws_default", "wait_sweeper", "sandbox_worker"},
+        "TurnQueue": {"ws_default", "http_api", "wait_sweeper", "sandbox_worker"},
         "SandboxQueue": {"turn_worker"},
     }
     variables = {"TurnQueue": "AVM_QUEUE_URL", "SandboxQueue": "AVM_SANDBOX_QUEUE_URL"}

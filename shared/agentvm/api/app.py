@@ -3,6 +3,8 @@
 Local: ``avm serve`` adds the ``/ws`` WebSocket route and the queue consumer around it.
 Lambda: ``functions/http_api`` wraps the same object in Mangum.
 
+``/mcp`` is AgentVM as an MCP server (Streamable HTTP, the same bearer key; ``api/mcp.py``).
+
 Every ``/v1/...`` route needs ``Authorization: Bearer <API key>`` (``/health``, ``/docs`` and
 ``/openapi.json`` stay open; an unknown path is a 404 with or without a key) and counts against
 the key's rate limit (``api/deps.py``). Errors always have one shape:
@@ -23,6 +25,7 @@ from typing import TYPE_CHECKING
 from fastapi import APIRouter, Depends, FastAPI, Security
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
+from starlette.routing import Route
 
 from agentvm import __version__
 from agentvm.api import (
@@ -33,6 +36,7 @@ from agentvm.api import (
     images,
     keys,
     logs,
+    mcp,
     metrics,
     registry,
     resources,
@@ -96,6 +100,8 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     app.add_exception_handler(Exception, errors.internal_error)
     app.include_router(health.router)
     app.include_router(v1)
+    # AgentVM as an MCP server (api/mcp.py): the MCP SDK's ASGI transport, authenticated as /v1 is.
+    app.router.routes.append(Route(mcp.MCP_PATH, mcp.McpEndpoint(), include_in_schema=False))
     app.openapi = partial(openapi_document, app)  # type: ignore[method-assign]
     return app
 

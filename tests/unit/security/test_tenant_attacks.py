@@ -777,3 +777,51 @@ async def test_tenant_b_never_gets_tenant_a_cached_reply(world):
     assert await first_reply(b, "user-alice") == "Tenant B's own answer."  # the model, not A's cache
     assert await first_reply(a, "user-bob") == "Tenant A's private answer."  # A's own hit
     assert len(world.model.requests) == 2
+
+
+async def test_tenant_b_sees_and_calls_none_of_tenant_a_agents_over_mcp(world):
+    """``/mcp`` (AgentVM as an MCP server, api/mcp.py), with the official MCP SDK's client: B's key
+    lists none of A's images, and calling A's tools reads exactly as calling a tool that does not
+    exist; A's data is as before and no turn ran on A's sessions."""
+    import httpx2
+    from mcp.client.session import ClientSession
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared.exceptions import MCPError
+
+    v = await victim(world)
+    before = await snapshot(world, v)
+    a_frames = len(v.client.frames)
+
+    async def session_of(tenant: str, work: Callable[[ClientSession], Awaitable[Any]]) -> Any:
+        headers = {"Authorization": f"Bearer {world.tokens[tenant]}"}
+        transport = httpx2.ASGITransport(app=create_app(world.rt))
+        async with (
+            httpx2.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http,
+            streamable_http_client("http://avm/mcp", http_client=http) as (read, write),
+            ClientSession(read, write) as session,
+        ):
+            await session.initialize()
+            return await work(session)
+
+    async def names(session: ClientSession) -> list[str]:
+        return [t.name for t in (await session.list_tools()).tools]
+
+    a_tools = await session_of("tenant-a", names)
+    assert len(a_tools) == 3  # A's "A", "G" and the built planner: the names B will try
+    assert await session_of("tenant-b", names) == []
+
+    async def attack(session: ClientSession) -> list[tuple[str, str]]:
+        out = []
+        for name in [*a_tools, v.image["imageId"]]:
+            for target in (name, "nobody-at-all"):
+                with pytest.raises(MCPError) as refused:
+                    await session.call_tool(target, {"message": "hijack"})
+                out.append((target, refused.value.message.replace(target, "<ID>")))
+        return out
+
+    answers = await session_of("tenant-b", attack)
+    for (_, foreign), (_, absent) in zip(answers[::2], answers[1::2], strict=True):
+        assert foreign == absent == "Unknown tool: <ID>"
+    await world.run_turns()  # nothing B did may have queued work on A's sessions
+    assert v.client.frames[a_frames:] == []
+    assert await snapshot(world, v) == before

@@ -1,0 +1,63 @@
+"""Third-party MCP tools from npm that the suite drives (the MCP Inspector's CLI mode), pinned and
+installed into ``.artifacts/npm/`` (git-ignored): by ``.ci/run`` before the suite, or by the first
+test that needs one. ``python -m tests.npm_tools`` installs them all (nothing without node and npm)."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import subprocess
+import tempfile
+from pathlib import Path
+
+NPM_ROOT = Path(__file__).resolve().parents[1] / ".artifacts" / "npm"
+# The Inspector's 0.x CLI: its 2.x line needs Node >= 22.19; 0.21.1 asks for 22.7.5 and runs on 20.
+INSPECTOR = ("@modelcontextprotocol/inspector", "0.21.1", "mcp-inspector")
+
+
+def have_npm() -> bool:
+    return shutil.which("node") is not None and shutil.which("npm") is not None
+
+
+def installed(package: str, version: str, binary: str) -> Path:
+    """The path of ``binary`` of ``package@version``, installed first if it is not yet."""
+    home = NPM_ROOT / f"{package.rsplit('/', 1)[-1]}-{version}"
+    launcher = home / "node_modules" / ".bin" / binary
+    if launcher.exists():
+        return launcher
+    NPM_ROOT.mkdir(parents=True, exist_ok=True)
+    staging = Path(tempfile.mkdtemp(dir=NPM_ROOT))  # renamed into place once complete
+    try:
+        subprocess.run(
+            [
+                "npm",
+                "install",
+                "--no-audit",
+                "--no-fund",
+                "--loglevel=error",
+                "--prefix",
+                str(staging),
+                f"{package}@{version}",
+            ],
+            check=True,
+            capture_output=True,
+            text=True,
+            timeout=600,
+        )
+        with contextlib.suppress(OSError):  # another run installed it meanwhile: use that one
+            os.rename(staging, home)
+    finally:
+        shutil.rmtree(staging, ignore_errors=True)
+    return launcher
+
+
+def main() -> None:
+    if not have_npm():
+        print("node or npm missing: the MCP Inspector tests will be skipped")
+        return
+    print(installed(*INSPECTOR))
+
+
+if __name__ == "__main__":
+    main()
