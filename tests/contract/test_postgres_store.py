@@ -110,3 +110,29 @@ async def test_a_connection_the_server_dropped_is_storage_unavailable() -> None:
             assert await PostgresStore(node).get_turn("turn_1") is None
         finally:
             await node.close()
+
+
+async def test_a_message_with_a_token_longer_than_a_lexeme_is_indexed_and_found() -> None:
+    from agentvm.adapters.postgres.sessions import PostgresSessionArchive
+    from agentvm.sessions.search import parse_query
+
+    long_word = "x" * 3000  # a tsvector lexeme holds at most 2,047 bytes
+    async with fresh_database() as database:
+        store, archive = PostgresStore(database), PostgresSessionArchive(database)
+        image, session = image_and_session("img_1")
+        await store.create_image(image, session)
+        await store.append_message(session.sessionId, user(f"before {long_word} after"))
+        await store.append_message(session.sessionId, user(f"before {long_word}y after"))
+
+        async def seqs(query: str) -> list[int]:
+            page = await archive.search_messages(
+                TENANT, parse_query(query), container_id=None, limit=10, after=None
+            )
+            return [hit.seq for hit in page.hits]
+
+        # indexing did not fail on the long token, and it is found by prefix (queries hold at
+        # most 500 characters), whole tokens only
+        assert await seqs("before") == [2, 1]
+        assert await seqs('"before after"') == []
+        assert await seqs("x" * 450 + "*") == [2, 1]
+        assert await seqs("x" * 450) == []

@@ -11,21 +11,26 @@ for the sessions it covers (the tenant's, or one container's): ``search_sessions
 the last seq indexed; the messages after it are tokenized in Python
 (``agentvm.sessions.search.tokens``, the one tokenizer of every store) and stored in
 ``message_search`` as a ``tsvector`` of those tokens taken as they are (``array_to_tsvector``: no
-dictionary, no stemming), under a GIN index. Two nodes catching up the same session at once insert
-the same rows; the second's are skipped (``ON CONFLICT DO NOTHING``).
+dictionary, no stemming), under a GIN index. Each lexeme starts with its tenant's namespace (8 hex
+digits of a hash of the tenant id), so a word's posting list in the index is the tenant's own: a
+search costs what the tenant's messages hold, not what every tenant's do. Two nodes catching up
+the same session at once insert the same rows; the second's are skipped (``ON CONFLICT DO NOTHING``).
 
 A query becomes a ``tsquery`` of every token of every term (``&``, a prefix term's last token with
 ``:*``), so the index finds the messages holding them all; each candidate is then checked with
 ``sessions.search.matches`` (phrases: tokens in a row), the same matcher the scanning stores use.
 Positions are not indexed because a ``tsvector`` caps them at 16,383: the phrase operator would
 miss phrases deep in a long message, the matcher does not. Candidates come in result order
-(conversation newest first, then message newest first) from one statement, a batch at a time, so a
-page costs one query unless many candidates hold the words but not the phrase. A deleted image
-takes its session's index rows with it (a trigger on ``images``, migration 0002).
+(conversation newest first, then message newest first) from one statement (one GIN scan, then a
+sort of the tenant's matches), a batch at a time: a page costs one query unless many candidates
+hold the words but not the phrase. A word in most of a tenant's messages costs a sort of all of
+them (BENCHMARKS.md, "Session search"). A deleted image takes its session's index rows with it (a
+trigger on ``images``, migration 0002).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 from typing import TYPE_CHECKING, Any
 
@@ -45,21 +50,37 @@ if TYPE_CHECKING:
     from agentvm.records import SessionRecord, SessionSummary
 
 _PAGE = 500  # messages per read while indexing
-_MIN_BATCH = 50  # candidates per read while searching (more than the page when phrases reject some)
+_MAX_BATCH = 2000  # candidates per read while searching: a page's worth first, then more
+# A lexeme may hold at most 2,047 bytes: longer tokens are indexed and looked up by their first 500
+# characters (the matcher then checks the whole token).
+_TOKEN_CHARS = 500
 
 
-def _lexeme(token: str) -> str:
+def namespace(tenant_id: str) -> str:
+    """The tenant's lexeme prefix: 8 hex digits of its id's hash and a colon."""
+    return hashlib.sha256(tenant_id.encode()).hexdigest()[:8] + ":"
+
+
+def lexemes(tenant_id: str, text: str) -> list[str]:
+    """The distinct tokens of ``text`` as the tenant's lexemes."""
+    prefix = namespace(tenant_id)
+    return sorted({prefix + token[:_TOKEN_CHARS] for token in tokens(text)})
+
+
+def _quoted(lexeme: str) -> str:
     # Tokens are runs of letters and digits; quoting still escapes what tsquery's syntax reads.
-    return "'" + token.replace("\\", "\\\\").replace("'", "''") + "'"
+    return "'" + lexeme.replace("\\", "\\\\").replace("'", "''") + "'"
 
 
-def tsquery(terms: Sequence[SearchTerm]) -> str:
-    """Every token of every term, ANDed; a prefix term's last token matches by prefix."""
+def tsquery(tenant_id: str, terms: Sequence[SearchTerm]) -> str:
+    """Every token of every term as the tenant's lexemes, ANDed; a prefix term's last token
+    matches by prefix."""
+    prefix = namespace(tenant_id)
     parts = []
     for term in terms:
         for i, token in enumerate(term.tokens):
-            last = i == len(term.tokens) - 1
-            parts.append(_lexeme(token) + (":*" if term.prefix and last else ""))
+            by_prefix = (term.prefix and i == len(term.tokens) - 1) or len(token) > _TOKEN_CHARS
+            parts.append(_quoted(prefix + token[:_TOKEN_CHARS]) + (":*" if by_prefix else ""))
     return " & ".join(parts)
 
 
@@ -165,8 +186,8 @@ class PostgresSessionArchive:
         after: SearchPosition | None,
     ) -> SearchPage:
         await self._catch_up(tenant_id, container_id)
-        query = tsquery(terms)
-        batch = max(limit + 1, _MIN_BATCH)
+        query = tsquery(tenant_id, terms)
+        batch = limit + 1
         hits: list[MessageHit] = []
         position = after
         while True:
@@ -184,6 +205,7 @@ class PostgresSessionArchive:
                     )
             if len(rows) < batch:
                 return SearchPage(hits, None)
+            batch = min(batch * 4, _MAX_BATCH)  # the phrase check rejected some: read further
 
     async def _candidates(
         self,
@@ -229,9 +251,9 @@ class PostgresSessionArchive:
             behind = await (await conn.execute(sql.encode(), params)).fetchall()
         for session_id, indexed, last in behind:
             if last is not None and last > indexed:
-                await self._index(session_id, indexed, last)
+                await self._index(tenant_id, session_id, indexed, last)
 
-    async def _index(self, session_id: str, indexed: int, last: int) -> None:
+    async def _index(self, tenant_id: str, session_id: str, indexed: int, last: int) -> None:
         seq = indexed
         while seq < last:
             async with self._db.transaction() as conn:
@@ -245,7 +267,7 @@ class PostgresSessionArchive:
                     return
                 rows = []
                 for n, body in page:
-                    words = sorted(set(tokens(searchable_text(json.loads(body)))))
+                    words = lexemes(tenant_id, searchable_text(json.loads(body)))
                     if words:
                         rows.append((session_id, n, words))
                 if rows:
@@ -264,4 +286,4 @@ class PostgresSessionArchive:
                 )
 
 
-__all__ = ["PostgresSessionArchive", "tsquery"]
+__all__ = ["PostgresSessionArchive", "lexemes", "tsquery"]

@@ -15,8 +15,9 @@ CREATE TABLE search_sessions (
 );
 
 -- One row per searchable message: its tokens (agentvm.sessions.search.tokens, the one tokenizer
--- of every store) as lexemes, as they are, with no dictionary or stemming. Positions are not
--- kept: the index finds the messages holding every token, and the matcher checks phrases.
+-- of every store) as lexemes, as they are, with no dictionary or stemming, each behind its
+-- tenant's namespace (a hash prefix). Positions are not kept: the index finds the messages
+-- holding every token, and the matcher checks phrases.
 CREATE TABLE message_search (
     session_id TEXT NOT NULL,
     seq        BIGINT NOT NULL,
