@@ -232,7 +232,9 @@ class PostgresSessionArchive:
         sql += " ORDER BY i.created_at DESC, i.image_id DESC, s.seq DESC LIMIT %s"
         params.append(batch)
         async with self._db.connection() as conn:
-            cursor = await conn.execute(sql.encode(), params)
+            # Never prepared: a prepared statement soon runs a generic plan, blind to how rare the
+            # words are (measured: 168 ms instead of 9 ms for a rare phrase at 10,000 messages).
+            cursor = await conn.execute(sql.encode(), params, prepare=False)
             return await cursor.fetchall()
 
     async def _catch_up(self, tenant_id: str, container_id: str | None) -> None:
