@@ -136,3 +136,35 @@ async def test_a_message_with_a_token_longer_than_a_lexeme_is_indexed_and_found(
         assert await seqs('"before after"') == []
         assert await seqs("x" * 450 + "*") == [2, 1]
         assert await seqs("x" * 450) == []
+
+
+async def test_search_pages_alike_from_the_newest_window_and_from_the_whole_index(monkeypatch) -> None:
+    from agentvm.adapters.postgres import sessions
+    from agentvm.sessions.search import parse_query
+
+    monkeypatch.setattr(sessions, "_RECENT", 5)  # a window far smaller than the history
+    async with fresh_database() as database:
+        store, archive = PostgresStore(database), sessions.PostgresSessionArchive(database)
+        for n, at in (("img_old", 1), ("img_new", 2)):
+            image, session = image_and_session(n)
+            await store.create_image(image.model_copy(update={"createdAt": at}), session)
+            for i in range(15):
+                rare = " zebra" if (n, i) == ("img_old", 0) else ""
+                await store.append_message(session.sessionId, user(f"apple {n} {i}{rare}"))
+
+        async def walk(query: str, limit: int) -> list[tuple[str, int]]:
+            out, after = [], None
+            while True:
+                page = await archive.search_messages(
+                    TENANT, parse_query(query), container_id=None, limit=limit, after=after
+                )
+                out += [(hit.image.imageId, hit.seq) for hit in page.hits]
+                if page.next is None:
+                    return out
+                after = page.next
+
+        every = [("img_new", s) for s in range(15, 0, -1)] + [("img_old", s) for s in range(15, 0, -1)]
+        assert await walk("apple", 4) == every
+        assert await walk("apple", 100) == every
+        assert await walk("zebra", 4) == [("img_old", 1)]  # outside the window: the whole index
+        assert await walk('"apple img"', 7) == every  # a phrase, checked by the matcher

@@ -20,12 +20,16 @@ A query becomes a ``tsquery`` of every token of every term (``&``, a prefix term
 ``:*``), so the index finds the messages holding them all; each candidate is then checked with
 ``sessions.search.matches`` (phrases: tokens in a row), the same matcher the scanning stores use.
 Positions are not indexed because a ``tsvector`` caps them at 16,383: the phrase operator would
-miss phrases deep in a long message, the matcher does not. Candidates come in result order
-(conversation newest first, then message newest first) from one statement (one GIN scan, then a
-sort of the tenant's matches), a batch at a time: a page costs one query unless many candidates
-hold the words but not the phrase. A word in most of a tenant's messages costs a sort of all of
-them (BENCHMARKS.md, "Session search"). A deleted image takes its session's index rows with it (a
-trigger on ``images``, migration 0002).
+miss phrases deep in a long message, the matcher does not.
+
+Candidates come in result order (conversation newest first, then message newest first), in two
+steps. First the newest ``_RECENT`` (1,000) indexed messages after the cursor are read in that
+order and filtered by the query: a frequent word fills its page there, with no sort of every match.
+If that gives no full page, one statement over the whole index (one GIN scan, then a sort of the
+tenant's matches) reads the candidates a batch at a time. Neither is prepared: a prepared
+statement soon runs a generic plan, blind to how rare the words are. A deleted image takes its
+session's index rows with it (a trigger on ``images``, migration 0002). Latencies:
+BENCHMARKS.md, "Session search".
 """
 
 from __future__ import annotations
@@ -51,6 +55,7 @@ if TYPE_CHECKING:
 
 _PAGE = 500  # messages per read while indexing
 _MAX_BATCH = 2000  # candidates per read while searching: a page's worth first, then more
+_RECENT = 1000  # the newest messages a search looks at first, before the whole index
 # A lexeme may hold at most 2,047 bytes: longer tokens are indexed and looked up by their first 500
 # characters (the matcher then checks the whole token).
 _TOKEN_CHARS = 500
@@ -187,8 +192,17 @@ class PostgresSessionArchive:
     ) -> SearchPage:
         await self._catch_up(tenant_id, container_id)
         query = tsquery(tenant_id, terms)
+        # A frequent word fills the page from the newest messages: look there first (no sort of
+        # every match); a rarer one falls back to the whole index (one GIN scan).
+        recent = await self._recent_candidates(tenant_id, container_id, query, after, limit + 1)
+        hits = self._checked(terms, recent)
+        if len(hits) > limit:
+            last = hits[limit - 1]
+            return SearchPage(
+                hits[:limit], SearchPosition(last.image.createdAt, last.image.imageId, last.seq)
+            )
         batch = limit + 1
-        hits: list[MessageHit] = []
+        hits.clear()
         position = after
         while True:
             rows = await self._candidates(tenant_id, container_id, query, position, batch)
@@ -206,6 +220,38 @@ class PostgresSessionArchive:
             if len(rows) < batch:
                 return SearchPage(hits, None)
             batch = min(batch * 4, _MAX_BATCH)  # the phrase check rejected some: read further
+
+    @staticmethod
+    def _checked(terms: Sequence[SearchTerm], rows: list[tuple[Any, ...]]) -> list[MessageHit]:
+        out = []
+        for record, seq, body in rows:
+            if matches(terms, searchable_text(json.loads(body))):
+                out.append(MessageHit(ImageRecord.model_validate_json(record), seq, message_from_wire(body)))
+        return out
+
+    async def _recent_candidates(
+        self, tenant_id: str, container_id: str | None, query: str, after: SearchPosition | None, batch: int
+    ) -> list[tuple[Any, ...]]:
+        """The candidates among the ``_RECENT`` newest indexed messages after ``after``, in order."""
+        inner = "SELECT i.record, i.created_at, i.image_id, s.session_id, s.seq, s.doc FROM images i"
+        inner += " JOIN message_search s ON s.session_id = i.session_id WHERE i.tenant_id = %s"
+        params: list[Any] = [tenant_id]
+        if container_id is not None:
+            inner += " AND i.container_id = %s"
+            params.append(container_id)
+        if after is not None:
+            inner += " AND (i.created_at, i.image_id, s.seq) < (%s, %s, %s)"
+            params += [after.created_at, after.image_id, after.seq]
+        inner += " ORDER BY i.created_at DESC, i.image_id DESC, s.seq DESC LIMIT %s"
+        params += [_RECENT, query, batch]
+        sql = (
+            f"SELECT r.record, r.seq, m.message FROM ({inner}) r"
+            " JOIN messages m ON m.session_id = r.session_id AND m.seq = r.seq"
+            " WHERE r.doc @@ %s::tsquery ORDER BY r.created_at DESC, r.image_id DESC, r.seq DESC LIMIT %s"
+        )
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(sql.encode(), params, prepare=False)
+            return await cursor.fetchall()
 
     async def _candidates(
         self,
