@@ -8,7 +8,7 @@ with durability off (``fsync``, ``synchronous_commit``, ``full_page_writes``: te
 stopped and removed at the end of the session (the ``_postgres_server_stops`` fixture in
 tests/conftest.py, with ``atexit`` as a backstop).
 
-Each test gets a fresh, empty database: ``CREATE DATABASE ... TEMPLATE avm_template``, where the
+Each test gets a fresh, empty database: ``CREATE DATABASE ... TEMPLATE avm_template_<pid>``, where the
 template has had every packaged migration applied once per session (a file copy: milliseconds).
 
 PostgreSQL's binaries are found under ``AVM_POSTGRES_BIN``, ``pg_config --bindir`` or Debian's
@@ -42,7 +42,9 @@ from agentvm.adapters.postgres.migrations import migrate
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable, Coroutine
 
-TEMPLATE = "avm_template"
+# One template per test process: sessions sharing an AVM_TEST_DATABASE_URL server never drop
+# each other's template.
+TEMPLATE = f"avm_template_{os.getpid()}"
 _names = itertools.count(1)
 
 
@@ -141,6 +143,9 @@ class PostgresServer:
         return cls(f"postgresql://postgres@127.0.0.1:{port}/postgres", data_dir=root, pg_ctl=pg_ctl)
 
     def stop(self) -> None:
+        if self._pg_ctl is None and self._template_ready:  # a server we did not start: tidy up
+            self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(TEMPLATE)))
+            self._template_ready = False
         if self._pg_ctl is not None and self._data_dir is not None:
             subprocess.run([*self._pg_ctl, "-m", "immediate", "-w", "stop"], capture_output=True, check=False)
             shutil.rmtree(self._data_dir, ignore_errors=True)
