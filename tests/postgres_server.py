@@ -143,13 +143,15 @@ class PostgresServer:
         return cls(f"postgresql://postgres@127.0.0.1:{port}/postgres", data_dir=root, pg_ctl=pg_ctl)
 
     def stop(self) -> None:
-        if self._pg_ctl is None and self._template_ready:  # a server we did not start: tidy up
+        if self._data_dir is None and self._template_ready:  # a server we did not start: tidy up
             self._admin(sql.SQL("DROP DATABASE IF EXISTS {} WITH (FORCE)").format(sql.Identifier(TEMPLATE)))
             self._template_ready = False
         if self._pg_ctl is not None and self._data_dir is not None:
             subprocess.run([*self._pg_ctl, "-m", "immediate", "-w", "stop"], capture_output=True, check=False)
             shutil.rmtree(self._data_dir, ignore_errors=True)
             self._pg_ctl = None
+            self._data_dir = None
+            self._template_ready = False  # gone with the server (a second stop() does nothing)
 
     def url(self, dbname: str) -> str:
         return psycopg.conninfo.make_conninfo(self.admin_url, dbname=dbname)
