@@ -204,6 +204,7 @@ def main() -> None:
         noisy_neighbour,
         noisy_tenant,
         peer_langgraph,
+        postgres_appends,
         prompt_caching,
         reply_cache,
         sandbox_calls,
@@ -284,10 +285,19 @@ def main() -> None:
 
     search = asyncio.run(session_search.run(2_000 if args.quick else 10_000, 5 if args.quick else 20))
     sections.append(
-        "## Session search at 10,000 messages (SQLite FTS5 locally, DynamoDB on moto)\n\n"
+        "## Session search at 10,000 messages (SQLite FTS5 locally, PostgreSQL, DynamoDB on moto)\n\n"
         + (session_search.__doc__ or "").split("Run:")[0].split("\n", 1)[1].strip()
         + "\n\n"
         + search
+        + "\n"
+    )
+
+    appends = asyncio.run(postgres_appends.run(200 if args.quick else 500, 10))
+    sections.append(
+        "## Message appends on PostgreSQL (the cluster host's store, issue 28)\n\n"
+        + (postgres_appends.__doc__ or "").split("Run:")[0].split("\n", 1)[1].strip()
+        + "\n\nCommand: `./dev python -m benchmarks.postgres_appends`.\n\n"
+        + appends
         + "\n"
     )
 

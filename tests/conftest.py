@@ -3,11 +3,15 @@
 from __future__ import annotations
 
 import os
-from typing import Any
+import sys
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from tests.harness import Harness
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 # Tests never reach a real provider or AWS: dummy credentials, no provider keys.
 os.environ.setdefault("AWS_DEFAULT_REGION", "us-east-1")
@@ -23,3 +27,13 @@ async def harness(tmp_path: Any) -> Harness:
     yield h
     h.queue.close()
     h.store.close()
+
+
+@pytest.fixture(scope="session", autouse=True)
+def _postgres_server_stops() -> Iterator[None]:
+    """The test PostgreSQL (tests/postgres_server.py) starts on first use and stops here, at the
+    session's end; a session that never needed it never imported psycopg."""
+    yield
+    module = sys.modules.get("tests.postgres_server")
+    if module is not None:
+        module.stop_shared_server()

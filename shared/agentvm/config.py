@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Literal
+from urllib.parse import unquote, urlsplit
 
-from pydantic import AliasChoices, BaseModel, Field, SecretStr
+from pydantic import AliasChoices, BaseModel, Field, SecretStr, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 ECHO_MODEL = "echo/echo-1"
@@ -24,7 +25,10 @@ class CompatProvider(BaseModel):
 
 
 class Settings(BaseSettings):
-    model_config = SettingsConfigDict(env_prefix="AVM_", extra="ignore", frozen=True)
+    # hide_input_in_errors: a refused value may be a secret (a database URL with its password)
+    model_config = SettingsConfigDict(
+        env_prefix="AVM_", extra="ignore", frozen=True, hide_input_in_errors=True
+    )
 
     # where and how `avm serve` runs
     data_dir: Path = Field(default_factory=lambda: Path.home() / ".agentvm")
@@ -196,6 +200,14 @@ class Settings(BaseSettings):
     # sending past a whole burst of refusals is closed with 1008 (hosts/local_server.py)
     ws_frames_per_second: float = Field(default=50.0, gt=0)
 
+    # the cluster host (docs/cluster.md, in progress): `avm serve` nodes sharing one PostgreSQL,
+    # postgresql://user:password@host:port/dbname (libpq's URL; its password is never logged)
+    database_url: SecretStr | None = None
+    # each node's one connection pool (adapters/postgres/database.py): PostgreSQL's max_connections
+    # must exceed nodes x max size, plus each node's listening connections
+    database_pool_min_size: int = Field(default=1, ge=0, le=1000)
+    database_pool_max_size: int = Field(default=10, ge=1, le=1000)
+
     # AWS host (set by template.yaml; unused locally)
     table_name: str | None = None  # the one DynamoDB table
     queue_url: str | None = None  # the SQS FIFO turn queue
@@ -233,6 +245,38 @@ class Settings(BaseSettings):
     # per-model price overrides, USD per million tokens, JSON in env:
     # {"anthropic/claude-haiku-4-5": {"input": 1, "output": 5, "cacheRead": 0.1, "cacheWrite": 1.25}}
     billing_prices: dict[str, dict[str, float]] = Field(default_factory=dict)
+
+    @field_validator("database_url")
+    @classmethod
+    def _database_url_is_postgres(cls, value: SecretStr | None) -> SecretStr | None:
+        if value is None:
+            return None
+        url = urlsplit(value.get_secret_value())
+        if url.scheme not in ("postgresql", "postgres") or not (url.hostname or "host=" in url.query):
+            # the message names the scheme only: the URL may hold a password
+            raise ValueError(
+                f"AVM_DATABASE_URL must be postgresql://[user[:password]@]host[:port]/dbname, "
+                f"not a {url.scheme or 'scheme-less'} URL"
+            )
+        return value
+
+    @model_validator(mode="after")
+    def _pool_bounds_in_order(self) -> Settings:
+        if self.database_pool_min_size > self.database_pool_max_size:
+            raise ValueError("AVM_DATABASE_POOL_MIN_SIZE may not exceed AVM_DATABASE_POOL_MAX_SIZE")
+        return self
+
+    def database_secrets(self) -> list[str]:
+        """What of ``database_url`` logs must mask: the whole URL and its password (as written and
+        percent-decoded), for the log mask (logs.SecretMask)."""
+        if self.database_url is None:
+            return []
+        url = self.database_url.get_secret_value()
+        password = urlsplit(url).password or ""
+        for pair in urlsplit(url).query.split("&"):
+            if pair.lower().startswith("password="):
+                password = pair.partition("=")[2]
+        return [s for s in {url, password, unquote(password)} if s]
 
     def resolved_default_model(self) -> str:
         if self.default_model:

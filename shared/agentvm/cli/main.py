@@ -54,6 +54,11 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="processes sharing the port and the data dir (default 1, env AVM_WORKERS; docs/scaling.md)",
     )
+    serve.add_argument(
+        "--database-url",
+        help="postgresql://... shared by the cluster's nodes (env AVM_DATABASE_URL; docs/cluster.md, "
+        "in progress: read, not yet used)",
+    )
 
     fake = sub.add_parser("fake-llm", help="run a fake Anthropic/OpenAI streaming server on loopback")
     from agentvm.fakellm import add_arguments
@@ -167,6 +172,8 @@ def _settings(args: argparse.Namespace, **extra: Any) -> Settings:
 
 
 def _serve(args: argparse.Namespace) -> int:
+    from pydantic import ValidationError
+
     from agentvm.hosts.data_dir import private_umask
     from agentvm.hosts.local import local_runtime, local_security
     from agentvm.hosts.local_server import open_mode_error, serve
@@ -174,9 +181,19 @@ def _serve(args: argparse.Namespace) -> int:
     from agentvm.security.setup import ensure_admin_key
 
     private_umask()  # what the server creates is its user's only (hosts/data_dir.py)
-    settings = _settings(
-        args, host=args.host, port=args.port, log_level=args.log_level, open=args.open, workers=args.workers
-    )
+    try:
+        settings = _settings(
+            args,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            open=args.open,
+            workers=args.workers,
+            database_url=args.database_url,
+        )
+    except ValidationError as exc:  # its messages never hold the refused value (config.py)
+        print(f"avm: {exc}", file=sys.stderr)
+        return 2
     error = open_mode_error(settings)
     if error is not None:
         print(f"avm: {error}", file=sys.stderr)
@@ -192,6 +209,7 @@ def _serve(args: argparse.Namespace) -> int:
         )
         if s is not None
     ]
+    secrets += settings.database_secrets()
     configure_logging(
         settings.log_level,
         secrets=secrets,

@@ -44,6 +44,11 @@ APART: set[tuple[str, str]] = {
     ("chat", "adapters"),
 }
 
+# The adapters of each host's storage stay apart: the cluster host's PostgreSQL stores
+# (adapters/postgres) share nothing with the SQLite ones (adapters/local) or DynamoDB's
+# (adapters/aws) but the ports and vocabulary they all implement.
+STORAGE_ADAPTERS = {"adapters.aws", "adapters.local", "adapters.postgres"}
+
 # (importer, imported) pairs allowed against the rules above, each with its reason. Empty on purpose:
 # the cold-start deferrals that exist (hosts building adapters on first use, cli loading a command's
 # module when it runs) all point down and need no entry.
@@ -154,6 +159,19 @@ def test_rooms_kept_apart_do_not_import_each_other() -> None:
         if (room(i.importer).split(".")[0], room(i.imported).split(".")[0]) in APART and not _allowed(i)
     ]
     assert not sideways, "imports between rooms kept apart:\n" + "\n".join(sideways)
+
+
+def test_each_hosts_storage_adapters_stand_alone() -> None:
+    crossing = [
+        _shown(i)
+        for i in IMPORTS
+        if room(i.importer) in STORAGE_ADAPTERS
+        and room(i.imported) in STORAGE_ADAPTERS
+        and room(i.importer) != room(i.imported)
+        and not _allowed(i)
+    ]
+    assert not crossing, "storage adapters of one host importing another's:\n" + "\n".join(crossing)
+    assert {room(m) for m in MODULES} >= STORAGE_ADAPTERS  # each folder exists and is read
 
 
 def _cycles(edges: dict[str, set[str]]) -> list[list[str]]:
