@@ -1,4 +1,4 @@
-"""The ``KeyStore`` contract, on SQLite and on DynamoDB (moto): one suite, so they cannot drift."""
+"""The ``KeyStore`` contract, on SQLite, DynamoDB (moto) and PostgreSQL: one suite, so they cannot drift."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb.keys import DynamoDbKeyStore
 from agentvm.adapters.local.sqlite.keys import SqliteKeyStore
+from agentvm.adapters.postgres.keys import PostgresKeyStore
 from agentvm.records import ApiKeyRecord
 from tests.contract.moto_table import backends
 
 
-@pytest.fixture(params=backends(SqliteKeyStore, DynamoDbKeyStore, file="keys.db"))
+@pytest.fixture(params=backends(SqliteKeyStore, DynamoDbKeyStore, file="keys.db", postgres=PostgresKeyStore))
 async def keys(request, tmp_path):
     async with request.param(tmp_path) as store:
         yield store
