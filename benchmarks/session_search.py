@@ -1,4 +1,4 @@
-"""Session search at 10,000 messages: latency on both stores, and what a search costs on AWS.
+"""Session search at 10,000 messages: latency on every store, and what a search costs on AWS.
 
 One container of 10 conversations x 1,000 messages of ~1 KB (words drawn from a Zipf-like
 vocabulary), with one planted phrase. Three searches: the planted phrase (one hit: on DynamoDB
@@ -7,6 +7,10 @@ this reads the whole container), a frequent word (the first page of 20 hits) and
 * SQLite (``SqliteSessionArchive``, FTS5, a file in a temporary directory): the first search of
   the container (which indexes all 10,000 messages), then each search warm (median and p95 of
   ``--runs``), and a search after 100 more messages were written (the index catching up).
+* PostgreSQL (``PostgresSessionArchive``, tsvector + GIN, the cluster host): the same rows as
+  SQLite, on a throwaway local server (``tests/postgres_server.py``: loopback TCP, fsync off) or
+  ``AVM_TEST_DATABASE_URL``'s; the tables are ANALYZEd after the first search, as autovacuum
+  would within a minute (without statistics the planner's first plans are slower).
 * DynamoDB (``DynamoDbSessionArchive`` through PynamoDB on moto): each search followed page after
   page to its end, with every AWS request counted and billed by ``benchmarks/billing.py``
   (eventually consistent Query pages, read units on whole items) and priced with
@@ -27,11 +31,15 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from agentvm.messages import AssistantMessage, Message, TextPart, UserMessage
 from agentvm.records import ImageRecord, SessionImport, SessionRecord
 from agentvm.sessions.search import parse_query
 from benchmarks import prices
+
+if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
 
 TENANT, CONTAINER = "bench", "user-bench"
 PHRASE = "amber lighthouse at midnight"
@@ -156,60 +164,105 @@ def _ms(seconds: float) -> str:
     return f"{seconds * 1000:.1f}"
 
 
+async def indexed_rows(
+    name: str,
+    store: object,
+    archive: object,
+    data: Corpus,
+    runs: int,
+    settle: Callable[[], Awaitable[None]] | None = None,
+) -> list[dict[str, object]]:
+    """The rows of a store with an index (SQLite FTS5, PostgreSQL): first search, warm, catching up.
+    ``settle`` runs after the first search (PostgreSQL: the ANALYZE autovacuum would run)."""
+    rows: list[dict[str, object]] = []
+    images = await seed(archive, data)
+    started = time.perf_counter()
+    hits, _ = await search_all(archive, f'"{PHRASE}"')
+    rows.append(
+        {
+            "store": name,
+            "search": f"phrase, first search (indexes all {data.messages:,} messages)",
+            "hits": hits,
+            "requests": 1,
+            "latency ms": _ms(time.perf_counter() - started),
+        }
+    )
+    if settle is not None:
+        await settle()
+    for label, query in queries(data).items():
+        times = []
+        for _ in range(runs):
+            started = time.perf_counter()
+            hits, requests = await search_all(archive, query, pages=1)
+            times.append(time.perf_counter() - started)
+        times.sort()
+        p95 = times[max(0, int(len(times) * 0.95) - 1)]
+        rows.append(
+            {
+                "store": name,
+                "search": f"{label}, warm",
+                "hits": hits,
+                "requests": requests,
+                "latency ms": f"{_ms(statistics.median(times))} (p95 {_ms(p95)})",
+            }
+        )
+    for i in range(100):
+        await store.append_message(  # type: ignore[attr-defined]
+            images[0].sessionId, UserMessage(id=f"new_{i}", timestamp=i, content=f"new words {i}")
+        )
+    started = time.perf_counter()
+    hits, _ = await search_all(archive, f'"{PHRASE}"')
+    rows.append(
+        {
+            "store": name,
+            "search": "phrase, after 100 new messages (indexes them)",
+            "hits": hits,
+            "requests": 1,
+            "latency ms": _ms(time.perf_counter() - started),
+        }
+    )
+    return rows
+
+
 async def sqlite_rows(data: Corpus, runs: int) -> list[dict[str, object]]:
     from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
     from agentvm.adapters.local.sqlite.store import SqliteStore
 
-    rows: list[dict[str, object]] = []
     with tempfile.TemporaryDirectory() as tmp:
         store = SqliteStore(Path(tmp) / "agentvm.db")
-        archive = SqliteSessionArchive(store)
-        images = await seed(archive, data)
-        started = time.perf_counter()
-        hits, _ = await search_all(archive, f'"{PHRASE}"')
-        rows.append(
-            {
-                "store": "SQLite FTS5",
-                "search": f"phrase, first search (indexes all {data.messages:,} messages)",
-                "hits": hits,
-                "requests": 1,
-                "latency ms": _ms(time.perf_counter() - started),
-            }
-        )
-        for label, query in queries(data).items():
-            times = []
-            for _ in range(runs):
-                started = time.perf_counter()
-                hits, requests = await search_all(archive, query, pages=1)
-                times.append(time.perf_counter() - started)
-            times.sort()
-            p95 = times[max(0, int(len(times) * 0.95) - 1)]
-            rows.append(
-                {
-                    "store": "SQLite FTS5",
-                    "search": f"{label}, warm",
-                    "hits": hits,
-                    "requests": requests,
-                    "latency ms": f"{_ms(statistics.median(times))} (p95 {_ms(p95)})",
-                }
-            )
-        for i in range(100):
-            await store.append_message(
-                images[0].sessionId, UserMessage(id=f"new_{i}", timestamp=i, content=f"new words {i}")
-            )
-        started = time.perf_counter()
-        hits, _ = await search_all(archive, f'"{PHRASE}"')
-        rows.append(
-            {
-                "store": "SQLite FTS5",
-                "search": "phrase, after 100 new messages (indexes them)",
-                "hits": hits,
-                "requests": 1,
-                "latency ms": _ms(time.perf_counter() - started),
-            }
-        )
-        store.close()
-    return rows
+        try:
+            return await indexed_rows("SQLite FTS5", store, SqliteSessionArchive(store), data, runs)
+        finally:
+            store.close()
+
+
+async def postgres_rows(data: Corpus, runs: int) -> list[dict[str, object]]:
+    """On the tests' PostgreSQL: ``AVM_TEST_DATABASE_URL``'s server, or a throwaway one started
+    here from Debian's binaries (tests/postgres_server.py), over loopback TCP."""
+    import pytest
+
+    from agentvm.adapters.postgres.sessions import PostgresSessionArchive
+    from agentvm.adapters.postgres.store import PostgresStore
+    from tests.postgres_server import fresh_database, stop_shared_server
+
+    try:
+        from tests.postgres_server import shared_server
+
+        shared_server()
+    except pytest.skip.Exception as exc:  # no PostgreSQL here: say so in the table
+        return [{"store": "PostgreSQL", "search": f"not run: {exc.msg}"}]
+    try:
+        async with fresh_database() as database:
+            store, archive = PostgresStore(database), PostgresSessionArchive(database)
+
+            async def analyze() -> None:
+                # what autovacuum does within a minute of a bulk write (its default naptime)
+                async with database.connection() as conn:
+                    await conn.execute("ANALYZE")
+
+            return await indexed_rows("PostgreSQL tsvector + GIN", store, archive, data, runs, analyze)
+    finally:
+        stop_shared_server()
 
 
 async def dynamo_rows(data: Corpus, runs: int) -> list[dict[str, object]]:
@@ -287,7 +340,7 @@ def _table(rows: list[dict[str, object]]) -> str:
 async def run(n_messages: int, runs: int) -> str:
     data = corpus(n_messages)
     size = sum(len(m.model_dump_json()) for c in data.conversations for m in c)
-    rows = await sqlite_rows(data, runs) + await dynamo_rows(data, runs)
+    rows = await sqlite_rows(data, runs) + await postgres_rows(data, runs) + await dynamo_rows(data, runs)
     head = (
         f"{data.messages:,} messages in one container ({CONVERSATIONS} conversations), "
         f'{size / 2**20:.1f} MiB of message JSON; queries: `"{PHRASE}"`, `{data.frequent}`, `{data.prefix}*`.'

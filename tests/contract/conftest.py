@@ -66,10 +66,21 @@ async def dynamo_store(tmp_path: Path) -> AsyncIterator[Store]:
         yield store
 
 
+@asynccontextmanager
+async def postgres_store(tmp_path: Path) -> AsyncIterator[Store]:
+    # imported here: a session that runs no PostgreSQL test never imports psycopg
+    from agentvm.adapters.postgres.store import PostgresStore
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        yield PostgresStore(database)
+
+
 STORE_FACTORIES = [
     pytest.param(sqlite_memory_store, id="sqlite-memory"),
     pytest.param(sqlite_file_store, id="sqlite-file"),
     pytest.param(dynamo_store, id="dynamo", marks=pytest.mark.aws),
+    pytest.param(postgres_store, id="postgres", marks=pytest.mark.postgres),
 ]
 
 

@@ -1,6 +1,7 @@
 """The ``SessionArchive`` port's contract (imports and forks under a ledger claim, message search),
-run against SQLite with FTS5, SQLite without it (the scan fallback), and DynamoDB on moto (with its
-default scan budget, and with a budget so small every request stops after one page)."""
+run against SQLite with FTS5, SQLite without it (the scan fallback), DynamoDB on moto (with its
+default scan budget, and with a budget so small every request stops after one page), and PostgreSQL
+(tsvector + GIN)."""
 
 from __future__ import annotations
 
@@ -72,12 +73,24 @@ async def dynamo_one_page(tmp_path: Path) -> AsyncIterator[tuple[Store, SessionA
         yield pair
 
 
+@asynccontextmanager
+async def postgres(tmp_path: Path) -> AsyncIterator[tuple[Store, SessionArchive]]:
+    # imported here: a session that runs no PostgreSQL test never imports psycopg
+    from agentvm.adapters.postgres.sessions import PostgresSessionArchive
+    from agentvm.adapters.postgres.store import PostgresStore
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        yield PostgresStore(database), PostgresSessionArchive(database)
+
+
 @pytest.fixture(
     params=[
         pytest.param(sqlite_fts, id="sqlite-fts5"),
         pytest.param(sqlite_scan, id="sqlite-scan"),
         pytest.param(dynamo, id="dynamo", marks=pytest.mark.aws),
         pytest.param(dynamo_one_page, id="dynamo-one-page", marks=pytest.mark.aws),
+        pytest.param(postgres, id="postgres", marks=pytest.mark.postgres),
     ]
 )
 async def pair(request, tmp_path):

@@ -1,6 +1,7 @@
-"""Slow tier: a phrase is found in a container of 10,000 messages (~11 MiB), on SQLite with FTS5
-and on DynamoDB (moto), following ``next`` to the end; a frequent word fills its first page at
-once. Latencies are measured by ``benchmarks/session_search.py`` (BENCHMARKS.md), not here.
+"""Slow tier: a phrase is found in a container of 10,000 messages (~11 MiB), on SQLite with FTS5,
+on DynamoDB (moto) and on PostgreSQL (tsvector + GIN), following ``next`` to the end; a frequent
+word fills its first page at once. Latencies are measured by ``benchmarks/session_search.py``
+(BENCHMARKS.md), not here.
 
 Run: ``./dev test -m slow -k session_search_at_scale``
 """
@@ -46,9 +47,22 @@ async def dynamo(tmp_path: Path) -> AsyncIterator[SessionArchive]:
         yield DynamoDbSessionArchive(CONTRACT_TABLE)
 
 
+@asynccontextmanager
+async def postgres(tmp_path: Path) -> AsyncIterator[SessionArchive]:
+    from agentvm.adapters.postgres.sessions import PostgresSessionArchive
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        yield PostgresSessionArchive(database)
+
+
 @pytest.mark.parametrize(
     "archive_of",
-    [pytest.param(sqlite, id="sqlite-fts5"), pytest.param(dynamo, id="dynamo", marks=pytest.mark.aws)],
+    [
+        pytest.param(sqlite, id="sqlite-fts5"),
+        pytest.param(dynamo, id="dynamo", marks=pytest.mark.aws),
+        pytest.param(postgres, id="postgres", marks=pytest.mark.postgres),
+    ],
 )
 async def test_session_search_at_scale_finds_a_phrase_among_10000_messages(archive_of, tmp_path):
     data = corpus(10_000)

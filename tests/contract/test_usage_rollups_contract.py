@@ -91,10 +91,22 @@ async def on_dynamodb(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
         yield store, DynamoDbUsageRollups(CONTRACT_TABLE)
 
 
+@asynccontextmanager
+async def on_postgres(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
+    # imported here: a session that runs no PostgreSQL test never imports psycopg
+    from agentvm.adapters.postgres.store import PostgresStore
+    from agentvm.adapters.postgres.usage import PostgresUsageRollups
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        yield PostgresStore(database), PostgresUsageRollups(database)
+
+
 @pytest.fixture(
     params=[
         pytest.param(on_sqlite, id="sqlite"),
         pytest.param(on_dynamodb, id="dynamodb", marks=pytest.mark.aws),
+        pytest.param(on_postgres, id="postgres", marks=pytest.mark.postgres),
     ]
 )
 async def ledger(request, tmp_path):

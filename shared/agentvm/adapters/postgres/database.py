@@ -104,12 +104,21 @@ class Database:
 
     @asynccontextmanager
     async def connection(self) -> AsyncIterator[AsyncConnection]:
-        """A connection from the pool (autocommit), back to the pool on exit."""
-        async with self._pool.connection() as conn:
-            yield conn
+        """A connection from the pool (autocommit), back to the pool on exit.
+
+        A lost server, a full disk, too many connections or no free connection in time
+        (psycopg's ``OperationalError``, SQLSTATE classes 08, 53, 57...) raise ``StorageUnavailable``,
+        so the gateway answers ``storage_unavailable`` (503) and a turn fails cleanly.
+        """
+        try:
+            async with self._pool.connection() as conn:
+                yield conn
+        except (psycopg.OperationalError, PoolTimeout) as exc:
+            logger.warning("postgres: %s on %s", type(exc).__name__, self.display_url)
+            raise StorageUnavailable() from exc
 
     @asynccontextmanager
     async def transaction(self) -> AsyncIterator[AsyncConnection]:
         """A connection inside one transaction: committed on exit, rolled back on an exception."""
-        async with self._pool.connection() as conn, conn.transaction():
+        async with self.connection() as conn, conn.transaction():
             yield conn

@@ -1,0 +1,105 @@
+"""The ``UsageRollups`` port on PostgreSQL: the usage table summed with SQL, per hour or per day.
+
+As on SQLite there is nothing to pre-aggregate: a tenant's records of a period are one range scan
+of ``usage_by_tenant`` (tenant, created_at), and the sums are always exactly those of the records,
+whichever node wrote them. Fields a record written before they existed lacks (``kind``,
+``estimated``, cache tokens) count as their defaults.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from agentvm.observability.periods import DAY_MS, HOUR_MS
+from agentvm.ports import UsageCell
+
+if TYPE_CHECKING:
+    from agentvm.adapters.postgres.database import Database
+
+# Each record's JSON is parsed once (the subquery's ``r``), then summed.
+_RECORDS = (
+    "(SELECT created_at, container_id, record::jsonb AS r FROM usage"
+    " WHERE tenant_id = %s AND created_at >= %s AND created_at < %s{extra} OFFSET 0) AS u"
+)
+_SUMS = """
+    COUNT(*),
+    COALESCE(SUM((r->>'inputTokens')::bigint), 0),
+    COALESCE(SUM((r->>'outputTokens')::bigint), 0),
+    COALESCE(SUM((r->>'cacheReadTokens')::bigint), 0),
+    COALESCE(SUM((r->>'cacheWriteTokens')::bigint), 0),
+    COUNT(*) FILTER (WHERE (r->>'estimated')::boolean)
+"""
+_MODEL = "r->>'model'"
+_KIND = "COALESCE(r->>'kind', 'turn')"
+_IMAGE = "r->>'imageId'"
+
+
+class PostgresUsageRollups:
+    """``agentvm.ports.UsageRollups`` over ``PostgresStore``'s usage table."""
+
+    def __init__(self, database: Database) -> None:
+        self._db = database
+
+    async def _rows(self, query: str, params: tuple[Any, ...]) -> list[tuple[Any, ...]]:
+        async with self._db.connection() as conn:
+            cursor = await conn.execute(query.encode(), params)
+            return await cursor.fetchall()
+
+    async def hour_cells(self, tenant_id: str, start_ms: int, end_ms: int) -> list[UsageCell]:
+        rows = await self._rows(
+            f"SELECT created_at - created_at %% {HOUR_MS} AS b, {_MODEL}, {_KIND}, {_SUMS}"
+            f" FROM {_RECORDS.format(extra='')} GROUP BY 1, 2, 3",
+            (tenant_id, start_ms, end_ms),
+        )
+        return [_cell(tenant_id, row[0], row[1], row[2], None, None, row[3:]) for row in rows]
+
+    async def day_cells(
+        self, tenant_id: str, start_ms: int, end_ms: int, container_id: str | None = None
+    ) -> list[UsageCell]:
+        params: tuple[Any, ...] = (tenant_id, start_ms, end_ms)
+        extra = ""
+        if container_id is not None:
+            extra = " AND container_id = %s"
+            params += (container_id,)
+        rows = await self._rows(
+            f"SELECT created_at - created_at %% {DAY_MS} AS b, container_id, {_IMAGE}, {_MODEL}, {_KIND},"
+            f" {_SUMS} FROM {_RECORDS.format(extra=extra)} GROUP BY 1, 2, 3, 4, 5",
+            params,
+        )
+        return [_cell(tenant_id, row[0], row[3], row[4], row[1], row[2], row[5:]) for row in rows]
+
+    async def tenants_with_usage(self, start_ms: int, end_ms: int) -> list[str]:
+        rows = await self._rows(
+            "SELECT DISTINCT tenant_id FROM usage WHERE created_at >= %s AND created_at < %s ORDER BY 1",
+            (start_ms, end_ms),
+        )
+        return [row[0] for row in rows]
+
+
+def _cell(
+    tenant_id: str,
+    start_ms: int,
+    model: str,
+    kind: str,
+    container_id: str | None,
+    image_id: str | None,
+    sums: tuple[Any, ...],
+) -> UsageCell:
+    records, inputs, outputs, reads, writes, estimated = (int(v) for v in sums)
+    return UsageCell(
+        tenant_id=tenant_id,
+        start_ms=int(start_ms),
+        model=model,
+        kind=kind,
+        container_id=container_id,
+        image_id=image_id,
+        records=records,
+        input_tokens=inputs,
+        output_tokens=outputs,
+        cache_read_tokens=reads,
+        cache_write_tokens=writes,
+        estimated=estimated,
+    )
+
+
+__all__ = ["PostgresUsageRollups"]
