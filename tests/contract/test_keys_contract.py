@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agentvm.adapters.aws.dynamodb.keys import DynamoDbKeyStore
@@ -81,3 +83,13 @@ async def test_revoke_scoped_to_another_tenant_reads_as_absent_and_changes_nothi
 async def test_revoke_of_an_unknown_key_returns_none(keys):
     assert await keys.revoke_key("nosuchkey000", revoked_at=1) is None
     assert await keys.get_key("nosuchkey000") is None
+
+
+async def test_concurrent_revocations_agree_on_one_revocation_time(keys):
+    await keys.put_key(key())
+    results = await asyncio.gather(
+        *(keys.revoke_key("k00000000001", revoked_at=t) for t in range(5_000, 5_008))
+    )
+    stored = await keys.get_key("k00000000001")
+    assert stored is not None and stored.revokedAt in range(5_000, 5_008)
+    assert {r.revokedAt for r in results if r is not None} == {stored.revokedAt}
