@@ -1,5 +1,5 @@
 """AgentVM's single DynamoDB table on moto, with the fixed schema ``template.yaml`` declares, and the
-backends the security ports' contracts (keys, counters, budgets) run on."""
+backends the ports' contract suites (keys, counters, budgets, ...) run on: SQLite, DynamoDB, PostgreSQL."""
 
 from __future__ import annotations
 
@@ -79,11 +79,17 @@ def create_table(name: str = TABLE) -> None:
 
 
 def backends(
-    sqlite: Callable[[str | Path], Any], dynamodb: Callable[..., Any], *, file: str | None = None
+    sqlite: Callable[[str | Path], Any],
+    dynamodb: Callable[..., Any],
+    *,
+    file: str | None = None,
+    postgres: Callable[[Any], Any] | None = None,
 ) -> list[Any]:
     """``pytest.param``s of one port: SQLite in memory, in ``<tmp>/data/<file>`` (when ``file`` is
-    given), and DynamoDB on a fresh moto table. Each is a factory taking the test's ``tmp_path`` and
-    returning an async context manager that yields a fresh, empty instance."""
+    given), DynamoDB on a fresh moto table, and PostgreSQL (when ``postgres`` is given: built on the
+    ``Database`` of a fresh, migrated database of the test server, tests/postgres_server.py). Each is
+    a factory taking the test's ``tmp_path`` and returning an async context manager that yields a
+    fresh, empty instance."""
 
     @asynccontextmanager
     async def on_sqlite(path: str | Path) -> AsyncIterator[Any]:
@@ -103,4 +109,15 @@ def backends(
     if file is not None:
         params.append(pytest.param(lambda tmp_path: on_sqlite(tmp_path / "data" / file), id="sqlite-file"))
     params.append(pytest.param(on_dynamodb, id="dynamodb", marks=pytest.mark.aws))
+    if postgres is not None:
+        make = postgres
+
+        @asynccontextmanager
+        async def on_postgres(tmp_path: Path) -> AsyncIterator[Any]:
+            from tests.postgres_server import fresh_database  # imports psycopg: only when used
+
+            async with fresh_database() as database:
+                yield make(database)
+
+        params.append(pytest.param(on_postgres, id="postgres", marks=pytest.mark.postgres))
     return params

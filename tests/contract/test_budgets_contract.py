@@ -1,4 +1,5 @@
-"""The ``BudgetStore`` contract, on SQLite and on DynamoDB (moto): one suite, so they cannot drift."""
+"""The ``BudgetStore`` contract, on SQLite, DynamoDB (moto) and PostgreSQL: one suite, so they cannot
+drift."""
 
 from __future__ import annotations
 
@@ -6,11 +7,12 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb.budgets import DynamoDbBudgetStore
 from agentvm.adapters.local.sqlite.budgets import SqliteBudgetStore
+from agentvm.adapters.postgres.budgets import PostgresBudgetStore
 from agentvm.records import BudgetRecord
 from tests.contract.moto_table import backends
 
 
-@pytest.fixture(params=backends(SqliteBudgetStore, DynamoDbBudgetStore))
+@pytest.fixture(params=backends(SqliteBudgetStore, DynamoDbBudgetStore, postgres=PostgresBudgetStore))
 async def budgets(request, tmp_path):
     async with request.param(tmp_path) as store:
         yield store

@@ -1,17 +1,20 @@
-"""The ``ConfigStore`` contract, on SQLite and on DynamoDB (moto): one versioned record of values per
+"""The ``ConfigStore`` contract, on SQLite, DynamoDB (moto) and PostgreSQL: one versioned record of values per
 scope, written with its audit entries all or nothing."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from agentvm.adapters.aws.dynamodb.config import DynamoDbConfigStore
 from agentvm.adapters.local.sqlite.config import SqliteConfigStore
+from agentvm.adapters.postgres.config import PostgresConfigStore
 from agentvm.records import ConfigChange, ConfigValues
 from tests.contract.moto_table import backends
 
 
-@pytest.fixture(params=backends(SqliteConfigStore, DynamoDbConfigStore))
+@pytest.fixture(params=backends(SqliteConfigStore, DynamoDbConfigStore, postgres=PostgresConfigStore))
 async def store(request, tmp_path):
     async with request.param(tmp_path) as s:
         yield s
@@ -43,3 +46,20 @@ async def test_scopes_are_separate_and_the_log_is_limited(store):
     assert await store.get_values("tenant:other") is None
     assert await store.list_changes("server") == []
     assert [c.new for c in await store.list_changes("tenant:acme", limit=2)] == [3, 2]
+
+
+async def test_of_concurrent_writers_of_one_version_exactly_one_wins(store):
+    attempts = [
+        ConfigValues(scope="server", values={"llm.defaultModel": f"echo/{n}"}, version=1, updatedAt=n)
+        for n in range(8)
+    ]
+    results = await asyncio.gather(
+        *(
+            store.put_values(v, [change("llm.defaultModel", v.values["llm.defaultModel"], n)])
+            for n, v in enumerate(attempts)
+        )
+    )
+    assert sum(results) == 1
+    winner = attempts[results.index(True)]
+    assert await store.get_values("server") == winner
+    assert [c.new for c in await store.list_changes("server")] == [winner.values["llm.defaultModel"]]

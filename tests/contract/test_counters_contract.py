@@ -1,4 +1,5 @@
-"""The ``Counters`` contract, on SQLite and on DynamoDB (moto): one suite, so they cannot drift."""
+"""The ``Counters`` contract, on SQLite, DynamoDB (moto) and PostgreSQL: one suite, so they cannot
+drift."""
 
 from __future__ import annotations
 
@@ -11,13 +12,16 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb.counters import DynamoDbCounters
 from agentvm.adapters.local.sqlite.counters import SqliteCounters
+from agentvm.adapters.postgres.counters import PostgresCounters
 from tests.contract.moto_table import REGION, TABLE, atomic_moto, backends, create_table
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
 
 
-@pytest.fixture(params=backends(SqliteCounters, DynamoDbCounters, file="counters.db"))
+@pytest.fixture(
+    params=backends(SqliteCounters, DynamoDbCounters, file="counters.db", postgres=PostgresCounters)
+)
 async def counters(request, tmp_path):
     async with request.param(tmp_path) as instance:
         yield instance
@@ -198,3 +202,48 @@ async def test_on_dynamodb_a_refused_whole_lease_is_one_failed_update_and_no_par
             refused = await counters.lease("storage#x", "bytes", 7, limit=10, expires_at=later(), whole=True)
     assert (refused.granted, refused.total) == (0, 7)
     assert operations == ["UpdateItem", "UpdateItem"]
+
+
+@contextlib.asynccontextmanager
+async def postgres_nodes(count: int) -> AsyncIterator[list[PostgresCounters]]:
+    """``count`` nodes' counters on one fresh database: each node its own pool of 4 connections."""
+    from agentvm.adapters.postgres.database import Database
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as first:
+        others = [Database(first.url, min_size=1, max_size=4) for _ in range(count - 1)]
+        await asyncio.gather(*(node.open() for node in others))
+        try:
+            yield [PostgresCounters(node) for node in (first, *others)]
+        finally:
+            await asyncio.gather(*(node.close() for node in others))
+
+
+@pytest.mark.postgres
+async def test_on_postgres_three_nodes_adding_to_one_counter_lose_nothing_and_never_deadlock():
+    async with postgres_nodes(3) as nodes:
+        results = await asyncio.gather(
+            *(
+                nodes[i % 3].incr("usage#k", {"month": 1, f"d{i % 5:02d}": 1}, expires_at=later())
+                for i in range(60)
+            )
+        )
+        assert sorted(r["month"] for r in results) == list(range(1, 61))
+        assert await nodes[1].get("usage#k") == {"month": 60} | {f"d{d:02d}": 12 for d in range(5)}
+
+
+@pytest.mark.postgres
+async def test_on_postgres_lessees_on_three_nodes_never_take_more_than_the_limit_together():
+    async with postgres_nodes(3) as nodes:
+        leases = await asyncio.gather(
+            *(nodes[i % 3].lease("rate#k", "n", 1 + i % 4, limit=50, expires_at=later()) for i in range(45)),
+            *(
+                nodes[i % 3].lease("storage#k", "bytes", 10, limit=95, expires_at=later(), whole=True)
+                for i in range(30)
+            ),
+        )
+        rate, storage = leases[:45], leases[45:]
+        assert sum(lease.granted for lease in rate) == 50
+        assert sorted(lease.granted for lease in storage) == [0] * 21 + [10] * 9
+        assert await nodes[2].get("rate#k") == {"n": 50}
+        assert await nodes[0].get("storage#k") == {"bytes": 90}

@@ -1,16 +1,19 @@
-"""The ``KeyStore`` contract, on SQLite and on DynamoDB (moto): one suite, so they cannot drift."""
+"""The ``KeyStore`` contract, on SQLite, DynamoDB (moto) and PostgreSQL: one suite, so they cannot drift."""
 
 from __future__ import annotations
+
+import asyncio
 
 import pytest
 
 from agentvm.adapters.aws.dynamodb.keys import DynamoDbKeyStore
 from agentvm.adapters.local.sqlite.keys import SqliteKeyStore
+from agentvm.adapters.postgres.keys import PostgresKeyStore
 from agentvm.records import ApiKeyRecord
 from tests.contract.moto_table import backends
 
 
-@pytest.fixture(params=backends(SqliteKeyStore, DynamoDbKeyStore, file="keys.db"))
+@pytest.fixture(params=backends(SqliteKeyStore, DynamoDbKeyStore, file="keys.db", postgres=PostgresKeyStore))
 async def keys(request, tmp_path):
     async with request.param(tmp_path) as store:
         yield store
@@ -80,3 +83,13 @@ async def test_revoke_scoped_to_another_tenant_reads_as_absent_and_changes_nothi
 async def test_revoke_of_an_unknown_key_returns_none(keys):
     assert await keys.revoke_key("nosuchkey000", revoked_at=1) is None
     assert await keys.get_key("nosuchkey000") is None
+
+
+async def test_concurrent_revocations_agree_on_one_revocation_time(keys):
+    await keys.put_key(key())
+    results = await asyncio.gather(
+        *(keys.revoke_key("k00000000001", revoked_at=t) for t in range(5_000, 5_008))
+    )
+    stored = await keys.get_key("k00000000001")
+    assert stored is not None and stored.revokedAt in range(5_000, 5_008)
+    assert {r.revokedAt for r in results if r is not None} == {stored.revokedAt}

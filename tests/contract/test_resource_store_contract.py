@@ -1,4 +1,4 @@
-"""The ``ResourceStore`` contract, on SQLite and on DynamoDB (moto)."""
+"""The ``ResourceStore`` contract, on SQLite, DynamoDB (moto) and PostgreSQL."""
 
 from __future__ import annotations
 
@@ -6,11 +6,12 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb.resources import DynamoDbResourceStore
 from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
+from agentvm.adapters.postgres.resources import PostgresResourceStore
 from agentvm.records import ResourceHead, ResourceVersion
 from tests.contract.moto_table import backends
 
 
-@pytest.fixture(params=backends(SqliteResourceStore, DynamoDbResourceStore))
+@pytest.fixture(params=backends(SqliteResourceStore, DynamoDbResourceStore, postgres=PostgresResourceStore))
 async def store(request, tmp_path):
     async with request.param(tmp_path) as s:
         yield s

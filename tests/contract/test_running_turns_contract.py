@@ -1,4 +1,4 @@
-"""The ``RunningTurns`` port's contract, on SQLite and on DynamoDB (moto): marks per tenant and
+"""The ``RunningTurns`` port's contract, on SQLite, DynamoDB (moto) and PostgreSQL: marks per tenant and
 container, idempotent, oldest first; tokens so far summed from a turn's usage records (the first
 model call and its steps, and nothing of another turn whose id merely starts the same)."""
 
@@ -41,10 +41,21 @@ async def on_dynamodb(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
         yield store, DynamoDbRunningTurns(CONTRACT_TABLE)
 
 
+@asynccontextmanager
+async def on_postgres(tmp_path: Any) -> AsyncIterator[tuple[Any, Any]]:
+    from agentvm.adapters.postgres.running import PostgresRunningTurns
+    from agentvm.adapters.postgres.store import PostgresStore
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        yield PostgresStore(database), PostgresRunningTurns(database)
+
+
 @pytest.fixture(
     params=[
         pytest.param(on_sqlite, id="sqlite"),
         pytest.param(on_dynamodb, id="dynamodb", marks=pytest.mark.aws),
+        pytest.param(on_postgres, id="postgres", marks=pytest.mark.postgres),
     ]
 )
 async def ports(request, tmp_path):
@@ -118,3 +129,14 @@ async def test_tokens_so_far_sum_the_turns_usage_records_and_nothing_else(ports)
     assert tokens["turn_1"] == TurnTokens(11, 100 + 10 * 200, 10 + 10 * 20, 60, 0)
     assert tokens["turn_10"] == TurnTokens(1, 7, 7, 0, 0)
     assert tokens["turn_2"] == TurnTokens()
+
+
+async def test_stale_marks_of_every_tenant_are_listed_oldest_first(ports):
+    _, running = ports
+    if not hasattr(running, "stale"):
+        pytest.skip("the orphan sweeper's stale marks: the local and cluster hosts only (turns/orphans.py)")
+    for t in (turn(3), turn(1, tenant="globex"), turn(2), turn(7)):
+        await running.mark(t)
+    assert await running.stale(1_003, 10) == [turn(1, tenant="globex"), turn(2), turn(3)]
+    assert await running.stale(1_003, 2) == [turn(1, tenant="globex"), turn(2)]
+    assert await running.stale(1_000, 10) == []

@@ -1,18 +1,23 @@
-"""The ``TenantStore`` contract, on SQLite and on DynamoDB (moto): created once (tombstones keep
+"""The ``TenantStore`` contract, on SQLite, DynamoDB (moto) and PostgreSQL: created once (tombstones keep
 their id), replaced only in the status the caller read, listed by id a page at a time, filtered by
 status; records written before statuses existed read as active."""
 
 from __future__ import annotations
 
+import asyncio
+
 import pytest
 
 from agentvm.adapters.aws.dynamodb.tenants import DynamoDbTenantStore
 from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
+from agentvm.adapters.postgres.tenants import PostgresTenantStore
 from agentvm.records import TenantRecord
 from tests.contract.moto_table import backends
 
 
-@pytest.fixture(params=backends(SqliteTenantStore, DynamoDbTenantStore, file="agentvm.db"))
+@pytest.fixture(
+    params=backends(SqliteTenantStore, DynamoDbTenantStore, file="agentvm.db", postgres=PostgresTenantStore)
+)
 async def store(request, tmp_path):
     async with request.param(tmp_path) as s:
         yield s
@@ -93,9 +98,21 @@ async def test_records_written_before_statuses_existed_read_as_active(store):
         store._conn.execute(
             "INSERT INTO tenants (tenant_id, created_at, record) VALUES (?, ?, ?)", ("legacy", 1, legacy)
         )
+    elif isinstance(store, PostgresTenantStore):
+        async with store._db.connection() as conn:
+            await conn.execute(
+                "INSERT INTO tenants (tenant_id, created_at, record) VALUES (%s, %s, %s::jsonb)",
+                ("legacy", 1, old.model_dump_json(exclude={"status", "deletedAt", "purgedAt"})),
+            )
     else:
         store._item("TENANTS", "legacy", data=old.model_dump_json(exclude={"status"})).save()
     assert (await store.get_tenant("legacy")).status == "active"
     assert await ids(store, statuses=["active"]) == ["legacy"]
     assert await store.replace_tenant(tenant("legacy", name="Now"), status="active")
     assert (await store.get_tenant("legacy")).name == "Now"
+
+
+async def test_of_concurrent_creations_of_one_id_exactly_one_wins(store):
+    results = await asyncio.gather(*(store.create_tenant(tenant("acme", n, name=f"N{n}")) for n in range(8)))
+    assert sum(results) == 1
+    assert (await store.get_tenant("acme")).name == f"N{results.index(True)}"

@@ -1,4 +1,5 @@
-"""The ``ToolWaits`` contract, on SQLite and on DynamoDB (moto): one suite, so they cannot drift."""
+"""The ``ToolWaits`` contract, on SQLite, DynamoDB (moto) and PostgreSQL: one suite, so they cannot
+drift."""
 
 from __future__ import annotations
 
@@ -8,11 +9,12 @@ import pytest
 
 from agentvm.adapters.aws.dynamodb.waits import DynamoDbToolWaits
 from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
+from agentvm.adapters.postgres.waits import PostgresToolWaits
 from agentvm.records import ToolWait, TurnJob
 from tests.contract.moto_table import backends
 
 
-@pytest.fixture(params=backends(SqliteToolWaits, DynamoDbToolWaits))
+@pytest.fixture(params=backends(SqliteToolWaits, DynamoDbToolWaits, postgres=PostgresToolWaits))
 async def waits(request, tmp_path):
     async with request.param(tmp_path) as store:
         yield store

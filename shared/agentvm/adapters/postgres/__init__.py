@@ -13,4 +13,8 @@ package only when ``AVM_DATABASE_URL`` is set.
 - ``database``: ``Database``, the node's one connection pool, shared by every store of the node.
 - ``migrations``: the numbered ``.sql`` files of ``migrations/``, applied at start under an advisory
   lock (``migrate``).
+- one module per port beside them (``store``, ``usage``, ``sessions``, ``keys``, ``budgets``,
+  ``counters``, ``config``, ``tenants``, ``resources``, ``replies``, ``waits``, ``logs``,
+  ``running``), each taking the node's ``Database``; docs/cluster.md says what each guarantees
+  across nodes.
 """

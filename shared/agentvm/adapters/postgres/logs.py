@@ -1,0 +1,197 @@
+"""The ``LogStore`` port on PostgreSQL: the cluster's recent log lines, for ``/v1/logs``.
+
+Every node writes the lines it logs (masked and tagged with their ids by the root handlers'
+filters: ``logs.add_log_handler``) to one table, so ``/v1/logs`` on any node sees the whole
+cluster: one row per line with its time, level and tenant, container, session and turn ids as
+indexed columns.
+
+- **Off the hot path**: ``handler()`` is a ``QueueHandler``; a ``QueueListener`` thread does the
+  inserts on a connection of its own (plain, synchronous psycopg: the thread has no event loop;
+  one per node, outside the pool), so logging never waits on the database.
+- **Bounded, cluster-wide**: each insert adds the line's length to ``log_store_size`` in the same
+  statement, so every node reads the cluster's total from the insert itself. Past ``max_bytes``
+  (``AVM_LOG_STORE_MAX_BYTES``, 64 MiB by default) the node that noticed deletes the oldest lines
+  down to 90% of the cap, under ``pg_try_advisory_xact_lock``: one node prunes, the others go on
+  inserting. A line that cannot be written (the database away) is dropped and counted
+  (``dropped``), never raised.
+- **Pages**: newest first, by id (the identity's order); the cursor is the last id of the page.
+  Reads go through the node's pool (``Database``).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import logging.handlers
+import queue
+import threading
+from typing import TYPE_CHECKING
+
+import psycopg
+
+from agentvm.observability.logstore import parse_stored, public_line
+from agentvm.observability.query import decode_cursor, encode_cursor
+from agentvm.ports import LogPage, LogQuery
+
+if TYPE_CHECKING:
+    from agentvm.adapters.postgres.database import Database
+
+# the advisory-lock key of pruning: b"avm-logs" as a signed 64-bit integer
+PRUNE_LOCK_KEY = int.from_bytes(b"avm-logs", "big", signed=True)
+
+_INSERT = """
+WITH added AS (
+    INSERT INTO log_lines (ts, level, tenant_id, container_id, session_id, turn_id, line)
+    VALUES (%s, %s, %s, %s, %s, %s, %s) RETURNING length(line) AS size
+)
+UPDATE log_store_size SET bytes = bytes + (SELECT size FROM added) RETURNING bytes
+"""
+_CUT = """
+SELECT id, total FROM (SELECT id, SUM(length(line)) OVER (ORDER BY id) AS total FROM log_lines) AS t
+WHERE total >= %s ORDER BY id LIMIT 1
+"""
+
+
+class PostgresLogStore:
+    """``agentvm.ports.LogStore`` on PostgreSQL: reads on the node's pool, writes by a thread."""
+
+    def __init__(self, database: Database, *, max_bytes: int = 64 << 20) -> None:
+        self.max_bytes = max_bytes
+        self._db = database
+        self._writer = _Writer(database.url, max_bytes)
+        self._queue: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=100_000)
+        self._listener: logging.handlers.QueueListener | None = None
+
+    @property
+    def dropped(self) -> int:
+        return self._writer.dropped
+
+    def handler(self) -> logging.Handler:
+        """The handler to put on the root logger (``logs.add_log_handler``); starts the writer."""
+        if self._listener is None:
+            self._listener = logging.handlers.QueueListener(self._queue, self._writer)
+            self._listener.start()
+        return _Enqueue(self._queue, self._writer)
+
+    def flush(self) -> None:
+        """Wait until every line handed over so far is written (tests, shutdown)."""
+        self._queue.join()
+
+    def close(self) -> None:
+        if self._listener is not None:
+            self._listener.stop()
+            self._listener = None
+        self._writer.close()
+
+    async def page(self, query: LogQuery) -> LogPage:
+        position = decode_cursor(query.cursor, {"b": int})
+        where: list[str] = []
+        args: list[str | int] = []
+        for column, value in (
+            ("tenant_id", query.tenant_id),
+            ("container_id", query.container_id),
+            ("session_id", query.session_id),
+            ("turn_id", query.turn_id),
+        ):
+            if value is not None:
+                where.append(f"{column} = %s")
+                args.append(value)
+        for condition, bound in (
+            ("level >= %s", query.min_level or None),
+            ("ts >= %s", query.since_ms),
+            ("ts <= %s", query.until_ms),
+            ("id < %s", None if position is None else position["b"]),
+        ):
+            if bound is not None:
+                where.append(condition)
+                args.append(bound)
+        sql = "SELECT id, ts, line FROM log_lines"
+        if where:
+            sql += " WHERE " + " AND ".join(where)
+        async with self._db.connection() as conn:
+            cur = await conn.execute(f"{sql} ORDER BY id DESC LIMIT %s", (*args, query.limit + 1))
+            rows = await cur.fetchall()
+        tenant_view = query.tenant_id is not None
+        lines = [
+            public_line(parse_stored(line), line_id=str(row_id), ts_ms=ts, tenant_view=tenant_view)
+            for row_id, ts, line in rows[: query.limit]
+        ]
+        more = len(rows) > query.limit
+        return LogPage(lines, encode_cursor({"b": rows[query.limit - 1][0]}) if more else None)
+
+
+class _Enqueue(logging.handlers.QueueHandler):
+    """Formats (with the root handlers' JSON formatter and filters) and hands the line over."""
+
+    def __init__(self, q: queue.Queue[logging.LogRecord], writer: _Writer) -> None:
+        super().__init__(q)
+        self._writer = writer
+
+    def enqueue(self, record: logging.LogRecord) -> None:
+        try:
+            self.queue.put_nowait(record)
+        except queue.Full:  # the writer cannot keep up: drop rather than block the caller
+            self._writer.dropped += 1
+
+
+class _Writer(logging.Handler):
+    """Runs in the listener's thread: one insert per line (one round trip), pruning past the cap.
+    Its connection is opened on the first line and again after a failure."""
+
+    def __init__(self, url: str, max_bytes: int) -> None:
+        super().__init__()
+        self._url = url
+        self._conn: psycopg.Connection | None = None
+        self._lock = threading.Lock()
+        self.max_bytes = max_bytes
+        self.dropped = 0
+
+    def emit(self, record: logging.LogRecord) -> None:
+        line = record.getMessage()
+        ids = [getattr(record, k, None) for k in ("tenant_id", "container_id", "session_id", "turn_id")]
+        with self._lock:
+            try:
+                if self._conn is None or self._conn.closed:
+                    self._conn = psycopg.connect(self._url, autocommit=True, connect_timeout=5)
+                row = self._conn.execute(
+                    _INSERT, (int(record.created * 1000), record.levelno, *[_text(v) for v in ids], line)
+                ).fetchone()
+                if row is not None and int(row[0]) > self.max_bytes:
+                    self._prune(self._conn)
+            except psycopg.Error:
+                self.dropped += 1  # the database away: the line is lost, the process goes on
+                self._disconnect()
+
+    def _prune(self, conn: psycopg.Connection) -> None:
+        """Delete the oldest lines until the rest fit in 90% of the cap, unless another node is."""
+        with conn.transaction():
+            locked = conn.execute("SELECT pg_try_advisory_xact_lock(%s)", (PRUNE_LOCK_KEY,)).fetchone()
+            if not locked or not locked[0]:
+                return
+            size = conn.execute("SELECT bytes FROM log_store_size FOR UPDATE").fetchone()
+            excess = (int(size[0]) if size else 0) - self.max_bytes * 9 // 10
+            if excess <= 0:
+                return  # another node pruned a moment ago
+            cut = conn.execute(_CUT, (excess,)).fetchone()
+            if cut is None:
+                return
+            conn.execute("DELETE FROM log_lines WHERE id <= %s", (cut[0],))
+            conn.execute("UPDATE log_store_size SET bytes = bytes - %s", (int(cut[1]),))
+
+    def _disconnect(self) -> None:
+        if self._conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                self._conn.close()
+            self._conn = None
+
+    def close(self) -> None:
+        with self._lock:
+            self._disconnect()
+        super().close()
+
+
+def _text(value: object) -> str | None:
+    return None if value is None else str(value)
+
+
+__all__ = ["PostgresLogStore"]
