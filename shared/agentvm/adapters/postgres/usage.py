@@ -3,7 +3,7 @@
 As on SQLite there is nothing to pre-aggregate: a tenant's records of a period are one range scan
 of ``usage_by_tenant`` (tenant, created_at), and the sums are always exactly those of the records,
 whichever node wrote them. Fields a record written before they existed lacks (``kind``,
-``estimated``, cache tokens) count as their defaults.
+``estimated``, cache tokens, the reply cache's saved tokens) count as their defaults.
 """
 
 from __future__ import annotations
@@ -27,7 +27,9 @@ _SUMS = """
     COALESCE(SUM((r->>'outputTokens')::bigint), 0),
     COALESCE(SUM((r->>'cacheReadTokens')::bigint), 0),
     COALESCE(SUM((r->>'cacheWriteTokens')::bigint), 0),
-    COUNT(*) FILTER (WHERE (r->>'estimated')::boolean)
+    COUNT(*) FILTER (WHERE (r->>'estimated')::boolean),
+    COALESCE(SUM((r->>'savedInputTokens')::bigint), 0),
+    COALESCE(SUM((r->>'savedOutputTokens')::bigint), 0)
 """
 _MODEL = "r->>'model'"
 _KIND = "COALESCE(r->>'kind', 'turn')"
@@ -85,7 +87,7 @@ def _cell(
     image_id: str | None,
     sums: tuple[Any, ...],
 ) -> UsageCell:
-    records, inputs, outputs, reads, writes, estimated = (int(v) for v in sums)
+    records, inputs, outputs, reads, writes, estimated, saved_in, saved_out = (int(v) for v in sums)
     return UsageCell(
         tenant_id=tenant_id,
         start_ms=int(start_ms),
@@ -99,6 +101,8 @@ def _cell(
         cache_read_tokens=reads,
         cache_write_tokens=writes,
         estimated=estimated,
+        saved_input_tokens=saved_in,
+        saved_output_tokens=saved_out,
     )
 
 
