@@ -36,8 +36,9 @@ MAX_CHANNEL_BYTES = 63  # NAMEDATALEN - 1
 class Notifications:
     """Listen on channels registered with ``on`` before ``start``; ``aclose`` at shutdown."""
 
-    def __init__(self, url: str, *, reconnect_delay_s: float = 1.0) -> None:
+    def __init__(self, url: str, *, name: str = "agentvm-listen", reconnect_delay_s: float = 1.0) -> None:
         self._url = url
+        self.name = name  # its application_name in pg_stat_activity
         self.reconnect_delay_s = reconnect_delay_s
         self._callbacks: dict[str, list[Callable[[str], None]]] = {}
         self._on_reconnect: list[Callable[[], None]] = []
@@ -64,7 +65,7 @@ class Notifications:
         self._task = asyncio.create_task(self._listen(conn), name="pg-notifications")
 
     async def _connect(self) -> psycopg.AsyncConnection:
-        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True)
+        conn = await psycopg.AsyncConnection.connect(self._url, autocommit=True, application_name=self.name)
         for channel in self._callbacks:
             await conn.execute(sql.SQL("LISTEN {}").format(sql.Identifier(channel)))
         self._listening.set()
