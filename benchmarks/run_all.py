@@ -204,6 +204,7 @@ def main() -> None:
         noisy_neighbour,
         noisy_tenant,
         peer_langgraph,
+        pg_queue_fanout,
         prompt_caching,
         reply_cache,
         sandbox_calls,
@@ -265,6 +266,8 @@ def main() -> None:
         + "\n\nCommand: `./dev python -m benchmarks.sqlite_commits`.\n\n"
         + _table(commits)
     )
+
+    sections.append(pg_queue_fanout.report(quick=args.quick))
 
     if args.quick:
         neighbours = asyncio.run(noisy_neighbour.run(flood=40, turns=3, slots=20))

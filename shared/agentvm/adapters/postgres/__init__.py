@@ -13,4 +13,8 @@ package only when ``AVM_DATABASE_URL`` is set.
 - ``database``: ``Database``, the node's one connection pool, shared by every store of the node.
 - ``migrations``: the numbered ``.sql`` files of ``migrations/``, applied at start under an advisory
   lock (``migrate``).
+- ``notifications``: ``Notifications``, the node's one LISTEN connection (queue wake-ups, fan-out).
+- ``queue``: ``PostgresTurnQueue``, the ``TurnQueue`` port and its consumer (migration 0200).
+- ``connections``: ``PostgresConnections``, the ``Connections`` port for every node's sockets (0201).
+- ``push``: ``PostgresPush``, the ``Push`` port across nodes over NOTIFY; ``PostgresSignals``.
 """

@@ -133,10 +133,12 @@ class PostgresTurnQueue:
     # producer side (the TurnQueue port)
 
     async def enqueue(self, job: TurnJob) -> None:
-        async with self._db.transaction() as conn:
+        # One round trip (pipeline mode): BEGIN, the session's lock, the row, the wake-up, COMMIT. A
+        # duplicate's wake-up is harmless (nothing new to claim), so it is not made conditional.
+        async with self._db.connection() as conn, conn.pipeline(), conn.transaction():
             # rows of one session commit in seq order (see the module docstring)
             await conn.execute("SELECT pg_advisory_xact_lock(hashtextextended(%s, 28))", (job.sessionId,))
-            cursor = await conn.execute(
+            await conn.execute(
                 _ENQUEUE,
                 {
                     "key": job.jobKey,
@@ -146,8 +148,7 @@ class PostgresTurnQueue:
                     "job": job.model_dump_json(),
                 },
             )
-            if cursor.rowcount:
-                await conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
+            await conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))
         self._wake.set()
 
     def wake(self) -> None:
@@ -377,7 +378,7 @@ class PostgresTurnQueue:
             self._inflight.pop(seq, None)
 
     async def _finish(self, seq: int, claim: int) -> None:
-        async with self._db.transaction() as conn:
+        async with self._db.connection() as conn, conn.pipeline(), conn.transaction():  # one round trip
             await conn.execute("DELETE FROM turn_jobs WHERE seq = %s AND claim = %s", (seq, claim))
             await conn.execute("SELECT pg_notify(%s, '')", (CHANNEL,))  # the session's next turn
 
