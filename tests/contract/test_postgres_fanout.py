@@ -12,17 +12,14 @@ from __future__ import annotations
 import asyncio
 import json
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 import pytest
 
-from agentvm.adapters.postgres.connections import PostgresConnections
-from agentvm.adapters.postgres.database import Database
-from agentvm.adapters.postgres.notifications import Notifications
-from agentvm.adapters.postgres.push import PostgresPush, PostgresSignals
+from agentvm.adapters.postgres.push import PostgresSignals
 from agentvm.errors import ConnectionGone
 from agentvm.events import EventContext
+from agentvm.hosts.cluster import ClusterNode
 from agentvm.ports import ConnectionInfo
 from agentvm.runtime import SystemClock
 from agentvm.streaming.fanout import Fanout
@@ -35,13 +32,17 @@ if TYPE_CHECKING:
 pytestmark = pytest.mark.postgres
 
 
-@dataclass
 class Node:
-    name: str
-    database: Database
-    notifications: Notifications
-    connections: PostgresConnections
-    push: PostgresPush
+    """A ``ClusterNode`` and its clients."""
+
+    def __init__(self, cluster: ClusterNode) -> None:
+        self.cluster = cluster
+        self.name = cluster.node
+        self.database = cluster.database
+        self.notifications = cluster.notifications
+        self.connections = cluster.connections
+        self.push = cluster.push
+        self.signals = cluster.signals
 
     @property
     def fanout(self) -> Fanout:
@@ -59,21 +60,13 @@ class Node:
         return received
 
     async def close(self) -> None:
-        await self.push.aclose()
-        await self.notifications.aclose()
-        await self.database.close()
+        await self.cluster.aclose()
 
 
 async def start_node(url: str, name: str) -> Node:
-    database = Database(url, min_size=1, max_size=4)
-    await database.open()
-    notifications = Notifications(url, name=f"avm-listen-{name}", reconnect_delay_s=0.1)
-    connections = PostgresConnections(database, node=name)
-    push = PostgresPush(database, connections, notifications)
-    await notifications.start()
-    await connections.forget_node()
-    await push.start()
-    return Node(name, database, notifications, connections, push)
+    node = await ClusterNode.start(url, node=name, pool_max_size=4)
+    node.notifications.reconnect_delay_s = 0.1
+    return Node(node)
 
 
 @asynccontextmanager
@@ -174,17 +167,12 @@ async def test_a_connection_whose_node_stopped_is_gone_and_pruned() -> None:
 
 async def test_an_interrupt_fired_on_one_node_reaches_the_others() -> None:
     async with two_nodes() as (a, b):
-        heard: list[str] = []
-        b_signals = PostgresSignals()
-        event = b_signals.event_for("turn_1")  # the turn runs on node B
-        b.push.on_cancel = lambda turn_id: (heard.append(turn_id), b_signals.fire_here(turn_id))
-        a_signals = PostgresSignals()
-        a_signals.push = a.push
+        event = b.signals.event_for("turn_1")  # the turn runs on node B
+        assert isinstance(a.signals, PostgresSignals)
 
-        a_signals.fire("turn_1")  # the interrupt arrived on node A
+        a.signals.fire("turn_1")  # the interrupt arrived on node A
 
         await asyncio.wait_for(event.wait(), 5)
-        assert heard == ["turn_1"]
 
 
 async def test_a_lost_listening_connection_reconnects_and_says_so() -> None:
@@ -196,7 +184,7 @@ async def test_a_lost_listening_connection_reconnects_and_says_so() -> None:
         async with a.database.connection() as conn:
             await conn.execute(
                 "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
-                " WHERE application_name = 'avm-listen-node-b'"
+                " WHERE application_name = 'agentvm-listen-node-b'"
             )
         await asyncio.wait_for(reconnected.wait(), 10)
 

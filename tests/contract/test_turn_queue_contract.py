@@ -1,11 +1,12 @@
 """The turn queue's contract, on SQLite (the local host's workers) and PostgreSQL (the cluster's nodes).
 
 A ``Cluster`` makes "nodes": queue instances on one shared backend, each with its own connection
-(SQLite: one file, one ``worker_id`` each, woken by each other as the relay does; PostgreSQL: one
-pool and one LISTEN connection each, as on separate machines). The shared tests use only what both
-queues have: ``enqueue``, ``run``/``drain`` and the inspection methods (sync on SQLite, async on
-PostgreSQL). What only the cluster has (a node killed with SIGKILL, fenced outcomes, a stop that
-hands its turns back) is tested on PostgreSQL below the shared tests.
+(SQLite: one file, one ``worker_id`` each, woken by each other as the relay does; PostgreSQL: a
+``hosts.cluster.ClusterNode`` each, its own pool and LISTEN connection, as on separate machines).
+The shared tests use only what both queues have: ``enqueue``, ``run``/``drain`` and the inspection
+methods (sync on SQLite, async on PostgreSQL). What only the cluster has (a node killed with
+SIGKILL, fenced outcomes, a stop that hands its turns back, cut connections) is tested on
+PostgreSQL below the shared tests.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ import textwrap
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import psycopg
 import pytest
 
 from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
@@ -76,20 +78,14 @@ class PostgresCluster:
         self.count = 0
 
     async def node(self, **options: Any) -> Any:
-        from agentvm.adapters.postgres.database import Database
-        from agentvm.adapters.postgres.notifications import Notifications
-        from agentvm.adapters.postgres.queue import PostgresTurnQueue
+        from agentvm.hosts.cluster import ClusterNode
 
-        database = Database(self.url, min_size=1, max_size=4)
-        await database.open()
-        notifications = Notifications(self.url)
-        queue = PostgresTurnQueue(
-            database, node=f"n{self.count}", notifications=notifications, **{**FAST, **options}
+        node = await ClusterNode.start(
+            self.url, node=f"n{self.count}", pool_max_size=4, queue_options={**FAST, **options}
         )
         self.count += 1
-        await notifications.start()
-        self._closers += [notifications.aclose, database.close]
-        return queue
+        self._closers.append(node.aclose)
+        return node.queue
 
     async def close(self) -> None:
         for close in reversed(self._closers):
@@ -397,5 +393,34 @@ async def test_a_node_that_lost_its_lease_stops_its_turn_and_cannot_touch_the_ne
                 await asyncio.sleep(0.02)
         await stop(consumer_a)
         await stop(consumer_b)
+    finally:
+        await cluster.close()
+
+
+@pytest.mark.postgres
+async def test_a_consumer_outlives_its_database_connections_being_cut() -> None:
+    cluster = PostgresCluster()
+    try:
+        a = await cluster.node()
+        handled: list[str] = []
+
+        async def handler(j: TurnJob) -> None:
+            handled.append(j.turnId)
+
+        consumer = asyncio.create_task(a.run(handler))
+        await asyncio.sleep(0.3)
+        # every connection of the database is cut (a failover, a restart): pool and listener alike
+        async with await psycopg.AsyncConnection.connect(cluster.url, autocommit=True) as admin:
+            await admin.execute(
+                "SELECT pg_terminate_backend(pid) FROM pg_stat_activity"
+                " WHERE datname = current_database() AND pid <> pg_backend_pid()"
+            )
+        late = await cluster.node()  # another node, connected after the cut, enqueues
+
+        await late.enqueue(job("turn_1"))
+
+        await until(lambda: handled == ["turn_1"])
+        assert not consumer.done()
+        await stop(consumer)
     finally:
         await cluster.close()
