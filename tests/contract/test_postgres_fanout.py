@@ -191,3 +191,15 @@ async def test_a_lost_listening_connection_reconnects_and_says_so() -> None:
         await a.push.send("c-b", '{"after": "reconnect"}')
 
         await until(lambda: on_b == ['{"after": "reconnect"}'])
+
+
+async def test_a_barrier_returns_after_every_frame_sent_to_the_node_before_it_was_written() -> None:
+    async with two_nodes() as (a, b):
+        on_b = await b.client("c-b")
+        payloads = [json.dumps({"seq": i, "text": "x" * (20_000 if i == 49 else 10)}) for i in range(50)]
+        for payload in payloads:
+            await a.push.send("c-b", payload)  # committed: on their way through B's channel
+
+        await b.push.barrier()  # what a turn resumed on B awaits before its first local frame
+
+        assert on_b == payloads

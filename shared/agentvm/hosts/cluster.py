@@ -78,6 +78,7 @@ class ClusterNode:
             signals = PostgresSignals()
             signals.push = push
             push.on_cancel = signals.fire_here
+            queue.before_resume = push.barrier
             await notifications.start()
             await connections.forget_node()
             await push.start()

@@ -25,8 +25,8 @@ meanwhile drops the frame (the client resumes from its last seq). A connection w
 the turn prunes it, as a 410 does on AWS. The same channels carry an interrupt to every node
 (``avm_cancel``: the node running the turn stops it at once, ``PostgresSignals``).
 
-Wire format of a notification on a node's channel: ``f<connection id>\\n<payload>`` or
-``p<connection id>\\n<push_frames id>``.
+Wire format of a notification on a node's channel: ``f<connection id>\\n<payload>``,
+``p<connection id>\\n<push_frames id>``, or ``b<token>`` (this node's own ``barrier``).
 """
 
 from __future__ import annotations
@@ -35,6 +35,7 @@ import asyncio
 import contextlib
 import logging
 import re
+import secrets
 import time
 from typing import TYPE_CHECKING
 
@@ -84,6 +85,7 @@ class PostgresPush:
         self._senders: dict[str, Callable[[str], Awaitable[None]]] = {}  # this node's sockets
         self._owners: dict[str, tuple[str, float]] = {}  # other nodes' connections -> node, until
         self._inbox: asyncio.Queue[str] = asyncio.Queue()
+        self._barriers: dict[str, asyncio.Future[None]] = {}
         self._tasks: list[asyncio.Task[None]] = []
         self.on_cancel: Callable[[str], None] | None = None
         notifications.on(push_channel(self.node), self._inbox.put_nowait)
@@ -181,6 +183,11 @@ class PostgresPush:
             message = await self._inbox.get()
             kind, rest = message[:1], message[1:]
             connection_id, _, body = rest.partition("\n")
+            if kind == "b":
+                waiter = self._barriers.pop(rest, None)
+                if waiter is not None and not waiter.done():
+                    waiter.set_result(None)
+                continue
             try:
                 if kind == "p":
                     async with self._db.connection() as conn:
@@ -198,6 +205,26 @@ class PostgresPush:
                 raise
             except Exception:  # closed since, or the frame's row could not be read: the client resumes
                 log.info("dropped a relayed frame", extra={"connection_id": connection_id})
+
+    async def barrier(self, timeout_s: float = 5.0) -> None:
+        """Return once every frame other nodes committed for this node's sockets before now has
+        been written to them. A turn resumed here after another node ran it calls this first
+        (``PostgresTurnQueue.before_resume``): the dead attempt's last frames, still on their way
+        through this node's channel, then reach its sockets before the new attempt's, which go to
+        local sockets directly. A notification to ourselves arrives after everything committed
+        before it (one listener gets notifications in commit order); past ``timeout_s`` (the
+        listening connection is down) we go on, and a client resumes from its last seq."""
+        token = secrets.token_hex(8)
+        waiter = asyncio.get_running_loop().create_future()
+        self._barriers[token] = waiter
+        try:
+            async with self._db.connection() as conn:
+                await conn.execute("SELECT pg_notify(%s, %s)", (push_channel(self.node), f"b{token}"))
+            await asyncio.wait_for(waiter, timeout_s)
+        except (TimeoutError, OSError):
+            log.warning("push barrier timed out; going on")
+        finally:
+            self._barriers.pop(token, None)
 
     # -- interrupts to every node ----------------------------------------------------------------
     async def broadcast_cancel(self, turn_id: str) -> None:

@@ -126,6 +126,10 @@ class PostgresTurnQueue:
         self._unsettled: dict[int, Callable[[], Awaitable[object]]] = {}  # seq -> outcome write that failed
         self._heartbeat_at = 0.0
         self._consuming = False
+        # Awaited before a turn that ran elsewhere before (claimed again: a retry or a resume) starts
+        # here: the cluster sets it to ``PostgresPush.barrier`` so the old attempt's frames reach
+        # this node's sockets before the new attempt's.
+        self.before_resume: Callable[[], Awaitable[None]] | None = None
         if notifications is not None:
             notifications.on(CHANNEL, lambda _payload: self._wake.set())
             notifications.on_reconnect(self._wake.set)
@@ -247,10 +251,14 @@ class PostgresTurnQueue:
             task.cancel()
         await asyncio.gather(*(task for _, (_, _, task) in entries), return_exceptions=True)
         self._inflight.clear()
-        if not entries:
+        unsettled, self._unsettled = self._unsettled, {}
+        entries = [entry for entry in entries if entry[0] not in unsettled]  # finished: not handed back
+        if not entries and not unsettled:
             return
         try:
             async with asyncio.timeout(5):
+                for outcome in unsettled.values():
+                    await outcome()  # an outcome still unwritten is written, not run again
                 async with self._db.transaction() as conn:
                     for seq, (_, claim, _) in entries:
                         await conn.execute(
@@ -350,6 +358,8 @@ class PostgresTurnQueue:
     async def _run_one(self, handler: Handler, seq: int, claim: int, job: TurnJob, attempts: int) -> None:
         outcome: Callable[[], Awaitable[object]]
         try:
+            if claim > 1 and self.before_resume is not None:
+                await self.before_resume()
             await handler(job)
         except asyncio.CancelledError:
             task = asyncio.current_task()
