@@ -204,6 +204,7 @@ def main() -> None:
         noisy_neighbour,
         noisy_tenant,
         peer_langgraph,
+        pg_queue_fanout,
         postgres_appends,
         prompt_caching,
         reply_cache,
@@ -266,6 +267,8 @@ def main() -> None:
         + "\n\nCommand: `./dev python -m benchmarks.sqlite_commits`.\n\n"
         + _table(commits)
     )
+
+    sections.append(pg_queue_fanout.report(quick=args.quick))
 
     if args.quick:
         neighbours = asyncio.run(noisy_neighbour.run(flood=40, turns=3, slots=20))

@@ -1,5 +1,5 @@
 """The ``Connections`` port's contract: the in-memory registry (local host), SQLite (the local host's
-workers, docs/scaling.md) and DynamoDB (AWS host) on moto.
+workers, docs/scaling.md), DynamoDB (AWS host) on moto and PostgreSQL (the cluster's nodes).
 
 The shared tests use only the port; the order of ``subscribers`` is not part of the contract (the
 in-memory registry keeps insertion order, DynamoDB returns index order), so they compare sets.
@@ -22,7 +22,7 @@ from agentvm.adapters.local.sqlite.connections import SqliteConnections
 from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2, ConnectionInfo, Subscription
 
 if TYPE_CHECKING:
-    from collections.abc import Iterator
+    from collections.abc import AsyncIterator, Iterator
 
     from agentvm.ports import Connections
 
@@ -48,15 +48,23 @@ def dynamo_connections(clock: FakeClock | None = None, ttl_s: int = 7500) -> Dyn
         pytest.param("memory", id="memory"),
         pytest.param("sqlite", id="sqlite"),
         pytest.param("dynamo", id="dynamo", marks=pytest.mark.aws),
+        pytest.param("postgres", id="postgres", marks=pytest.mark.postgres),
     ]
 )
-def connections(request: pytest.FixtureRequest, tmp_path) -> Connections:
+async def connections(request: pytest.FixtureRequest, tmp_path) -> AsyncIterator[Connections]:
     if request.param == "memory":
-        return InMemoryConnections()
-    if request.param == "sqlite":
-        return SqliteConnections(tmp_path / "agentvm.db", worker="w0")
-    request.getfixturevalue("aws")
-    return dynamo_connections()
+        yield InMemoryConnections()
+    elif request.param == "sqlite":
+        yield SqliteConnections(tmp_path / "agentvm.db", worker="w0")
+    elif request.param == "postgres":
+        from agentvm.adapters.postgres.connections import PostgresConnections
+        from tests.postgres_server import fresh_database
+
+        async with fresh_database() as database:
+            yield PostgresConnections(database, node="n0")
+    else:
+        request.getfixturevalue("aws")
+        yield dynamo_connections()
 
 
 def info(connection_id: str, tenant: str | None = "tenant-a", at: int = 1000) -> ConnectionInfo:

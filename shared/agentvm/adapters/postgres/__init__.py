@@ -17,4 +17,8 @@ package only when ``AVM_DATABASE_URL`` is set.
   ``counters``, ``config``, ``tenants``, ``resources``, ``replies``, ``waits``, ``logs``,
   ``running``), each taking the node's ``Database``; docs/cluster.md says what each guarantees
   across nodes.
+- ``notifications``: ``Notifications``, the node's one LISTEN connection (queue wake-ups, fan-out).
+- ``queue``: ``PostgresTurnQueue``, the ``TurnQueue`` port and its consumer (migration 0200).
+- ``connections``: ``PostgresConnections``, the ``Connections`` port for every node's sockets (0201).
+- ``push``: ``PostgresPush``, the ``Push`` port across nodes over NOTIFY; ``PostgresSignals``.
 """
