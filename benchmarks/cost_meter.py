@@ -102,7 +102,7 @@ _BY_KIND = {WS_MESSAGE: WS, SQS_REQUEST: SQS, DDB_WRITE: WRITES, DDB_READ: READS
 LEVERS = {  # COST_MODEL.md, "Levers"
     WS: "coalesce deltas (first delta at once, then AVM_FLUSH_MS windows: a longer window sends fewer "
     "frames); batched frames (?frames=batch) for the clients that declare them: one message per pass, "
-    "text on a 2 s cadence (docs/cost.md)",
+    "text every 250 ms live, every 2 s at the economy cadence (docs/cost.md)",
     GBS.format("turn_worker"): "share one worker invocation's wait across a batch of turns for different "
     "sessions; arm64 and small memory",
     GBS.format("ws_default"): "arm64 and small memory; fewer AWS calls per frame (the handler waits on each)",
