@@ -207,6 +207,9 @@ class Settings(BaseSettings):
     # must exceed nodes x max size, plus each node's listening connections
     database_pool_min_size: int = Field(default=1, ge=0, le=1000)
     database_pool_max_size: int = Field(default=10, ge=1, le=1000)
+    # false: this node serves sockets and HTTP but runs no turns (its queue has no consumer here;
+    # the other nodes run them). Only with database_url: a lone SQLite server must run its turns.
+    run_turns: bool = True
 
     # AWS host (set by template.yaml; unused locally)
     table_name: str | None = None  # the one DynamoDB table
@@ -264,6 +267,8 @@ class Settings(BaseSettings):
     def _pool_bounds_in_order(self) -> Settings:
         if self.database_pool_min_size > self.database_pool_max_size:
             raise ValueError("AVM_DATABASE_POOL_MIN_SIZE may not exceed AVM_DATABASE_POOL_MAX_SIZE")
+        if not self.run_turns and self.database_url is None:
+            raise ValueError("AVM_RUN_TURNS=false needs AVM_DATABASE_URL: other nodes must run the turns")
         return self
 
     def database_secrets(self) -> list[str]:

@@ -56,8 +56,15 @@ def _parser() -> argparse.ArgumentParser:
     )
     serve.add_argument(
         "--database-url",
-        help="postgresql://... shared by the cluster's nodes (env AVM_DATABASE_URL; docs/cluster.md, "
-        "in progress: read, not yet used)",
+        help="postgresql://... shared by the cluster's nodes: this process is one node of the "
+        "cluster on PostgreSQL (env AVM_DATABASE_URL; docs/cluster.md)",
+    )
+    serve.add_argument(
+        "--no-turns",
+        dest="run_turns",
+        action="store_false",
+        default=None,
+        help="with --database-url: serve clients but run no turns here (env AVM_RUN_TURNS=false)",
     )
 
     fake = sub.add_parser("fake-llm", help="run a fake Anthropic/OpenAI streaming server on loopback")
@@ -190,6 +197,7 @@ def _serve(args: argparse.Namespace) -> int:
             open=args.open,
             workers=args.workers,
             database_url=args.database_url,
+            run_turns=args.run_turns,
         )
     except ValidationError as exc:  # its messages never hold the refused value (config.py)
         print(f"avm: {exc}", file=sys.stderr)
@@ -218,6 +226,22 @@ def _serve(args: argparse.Namespace) -> int:
     )
     from agentvm.errors import AgentVMError
 
+    if settings.database_url is not None:  # a node of a cluster on PostgreSQL (docs/cluster.md)
+        if settings.workers > 1:
+            print(
+                "avm: --workers is for one machine's SQLite; with --database-url run more nodes",
+                file=sys.stderr,
+            )
+            return 2
+        from agentvm.hosts.cluster_server import serve_cluster
+
+        try:
+            return serve_cluster(
+                settings, announce_admin_key=lambda token: _announce_admin_key(token, settings)
+            )
+        except (AgentVMError, ValueError) as exc:  # PostgreSQL unreachable, a bad AVM_AUTH_SECRET
+            print(f"avm: {getattr(exc, 'message', exc)}", file=sys.stderr)
+            return 2
     host = local_runtime(settings)
     try:
         security = local_security(settings, host.runtime.clock)

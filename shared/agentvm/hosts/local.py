@@ -11,7 +11,7 @@ import logging
 import os
 import secrets
 import stat
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from agentvm.hosts.tools import local_sandbox, tool_sources
@@ -20,6 +20,7 @@ from agentvm.security.apikeys import ServerSecrets
 from agentvm.security.setup import Security, build_security, server_secrets
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
 
     from agentvm.adapters.local.memory_connections import InMemoryConnections
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from agentvm.adapters.local.relay import RelayPush
     from agentvm.adapters.local.sqlite.connections import SqliteConnections
     from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
+    from agentvm.adapters.postgres.push import PostgresPush
+    from agentvm.adapters.postgres.queue import PostgresTurnQueue
     from agentvm.config import Settings
     from agentvm.ports import Clock
 
@@ -37,12 +40,17 @@ SECRET_FILE = "auth_secret"
 
 @dataclass
 class LocalHost:
-    """The local runtime plus the local-only pieces the server drives (queue consumer, push)."""
+    """The runtime plus the pieces the server drives (queue consumer, push): the local host's, or a
+    cluster node's (hosts/cluster_server.py: the same server on PostgreSQL; ``node`` its id)."""
 
     runtime: Runtime
-    queue: SqliteTurnQueue
-    push: LocalPush | RelayPush
+    queue: SqliteTurnQueue | PostgresTurnQueue
+    push: LocalPush | RelayPush | PostgresPush
     settings: Settings
+    node: str | None = None
+    # awaited at the server's shutdown, after the queue consumer stopped (a cluster node closes its
+    # listening connection and pool here: uvicorn re-raises SIGTERM once its shutdown is done)
+    on_shutdown: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
 
 
 def local_runtime(settings: Settings) -> LocalHost:

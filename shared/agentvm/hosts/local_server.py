@@ -40,6 +40,7 @@ from agentvm.turns.worker import process_turn
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
+    import uvicorn
     from fastapi import FastAPI
     from starlette.types import Receive, Scope, Send
 
@@ -108,19 +109,23 @@ def create_local_app(host: LocalHost) -> FastAPI:
         relay = host.push if isinstance(host.push, RelayPush) else None
         if relay is not None:  # one of several workers: the others reach our sockets through it
             await relay.start()
-        consumer = asyncio.create_task(host.queue.run(run_job))
-        sweeper = asyncio.create_task(_sweep_waits(rt, settings.wait_sweep_s))
-        log.info("turn queue consumer started", extra={"worker": settings.worker_id})
+        tasks = [asyncio.create_task(_sweep_waits(rt, settings.wait_sweep_s))]
+        if settings.run_turns:  # false: a cluster node that only serves (the others run the turns)
+            tasks.append(asyncio.create_task(host.queue.run(run_job)))
+            log.info("turn queue consumer started", extra={"worker": settings.worker_id, "node": host.node})
         try:
             yield
         finally:
-            for task in (consumer, sweeper):
+            # the consumer first: cancelled, it hands its running turns back to the queue
+            for task in reversed(tasks):
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
             if relay is not None:
                 await relay.aclose()
             await _kill_sandbox_jobs(rt)
+            for step in host.on_shutdown:
+                await step()
 
     app = create_app(rt, lifespan=lifespan, open_tenant=open_tenant)
     app.include_router(playground_routes())  # the web playground at / (static files, no key)
@@ -370,6 +375,17 @@ def _tune_garbage_collector() -> None:
 
 
 def serve(host: LocalHost) -> None:
+    server, sockets = build_server(host)
+    with contextlib.suppress(KeyboardInterrupt):
+        server.run(sockets=sockets)
+    if not server.started:
+        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE (the port is taken, ...), as uvicorn.run
+
+
+def build_server(host: LocalHost) -> tuple[uvicorn.Server, list[socket.socket] | None]:
+    """The uvicorn server of ``host`` (and its socket, for one of several workers), not started:
+    ``serve`` runs it in a loop of its own; the cluster host (hosts/cluster_server.py) in the loop
+    its database pool lives in."""
     import uvicorn
 
     settings = host.settings
@@ -397,6 +413,7 @@ def serve(host: LocalHost) -> None:
             "playground": f"http://{settings.host}:{settings.port}/",
             "ws": f"ws://{settings.host}:{settings.port}/ws",
             "data_dir": str(settings.data_dir),
+            "node": host.node,
             "default_model": settings.resolved_default_model(),
             "auth": "open (no keys)" if settings.open else "API keys",
         },
@@ -426,10 +443,7 @@ def serve(host: LocalHost) -> None:
     # One of several workers on one port: each binds it with SO_REUSEPORT, and the kernel spreads
     # new connections over them (docs/scaling.md).
     sockets = [_reuse_port_socket(settings.host, settings.port)] if settings.reuse_port else None
-    with contextlib.suppress(KeyboardInterrupt):
-        server.run(sockets=sockets)
-    if not server.started:
-        raise SystemExit(3)  # uvicorn's STARTUP_FAILURE (the port is taken, ...), as uvicorn.run
+    return server, sockets
 
 
 def _reuse_port_socket(host: str, port: int) -> socket.socket:
@@ -442,4 +456,4 @@ def _reuse_port_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-__all__ = ["LOCAL_TENANT", "create_local_app", "is_loopback", "open_mode_error", "serve"]
+__all__ = ["LOCAL_TENANT", "build_server", "create_local_app", "is_loopback", "open_mode_error", "serve"]

@@ -12,7 +12,8 @@ die between any two writes, so orphans are also *healed* where they are found.
 
 How "no job" is told, per host (``has_no_job``):
 
-- **local** (``avm serve``): the queue is a SQLite table next to the store, so it is asked
+- **local** (``avm serve``) and **cluster** (``avm serve --database-url``): the queue is a table
+  (SQLite next to the store; PostgreSQL's ``turn_jobs``, every node's jobs), so it is asked
   (``JobLookup.has_job``): no row for the turn that is queued or running means no job, exactly.
   ``GRACE_MS`` (60 s) covers a ``message_send`` still between its record and its enqueue.
 - **AWS**: SQS cannot be asked whether a message exists, so the record's age decides: a turn whose
@@ -53,9 +54,10 @@ _JOBLESS_CANDIDATES = frozenset({"queued", "running"})
 
 @runtime_checkable
 class JobLookup(Protocol):
-    """A queue that can say whether a turn still has a job (the local SQLite queue; not SQS)."""
+    """A queue that can say whether a turn still has a job (the local SQLite queue and the
+    cluster's PostgreSQL one, across every node; not SQS)."""
 
-    def has_job(self, turn_id: str) -> bool: ...
+    async def has_job(self, turn_id: str) -> bool: ...
 
 
 @runtime_checkable
@@ -79,7 +81,7 @@ async def has_no_job(rt: Runtime, turn: TurnRecord, *, grace_ms: int = GRACE_MS)
         return False
     age_ms = rt.clock.now_ms() - turn.updatedAt
     if isinstance(rt.queue, JobLookup):
-        return age_ms >= grace_ms and not rt.queue.has_job(turn.turnId)
+        return age_ms >= grace_ms and not await rt.queue.has_job(turn.turnId)
     return age_ms >= rt.turns.orphan_after_s * 1000
 
 
@@ -146,7 +148,7 @@ async def sweep_orphans(rt: Runtime, *, limit: int = 500) -> int:
         try:
             turn = await rt.store.get_turn(mark.turn_id)
             if turn is None:  # the send died between its mark and its record: only the mark is left
-                if not (isinstance(rt.queue, JobLookup) and rt.queue.has_job(mark.turn_id)):
+                if not (isinstance(rt.queue, JobLookup) and await rt.queue.has_job(mark.turn_id)):
                     await marks.unmark(mark.tenant_id, mark.container_id, mark.turn_id)
                     ended += 1
                 continue

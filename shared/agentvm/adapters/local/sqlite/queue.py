@@ -134,8 +134,9 @@ class SqliteTurnQueue:
 
     # inspection, for tests and operators
 
-    def has_job(self, turn_id: str) -> bool:
-        """Whether the turn's job is queued or running here (``agent.orphan_turns.JobLookup``)."""
+    async def has_job(self, turn_id: str) -> bool:
+        """Whether the turn's job is queued or running here (``turns.orphans.JobLookup``; async as
+        the cluster's, whose table is a network round trip away; here one indexed local read)."""
         row = self._conn.execute(
             "SELECT 1 FROM turn_jobs WHERE turn_id = ? AND state != 'dead'", (turn_id,)
         ).fetchone()

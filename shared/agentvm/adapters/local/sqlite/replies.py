@@ -73,7 +73,7 @@ class SqliteReplyCache:
             ),
         )
 
-    def purge_tenant(self, tenant_id: str) -> int:
+    async def purge_tenant(self, tenant_id: str) -> int:
         """Delete every reply of a deleted tenant (``tenant_purge``); how many there were."""
         return self._conn.execute("DELETE FROM reply_cache WHERE tenant_id = ?", (tenant_id,)).rowcount
 

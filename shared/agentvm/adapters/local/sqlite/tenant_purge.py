@@ -1,29 +1,46 @@
 """The ``TenantPurge`` port on this machine: a deleted tenant's conversations go at once.
 
 Cheap here (a few SQLite statements in one transaction, and a directory per container), so the
-local host purges while the tenant is deleted. The AWS host has none: there a purge would be a
-Query and a batch of deletes per session, and turn records are found by no tenant index (a table
-scan), so a deleted tenant's conversations are kept and marked instead (docs/tenants.md).
+local host purges while the tenant is deleted; so does the cluster host (``avm serve
+--database-url``), on its PostgreSQL store and reply cache. The AWS host has none: there a purge
+would be a Query and a batch of deletes per session, and turn records are found by no tenant index
+(a table scan), so a deleted tenant's conversations are kept and marked instead (docs/tenants.md).
 """
 
 from __future__ import annotations
 
 import asyncio
 import shutil
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentvm.records import workspace_digest
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
-    from agentvm.adapters.local.sqlite.store import SqliteStore
+    from agentvm.records import ContainerRecord
+
+
+class PurgeableStore(Protocol):
+    """The store's side of a purge (SQLite's and PostgreSQL's ``Store``)."""
+
+    async def list_containers(self, tenant_id: str) -> list[ContainerRecord]: ...
+    async def purge_tenant(self, tenant_id: str) -> int: ...
+
+
+class PurgeableReplies(Protocol):
+    """The reply cache's side (SQLite's and PostgreSQL's)."""
+
+    async def purge_tenant(self, tenant_id: str) -> int: ...
 
 
 class LocalTenantPurge:
     def __init__(
-        self, store: SqliteStore, workspaces: Path | None = None, *, replies: SqliteReplyCache | None = None
+        self,
+        store: PurgeableStore,
+        workspaces: Path | None = None,
+        *,
+        replies: PurgeableReplies | None = None,
     ) -> None:
         self._store = store
         self._workspaces = workspaces  # the sandbox's root (None: this host has no workspaces)
@@ -37,7 +54,7 @@ class LocalTenantPurge:
                 path = root / workspace_digest(tenant_id, container.containerId)
                 await asyncio.to_thread(shutil.rmtree, path, True)
         if self._replies is not None:
-            self._replies.purge_tenant(tenant_id)
+            await self._replies.purge_tenant(tenant_id)
         return await self._store.purge_tenant(tenant_id)
 
 

@@ -1,0 +1,184 @@
+"""``avm serve --database-url``: real node processes on one throwaway PostgreSQL (docs/cluster.md).
+
+Node A runs turns; node B is started with ``--no-turns`` (it serves sockets and HTTP, its queue
+has no consumer), so a turn sent through B can only run on A: B's client streams it through the
+fan-out (NOTIFY to B's channel). Then ``kill -9`` of the node running a streaming turn: a third
+node, started mid-turn, takes the turn back when the dead node's lease runs out and ends it; the
+reply is stored once and the subscriber on B gets the whole turn in order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+import psycopg
+import pytest
+
+from agentvm.client import AgentVMClient
+from tests.integration.avm_process import avm_serve, base_env, free_port
+from tests.postgres_server import shared_server
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
+    from pathlib import Path
+
+pytestmark = pytest.mark.postgres
+
+MESSAGE = " ".join(f"word{i}" for i in range(40))
+REPLY = "Echo: " + MESSAGE  # the echo model's reply, one word every AVM_ECHO_DELAY_MS
+
+
+@contextlib.contextmanager
+def cluster_database() -> Iterator[str]:
+    server = shared_server()
+    url = server.create_database()
+    try:
+        yield _as_url(url)
+    finally:
+        server.drop_database(url)
+
+
+def _as_url(conninfo: str) -> str:
+    """The test server's conninfo (``key=value``) as the ``postgresql://`` URL ``avm serve`` takes."""
+    params = {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(conninfo).items() if v is not None}
+    dbname = params.pop("dbname")
+    user = params.pop("user", "")
+    password = params.pop("password", None)
+    auth = quote(user) + (f":{quote(password)}" if password else "") + ("@" if user else "")
+    return f"postgresql://{auth}/{quote(dbname)}?{urlencode(params)}"
+
+
+@contextlib.contextmanager
+def node(tmp_path: Path, name: str, url: str, *args: str, delay_ms: int = 25) -> Iterator[Any]:
+    env = base_env(
+        AVM_DATABASE_URL=url,
+        AVM_NODE_ID=name,
+        AVM_ECHO_DELAY_MS=str(delay_ms),
+        AVM_FLUSH_MS="10",
+        AVM_DATABASE_POOL_MAX_SIZE="4",
+    )
+    with avm_serve(tmp_path / name, free_port(), "--open", *args, env=env) as server:
+        yield server
+
+
+async def _image(client: AgentVMClient) -> dict[str, Any]:
+    return (await client.request("image_create", containerId="u", config={"name": "C"}, check=True))["record"]
+
+
+async def _until_completed(client: AgentVMClient, timeout: float = 60) -> list[dict[str, Any]]:
+    """Events until a ``conversation_end`` that completed (a resumed turn first ends the attempt
+    that was cut off: ``interrupted``)."""
+    events: list[dict[str, Any]] = []
+    async with asyncio.timeout(timeout):
+        while True:
+            events.append(await client.events.get())
+            last = events[-1]
+            if last["type"] == "conversation_end" and last["data"]["reason"] == "completed":
+                return events
+
+
+def _frames(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return [e for e in events if "seq" in e]
+
+
+async def _history(client: AgentVMClient, image_id: str) -> list[dict[str, Any]]:
+    return (await client.request("image_messages", imageId=image_id, check=True))["messages"]
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(part["text"] for part in content)
+
+
+async def test_a_client_on_node_b_streams_a_turn_that_runs_on_node_a(tmp_path):
+    with (
+        cluster_database() as url,
+        node(tmp_path, "node-a", url) as a,
+        node(tmp_path, "node-b", url, "--no-turns") as b,
+    ):
+        async with AgentVMClient.connect(b.url) as client:
+            img = await _image(client)
+            await client.request("message_send", imageId=img["imageId"], content=MESSAGE, check=True)
+            events = [e async for e in client.turn_events(timeout=30)]
+            history = await _history(client, img["imageId"])
+        async with AgentVMClient.connect(a.url) as on_a:  # the same session, seen from node A
+            history_on_a = await _history(on_a, img["imageId"])
+        assert "turn queue consumer started" in a.output()
+        assert "turn queue consumer started" not in b.output()
+    frames = _frames(events)
+    seqs = [e["seq"] for e in frames]
+    assert seqs == sorted(set(seqs))  # every frame once, in order
+    assert "".join(e["data"]["text"] for e in frames if e["type"] == "text_delta") == REPLY
+    assert frames[-1]["type"] == "conversation_end" and frames[-1]["data"]["reason"] == "completed"
+    assert [m["subtype"] for m in history] == ["user", "assistant"]  # the reply stored once
+    assert _text(history[1]) == REPLY
+    assert history_on_a == history
+
+
+async def test_kill_9_of_the_node_running_a_streaming_turn_the_turn_ends_on_another_node(tmp_path):
+    with (
+        cluster_database() as url,
+        node(tmp_path, "node-a", url, delay_ms=150) as a,  # a 6 s reply
+        node(tmp_path, "node-b", url, "--no-turns", delay_ms=150) as b,
+    ):
+        async with AgentVMClient.connect(b.url) as client:
+            img = await _image(client)
+            await client.request("message_send", imageId=img["imageId"], content=MESSAGE, check=True)
+            before: list[dict[str, Any]] = []
+            while sum(e["type"] == "text_delta" for e in before) < 3:  # streaming, from node A
+                before.append(await asyncio.wait_for(client.events.get(), 20))
+            with node(tmp_path, "node-c", url, delay_ms=150):  # room for the turn elsewhere
+                a.proc.send_signal(signal.SIGKILL)  # the node running the turn dies mid-stream
+                a.proc.wait(timeout=10)
+                after = await _until_completed(client)  # the lease (10 s) runs out, node C resumes
+                history = await _history(client, img["imageId"])
+        assert b.proc.poll() is None
+    frames = _frames(before + after)
+    seqs = [e["seq"] for e in frames]
+    assert seqs == sorted(set(seqs))  # in order, nothing twice
+    ends = [e["data"]["reason"] for e in frames if e["type"] == "conversation_end"]
+    assert ends == ["interrupted", "completed"]  # the attempt cut off by the kill, then node C's
+    resumed = frames[[e["type"] for e in frames].index("conversation_end") + 1 :]
+    assert "".join(e["data"]["text"] for e in resumed if e["type"] == "text_delta") == REPLY
+    assert [m["subtype"] for m in history] == ["user", "assistant"]  # the full reply, stored once
+    assert _text(history[1]) == REPLY
+
+
+async def test_sigterm_hands_the_running_turn_back_at_once(tmp_path):
+    with (
+        cluster_database() as url,
+        node(tmp_path, "node-a", url, delay_ms=150) as a,
+        node(tmp_path, "node-b", url, "--no-turns", delay_ms=150) as b,
+    ):
+        async with AgentVMClient.connect(b.url) as client:
+            img = await _image(client)
+            await client.request("message_send", imageId=img["imageId"], content=MESSAGE, check=True)
+            before: list[dict[str, Any]] = []
+            while sum(e["type"] == "text_delta" for e in before) < 3:
+                before.append(await asyncio.wait_for(client.events.get(), 20))
+            with node(tmp_path, "node-c", url, delay_ms=150):
+                a.proc.send_signal(signal.SIGTERM)  # a graceful stop (a rolling restart, a scale-in)
+                stopped_at = asyncio.get_running_loop().time()
+                code = await asyncio.to_thread(a.proc.wait, 20)
+                after = []
+                while not after or after[-1]["type"] != "message_start":  # the resumed attempt's
+                    after.append(await asyncio.wait_for(client.events.get(), 30))
+                resumed_after = asyncio.get_running_loop().time() - stopped_at
+                after += await _until_completed(client)
+                history = await _history(client, img["imageId"])
+    assert code == -signal.SIGTERM  # uvicorn re-raises the signal once its shutdown is done...
+    assert "cluster node stopped" in a.output()  # ...which closed the node first
+    frames = _frames(before + after)
+    assert [e["data"]["reason"] for e in frames if e["type"] == "conversation_end"] == [
+        "interrupted",
+        "completed",
+    ]
+    assert [m["subtype"] for m in history] == ["user", "assistant"] and _text(history[1]) == REPLY
+    # handed back at the stop, not found when its lease (10 s) ran out: node C started before it
+    assert resumed_after < 5
+    assert [m["subtype"] for m in history] == ["user", "assistant"]  # the full reply, stored once
+    assert _text(history[1]) == REPLY
