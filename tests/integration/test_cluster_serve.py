@@ -15,6 +15,7 @@ import signal
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+import httpx
 import psycopg
 import pytest
 
@@ -30,6 +31,7 @@ pytestmark = pytest.mark.postgres
 
 MESSAGE = " ".join(f"word{i}" for i in range(40))
 REPLY = "Echo: " + MESSAGE  # the echo model's reply, one word every AVM_ECHO_DELAY_MS
+SHARED_SECRET = "cluster-test-secret-" + "x" * 32  # every node of a cluster signs keys with one secret
 
 
 @contextlib.contextmanager
@@ -53,15 +55,20 @@ def _as_url(conninfo: str) -> str:
 
 
 @contextlib.contextmanager
-def node(tmp_path: Path, name: str, url: str, *args: str, delay_ms: int = 25) -> Iterator[Any]:
+def node(
+    tmp_path: Path, name: str, url: str, *args: str, delay_ms: int = 25, keys: bool = False
+) -> Iterator[Any]:
+    """A node on ``url``, open (tenant ``local``), or with ``keys`` on the cluster's shared secret."""
     env = base_env(
         AVM_DATABASE_URL=url,
         AVM_NODE_ID=name,
         AVM_ECHO_DELAY_MS=str(delay_ms),
         AVM_FLUSH_MS="10",
         AVM_DATABASE_POOL_MAX_SIZE="4",
+        **({"AVM_AUTH_SECRET": SHARED_SECRET} if keys else {}),
     )
-    with avm_serve(tmp_path / name, free_port(), "--open", *args, env=env) as server:
+    mode = () if keys else ("--open",)
+    with avm_serve(tmp_path / name, free_port(), *mode, *args, env=env) as server:
         yield server
 
 
@@ -182,3 +189,33 @@ async def test_sigterm_hands_the_running_turn_back_at_once(tmp_path):
     assert resumed_after < 5
     assert [m["subtype"] for m in history] == ["user", "assistant"]  # the full reply, stored once
     assert _text(history[1]) == REPLY
+
+
+async def test_keys_made_on_one_node_work_on_the_others_and_an_interrupt_reaches_the_turn(tmp_path):
+    with (
+        cluster_database() as url,
+        node(tmp_path, "node-a", url, delay_ms=200, keys=True) as a,  # an 8 s reply
+        node(tmp_path, "node-b", url, "--no-turns", delay_ms=200, keys=True) as b,
+    ):
+        admin = a.admin_token()  # printed by the first node; the second found it stored
+        assert b.printed_tokens() == []
+        created = httpx.post(  # a client key, made on node B
+            f"{b.http}/v1/auth/keys",
+            json={"scopes": ["client"]},
+            headers={"Authorization": f"Bearer {admin}"},
+        ).json()
+        async with (
+            AgentVMClient.connect(a.url, token=created["token"]) as sender,
+            AgentVMClient.connect(b.url, token=created["token"]) as other,
+        ):
+            img = await _image(sender)
+            assert (await other.request("container_list", check=True))["containerIds"] == ["u"]
+            await sender.request("message_send", imageId=img["imageId"], content=MESSAGE, check=True)
+            while (await asyncio.wait_for(sender.events.get(), 20))["type"] != "text_delta":
+                pass
+            started = asyncio.get_running_loop().time()
+            await other.request("agent_interrupt", imageId=img["imageId"], check=True)  # on node B
+            events = [e async for e in sender.turn_events(timeout=20)]
+            stopped_after = asyncio.get_running_loop().time() - started
+    assert events[-1]["type"] == "conversation_end" and events[-1]["data"]["reason"] == "interrupted"
+    assert stopped_after < 4.0  # told to node A at once (NOTIFY avm_cancel): the reply had 7 s to go
