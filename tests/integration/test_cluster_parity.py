@@ -23,12 +23,17 @@ from tests.functions.test_aws_parity import REPLIES, TURNS, Conversation, _local
 from tests.integration.test_cluster_serve import cluster_database
 
 if TYPE_CHECKING:
+    from collections.abc import Awaitable, Callable
     from pathlib import Path
+
+    from agentvm.runtime import Runtime
 
 pytestmark = pytest.mark.postgres
 
 
-def _cluster_stream(tmp_path: Path, url: str) -> list[dict[str, Any]]:
+def _cluster_stream(
+    tmp_path: Path, url: str, after: Callable[[Runtime], Awaitable[None]] | None = None
+) -> list[dict[str, Any]]:
     settings = Settings(database_url=url, data_dir=tmp_path / "node", database_pool_max_size=4)
     node = run_sync(start_node(settings))
     try:
@@ -53,6 +58,8 @@ def _cluster_stream(tmp_path: Path, url: str) -> list[dict[str, Any]]:
             lambda: run_sync(node.queue.drain(lambda job: process_turn(rt, job))),
             lambda: received,
         ).play()
+        if after is not None:
+            run_sync(after(host.runtime))
         return received
     finally:
         run_sync(node.aclose())
@@ -92,3 +99,23 @@ def test_the_cluster_node_wires_every_port_the_local_host_wires_on_postgresql(tm
     assert on_sqlite == {"tenant_purge": "LocalTenantPurge"}
     assert type(cluster.store).__module__ == "agentvm.adapters.postgres.store"
     assert cluster.queue is node.queue and cluster.push is node.push and cluster.signals is node.signals
+
+
+def test_a_deleted_tenants_conversations_are_purged_from_postgresql(tmp_path):
+    purged: dict[str, Any] = {}
+
+    async def purge(rt: Runtime) -> None:
+        [container] = await rt.store.list_containers("default")
+        image = (await rt.store.list_images("default", container.containerId))[0]
+        purged["messages_before"] = len(await rt.store.list_messages(image.sessionId))
+        assert rt.tenant_purge is not None
+        purged["count"] = await rt.tenant_purge.purge_tenant("default")
+        purged["containers_after"] = await rt.store.list_containers("default")
+        purged["image_after"] = await rt.store.get_image("default", image.imageId)
+        purged["messages_after"] = await rt.store.list_messages(image.sessionId)
+
+    with cluster_database() as url:
+        _cluster_stream(tmp_path, url, after=purge)
+    assert purged["messages_before"] == 9 and purged["count"] > 0
+    assert purged["containers_after"] == [] and purged["image_after"] is None
+    assert purged["messages_after"] == []

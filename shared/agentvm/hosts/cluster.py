@@ -6,9 +6,8 @@ in the registry, and announces the node (``cluster_nodes``); it yields the clust
 connection registry, push and interrupt signals, wired to each other. ``aclose`` undoes it in
 reverse; a consumer running on ``queue`` should be cancelled first (it hands its turns back).
 
-Not wired into ``avm serve`` yet: the local host's other stores on PostgreSQL are built on another
-branch, and ``hosts/local.py`` still builds the SQLite runtime. This is the slice of the bootstrap
-that the queue and the fan-out need, used by their tests as the host will use it.
+``avm serve --database-url`` starts one (``hosts/cluster_server.py``: ``start_node``) and builds the
+runtime on its pool; the queue's and the fan-out's tests use it directly.
 
 A node's id is ``AVM_NODE_ID`` when set (a Kubernetes pod name or a compose service: a restarted
 node then takes back its own rows at once), else host name, process id and a random suffix (a
