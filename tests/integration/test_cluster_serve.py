@@ -219,3 +219,17 @@ async def test_keys_made_on_one_node_work_on_the_others_and_an_interrupt_reaches
             stopped_after = asyncio.get_running_loop().time() - started
     assert events[-1]["type"] == "conversation_end" and events[-1]["data"]["reason"] == "interrupted"
     assert stopped_after < 4.0  # told to node A at once (NOTIFY avm_cancel): the reply had 7 s to go
+
+
+async def test_metrics_show_the_clusters_queue_and_the_nodes_sockets(tmp_path):
+    with cluster_database() as url, node(tmp_path, "node-b", url, "--no-turns") as b:  # no node runs turns
+        async with AgentVMClient.connect(b.url) as client:
+            img = await _image(client)
+            await client.request("message_send", imageId=img["imageId"], content="hi", check=True)
+            async with asyncio.timeout(20):  # the gauges' snapshot is refreshed every 5 s
+                while True:
+                    figures = httpx.get(f"{b.http}/v1/metrics?format=json").json()
+                    if figures["queue"]["depth"] == 1:
+                        break
+                    await asyncio.sleep(0.2)
+            assert figures["connections"]["active"] == 1

@@ -60,6 +60,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
     from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
     from agentvm.adapters.postgres.config import PostgresConfigStore
+    from agentvm.adapters.postgres.queue_gauges import QueueGaugeSnapshot
     from agentvm.adapters.postgres.replies import PostgresReplyCache
     from agentvm.adapters.postgres.resources import PostgresResourceStore
     from agentvm.adapters.postgres.running import PostgresRunningTurns
@@ -71,6 +72,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
     from agentvm.configcentre.sealing import SecretSealer
     from agentvm.hosts.data_dir import prepare_data_dir
+    from agentvm.observability.metrics import NoMetrics
     from agentvm.observability.running import TurnProgress
     from agentvm.observability.tracing import configure_tracing
     from agentvm.resources.centre import ResourceCentre
@@ -94,9 +96,13 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
         waits=PostgresToolWaits(db),
         cancel_poll=CancelPoll(),
         progress=TurnProgress(),
-        # The node's own requests, turns and process; the queue's depth and the cluster's sockets
-        # are PostgreSQL rows, read by /v1/turns and the registry, not by this sync collector.
-        metrics=PrometheusMetrics(),
+        metrics=NoMetrics(),  # replaced below, once the gauges exist
+    )
+    gauges = QueueGaugeSnapshot(node.queue)
+    # This node's requests, turns, process and sockets; the queue's gauges are the cluster's (a
+    # snapshot refreshed in the background: the same on every node).
+    runtime.metrics = PrometheusMetrics(
+        connections=node.connections, queue=gauges, now_ms=runtime.clock.now_ms
     )
     runtime.signals = node.signals  # interrupts to every node (NOTIFY avm_cancel)
     runtime.resources = ResourceCentre(
@@ -126,7 +132,9 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
         cache_s=settings.config_cache_s,
         sealer=SecretSealer(lambda: local_server_secrets(settings).newest_first()),
     )
-    return LocalHost(runtime=runtime, queue=node.queue, push=node.push, settings=settings, node=node.node)
+    host = LocalHost(runtime=runtime, queue=node.queue, push=node.push, settings=settings, node=node.node)
+    host.background.append(gauges.run)
+    return host
 
 
 def cluster_security(settings: Settings, clock: Clock, database: Database) -> Security:

@@ -12,7 +12,7 @@ import os
 import secrets
 import stat
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentvm.hosts.tools import local_sandbox, tool_sources
 from agentvm.runtime import Runtime, turn_settings
@@ -20,7 +20,7 @@ from agentvm.security.apikeys import ServerSecrets
 from agentvm.security.setup import Security, build_security, server_secrets
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Coroutine
     from pathlib import Path
 
     from agentvm.adapters.local.memory_connections import InMemoryConnections
@@ -51,6 +51,8 @@ class LocalHost:
     # awaited at the server's shutdown, after the queue consumer stopped (a cluster node closes its
     # listening connection and pool here: uvicorn re-raises SIGTERM once its shutdown is done)
     on_shutdown: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
+    # run as tasks while the server runs, cancelled at its shutdown (a cluster node's queue gauges)
+    background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
 
 
 def local_runtime(settings: Settings) -> LocalHost:

@@ -110,6 +110,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
         if relay is not None:  # one of several workers: the others reach our sockets through it
             await relay.start()
         tasks = [asyncio.create_task(_sweep_waits(rt, settings.wait_sweep_s))]
+        tasks += [asyncio.create_task(run()) for run in host.background]
         if settings.run_turns:  # false: a cluster node that only serves (the others run the turns)
             tasks.append(asyncio.create_task(host.queue.run(run_job)))
             log.info("turn queue consumer started", extra={"worker": settings.worker_id, "node": host.node})

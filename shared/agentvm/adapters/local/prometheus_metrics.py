@@ -32,7 +32,6 @@ if TYPE_CHECKING:
     from collections import Counter as Tally
     from collections.abc import Callable, Iterable, Iterator
 
-    from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
     from agentvm.ports import MetricsQuery, Transport, TurnFigures
 
 TTFT_BUCKETS = (0.1, 0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 5.0, 8.0, 13.0, 21.0, 34.0, 60.0)
@@ -57,6 +56,17 @@ DURATION_BUCKETS = (
 TENANT = "tenant"
 
 
+class QueueGauges(Protocol):
+    """The queue as its gauges read it, synchronously (SqliteTurnQueue; on PostgreSQL a snapshot
+    refreshed in the background: adapters/postgres/queue_gauges.py)."""
+
+    def depth_by_tenant(self) -> dict[str, tuple[int, int]]:
+        """Jobs waiting to start, by tenant: (how many, the oldest one's ``enqueuedAt``)."""
+        ...
+
+    def dead_count(self) -> int: ...
+
+
 class _LiveConnections(Protocol):
     """The host's connections as the live gauge reads them (InMemoryConnections, SqliteConnections)."""
 
@@ -72,7 +82,7 @@ class PrometheusMetrics:
         self,
         *,
         connections: _LiveConnections | None = None,
-        queue: SqliteTurnQueue | None = None,
+        queue: QueueGauges | None = None,
         now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         process_metrics: bool = True,
     ) -> None:
@@ -340,4 +350,4 @@ def _quantile(q: float, cumulative: list[tuple[float, float]], count: float) -> 
     return round(lower_bound * 1000, 1)
 
 
-__all__ = ["DURATION_BUCKETS", "TTFT_BUCKETS", "PrometheusMetrics"]
+__all__ = ["DURATION_BUCKETS", "TTFT_BUCKETS", "PrometheusMetrics", "QueueGauges"]
