@@ -206,6 +206,11 @@ def _serve(args: argparse.Namespace) -> int:
     if error is not None:
         print(f"avm: {error}", file=sys.stderr)
         return 2
+    if settings.database_url is not None and settings.workers > 1:
+        print(
+            "avm: --workers is for one machine's SQLite; with --database-url run more nodes", file=sys.stderr
+        )
+        return 2
     secrets = [
         s.get_secret_value()
         for s in (
@@ -227,12 +232,6 @@ def _serve(args: argparse.Namespace) -> int:
     from agentvm.errors import AgentVMError
 
     if settings.database_url is not None:  # a node of a cluster on PostgreSQL (docs/cluster.md)
-        if settings.workers > 1:
-            print(
-                "avm: --workers is for one machine's SQLite; with --database-url run more nodes",
-                file=sys.stderr,
-            )
-            return 2
         from agentvm.hosts.cluster_server import serve_cluster
 
         try:

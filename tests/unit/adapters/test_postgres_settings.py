@@ -64,3 +64,16 @@ def test_avm_serve_refuses_a_bad_database_url_without_printing_it(tmp_path, caps
     assert code == 2
     assert "AVM_DATABASE_URL must be postgresql://" in err
     assert "hunter2" not in err
+
+
+def test_no_turns_needs_a_database_url(tmp_path, capsys) -> None:
+    code = main(["serve", "--data-dir", str(tmp_path), "--open", "--no-turns"])
+    assert code == 2
+    assert "AVM_RUN_TURNS=false needs AVM_DATABASE_URL" in capsys.readouterr().err
+
+
+def test_workers_are_refused_with_a_database_url(tmp_path, capsys) -> None:
+    url = "postgresql://avm:hunter2@127.0.0.1:1/agentvm"
+    code = main(["serve", "--data-dir", str(tmp_path), "--open", "--workers", "2", "--database-url", url])
+    err = capsys.readouterr().err
+    assert code == 2 and "run more nodes" in err and "hunter2" not in err
