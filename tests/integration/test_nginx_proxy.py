@@ -199,6 +199,17 @@ async def test_http_and_websocket_turns_reach_both_nodes_through_nginx(tmp_path)
                 time.sleep(0.05)
             assert {status for status, _ in ws} == {"101"}
             assert {up for _, up in ws} == {f"127.0.0.1:{p}" for p in ports}
+
+            # One node gone: nginx passes what it may repeat (GETs, upgrades) to the other one.
+            node_b.proc.terminate()
+            node_b.proc.wait(timeout=10)
+            with httpx.Client(base_url=base, timeout=10) as http:
+                for _ in range(4):
+                    assert http.get("/v1/auth/keys", headers=headers).status_code == 200
+            for _ in range(2):
+                async with AgentVMClient.connect(f"ws://127.0.0.1:{listen}/ws", token=token) as client:
+                    listed = await client.request("container_list", check=True)
+                assert sorted(listed["containerIds"]) == sorted(on_a)
         finally:
             proxy.terminate()
             proxy.wait(timeout=10)

@@ -116,7 +116,7 @@ def test_compose_runs_postgres_two_nodes_and_nginx():
     source, target, mode = mount.split(":")
     assert (DEPLOY / source).resolve() == DEPLOY / "nginx" / "agentvm.conf" and mode == "ro"
     assert target.startswith("/etc/nginx/conf.d/")
-    assert nginx["ports"] == [f"{PORT}:{PORT}"]
+    assert nginx["ports"] == [f"127.0.0.1:{PORT}:{PORT}"]
     assert set(nginx["depends_on"]) == {"node1", "node2"}
 
 
