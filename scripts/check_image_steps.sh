@@ -4,7 +4,8 @@
 #     but the Dockerfile does not copy fails here), then its RUN (deploy/image/install.sh) builds
 #     the venv from SRC with PYTHON (python3.11);
 #  2. the runtime stage: `avm serve` from that venv as an unprivileged user (nobody, when this runs
-#     as root; the image's user is uid 10001) on a fresh data dir, the image's ENV (0.0.0.0, AVM_PORT),
+#     as root; the image's user is uid 10001) who cannot write the venv (as under Kubernetes'
+#     readOnlyRootFilesystem), HOME and the data dir a fresh directory, the image's ENV (0.0.0.0, AVM_PORT),
 #     the HEALTHCHECK's script until it passes, then SIGTERM: a clean shutdown within 30 s.
 # Not proven here: the base image, apt/useradd steps, file ownership inside the image, the layer
 # sizes (docs/cluster.md "Run it").
@@ -43,6 +44,9 @@ if [ "$(id -u)" -eq 0 ]; then
   as_user=(setpriv --reuid=nobody --regid=nogroup --clear-groups)
 fi
 chmod 700 "$work/data"
+if [ "${#as_user[@]}" -gt 0 ] && "${as_user[@]}" test -w "$work/venv/lib"; then
+  echo "the venv is writable by the unprivileged user: not the read-only root of the image" >&2; exit 1
+fi
 env -i PATH="$work/venv/bin:/usr/bin:/bin" HOME="$work/data" PYTHONUNBUFFERED=1 PYTHONDONTWRITEBYTECODE=1 \
   AVM_HOST=0.0.0.0 AVM_PORT="$port" AVM_DATA_DIR="$work/data" \
   "${as_user[@]}" "$work/venv/bin/avm" serve >"$work/serve.log" 2>&1 &
@@ -61,6 +65,7 @@ set +e; wait "$pid"; rc=$?; set -e
 pid=""
 # uvicorn shuts down (stops accepting, finishes open requests, runs the app's shutdown: the turn
 # queue's consumer stops and hands its turns back), then re-raises SIGTERM: 143 after a clean stop.
-{ [ "$rc" -eq 0 ] || [ "$rc" -eq 143 ]; } && grep -q '"Application shutdown complete."' "$work/serve.log" \
-  || { cat "$work/serve.log" >&2; echo "avm serve did not shut down cleanly on SIGTERM (exit $rc)" >&2; exit 1; }
+if { [ "$rc" -ne 0 ] && [ "$rc" -ne 143 ]; } || ! grep -q '"Application shutdown complete."' "$work/serve.log"; then
+  cat "$work/serve.log" >&2; echo "avm serve did not shut down cleanly on SIGTERM (exit $rc)" >&2; exit 1
+fi
 echo "==> SIGTERM: clean shutdown (exit $rc). The image's build and run steps passed outside Docker."

@@ -8,6 +8,6 @@ src="$1"
 venv="$2"
 "${PYTHON:-python3}" -m venv "$venv"
 "$venv/bin/pip" install --no-cache-dir --quiet --upgrade pip
-"$venv/bin/pip" install --no-cache-dir --quiet -c "$src/layers/deps/requirements.txt" "$src[cluster]"
+"$venv/bin/pip" install --no-cache-dir --quiet -c "$src/layers/deps/requirements.txt" "${src}[cluster]"
 cp "$src/deploy/image/healthcheck.py" "$venv/healthcheck.py"
 "$venv/bin/avm" --help >/dev/null
