@@ -1,4 +1,4 @@
-"""Third-party MCP tools from npm that the suite drives (the MCP Inspector's CLI mode), pinned and
+"""Third-party tools from npm that the suite drives (the MCP Inspector's CLI mode, dclint), pinned and
 installed into ``.artifacts/npm/`` (git-ignored): by ``.ci/run`` before the suite, or by the first
 test that needs one. ``python -m tests.npm_tools`` installs them all (nothing without node and npm)."""
 
@@ -14,6 +14,8 @@ from pathlib import Path
 NPM_ROOT = Path(__file__).resolve().parents[1] / ".artifacts" / "npm"
 # The Inspector's 0.x CLI: its 2.x line needs Node >= 22.19; 0.21.1 asks for 22.7.5 and runs on 20.
 INSPECTOR = ("@modelcontextprotocol/inspector", "0.21.1", "mcp-inspector")
+# Docker Compose files against the compose-spec JSON schema it bundles (deploy/compose.yaml).
+DCLINT = ("dclint", "3.1.0", "dclint")
 
 
 def have_npm() -> bool:
@@ -54,9 +56,10 @@ def installed(package: str, version: str, binary: str) -> Path:
 
 def main() -> None:
     if not have_npm():
-        print("node or npm missing: the MCP Inspector tests will be skipped")
+        print("node or npm missing: the MCP Inspector and compose schema tests will be skipped")
         return
     print(installed(*INSPECTOR))
+    print(installed(*DCLINT))
 
 
 if __name__ == "__main__":
