@@ -398,6 +398,65 @@ async def test_a_node_that_lost_its_lease_stops_its_turn_and_cannot_touch_the_ne
 
 
 @pytest.mark.postgres
+async def test_a_node_whose_heartbeat_lapses_never_runs_the_same_turn_twice_at_once() -> None:
+    # One node, and its heartbeat stalls past the lease (a long pause of the event loop): the row is
+    # re-queued by the node's own expiry sweep. The node must not claim its own turn a second time
+    # while the first attempt still runs; it cancels the first, then resumes it once.
+    cluster = PostgresCluster()
+    try:
+        a = await cluster.node(lease_s=0.8)
+        running = 0
+        most = 0
+        attempts = 0
+        released = asyncio.Event()
+
+        async def handler(j: TurnJob) -> None:
+            nonlocal running, most, attempts
+            running += 1
+            attempts += 1
+            most = max(most, running)
+            try:
+                if attempts == 1:
+                    await asyncio.sleep(3600)
+                await released.wait()
+            finally:
+                running -= 1
+
+        heartbeat = a._heartbeat
+        stalled = True
+
+        async def lapsing() -> None:
+            # renew nothing while stalled, but still sweep expired rows as any node does
+            if not stalled:
+                await heartbeat()
+                return
+            async with await psycopg.AsyncConnection.connect(cluster.url, autocommit=True) as conn:
+                await conn.execute(
+                    "UPDATE turn_jobs SET state = 'queued', owner = NULL, lease_until = NULL"
+                    " WHERE state = 'running' AND lease_until < now()"
+                )
+
+        a._heartbeat = lapsing  # type: ignore[method-assign]
+        await a.enqueue(job("turn_1"))
+        consumer = asyncio.create_task(a.run(handler))
+        await until(lambda: attempts == 1)
+        await asyncio.sleep(2.0)  # past the lease, with passes every poll interval
+        assert attempts == 1 and most == 1
+        stalled = False
+        a._heartbeat_at = 0.0
+        a.wake()
+        await until(lambda: attempts == 2)  # the first attempt cancelled, the turn resumed once
+        released.set()
+        async with asyncio.timeout(5):
+            while await a.pending():
+                await asyncio.sleep(0.02)
+        assert most == 1
+        await stop(consumer)
+    finally:
+        await cluster.close()
+
+
+@pytest.mark.postgres
 async def test_a_consumer_outlives_its_database_connections_being_cut() -> None:
     cluster = PostgresCluster()
     try:

@@ -332,7 +332,11 @@ class PostgresTurnQueue:
             cursor = await conn.execute(_READY_HEADS, {"per_tenant": free})
             waiting: dict[str, deque[int]] = {}
             for seq, tenant in sorted(await cursor.fetchall()):
-                waiting.setdefault(tenant, deque()).append(seq)
+                # A row we still run whose lease lapsed (a heartbeat that came too late) and was
+                # re-queued is not claimed again here: that would run the turn twice on this node.
+                # Our next heartbeat finds it gone and cancels our attempt; then any node resumes it.
+                if seq not in self._inflight:
+                    waiting.setdefault(tenant, deque()).append(seq)
             # a free slot goes to the waiting tenant with the fewest running turns (ties: oldest head)
             ready = [(running.get(t, 0), heads[0], t) for t, heads in waiting.items()]
             heapq.heapify(ready)
