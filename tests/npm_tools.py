@@ -1,4 +1,5 @@
-"""Third-party tools from npm that the suite drives (the MCP Inspector's CLI mode, dclint), pinned and
+"""Third-party tools from npm that the suite drives (the MCP Inspector's CLI mode, dclint, the reference
+MCP servers ``server-everything`` and ``server-filesystem``), pinned and
 installed into ``.artifacts/npm/`` (git-ignored): by ``.ci/run`` before the suite, or by the first
 test that needs one. ``python -m tests.npm_tools`` installs them all (nothing without node and npm)."""
 
@@ -16,6 +17,9 @@ NPM_ROOT = Path(__file__).resolve().parents[1] / ".artifacts" / "npm"
 INSPECTOR = ("@modelcontextprotocol/inspector", "0.21.1", "mcp-inspector")
 # Docker Compose files against the compose-spec JSON schema it bundles (deploy/compose.yaml).
 DCLINT = ("dclint", "3.1.0", "dclint")
+# Reference MCP servers nobody here wrote, driven over stdio and Streamable HTTP by the MCP tests.
+SERVER_EVERYTHING = ("@modelcontextprotocol/server-everything", "2026.8.31", "mcp-server-everything")
+SERVER_FILESYSTEM = ("@modelcontextprotocol/server-filesystem", "2026.8.31", "mcp-server-filesystem")
 
 
 def have_npm() -> bool:
@@ -60,6 +64,8 @@ def main() -> None:
         return
     print(installed(*INSPECTOR))
     print(installed(*DCLINT))
+    print(installed(*SERVER_EVERYTHING))
+    print(installed(*SERVER_FILESYSTEM))
 
 
 if __name__ == "__main__":
