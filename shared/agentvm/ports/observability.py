@@ -36,6 +36,38 @@ class UsageCell:
     saved_input_tokens: int = 0
     saved_output_tokens: int = 0
 
+    @classmethod
+    def from_sums(
+        cls,
+        tenant_id: str,
+        start_ms: int,
+        model: str,
+        kind: str,
+        sums: Sequence[Any],
+        *,
+        container_id: str | None = None,
+        image_id: str | None = None,
+    ) -> UsageCell:
+        """A cell from a SQL store's aggregate row, its sums in this order: records, input, output,
+        cache read, cache write, estimated records, saved input, saved output."""
+        records, inputs, outputs, reads, writes, estimated, saved_in, saved_out = (int(v) for v in sums)
+        return cls(
+            tenant_id=tenant_id,
+            start_ms=int(start_ms),
+            model=model,
+            kind=kind,
+            container_id=container_id,
+            image_id=image_id,
+            records=records,
+            input_tokens=inputs,
+            output_tokens=outputs,
+            cache_read_tokens=reads,
+            cache_write_tokens=writes,
+            estimated=estimated,
+            saved_input_tokens=saved_in,
+            saved_output_tokens=saved_out,
+        )
+
 
 class UsageRollups(Protocol):
     """The stored usage records, summed per hour and per day (``observability.usage`` reads these).

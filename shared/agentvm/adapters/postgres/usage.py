@@ -53,7 +53,7 @@ class PostgresUsageRollups:
             f" FROM {_RECORDS.format(extra='')} GROUP BY 1, 2, 3",
             (tenant_id, start_ms, end_ms),
         )
-        return [_cell(tenant_id, row[0], row[1], row[2], None, None, row[3:]) for row in rows]
+        return [UsageCell.from_sums(tenant_id, row[0], row[1], row[2], row[3:]) for row in rows]
 
     async def day_cells(
         self, tenant_id: str, start_ms: int, end_ms: int, container_id: str | None = None
@@ -68,7 +68,12 @@ class PostgresUsageRollups:
             f" {_SUMS} FROM {_RECORDS.format(extra=extra)} GROUP BY 1, 2, 3, 4, 5",
             params,
         )
-        return [_cell(tenant_id, row[0], row[3], row[4], row[1], row[2], row[5:]) for row in rows]
+        return [
+            UsageCell.from_sums(
+                tenant_id, row[0], row[3], row[4], row[5:], container_id=row[1], image_id=row[2]
+            )
+            for row in rows
+        ]
 
     async def tenants_with_usage(self, start_ms: int, end_ms: int) -> list[str]:
         rows = await self._rows(
@@ -76,34 +81,6 @@ class PostgresUsageRollups:
             (start_ms, end_ms),
         )
         return [row[0] for row in rows]
-
-
-def _cell(
-    tenant_id: str,
-    start_ms: int,
-    model: str,
-    kind: str,
-    container_id: str | None,
-    image_id: str | None,
-    sums: tuple[Any, ...],
-) -> UsageCell:
-    records, inputs, outputs, reads, writes, estimated, saved_in, saved_out = (int(v) for v in sums)
-    return UsageCell(
-        tenant_id=tenant_id,
-        start_ms=int(start_ms),
-        model=model,
-        kind=kind,
-        container_id=container_id,
-        image_id=image_id,
-        records=records,
-        input_tokens=inputs,
-        output_tokens=outputs,
-        cache_read_tokens=reads,
-        cache_write_tokens=writes,
-        estimated=estimated,
-        saved_input_tokens=saved_in,
-        saved_output_tokens=saved_out,
-    )
 
 
 __all__ = ["PostgresUsageRollups"]
