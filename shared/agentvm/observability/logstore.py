@@ -24,11 +24,11 @@ from datetime import datetime
 from typing import TYPE_CHECKING, Any
 
 from agentvm.logs import mask_text
-from agentvm.observability.query import LEVELS, level_name
-from agentvm.ports.observability import DEFAULT_LOG_LIMIT
+from agentvm.observability.query import LEVELS, decode_cursor, encode_cursor, level_name
+from agentvm.ports.observability import DEFAULT_LOG_LIMIT, LogPage
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Mapping, Sequence
 
     from agentvm.ports import LogQuery
 
@@ -162,12 +162,51 @@ def _exception_type(text: str) -> str:
     return last.split(":", 1)[0].strip()[:100] or "error"
 
 
+def page_select(query: LogQuery, placeholder: str) -> tuple[str, tuple[str | int, ...]]:
+    """The SQL stores' page query on ``log_lines`` (``id, ts, line``; newest first, one row more
+    than the page to tell whether another follows) and its arguments; ``placeholder`` is the
+    driver's (``?`` for sqlite3, ``%s`` for psycopg)."""
+    position = decode_cursor(query.cursor, {"b": int})
+    where: list[str] = []
+    args: list[str | int] = []
+    for condition, bound in (
+        ("tenant_id =", query.tenant_id),
+        ("container_id =", query.container_id),
+        ("session_id =", query.session_id),
+        ("turn_id =", query.turn_id),
+        ("level >=", query.min_level or None),
+        ("ts >=", query.since_ms),
+        ("ts <=", query.until_ms),
+        ("id <", None if position is None else position["b"]),
+    ):
+        if bound is not None:
+            where.append(f"{condition} {placeholder}")
+            args.append(bound)
+    sql = "SELECT id, ts, line FROM log_lines"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    return f"{sql} ORDER BY id DESC LIMIT {placeholder}", (*args, query.limit + 1)
+
+
+def page_of(rows: Sequence[Sequence[Any]], query: LogQuery) -> LogPage:
+    """The page answering ``query`` from ``page_select``'s rows."""
+    tenant_view = query.tenant_id is not None
+    lines = [
+        public_line(parse_stored(line), line_id=str(row_id), ts_ms=ts, tenant_view=tenant_view)
+        for row_id, ts, line in rows[: query.limit]
+    ]
+    more = len(rows) > query.limit
+    return LogPage(lines, encode_cursor({"b": rows[query.limit - 1][0]}) if more else None)
+
+
 __all__ = [
     "DEFAULT_LIMIT",
     "INTERNAL_FIELDS",
     "MAX_LIMIT",
     "METRIC_FIELDS",
     "matches",
+    "page_of",
+    "page_select",
     "parse_stored",
     "public_line",
 ]

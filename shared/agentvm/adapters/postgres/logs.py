@@ -29,12 +29,11 @@ from typing import TYPE_CHECKING
 
 import psycopg
 
-from agentvm.observability.logstore import parse_stored, public_line
-from agentvm.observability.query import decode_cursor, encode_cursor
-from agentvm.ports import LogPage, LogQuery
+from agentvm.observability.logstore import page_of, page_select
 
 if TYPE_CHECKING:
     from agentvm.adapters.postgres.database import Database
+    from agentvm.ports import LogPage, LogQuery
 
 # the advisory-lock key of pruning: b"avm-logs" as a signed 64-bit integer
 PRUNE_LOCK_KEY = int.from_bytes(b"avm-logs", "big", signed=True)
@@ -84,40 +83,10 @@ class PostgresLogStore:
         self._writer.close()
 
     async def page(self, query: LogQuery) -> LogPage:
-        position = decode_cursor(query.cursor, {"b": int})
-        where: list[str] = []
-        args: list[str | int] = []
-        for column, value in (
-            ("tenant_id", query.tenant_id),
-            ("container_id", query.container_id),
-            ("session_id", query.session_id),
-            ("turn_id", query.turn_id),
-        ):
-            if value is not None:
-                where.append(f"{column} = %s")
-                args.append(value)
-        for condition, bound in (
-            ("level >= %s", query.min_level or None),
-            ("ts >= %s", query.since_ms),
-            ("ts <= %s", query.until_ms),
-            ("id < %s", None if position is None else position["b"]),
-        ):
-            if bound is not None:
-                where.append(condition)
-                args.append(bound)
-        sql = "SELECT id, ts, line FROM log_lines"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
+        sql, args = page_select(query, "%s")
         async with self._db.connection() as conn:
-            cur = await conn.execute(f"{sql} ORDER BY id DESC LIMIT %s", (*args, query.limit + 1))
-            rows = await cur.fetchall()
-        tenant_view = query.tenant_id is not None
-        lines = [
-            public_line(parse_stored(line), line_id=str(row_id), ts_ms=ts, tenant_view=tenant_view)
-            for row_id, ts, line in rows[: query.limit]
-        ]
-        more = len(rows) > query.limit
-        return LogPage(lines, encode_cursor({"b": rows[query.limit - 1][0]}) if more else None)
+            cur = await conn.execute(sql, args)
+            return page_of(await cur.fetchall(), query)
 
 
 class _Enqueue(logging.handlers.QueueHandler):

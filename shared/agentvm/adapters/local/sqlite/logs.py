@@ -24,12 +24,12 @@ import sqlite3
 import threading
 from typing import TYPE_CHECKING
 
-from agentvm.observability.logstore import parse_stored, public_line
-from agentvm.observability.query import decode_cursor, encode_cursor
-from agentvm.ports import LogPage, LogQuery
+from agentvm.observability.logstore import page_of, page_select
 
 if TYPE_CHECKING:
     from pathlib import Path
+
+    from agentvm.ports import LogPage, LogQuery
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS log_lines (
@@ -87,38 +87,8 @@ class SqliteLogStore:
         self._reader.close()
 
     async def page(self, query: LogQuery) -> LogPage:
-        position = decode_cursor(query.cursor, {"b": int})
-        where: list[str] = []
-        args: list[str | int] = []
-        for column, value in (
-            ("tenant_id", query.tenant_id),
-            ("container_id", query.container_id),
-            ("session_id", query.session_id),
-            ("turn_id", query.turn_id),
-        ):
-            if value is not None:
-                where.append(f"{column} = ?")
-                args.append(value)
-        for condition, bound in (
-            ("level >= ?", query.min_level or None),
-            ("ts >= ?", query.since_ms),
-            ("ts <= ?", query.until_ms),
-            ("id < ?", None if position is None else position["b"]),
-        ):
-            if bound is not None:
-                where.append(condition)
-                args.append(bound)
-        sql = "SELECT id, ts, line FROM log_lines"
-        if where:
-            sql += " WHERE " + " AND ".join(where)
-        rows = self._reader.execute(f"{sql} ORDER BY id DESC LIMIT ?", (*args, query.limit + 1)).fetchall()
-        tenant_view = query.tenant_id is not None
-        lines = [
-            public_line(parse_stored(line), line_id=str(row_id), ts_ms=ts, tenant_view=tenant_view)
-            for row_id, ts, line in rows[: query.limit]
-        ]
-        more = len(rows) > query.limit
-        return LogPage(lines, encode_cursor({"b": rows[query.limit - 1][0]}) if more else None)
+        sql, args = page_select(query, "?")
+        return page_of(self._reader.execute(sql, args).fetchall(), query)
 
 
 class _Enqueue(logging.handlers.QueueHandler):
