@@ -19,6 +19,7 @@ if TYPE_CHECKING:
         columns,
         render,
     )
+    from agentvm.observability.log_sink import QUEUE_SIZE, LogWriter, ThreadedLogSink
     from agentvm.observability.logstore import (
         DEFAULT_LIMIT,
         INTERNAL_FIELDS,
@@ -135,6 +136,7 @@ __all__ = [
     "LISTED_MODELS",
     "LIVE",
     "LiveTurn",
+    "LogWriter",
     "MAX_LIMIT",
     "MAX_RANGE_DAYS",
     "MEDIA_TYPES",
@@ -148,7 +150,9 @@ __all__ = [
     "PriceSetting",
     "PriceTable",
     "Pricing",
+    "QUEUE_SIZE",
     "Sums",
+    "ThreadedLogSink",
     "TimeRange",
     "TurnProgress",
     "TurnTrace",
@@ -212,6 +216,7 @@ __getattr__, __dir__ = lazy_exports(
             "columns",
             "render",
         ],
+        "log_sink": ["QUEUE_SIZE", "LogWriter", "ThreadedLogSink"],
         "logstore": [
             "DEFAULT_LIMIT",
             "INTERNAL_FIELDS",

@@ -22,16 +22,17 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import logging.handlers
-import queue
 import threading
 from typing import TYPE_CHECKING
 
 import psycopg
 
+from agentvm.observability.log_sink import LogWriter, ThreadedLogSink
 from agentvm.observability.logstore import page_of, page_select
 
 if TYPE_CHECKING:
+    import logging.handlers
+
     from agentvm.adapters.postgres.database import Database
     from agentvm.ports import LogPage, LogQuery
 
@@ -51,36 +52,13 @@ WHERE total >= %s ORDER BY id LIMIT 1
 """
 
 
-class PostgresLogStore:
+class PostgresLogStore(ThreadedLogSink):
     """``agentvm.ports.LogStore`` on PostgreSQL: reads on the node's pool, writes by a thread."""
 
     def __init__(self, database: Database, *, max_bytes: int = 64 << 20) -> None:
         self.max_bytes = max_bytes
         self._db = database
-        self._writer = _Writer(database.url, max_bytes)
-        self._queue: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=100_000)
-        self._listener: logging.handlers.QueueListener | None = None
-
-    @property
-    def dropped(self) -> int:
-        return self._writer.dropped
-
-    def handler(self) -> logging.Handler:
-        """The handler to put on the root logger (``logs.add_log_handler``); starts the writer."""
-        if self._listener is None:
-            self._listener = logging.handlers.QueueListener(self._queue, self._writer)
-            self._listener.start()
-        return _Enqueue(self._queue, self._writer)
-
-    def flush(self) -> None:
-        """Wait until every line handed over so far is written (tests, shutdown)."""
-        self._queue.join()
-
-    def close(self) -> None:
-        if self._listener is not None:
-            self._listener.stop()
-            self._listener = None
-        self._writer.close()
+        super().__init__(_Writer(database.url, max_bytes))
 
     async def page(self, query: LogQuery) -> LogPage:
         sql, args = page_select(query, "%s")
@@ -89,21 +67,7 @@ class PostgresLogStore:
             return page_of(await cur.fetchall(), query)
 
 
-class _Enqueue(logging.handlers.QueueHandler):
-    """Formats (with the root handlers' JSON formatter and filters) and hands the line over."""
-
-    def __init__(self, q: queue.Queue[logging.LogRecord], writer: _Writer) -> None:
-        super().__init__(q)
-        self._writer = writer
-
-    def enqueue(self, record: logging.LogRecord) -> None:
-        try:
-            self.queue.put_nowait(record)
-        except queue.Full:  # the writer cannot keep up: drop rather than block the caller
-            self._writer.dropped += 1
-
-
-class _Writer(logging.Handler):
+class _Writer(LogWriter):
     """Runs in the listener's thread: one insert per line (one round trip), pruning past the cap.
     Its connection is opened on the first line and again after a failure."""
 
@@ -113,7 +77,6 @@ class _Writer(logging.Handler):
         self._conn: psycopg.Connection | None = None
         self._lock = threading.Lock()
         self.max_bytes = max_bytes
-        self.dropped = 0
 
     def emit(self, record: logging.LogRecord) -> None:
         line = record.getMessage()

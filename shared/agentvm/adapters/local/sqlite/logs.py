@@ -18,15 +18,15 @@ from __future__ import annotations
 
 import contextlib
 import logging
-import logging.handlers
-import queue
 import sqlite3
 import threading
 from typing import TYPE_CHECKING
 
+from agentvm.observability.log_sink import LogWriter, ThreadedLogSink
 from agentvm.observability.logstore import page_of, page_select
 
 if TYPE_CHECKING:
+    import logging.handlers
     from pathlib import Path
 
     from agentvm.ports import LogPage, LogQuery
@@ -55,35 +55,15 @@ def _connect(path: str) -> sqlite3.Connection:
     return conn
 
 
-class SqliteLogStore:
+class SqliteLogStore(ThreadedLogSink):
     def __init__(self, path: str | Path, *, max_bytes: int = 64 << 20) -> None:
         self.path = str(path)
         self.max_bytes = max_bytes
         self._reader = _connect(self.path)
-        self._writer = _Writer(self.path, max_bytes)
-        self._queue: queue.Queue[logging.LogRecord] = queue.Queue(maxsize=100_000)
-        self._listener: logging.handlers.QueueListener | None = None
-
-    @property
-    def dropped(self) -> int:
-        return self._writer.dropped
-
-    def handler(self) -> logging.Handler:
-        """The handler to put on the root logger (``logs.add_log_handler``); starts the writer."""
-        if self._listener is None:
-            self._listener = logging.handlers.QueueListener(self._queue, self._writer)
-            self._listener.start()
-        return _Enqueue(self._queue, self._writer)
-
-    def flush(self) -> None:
-        """Wait until every line handed over so far is written (tests, shutdown)."""
-        self._queue.join()
+        super().__init__(_Writer(self.path, max_bytes))
 
     def close(self) -> None:
-        if self._listener is not None:
-            self._listener.stop()
-            self._listener = None
-        self._writer.close()
+        super().close()
         self._reader.close()
 
     async def page(self, query: LogQuery) -> LogPage:
@@ -91,21 +71,7 @@ class SqliteLogStore:
         return page_of(self._reader.execute(sql, args).fetchall(), query)
 
 
-class _Enqueue(logging.handlers.QueueHandler):
-    """Formats (with the root handlers' JSON formatter and filters) and hands the line over."""
-
-    def __init__(self, q: queue.Queue[logging.LogRecord], writer: _Writer) -> None:
-        super().__init__(q)
-        self._writer = writer
-
-    def enqueue(self, record: logging.LogRecord) -> None:
-        try:
-            self.queue.put_nowait(record)
-        except queue.Full:  # the writer cannot keep up: drop rather than block the caller
-            self._writer.dropped += 1
-
-
-class _Writer(logging.Handler):
+class _Writer(LogWriter):
     """Runs in the listener's thread: one insert per line, pruning past the cap."""
 
     def __init__(self, path: str, max_bytes: int) -> None:
@@ -113,7 +79,6 @@ class _Writer(logging.Handler):
         self._conn = _connect(path)
         self._lock = threading.Lock()
         self.max_bytes = max_bytes
-        self.dropped = 0
         self._bytes = int(
             self._conn.execute("SELECT COALESCE(SUM(length(line)), 0) FROM log_lines").fetchone()[0]
         )
