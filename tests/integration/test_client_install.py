@@ -156,6 +156,14 @@ def test_the_client_extra_installs_without_the_server_stack(light_venv):
         text=True,
     )
     assert licence.stdout.strip() == "MIT", licence
+    # the server's commands without the server's extras: what to install, not a traceback
+    for command in (["serve"], ["keys", "list", "--tenant", "t"]):
+        refused = subprocess.run(
+            [str(light_venv / "bin" / "avm"), *command], capture_output=True, text=True, timeout=60
+        )
+        assert refused.returncode == 2, refused
+        assert "Traceback" not in refused.stderr, refused.stderr
+        assert "pip install 'agentvm-runtime[local]'" in refused.stderr, refused.stderr
 
 
 def test_the_light_install_holds_a_typed_turn_with_a_server(light_venv, tmp_path):

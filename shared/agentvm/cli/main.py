@@ -133,7 +133,64 @@ def _limit(text: str) -> int:
     return value
 
 
+# The module a missing extra leaves out -> the extra that brings it (pyproject.toml), for the
+# message a user with only `agentvm-runtime[client]` installed gets from `avm serve` or `avm keys`.
+_EXTRA_OF = {
+    "fastapi": "local",
+    "pydantic_settings": "local",
+    "jsonschema": "local",
+    "genai_prices": "local",
+    "uvicorn": "local",
+    "prometheus_client": "local",
+    "cryptography": "local",
+    "mcp": "local",
+    "anthropic": "local",
+    "openai": "local",
+    "psycopg": "cluster",
+    "psycopg_pool": "cluster",
+    "boto3": "aws",
+    "botocore": "aws",
+    "pynamodb": "aws",
+    "aws_lambda_powertools": "aws",
+    "mangum": "aws",
+}
+
+
 def main(argv: list[str] | None = None) -> int:
+    """``avm``: every expected failure is one line on stderr and an exit code, never a traceback."""
+    command = (argv if argv is not None else sys.argv[1:])[:1]
+    try:
+        code = _main(argv)
+        sys.stdout.flush()  # a closed pipe is found here, not in the interpreter's exit
+        return code
+    except KeyboardInterrupt:
+        print(file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        # The reader went away (`avm ... | head`). As the signal module's docs advise: point stdout at
+        # devnull so the interpreter's final flush does not raise again, and exit like SIGPIPE would.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
+    except ModuleNotFoundError as exc:
+        extra = _EXTRA_OF.get((exc.name or "").partition(".")[0])
+        if extra is None:
+            raise
+        what = f"avm {command[0]}" if command else "avm"
+        print(
+            f"avm: {what} needs the {extra!r} extra (module {exc.name!r} is missing):"
+            f" pip install 'agentvm-runtime[{extra}]'",
+            file=sys.stderr,
+        )
+        return 2
+    except (FileNotFoundError, IsADirectoryError, NotADirectoryError, PermissionError) as exc:
+        if exc.filename is None:
+            raise
+        print(f"avm: {exc.strerror or type(exc).__name__}: {exc.filename}", file=sys.stderr)
+        return 2
+
+
+def _main(argv: list[str] | None) -> int:
     args = _parser().parse_args(argv)
     if args.command == "serve":
         return _serve(args)
@@ -231,6 +288,10 @@ def _serve(args: argparse.Namespace) -> int:
     )
     from agentvm.errors import AgentVMError
 
+    busy = _port_in_use(settings.host, settings.port)
+    if busy is not None:  # said before anything starts or logs that it listens
+        print(f"avm: cannot listen on {settings.host}:{settings.port}: {busy}", file=sys.stderr)
+        return 2
     if settings.database_url is not None:  # a node of a cluster on PostgreSQL (docs/cluster.md)
         from agentvm.hosts.cluster_server import serve_cluster
 
@@ -259,6 +320,29 @@ def _serve(args: argparse.Namespace) -> int:
         return run_workers(settings, sys.argv[1:])
     serve(host)
     return 0
+
+
+def _port_in_use(host: str, port: int) -> str | None:
+    """Why ``host:port`` cannot be bound now (in use, an address not of this machine), or None.
+    Bound and released at once with the server's own options (SO_REUSEADDR, as uvicorn sets), so a
+    port in TIME_WAIT is not reported; the server's own bind still decides (a race is reported there)."""
+    import errno
+    import socket
+
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM, flags=socket.AI_PASSIVE)
+    except socket.gaierror as exc:
+        return f"unknown host ({exc.strerror})"
+    family, kind, proto, _, address = infos[0]
+    with socket.socket(family, kind, proto) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(address)
+        except OSError as exc:
+            if exc.errno == errno.EADDRINUSE:
+                return "the port is in use (another avm serve?); choose one with --port or AVM_PORT"
+            return exc.strerror or type(exc).__name__
+    return None
 
 
 def _announce_admin_key(token: str, settings: Settings) -> None:
