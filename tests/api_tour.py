@@ -124,14 +124,14 @@ UPLOAD = {
 def tour() -> Generator[Step, Any, None]:
     yield Http("get", "/health")
     made = yield Http(
-        "post", "/v1/auth/keys", body={"scopes": ["client"], "name": "web app", "rate_limit_per_minute": 60}
+        "post", "/v1/auth/keys", body={"scopes": ["client"], "name": "web app", "rateLimitPerMinute": 60}
     )
     yield Http("get", "/v1/auth/keys")
     yield Http("delete", "/v1/auth/keys/{key_id}", f"/v1/auth/keys/{made['key']['keyId']}")
-    yield Http("put", "/v1/budgets/tenant", body={"daily_tokens": 1000000, "monthly_tokens": 20000000})
+    yield Http("put", "/v1/budgets/tenant", body={"dailyTokens": 1000000, "monthlyTokens": 20000000})
     yield Http("get", "/v1/budgets/tenant")
     budget = f"/v1/budgets/containers/{CONTAINER}"
-    yield Http("put", "/v1/budgets/containers/{container_id}", budget, body={"daily_tokens": 50000})
+    yield Http("put", "/v1/budgets/containers/{container_id}", budget, body={"dailyTokens": 50000})
     yield Http("get", "/v1/budgets/containers/{container_id}", budget)
     yield Ws("container_create", {"containerId": CONTAINER})
     workspace = f"/v1/containers/{CONTAINER}/workspace"

@@ -78,9 +78,9 @@ def test_the_cli_lists_and_revokes_keys_and_sets_budgets_on_the_stack(stack, cap
 
     assert avm(["budgets", "set", "--tenant", "acme", "--daily", "1000", *on_stack]) == 0
     shown = json.loads(capsys.readouterr().out)
-    assert (shown["tenant"], shown["daily_tokens"], shown["monthly_tokens"]) == ("acme", 1000, None)
+    assert (shown["tenant"], shown["dailyTokens"], shown["monthlyTokens"]) == ("acme", 1000, None)
     status, body = stack.http("GET", "/v1/budgets/tenant", stack.new_key("acme", "admin"))
-    assert status == 200 and body["daily_tokens"] == 1000
+    assert status == 200 and body["dailyTokens"] == 1000
 
 
 def test_a_missing_secret_parameter_is_reported_without_a_traceback(stack, capsys):

@@ -51,8 +51,8 @@ class BudgetUsage(BaseModel):
 
 
 class Budget(BaseModel):
-    daily_tokens: int | None = Field(description="null: no limit")
-    monthly_tokens: int | None = Field(description="null: no limit")
+    dailyTokens: int | None = Field(description="null: no limit")
+    monthlyTokens: int | None = Field(description="null: no limit")
     usage: BudgetUsage
 
 

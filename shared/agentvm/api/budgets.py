@@ -33,18 +33,23 @@ router = APIRouter()
 
 
 class BudgetLimits(BaseModel):
+    # camelCase like every other field of the API; the snake_case names of earlier versions are
+    # still accepted (validate_by_name), never answered.
     model_config = ConfigDict(
         extra="forbid",
         strict=True,  # booleans are not numbers: `false` is refused, never taken for 0
+        validate_by_name=True,
         json_schema_extra=examples(
-            {"daily_tokens": 1000000, "monthly_tokens": 20000000}, {"daily_tokens": None}
+            {"dailyTokens": 1000000, "monthlyTokens": 20000000}, {"dailyTokens": None}
         ),
     )
 
     daily_tokens: StrictInt | None = Field(
-        default=None, ge=0, le=MAX_BUDGET_TOKENS
+        default=None, ge=0, le=MAX_BUDGET_TOKENS, alias="dailyTokens"
     )  # per UTC day; null: none
-    monthly_tokens: StrictInt | None = Field(default=None, ge=0, le=MAX_BUDGET_TOKENS)  # per calendar month
+    monthly_tokens: StrictInt | None = Field(
+        default=None, ge=0, le=MAX_BUDGET_TOKENS, alias="monthlyTokens"
+    )  # per calendar month
 
 
 def budgets(runtime: Runtime) -> TokenBudgets:
@@ -57,8 +62,8 @@ async def budget_view(runtime: Runtime, tenant_id: str, container_id: str | None
     b = budgets(runtime)
     record = await b.store.get_budget(tenant_id, container_id)
     return {
-        "daily_tokens": None if record is None else record.dailyTokens,
-        "monthly_tokens": None if record is None else record.monthlyTokens,
+        "dailyTokens": None if record is None else record.dailyTokens,
+        "monthlyTokens": None if record is None else record.monthlyTokens,
         "usage": await b.usage(tenant_id, container_id),
     }
 

@@ -32,11 +32,11 @@ KEYS = {
 REVOKED_KEY = {"key": {**_KEY, "revokedAt": 1768478460000}}
 
 BUDGET = {
-    "daily_tokens": 1000000,
-    "monthly_tokens": 20000000,
+    "dailyTokens": 1000000,
+    "monthlyTokens": 20000000,
     "usage": {"day": 18250, "month": 402113, "dayResetAt": 1768521600000, "monthResetAt": 1769904000000},
 }
-CONTAINER_BUDGET = {**BUDGET, "daily_tokens": 50000, "monthly_tokens": None}
+CONTAINER_BUDGET = {**BUDGET, "dailyTokens": 50000, "monthlyTokens": None}
 
 USAGE = {
     "records": [

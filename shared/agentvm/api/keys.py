@@ -29,18 +29,21 @@ def _client_only() -> list[Literal["admin", "client"]]:
 
 
 class CreateKey(BaseModel):
+    # camelCase like every other field of the API; `rate_limit_per_minute` (earlier versions) is
+    # still accepted (validate_by_name).
     model_config = ConfigDict(
         extra="forbid",
-        json_schema_extra=examples(
-            {"scopes": ["client"], "name": "web app", "rate_limit_per_minute": 60}, {}
-        ),
+        validate_by_name=True,
+        json_schema_extra=examples({"scopes": ["client"], "name": "web app", "rateLimitPerMinute": 60}, {}),
     )
 
     scopes: list[Literal["admin", "client"]] = Field(default_factory=_client_only, min_length=1, max_length=2)
     name: str | None = Field(default=None, max_length=200)
     # At least 1 (0 would mean unlimited) and at most the server's limit: only the operator, with
     # `avm keys create --rate-limit`, may lift a key above it. Booleans are not numbers (strict).
-    rate_limit_per_minute: StrictInt | None = Field(default=None, ge=1, le=MAX_KEY_RATE_LIMIT)
+    rate_limit_per_minute: StrictInt | None = Field(
+        default=None, ge=1, le=MAX_KEY_RATE_LIMIT, alias="rateLimitPerMinute"
+    )
 
 
 @router.post(
@@ -57,7 +60,7 @@ async def create_key(body: CreateKey, runtime: RuntimeDep, caller: Caller) -> di
     ceiling = runtime.rate_limiter.per_minute if runtime.rate_limiter is not None else 0
     if body.rate_limit_per_minute is not None and 0 < ceiling < body.rate_limit_per_minute:
         raise Forbidden(
-            f"rate_limit_per_minute above the server's limit ({ceiling}) can only be set by the "
+            f"rateLimitPerMinute above the server's limit ({ceiling}) can only be set by the "
             "operator (avm keys create --rate-limit)"
         )
     from agentvm.security.tenants import refuse_deleted

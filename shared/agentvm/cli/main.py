@@ -475,8 +475,8 @@ async def _budgets(args: argparse.Namespace) -> int:
             {
                 "tenant": tenant,
                 "container": container,
-                "daily_tokens": record.dailyTokens if record else None,
-                "monthly_tokens": record.monthlyTokens if record else None,
+                "dailyTokens": record.dailyTokens if record else None,
+                "monthlyTokens": record.monthlyTokens if record else None,
                 "usage": usage,
             }
         )

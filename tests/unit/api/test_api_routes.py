@@ -102,11 +102,11 @@ async def test_budgets_are_set_and_read_per_tenant_and_per_container(http, harne
     put = await http.put(
         "/v1/budgets/tenant", json={"daily_tokens": 1000, "monthly_tokens": None}, headers=admin
     )
-    assert put.json()["daily_tokens"] == 1000 and put.json()["monthly_tokens"] is None
+    assert put.json()["dailyTokens"] == 1000 and put.json()["monthlyTokens"] is None
     await http.put("/v1/budgets/containers/user-alice", json={"monthly_tokens": 50}, headers=admin)
     await sec.budgets.record("acme", "user-alice", 7)
     got = (await http.get("/v1/budgets/containers/user-alice", headers=admin)).json()
-    assert (got["daily_tokens"], got["monthly_tokens"]) == (None, 50)
+    assert (got["dailyTokens"], got["monthlyTokens"]) == (None, 50)
     assert got["usage"]["day"] == 7 and got["usage"]["month"] == 7 and got["usage"]["monthResetAt"] > 0
     assert (await http.get("/v1/budgets/tenant", headers=admin)).json()["usage"]["month"] == 7
     assert await sec.budgets.store.get_budget("acme", "user-alice") is not None
@@ -159,6 +159,24 @@ async def test_usage_records_say_why_a_turns_prompt_prefix_changed(http, harness
         ("t1", "window"),
         ("t2", None),
     ]
+
+
+async def test_json_is_camel_case_and_the_old_snake_case_names_are_still_accepted(http, harness):
+    admin = bearer(await new_key(harness.rt, "acme", "admin"))
+    for body in ({"dailyTokens": 7, "monthlyTokens": 70}, {"daily_tokens": 7, "monthly_tokens": 70}):
+        put = await http.put("/v1/budgets/tenant", json=body, headers=admin)
+        assert put.status_code == 200, put.text
+        assert {k: put.json()[k] for k in ("dailyTokens", "monthlyTokens")} == {
+            "dailyTokens": 7,
+            "monthlyTokens": 70,
+        }
+        assert "daily_tokens" not in put.json()
+    for body in ({"rateLimitPerMinute": 5}, {"rate_limit_per_minute": 5}):
+        made = await http.post("/v1/auth/keys", json={"scopes": ["client"], **body}, headers=admin)
+        assert made.status_code == 201, made.text
+        assert made.json()["key"]["rateLimitPerMinute"] == 5
+    unknown = await http.post("/v1/auth/keys", json={"rateLimit": 5}, headers=admin)
+    assert unknown.status_code == 400
 
 
 async def test_http_requests_count_against_the_keys_rate_limit(http, harness, clock):

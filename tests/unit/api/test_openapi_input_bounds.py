@@ -66,7 +66,7 @@ def test_every_input_states_its_bound(schema):
 
 
 def test_the_budget_inputs_state_their_bounds(schema):
-    body = schema["components"]["schemas"]["BudgetLimits"]["properties"]["daily_tokens"]["anyOf"][0]
+    body = schema["components"]["schemas"]["BudgetLimits"]["properties"]["dailyTokens"]["anyOf"][0]
     assert body == {"type": "integer", "minimum": 0, "maximum": 10**15}
 
 

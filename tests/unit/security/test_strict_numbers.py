@@ -22,7 +22,7 @@ async def admin_http(harness):
 
 
 @pytest.mark.parametrize("path", ["/v1/budgets/tenant", "/v1/budgets/containers/user-alice"])
-@pytest.mark.parametrize("field", ["daily_tokens", "monthly_tokens"])
+@pytest.mark.parametrize("field", ["dailyTokens", "monthlyTokens"])
 @pytest.mark.parametrize("value", [False, True, "5", 1.5, 10**16])
 async def test_a_budget_that_is_not_a_whole_number_in_range_is_refused(admin_http, path, field, value):
     refused = await admin_http.put(path, json={field: value})
@@ -33,9 +33,9 @@ async def test_a_budget_that_is_not_a_whole_number_in_range_is_refused(admin_htt
 
 
 async def test_a_budget_of_zero_tokens_is_still_a_budget(admin_http):
-    accepted = await admin_http.put("/v1/budgets/tenant", json={"daily_tokens": 0, "monthly_tokens": None})
+    accepted = await admin_http.put("/v1/budgets/tenant", json={"dailyTokens": 0, "monthlyTokens": None})
     assert accepted.status_code == 200, accepted.text
-    assert (await admin_http.get("/v1/budgets/tenant")).json()["daily_tokens"] == 0
+    assert (await admin_http.get("/v1/budgets/tenant")).json()["dailyTokens"] == 0
 
 
 async def test_a_container_id_past_the_gateways_bound_is_refused_on_the_budget_routes(admin_http):

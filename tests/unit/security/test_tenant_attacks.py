@@ -612,7 +612,7 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         assert server.status_code == 403
         await http.put("/v1/config/llm.maxOutputTokens", json={"value": 5})  # B's own: A's stays
         tenant_budget = (await http.get("/v1/budgets/tenant")).json()  # A set one; B has none
-        assert (tenant_budget["daily_tokens"], tenant_budget["usage"]["month"]) == (None, 0)
+        assert (tenant_budget["dailyTokens"], tenant_budget["usage"]["month"]) == (None, 0)
         await http.put("/v1/budgets/tenant", json={"daily_tokens": 1, "monthly_tokens": 1})
     schema = create_app(world.rt).openapi()
     attacked = {_route(schema, method, url) for method, url in sent}
