@@ -26,11 +26,13 @@ from fastapi import APIRouter, Depends, FastAPI, Security
 from fastapi.exceptions import RequestValidationError
 from starlette.exceptions import HTTPException as StarletteHTTPException
 from starlette.routing import Route
+from starlette.staticfiles import StaticFiles
 
 from agentvm import __version__
 from agentvm.api import (
     budgets,
     configcentre,
+    docs_pages,
     errors,
     health,
     images,
@@ -82,10 +84,13 @@ for _domain in _DOMAINS:
 
 def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kwargs: object) -> FastAPI:
     """``open_tenant``: without an authenticator, every caller is this tenant (loopback dev mode only)."""
+    assets = docs_pages.offline_assets()  # /docs without internet (api/docs_pages.py)
     app = FastAPI(
         title="AgentVM",
         version=__version__,
         description="AI agent runtime. WebSocket: AgentX v1 protocol at /ws (see docs/protocol.md).",
+        docs_url=None if assets is not None else "/docs",
+        redoc_url=None if assets is not None else "/redoc",
         **fastapi_kwargs,  # type: ignore[arg-type]
     )
     app.state.runtime = runtime
@@ -99,6 +104,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     app.add_exception_handler(BodyTooLarge, errors.body_too_large)  # type: ignore[arg-type]
     app.add_exception_handler(Exception, errors.internal_error)
     app.include_router(health.router)
+    if assets is not None:
+        app.mount(docs_pages.ASSETS_URL, StaticFiles(directory=assets), name="docs-assets")
+        app.include_router(docs_pages.router)
     app.include_router(v1)
     # AgentVM as an MCP server (api/mcp.py): the MCP SDK's ASGI transport, authenticated as /v1 is.
     app.router.routes.append(Route(mcp.MCP_PATH, mcp.McpEndpoint(), include_in_schema=False))
