@@ -121,6 +121,31 @@ async def test_a_client_side_tool_is_answered_by_the_registered_function(server)
     assert pick_file.declaration()["description"] == "Ask the user to pick a file."
 
 
+async def test_a_client_tool_declares_its_type_hints_and_the_model_is_held_to_them(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        calls = []
+
+        @client.tool()
+        def resize(width: int, height: int = 100) -> str:
+            """Resize the picture."""
+            calls.append((width, height))
+            return f"{width}x{height}"
+
+        assert resize.declaration()["inputSchema"] == {
+            "type": "object",
+            "properties": {"width": {"type": "integer"}, "height": {"type": "integer", "default": 100}},
+            "required": ["width"],
+        }
+        image = await client.create_image("u", tools=[resize])
+        done = await client.send(image.imageId, '/tool resize {"width": 640}')
+        refused = await client.send(image.imageId, '/tool resize {"width": "wide"}')
+
+    assert calls == [(640, 100)]  # the wrong input never reached the function
+    assert done.text == "Echo: resize returned: 640x100"
+    assert "invalid input for resize: 'wide' is not of type 'integer'" in refused.text  # what the model read
+    assert refused.end_reason == "completed"
+
+
 async def test_interrupting_a_turn_ends_it_as_interrupted_with_the_partial_reply(server):
     async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
         image = await client.create_image("u")

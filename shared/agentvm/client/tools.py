@@ -9,6 +9,10 @@ string as it is, anything else as JSON. An exception is sent as an error result
 
 Each call is answered once per client (a resume may deliver the request twice). Sync functions
 run in a worker thread, so a slow one never stalls the connection.
+
+A tool's input schema is its function's signature: each parameter's type hint and default, as
+pydantic writes JSON Schema for them (``def add(a: int, b: int = 2)`` declares two integers, ``a``
+required). Parameters without a hint accept any JSON value; ``input_schema=`` replaces it all.
 """
 
 from __future__ import annotations
@@ -77,9 +81,30 @@ def tool_from_function(
         name=name or function.__name__,
         function=function,
         description=description if description is not None else doc.split("\n\n")[0].strip(),
-        input_schema=input_schema or {"type": "object", "properties": {}},
+        input_schema=input_schema or input_schema_of(function),
         timeout_s=timeout_s,
     )
 
 
-__all__ = ["ClientTool", "tool_from_function"]
+def input_schema_of(function: Callable[..., Any]) -> dict[str, Any]:
+    """The JSON Schema of ``function``'s keyword arguments, from its type hints and defaults."""
+    import typing
+
+    import pydantic
+
+    hints = typing.get_type_hints(function)
+    fields: dict[str, Any] = {}
+    for parameter in inspect.signature(function).parameters.values():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            continue
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[parameter.name] = (hints.get(parameter.name, Any), default)
+    schema = pydantic.create_model(f"{function.__name__}_input", **fields).model_json_schema()
+    schema.pop("title", None)
+    for prop in schema.get("properties", {}).values():
+        prop.pop("title", None)  # the parameter's name, already the key
+    schema.setdefault("properties", {})
+    return schema
+
+
+__all__ = ["ClientTool", "input_schema_of", "tool_from_function"]
