@@ -87,6 +87,7 @@ class Turn:
         self.end_reason: str | None = None  # "completed", "interrupted" or "failed"
         self.error: ErrorOccurredData | None = None
         self._text: list[str] = []
+        self._step_ended = False  # an assistant message ended: the next text starts a new step
         self._attempts = 0
         self._usage: list[TokenUsage] = []
 
@@ -101,7 +102,8 @@ class Turn:
 
     @property
     def text(self) -> str:
-        """The reply text streamed so far (every step's; a retried attempt's starts over)."""
+        """The reply text streamed so far: every step's, one blank line between steps (a retried
+        attempt's starts over)."""
         return "".join(self._text)
 
     @property
@@ -157,10 +159,16 @@ class Turn:
             if self._attempts > 1:  # a retried attempt starts the reply over
                 self._text.clear()
                 self._usage.clear()
+                self._step_ended = False
         elif isinstance(frame, TextDeltaEvent):
+            if self._step_ended and self._text:
+                self._text.append("\n\n")
+            self._step_ended = False
             self._text.append(frame.data.text)
-        elif isinstance(frame, AssistantMessageEvent) and frame.data.usage is not None:
-            self._usage.append(frame.data.usage)
+        elif isinstance(frame, AssistantMessageEvent):
+            self._step_ended = True
+            if frame.data.usage is not None:
+                self._usage.append(frame.data.usage)
         elif isinstance(frame, ErrorOccurredEvent):
             self._finish("failed")
             self.error = frame.data

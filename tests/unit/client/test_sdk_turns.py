@@ -166,3 +166,23 @@ async def test_after_a_reconnect_safe_requests_are_sent_again_and_unsafe_ones_fa
     assert not any(f.get("type") == "image_create_request" for f in second.sent)
     assert client.reconnects == 1
     await client.close()
+
+
+async def test_the_text_of_a_turns_steps_is_joined_with_a_blank_line_as_the_steps_were():
+    ws = FakeSocket()
+    client = AgentVMClient(ws)
+    turn = client.send("img_1", "hi")
+    started = asyncio.create_task(turn.start())
+    ws.push(_accepted(await _sent_request(ws, "message_send")))
+    ws.push(_persisted(100_001))
+    ws.push(_event("text_delta", {"text": "Need "}, 100_002))
+    ws.push(_event("text_delta", {"text": "approval."}, 100_003))
+    step = {"id": "msg_s1", "timestamp": 1, "content": "Need approval."}
+    ws.push(_event("assistant_message", step, 100_004))  # the first step ends (it called a tool)
+    ws.push(_event("text_delta", {"text": "finished"}, 100_005))
+    ws.push(_event("conversation_end", {"reason": "completed"}, 100_006))
+    await started
+    await turn
+
+    assert turn.text == "Need approval.\n\nfinished"
+    client._reader.cancel()
