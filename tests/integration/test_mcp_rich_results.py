@@ -20,6 +20,7 @@ from agentvm.adapters.llm.scripted import Calls
 from agentvm.adapters.mcp.client import SdkMcpConnector
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.agent.tools.toolbox import Toolbox
+from agentvm.client.events import ToolResultEvent
 from agentvm.fakellm import FakeLLMConfig, FakeLLMServer
 from agentvm.llm import Attachment, ChatTurn, ModelRequest, ModelStop, ToolCall, ToolSpec
 from tests.npm_tools import SERVER_EVERYTHING, have_npm, installed
@@ -188,6 +189,11 @@ async def test_a_turn_stores_the_image_sends_it_to_clients_and_replays_it(harnes
     output = frames["tool_result_message"]["toolResult"]["output"]
     assert output["type"] == "content" and output["value"] == frames["tool_result"]["content"]
     assert "content" not in frames["tool_completed"]
+    typed = ToolResultEvent.model_validate(
+        next(f for f in c.session_events() if f["type"] == "tool_result")
+    )  # the SDK's typed event
+    assert [t for t, data in typed.data.images] == ["image/png"]
+    assert typed.data.images[0][1].startswith(PNG_MAGIC)
 
     harness.model.add("Still the same image.")  # the next turn rebuilds the exchange from the store
     await c.request("message_send", imageId=img["imageId"], content="again")
