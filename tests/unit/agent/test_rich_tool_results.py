@@ -133,3 +133,36 @@ def test_plain_and_error_results_keep_their_text_types():
     assert failed.toolResult.output.type == "error-text" and failed.toolResult.output.structuredContent == {
         "code": 7
     }
+
+
+def test_the_fake_llm_refuses_tool_result_shapes_the_real_apis_refuse():
+    from agentvm.fakellm.shapes import request_problem
+
+    def anthropic(*blocks):
+        result = {"type": "tool_result", "tool_use_id": "c1", "content": list(blocks)}
+        return {"messages": [{"role": "user", "content": [result]}]}
+
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": PNG}}
+    assert request_problem("anthropic", anthropic({"type": "text", "text": "a"}, image)) is None
+    assert "non-empty" in request_problem("anthropic", anthropic({"type": "text", "text": ""}))
+    svg = {"type": "image", "source": {"type": "base64", "media_type": "image/svg+xml", "data": PNG}}
+    assert "media_type" in request_problem("anthropic", anthropic(svg))
+    assert "not a tool_result content block" in request_problem("anthropic", anthropic({"type": "audio"}))
+
+    def bedrock(*content):
+        return {
+            "messages": [
+                {"role": "user", "content": [{"toolResult": {"toolUseId": "c1", "content": list(content)}}]}
+            ]
+        }
+
+    png = {"image": {"format": "png", "source": {"bytes": PNG}}}
+    assert request_problem("bedrock", bedrock({"text": "a"}, png)) is None
+    assert "blank" in request_problem("bedrock", bedrock({"text": " "}))
+    assert "enum" in request_problem(
+        "bedrock", bedrock({"image": {"format": "svg", "source": {"bytes": PNG}}})
+    )
+    orphan = {
+        "messages": [{"role": "user", "content": "hi"}, {"role": "tool", "tool_call_id": "x", "content": "1"}]
+    }
+    assert "must be a response" in request_problem("openai", orphan)
