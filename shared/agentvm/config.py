@@ -127,6 +127,10 @@ class Settings(BaseSettings):
     # tools (agent/tools/declarations.py, agent/tools/sources.py)
     tool_timeout_s: float = Field(default=60.0, gt=0)  # per call, unless the declaration says otherwise
     tool_max_output_chars: int = Field(default=32_000, ge=100)  # longer results are cut, with a marker
+    # Media a tool result may carry to the model and the store (agent/tools/media.py), decoded bytes:
+    # one block (5 MB: Anthropic's image limit), and all of one result's. Over: a placeholder and a note.
+    tool_max_media_block_bytes: int = Field(default=5 * 1024 * 1024, ge=0)
+    tool_max_media_result_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
     # Values HTTP tool and MCP headers may reference as {"secret": "NAME"}, by tenant ("*": every
     # tenant's): {"acme": {"WEATHER_KEY": "..."}}. Never stored, returned or logged. JSON in env.
     tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)

@@ -41,18 +41,9 @@ class ToolCall:
 
 
 @dataclass(frozen=True, slots=True)
-class ToolResult:
-    """What a tool returned for one call, as text for the model (JSON results are serialised)."""
-
-    call_id: str
-    name: str
-    content: str
-    is_error: bool = False
-
-
-@dataclass(frozen=True, slots=True)
 class Attachment:
-    """An image or file part of a user message: base64 data (or a URL) and its media type."""
+    """An image or file part of a user message, or a media block of a rich tool result: base64
+    data (or a URL) and its media type."""
 
     kind: Literal["image", "file"]
     media_type: str
@@ -63,12 +54,56 @@ class Attachment:
     def is_url(self) -> bool:
         return self.data.startswith(("http://", "https://"))
 
+    @property
+    def size(self) -> int:
+        """The decoded size in bytes of base64 data (0 for a URL)."""
+        if self.is_url:
+            return 0
+        data = self.data.rstrip("=")
+        return len(data) * 3 // 4
+
     def unsent_note(self) -> str:
         """What a model that cannot take this attachment reads instead."""
         return (
             f"[attachment {self.name or 'file'} ({self.media_type}) not sent: "
             "this model accepts images and PDFs only]"
         )
+
+    def placeholder(self) -> str:
+        """This block in a text-only rendering of a tool result (what a text model reads)."""
+        named = f" {self.name}" if self.name else ""
+        major = self.media_type.split("/", 1)[0]
+        kind = "image" if self.kind == "image" else major if major in ("audio", "video") else "file"
+        return f"[{kind}{named} ({self.media_type}, {self.size} bytes)]"
+
+
+# The image types every provider here takes (Anthropic, OpenAI, Bedrock); another image is a file.
+IMAGE_MEDIA_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
+
+ToolBlock = str | Attachment  # one block of a rich tool result: text, or media
+
+
+def blocks_text(blocks: tuple[ToolBlock, ...] | list[ToolBlock]) -> str:
+    """A rich tool result as text: its text blocks, its media as placeholders, one per line."""
+    return "\n".join(b if isinstance(b, str) else b.placeholder() for b in blocks)
+
+
+@dataclass(frozen=True, slots=True)
+class ToolResult:
+    """What a tool returned for one call. ``content`` is its text for the model (JSON results are
+    serialised; media as placeholders): what every model reads. ``blocks``, when a tool returned
+    media (an MCP tool's image, audio, embedded blob), are the same result in order as text and
+    media blocks: what an adapter whose provider takes media in a tool result sends instead."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+    blocks: tuple[ToolBlock, ...] = ()
+
+    @property
+    def media(self) -> tuple[Attachment, ...]:
+        return tuple(b for b in self.blocks if isinstance(b, Attachment))
 
 
 @dataclass(frozen=True, slots=True)
@@ -244,6 +279,7 @@ class ModelRef:
 
 
 __all__ = [
+    "IMAGE_MEDIA_TYPES",
     "Attachment",
     "ChatTurn",
     "ModelEvent",
@@ -257,8 +293,10 @@ __all__ = [
     "ToolCallDelta",
     "ToolCallEnd",
     "ToolCallStart",
+    "ToolBlock",
     "ToolResult",
     "ToolSpec",
+    "blocks_text",
     "merged_text",
     "parse_tool_input",
 ]

@@ -56,11 +56,16 @@ class ToolCallPart(_Part):
 
 
 class ToolResultOutput(_Part):
-    """One of text | json | error-text | error-json | execution-denied | content."""
+    """One of text | json | error-text | error-json | execution-denied | content.
+
+    ``content``: a rich result, ``value`` a list of ``{"type": "text", "text"}`` and ``{"type":
+    "media", "data" (base64), "mediaType", "filename"?}`` parts in order (an MCP tool's image).
+    ``structuredContent`` (additive): a JSON value the tool returned beside its content (MCP)."""
 
     type: Literal["text", "json", "error-text", "error-json", "execution-denied", "content"]
     value: Any = None
     reason: str | None = None
+    structuredContent: Any = None
 
 
 class ToolResultPart(_Part):

@@ -371,3 +371,39 @@ def test_the_economy_box_asks_for_the_economy_cadence_and_the_reply_still_arrive
     send(page, message)
     expect(replies(page).last).to_have_text("Echo: " + message)
     assert sockets == [server.url + "?frames=batch&cadence=economy"]
+
+
+def test_an_mcp_tools_image_result_is_shown_as_an_image(page, server):
+    from tests.npm_tools import SERVER_EVERYTHING, have_npm, installed
+
+    if not have_npm():
+        if os.environ.get("CI") == "true":
+            pytest.fail("node and npm are required under CI (server-everything)")
+        pytest.skip("node and npm are not installed")
+    admin = {"Authorization": f"Bearer {server.admin_token()}"}
+    config = {"command": str(installed(*SERVER_EVERYTHING)), "args": ["stdio"], "timeoutS": 30}
+    for resource in (
+        {
+            "kind": "tool",
+            "name": "everything",
+            "spec": {"mcpServer": {"name": "everything", "config": config}},
+        },
+        {"kind": "agent", "name": "imager", "spec": {"tools": ["resource://tools/everything@1"]}},
+    ):
+        answer = httpx.post(f"{server.http}/v1/resources", json=resource, headers=admin)
+        assert answer.status_code == 201, answer.text
+    sign_in(page, server)
+    expect(page.locator("#workspace")).to_be_visible()
+    page.get_by_label("New container id").fill("images")
+    page.get_by_role("button", name="Create container").click()
+    page.get_by_label("From an agent resource").select_option("resource://agents/imager@1")
+    page.get_by_role("button", name="Create image").click()
+    expect(page.get_by_label("Image", exact=True)).to_contain_text("imager")
+    send(page, "/tool get-tiny-image {}")
+    image = page.locator("#transcript .message.tool .tool-result img.tool-image")
+    expect(image).to_have_count(1)
+    expect(image).to_have_attribute("src", re.compile(r"^data:image/png;base64,"))
+    assert page.evaluate("document.querySelector('img.tool-image').naturalWidth") > 0  # it decoded
+    shot(page, "09-tool-image")
+    page.reload()  # the history shows it again
+    expect(page.locator("#transcript .message.tool .tool-result img.tool-image")).to_have_count(1)

@@ -11,7 +11,7 @@ import json
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from agentvm.agent.history import chat_turns
+from agentvm.agent.history import chat_turns, tool_result_of
 from agentvm.agent.window import diet_cut, prefix_break, read_bounds
 from agentvm.llm import ModelRequest
 from agentvm.messages import AssistantMessage, ToolCallMessage, ToolResultMessage, UserMessage, text_of
@@ -25,6 +25,9 @@ if TYPE_CHECKING:
     from agentvm.records import SessionSummary
 
 CHARS_PER_TOKEN = 4
+# A tool result's image, as the providers count it (Anthropic: width x height / 750, ~1,600 for a
+# 1,092 px square, the size it scales larger images down to): an upper estimate per media block.
+MEDIA_TOKENS = 1_600
 SUMMARY_HEADING = "Summary of the earlier conversation (those messages are not repeated below):"
 
 
@@ -40,6 +43,7 @@ def estimate_request_tokens(request: ModelRequest) -> int:
         total += estimate_tokens(turn.text)
         total += sum(estimate_tokens(json.dumps(call.input)) + 8 for call in turn.tool_calls)
         total += sum(estimate_tokens(result.content) + 8 for result in turn.tool_results)
+        total += sum(MEDIA_TOKENS * len(result.media) for result in turn.tool_results)
     return total
 
 
@@ -51,6 +55,8 @@ def model_text(message: Message) -> str:
     if isinstance(message, ToolCallMessage):
         return f"[called {message.toolCall.name} {json.dumps(message.toolCall.input, ensure_ascii=False)}]"
     if isinstance(message, ToolResultMessage):
+        if message.toolResult.output.type == "content":  # media as placeholders, never their bytes
+            return f"[{message.toolResult.name} returned: {tool_result_of(message).content}]"
         value = message.toolResult.output.value
         shown = value if isinstance(value, str) else json.dumps(value, ensure_ascii=False, default=str)
         return f"[{message.toolResult.name} returned: {shown}]"

@@ -43,7 +43,7 @@ if TYPE_CHECKING:
 DEFAULT_KEEP_STEPS = 4
 DEFAULT_MAX_RESULT_CHARS = 8000
 DEFAULT_HEAD_CHARS = 2000
-_DIETED_TYPES = ("text", "json", "error-text", "error-json")
+_DIETED_TYPES = ("text", "json", "error-text", "error-json", "content")  # content: its media go too
 
 
 @dataclass(frozen=True, slots=True)

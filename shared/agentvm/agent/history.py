@@ -11,9 +11,9 @@ error message and every call has its result (``result_of``).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any, Literal
 
-from agentvm.llm import Attachment, ChatTurn, ToolCall, ToolResult
+from agentvm.llm import IMAGE_MEDIA_TYPES, Attachment, ChatTurn, ToolBlock, ToolCall, ToolResult, blocks_text
 from agentvm.messages import (
     AssistantMessage,
     ErrorMessage,
@@ -21,6 +21,7 @@ from agentvm.messages import (
     ImagePart,
     ToolCallMessage,
     ToolResultMessage,
+    ToolResultOutput,
     UserMessage,
     chains,
     text_of,
@@ -66,16 +67,53 @@ class Step:
 def tool_result_of(message: ToolResultMessage) -> ToolResult:
     output = message.toolResult.output
     value = output.value
+    blocks: tuple[ToolBlock, ...] = ()
     if output.type in ("text", "error-text"):
         content = str(value if value is not None else "")
     elif output.type == "execution-denied":
         content = f"Execution denied: {output.reason or 'no reason given'}"
+    elif output.type == "content":
+        blocks = blocks_of(value)
+        content = blocks_text(blocks)
     else:
         import json
 
         content = json.dumps(value, ensure_ascii=False, default=str)
     is_error = output.type in ("error-text", "error-json", "execution-denied")
-    return ToolResult(message.toolCallId, message.toolResult.name, content, is_error=is_error)
+    return ToolResult(message.toolCallId, message.toolResult.name, content, is_error=is_error, blocks=blocks)
+
+
+def stored_output(result: ToolResult, *, structured: Any = None) -> ToolResultOutput:
+    """How a tool's result is stored (and sent to clients): its text, or, when it has media
+    blocks, AgentX's ``content`` output (``text`` and ``media`` parts, in order); a JSON value the
+    tool returned beside it is kept as ``structuredContent``."""
+    if result.blocks and not result.is_error:
+        parts = [_content_part(b) for b in result.blocks]
+        return ToolResultOutput(type="content", value=parts, structuredContent=structured)
+    kind: Literal["text", "error-text"] = "error-text" if result.is_error else "text"
+    return ToolResultOutput(type=kind, value=result.content, structuredContent=structured)
+
+
+def _content_part(block: ToolBlock) -> dict[str, Any]:
+    if isinstance(block, str):
+        return {"type": "text", "text": block}
+    part = {"type": "media", "data": block.data, "mediaType": block.media_type}
+    return part if block.name is None else {**part, "filename": block.name}
+
+
+def blocks_of(parts: Any) -> tuple[ToolBlock, ...]:
+    """The blocks of a stored ``content`` output (parts of other types are skipped)."""
+    blocks: list[ToolBlock] = []
+    for part in parts if isinstance(parts, list) else ():
+        if not isinstance(part, dict):
+            continue
+        if part.get("type") == "text":
+            blocks.append(str(part.get("text") or ""))
+        elif part.get("type") == "media":
+            media_type = str(part.get("mediaType") or "application/octet-stream")
+            kind: Literal["image", "file"] = "image" if media_type in IMAGE_MEDIA_TYPES else "file"
+            blocks.append(Attachment(kind, media_type, str(part.get("data") or ""), part.get("filename")))
+    return tuple(blocks)
 
 
 def steps_of(chain: Sequence[Message]) -> list[Step]:
@@ -182,6 +220,8 @@ __all__ = [
     "pending_user_ids",
     "result_of",
     "steps_of",
+    "blocks_of",
+    "stored_output",
     "tool_result_of",
     "turn_steps",
     "turns_of",

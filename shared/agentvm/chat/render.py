@@ -110,7 +110,14 @@ class Renderer:
         elif isinstance(message, ToolResultMessage):
             output = message.toolResult.output
             verb = "->" if output.type in ("text", "json", "content") else f"{output.type}:"
-            self.note(f"[tool] {message.toolResult.name} {verb} {short(output.value)}")
+            value = output.value
+            if output.type == "content":  # a rich result: its text, media as placeholders (no base64)
+                value = " ".join(
+                    str(p.get("text")) if p.get("type") == "text" else f"[{p.get('mediaType')}]"
+                    for p in value or ()
+                    if isinstance(p, dict)
+                )
+            self.note(f"[tool] {message.toolResult.name} {verb} {short(value)}")
         elif isinstance(message, ErrorMessage):
             self.note(f"[error {message.errorCode or 'error'}] {message.content}")
 

@@ -169,8 +169,23 @@ class ToolUseStopEvent(Event):
 
 class ToolResultData(WireModel):
     toolCallId: str
-    result: Any = None  # what the model reads (text, usually)
+    result: Any = None  # what the model reads (text, usually; media as placeholders)
     isError: bool = False
+    # (additive) a rich result's blocks in order: {"type": "text", "text"} and {"type": "media",
+    # "data" (base64), "mediaType", "filename"?} (an MCP tool's image); None for a text result
+    content: list[dict[str, Any]] | None = None
+    structuredContent: Any = None  # (additive) a JSON value the tool returned beside its content (MCP)
+
+    @property
+    def images(self) -> list[tuple[str, bytes]]:
+        """The result's images as (media type, bytes)."""
+        import base64
+
+        return [
+            (str(p.get("mediaType")), base64.b64decode(str(p.get("data") or "")))
+            for p in self.content or ()
+            if p.get("type") == "media" and str(p.get("mediaType") or "").startswith("image/")
+        ]
 
 
 class ToolResultEvent(Event):

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 from agentvm.fakellm.prompt_cache import CacheUse, TooManyBreakpoints
+from agentvm.fakellm.shapes import request_problem
 from agentvm.fakellm.state import FakeLLMState, count_words, reply_tokens
 from agentvm.fakellm.wire import AnthropicWire, BedrockWire, OpenAIWire, ToolCallOut
 
@@ -234,6 +235,9 @@ async def _model_endpoint(
         body["modelId"] = request.path_params["model_id"]
     stream = bool(body.get("stream")) if streamed is None else streamed
     config, fault, scripted = state.begin_request(body)
+    problem = request_problem(kind, body)
+    if problem is not None:  # refused as the real API refuses it (recorded all the same)
+        return _refused(kind, problem)
     cache: CacheUse | None = None
     if fault is None or fault.kind not in ("429", "500", "overloaded"):  # a refused request caches nothing
         try:
@@ -266,6 +270,20 @@ async def _model_endpoint(
     state.count("tokens_emitted", len(reply.tokens))
     state.count("completed")
     return JSONResponse(message)
+
+
+def _refused(kind: str, problem: str) -> JSONResponse:
+    """A 400 in the provider's own error shape (so its SDK raises its own bad-request error)."""
+    if kind == "bedrock":
+        return JSONResponse(
+            {"message": problem}, status_code=400, headers={"x-amzn-ErrorType": "ValidationException"}
+        )
+    if kind == "anthropic":
+        return JSONResponse(
+            {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}, status_code=400
+        )
+    error = {"message": problem, "type": "invalid_request_error", "param": "messages", "code": None}
+    return JSONResponse({"error": error}, status_code=400)
 
 
 async def anthropic_messages(request: Request) -> Any:

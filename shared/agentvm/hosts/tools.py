@@ -147,6 +147,8 @@ def _build(
         allow_private_networks=settings.tool_allow_private_networks,
         default_timeout_s=settings.tool_timeout_s,
         max_output_chars=settings.tool_max_output_chars,
+        max_media_block_bytes=settings.tool_max_media_block_bytes,
+        max_media_result_bytes=settings.tool_max_media_result_bytes,
     )
 
 

@@ -11,6 +11,9 @@ function el(tag, className, text) {
   return node;
 }
 
+// Image types a tool result may show inline (the ones every provider takes, too).
+const SHOWN_IMAGE_TYPES = ["image/png", "image/jpeg", "image/gif", "image/webp"];
+
 function textOf(content) {
   if (typeof content === "string") return content;
   return (content || [])
@@ -85,9 +88,20 @@ export class Transcript {
     this.setPart(this.card(toolCallId, toolName), "tool-input", "Input", pretty(input));
   }
 
-  toolResult(toolCallId, toolName, result, isError) {
+  toolResult(toolCallId, toolName, result, isError, content) {
     const card = this.card(toolCallId, toolName);
     this.setPart(card, "tool-result", isError ? "Error" : "Result", pretty(result));
+    const part = card.querySelector(".tool-result");
+    for (const old of part.querySelectorAll("img.tool-image")) old.remove();
+    for (const p of content || []) {
+      // a rich result's images (an MCP tool's screenshot); only types a browser shows as images
+      if (p.type !== "media" || !SHOWN_IMAGE_TYPES.includes(p.mediaType)) continue;
+      const img = document.createElement("img");
+      img.className = "tool-image";
+      img.alt = p.filename || `image (${p.mediaType})`;
+      img.src = `data:${p.mediaType};base64,${p.data}`;
+      part.appendChild(img);
+    }
     card.classList.toggle("failed", Boolean(isError));
     card.querySelector(".tool-state").textContent = isError ? "failed" : "done";
     const ask = card.querySelector(".approval");
@@ -131,7 +145,10 @@ export class Transcript {
       else if (m.subtype === "tool-result") {
         const out = m.toolResult.output || {};
         const failed = ["error-text", "error-json", "execution-denied"].includes(out.type);
-        this.toolResult(m.toolCallId, m.toolResult.name, out.value, failed);
+        if (out.type === "content") {
+          const text = out.value.map((p) => (p.type === "text" ? p.text : `[${p.mediaType}]`)).join("\n");
+          this.toolResult(m.toolCallId, m.toolResult.name, text, failed, out.value);
+        } else this.toolResult(m.toolCallId, m.toolResult.name, out.value, failed);
       } else if (m.subtype === "error") this.note(`Error (${m.errorCode || "error"}): ${m.content}`, "error");
     }
   }
@@ -163,7 +180,7 @@ export class Transcript {
         this.toolInput(d.toolCallId, d.toolName, d.input);
         break;
       case "tool_result":
-        this.toolResult(d.toolCallId, undefined, d.result, d.isError);
+        this.toolResult(d.toolCallId, undefined, d.result, d.isError, d.content);
         break;
       case "tool_approval_requested":
         this.approval(d);

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from agentvm.llm import ToolSpec
+    from agentvm.llm import ToolBlock, ToolSpec
     from agentvm.ports.security import StorageAccount
     from agentvm.ports.store import Store
     from agentvm.records import ImageRecord
@@ -27,11 +27,19 @@ class FileChange:
 @dataclass(frozen=True, slots=True)
 class ToolOutput:
     """What a tool returned: text for the model (JSON is serialised), and whether it is an error;
-    a sandbox tool also says which workspace files it changed."""
+    a sandbox tool also says which workspace files it changed.
+
+    A tool that returns media (an MCP tool's image) also gives ``blocks``: the result in order as
+    text and media blocks, for models that take media in a tool result; ``text`` is then the same
+    result with the media as placeholders (``agentvm.llm.blocks_text``), for those that do not.
+    ``structured``: a JSON value the tool returned beside its content (MCP ``structuredContent``),
+    kept with the stored result."""
 
     text: str
     is_error: bool = False
     files: tuple[FileChange, ...] = ()
+    blocks: tuple[ToolBlock, ...] = ()
+    structured: Any = None
 
 
 class Tool(Protocol):

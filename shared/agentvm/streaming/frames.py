@@ -66,10 +66,20 @@ def message_frame_data(kind: str, message: Message) -> Json | None:
         result = message.toolResult
         value = result.output.value
         failed = result.output.type in ("error-text", "error-json", "execution-denied")
+        rich: Json = {}
+        if result.output.type == "content":  # text stays the result; the blocks come beside it
+            from agentvm.agent.history import tool_result_of
+
+            rich = {"content": value}
+            value = tool_result_of(message).content
+        if result.output.structuredContent is not None:
+            rich["structuredContent"] = result.output.structuredContent
         if kind == "tool_result":
-            return {"toolCallId": message.toolCallId, "result": value, "isError": failed}
+            return {"toolCallId": message.toolCallId, "result": value, "isError": failed, **rich}
         if kind == "tool_completed":
-            return {"toolId": message.toolCallId, "toolName": result.name, "result": value}
+            # the blocks once per result are enough (tool_result, tool_result_message): frames are billed
+            lean = {k: v for k, v in rich.items() if k != "content"}
+            return {"toolId": message.toolCallId, "toolName": result.name, "result": value, **lean}
         if kind == "tool_failed":
             return {"toolId": message.toolCallId, "toolName": result.name, "error": str(value)}
     return None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
+from agentvm.agent.history import stored_output
 from agentvm.agent.tools.toolbox import ToolRun
 from agentvm.events import EventContext, event
 from agentvm.llm import ToolResult
@@ -246,7 +247,7 @@ class TurnHooks:
         if run.status == "denied":
             output = ToolResultOutput(type="execution-denied", value=result.content, reason=run.reason)
         else:
-            output = ToolResultOutput(type="error-text" if result.is_error else "text", value=result.content)
+            output = stored_output(result, structured=run.structured)
         message = ToolResultMessage(
             id=self.rt.ids.new("msg"),
             timestamp=self.rt.clock.now_ms(),

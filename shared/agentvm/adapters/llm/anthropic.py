@@ -26,6 +26,7 @@ from agentvm.adapters.llm.sse import SSEReader
 from agentvm.agent.pacing import read_pause
 from agentvm.errors import ProviderRateLimited, ProviderUnavailable
 from agentvm.llm import (
+    Attachment,
     ModelStart,
     ModelStop,
     TextDelta,
@@ -40,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator
 
     from agentvm.errors import ProviderError
-    from agentvm.llm import Attachment, ChatTurn, ModelEvent, ModelRequest, StopReason
+    from agentvm.llm import ChatTurn, ModelEvent, ModelRequest, StopReason, ToolResult
 
 PROVIDER = "anthropic"
 
@@ -327,7 +328,12 @@ def _message(turn: ChatTurn, *, as_blocks: bool = False) -> dict[str, Any]:
             return {"role": turn.role, "content": [{"type": "text", "text": turn.text}]}
         return {"role": turn.role, "content": turn.text}
     blocks: list[dict[str, Any]] = [
-        {"type": "tool_result", "tool_use_id": r.call_id, "content": r.content, "is_error": r.is_error}
+        {
+            "type": "tool_result",
+            "tool_use_id": r.call_id,
+            "content": _result_content(r),
+            "is_error": r.is_error,
+        }
         for r in turn.tool_results
     ]
     blocks += [_attachment(a) for a in turn.attachments]
@@ -335,6 +341,15 @@ def _message(turn: ChatTurn, *, as_blocks: bool = False) -> dict[str, Any]:
         blocks.append({"type": "text", "text": turn.text})
     blocks += [{"type": "tool_use", "id": c.id, "name": c.name, "input": c.input} for c in turn.tool_calls]
     return {"role": turn.role, "content": blocks}
+
+
+def _result_content(r: ToolResult) -> str | list[dict[str, Any]]:
+    """A tool result's content: its text, or, with media, text, image and document blocks in
+    order (other media as a note: a tool_result takes no audio)."""
+    if not r.blocks:
+        return r.content
+    out = [_attachment(b) if isinstance(b, Attachment) else {"type": "text", "text": b} for b in r.blocks]
+    return [b for b in out if b["type"] != "text" or b["text"]]  # the API refuses empty text blocks
 
 
 def _attachment(a: Attachment) -> dict[str, Any]:

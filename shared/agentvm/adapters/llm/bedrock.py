@@ -29,6 +29,7 @@ from agentvm.adapters.llm.caching import bedrock_supports_cache_points, place_br
 from agentvm.adapters.llm.errors import safe_error_type
 from agentvm.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from agentvm.llm import (
+    Attachment,
     ModelStart,
     ModelStop,
     TextDelta,
@@ -41,7 +42,7 @@ from agentvm.llm import (
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
 
-    from agentvm.llm import Attachment, ChatTurn, ModelEvent, ModelRequest, StopReason, ToolSpec
+    from agentvm.llm import ChatTurn, ModelEvent, ModelRequest, StopReason, ToolResult, ToolSpec
 
 PROVIDER = "bedrock"
 
@@ -294,7 +295,7 @@ def _content(turn: ChatTurn, *, tools_on: bool) -> list[dict[str, Any]]:
     notes: list[str] = []
     for result in turn.tool_results:
         if tools_on:
-            blocks.append(_tool_result(result.call_id, result.content, result.is_error))
+            blocks.append(_tool_result(result))
         else:
             outcome = "error" if result.is_error else "result"
             notes.append(f"[tool {result.name} {outcome}: {result.content}]")
@@ -317,12 +318,23 @@ def _content(turn: ChatTurn, *, tools_on: bool) -> list[dict[str, Any]]:
     return blocks + calls
 
 
-def _tool_result(call_id: str, content: str, is_error: bool) -> dict[str, Any]:
+def _tool_result(result: ToolResult) -> dict[str, Any]:
+    """A ``toolResult`` block: its text, or, with media, text, image and document blocks in order
+    (other media as their note: Converse takes no audio in a tool result)."""
+    content: list[dict[str, Any]] = []
+    names: set[str] = set()
+    for block in result.blocks or (result.content,):
+        sent = _attachment(block, names) if isinstance(block, Attachment) else block
+        if isinstance(sent, str):
+            if sent:  # Converse rejects a blank text block
+                content.append({"text": sent})
+        else:
+            content.append(sent)
     return {
         "toolResult": {
-            "toolUseId": call_id,
-            "content": [{"text": content or "(no output)"}],  # Converse rejects a blank text block
-            "status": "error" if is_error else "success",
+            "toolUseId": result.call_id,
+            "content": content or [{"text": "(no output)"}],
+            "status": "error" if result.is_error else "success",
         }
     }
 

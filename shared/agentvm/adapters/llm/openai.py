@@ -265,14 +265,28 @@ def _messages(turn: ChatTurn) -> list[dict[str, Any]]:
         {"role": "tool", "tool_call_id": r.call_id, "content": ("Error: " if r.is_error else "") + r.content}
         for r in turn.tool_results
     ]
-    if turn.attachments:
-        parts: list[dict[str, Any]] = [_attachment(a) for a in turn.attachments]
+    media = _tool_media(turn)  # a tool message takes text only: its images follow as a user message
+    if turn.attachments or media:
+        parts: list[dict[str, Any]] = media + [_attachment(a) for a in turn.attachments]
         if turn.text:
-            parts.insert(0, {"type": "text", "text": turn.text})
+            parts.insert(len(media), {"type": "text", "text": turn.text})
         out.append({"role": turn.role, "content": parts})
     elif turn.text or not out:
         out.append({"role": turn.role, "content": turn.text})
     return out
+
+
+def _tool_media(turn: ChatTurn) -> list[dict[str, Any]]:
+    """The images and PDFs of a turn's tool results, as the parts of the user message that follows
+    its ``tool`` messages (Chat Completions takes no image in a tool message), each result's after
+    a line naming its call. Other media stay placeholders in the tool message's text."""
+    parts: list[dict[str, Any]] = []
+    for r in turn.tool_results:
+        sent = [_attachment(a) for a in r.media if a.kind == "image" or a.media_type == "application/pdf"]
+        if sent:
+            note = f"[the media of {r.name}'s result (call {r.call_id}), shown as placeholders there]"
+            parts += [{"type": "text", "text": note}, *sent]
+    return parts
 
 
 def _attachment(a: Attachment) -> dict[str, Any]:

@@ -20,9 +20,9 @@ import asyncio
 import json
 import logging
 import os
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
-from agentvm.llm import ToolSpec
+from agentvm.llm import IMAGE_MEDIA_TYPES, Attachment, ToolBlock, ToolSpec, blocks_text
 from agentvm.ports import ToolOutput
 
 if TYPE_CHECKING:
@@ -177,25 +177,66 @@ class SdkMcpSession:
 
 
 def _output(result: Any) -> ToolOutput:
-    """A ``CallToolResult`` as text for the model: text parts, else structured content as JSON;
-    other parts as short placeholders (their bytes are not text a model can read here)."""
-    parts: list[str] = []
+    """A ``CallToolResult`` as the model's blocks, in order: text as text; images, audio and
+    embedded blobs as media blocks (``Attachment``); embedded text resources inline; resource links
+    as a line naming them. ``structuredContent`` is kept, and the model reads it as JSON unless a
+    text block already carries it (the spec asks servers with an output schema to send both).
+    Without media the result is plain text, as before."""
+    blocks: list[ToolBlock] = []
     for block in result.content or []:
         kind = getattr(block, "type", "")
         if kind == "text":
-            parts.append(block.text)
+            blocks.append(block.text)
         elif kind in ("image", "audio"):
-            size = len(getattr(block, "data", "") or "")
-            parts.append(f"[{kind} {getattr(block, 'mime_type', '')}, {size} bytes base64]")
+            blocks.append(_media(block.mime_type, block.data or ""))
         elif kind == "resource_link":
-            parts.append(f"[resource {getattr(block, 'uri', '')}]")
+            mime = f" ({block.mime_type})" if block.mime_type else ""
+            blocks.append(f"[resource {block.name}: {block.uri}{mime}]")
         elif kind == "resource":
-            resource = getattr(block, "resource", None)
+            resource = block.resource
             text = getattr(resource, "text", None)
-            parts.append(text if isinstance(text, str) else f"[resource {getattr(resource, 'uri', '')}]")
-    if not parts and result.structured_content is not None:
-        parts.append(json.dumps(result.structured_content, ensure_ascii=False, default=str))
-    return ToolOutput("\n".join(parts), is_error=bool(result.is_error))
+            if isinstance(text, str):
+                blocks.append(text)
+            else:
+                blob = getattr(resource, "blob", "") or ""
+                blocks.append(
+                    _media(resource.mime_type or "application/octet-stream", blob, str(resource.uri))
+                )
+    structured = result.structured_content
+    if structured is not None and not _carries(blocks, structured):
+        blocks.append(json.dumps(structured, ensure_ascii=False, default=str))
+    media = any(isinstance(b, Attachment) for b in blocks)
+    return ToolOutput(
+        blocks_text(blocks),
+        is_error=bool(result.is_error),
+        blocks=tuple(blocks) if media else (),
+        structured=structured,
+    )
+
+
+def _media(mime_type: str, data: str, name: str | None = None) -> Attachment:
+    kind: Literal["image", "file"] = "image" if mime_type in IMAGE_MEDIA_TYPES else "file"
+    return Attachment(kind, mime_type, data, name)
+
+
+def _carries(blocks: list[ToolBlock], structured: Any) -> bool:
+    """A text block already holds ``structured``: as JSON, or, for the ``{"result": value}`` that
+    SDK servers wrap a plain return value in (their output schema), as that value's text."""
+    wrapped = (
+        structured["result"] if isinstance(structured, dict) and structured.keys() == {"result"} else None
+    )
+    for block in blocks:
+        if not isinstance(block, str):
+            continue
+        if wrapped is not None and block == (wrapped if isinstance(wrapped, str) else None):
+            return True
+        try:
+            parsed = json.loads(block)
+        except ValueError:
+            continue
+        if parsed == structured or (wrapped is not None and parsed == wrapped):
+            return True
+    return False
 
 
 def _why(exc: BaseException) -> str:

@@ -40,6 +40,11 @@ if TYPE_CHECKING:
         EgressRefused,
         check_public,
     )
+    from agentvm.agent.tools.media import (
+        DEFAULT_MAX_BLOCK_BYTES,
+        DEFAULT_MAX_RESULT_BYTES,
+        bounded_blocks,
+    )
     from agentvm.agent.tools.sandbox import (
         MAX_READ_BYTES,
         SPECS,
@@ -79,7 +84,9 @@ __all__ = [
     "ClientToolDecl",
     "DEFAULT_APPROVAL_TIMEOUT_S",
     "DEFAULT_CLIENT_TIMEOUT_S",
+    "DEFAULT_MAX_BLOCK_BYTES",
     "DEFAULT_MAX_OUTPUT_CHARS",
+    "DEFAULT_MAX_RESULT_BYTES",
     "DEFAULT_MAX_STEPS",
     "DEFAULT_TIMEOUT_S",
     "EgressRefused",
@@ -103,6 +110,7 @@ __all__ = [
     "ToolSources",
     "Toolbox",
     "TurnMcpSessions",
+    "bounded_blocks",
     "capped",
     "check_input_schema",
     "check_public",
@@ -146,6 +154,11 @@ __getattr__, __dir__ = lazy_exports(
         "egress": [
             "EgressRefused",
             "check_public",
+        ],
+        "media": [
+            "DEFAULT_MAX_BLOCK_BYTES",
+            "DEFAULT_MAX_RESULT_BYTES",
+            "bounded_blocks",
         ],
         "sandbox": [
             "MAX_READ_BYTES",

@@ -40,6 +40,7 @@ from agentvm.agent.tools.declarations import (
     parse_mcp_servers,
 )
 from agentvm.agent.tools.egress import EgressRefused, check_public
+from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES
 from agentvm.agent.tools.toolbox import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, ClientTool, Toolbox
 from agentvm.llm import ToolSpec
 from agentvm.ports import ToolOutput
@@ -193,6 +194,8 @@ class ToolSources:
     allow_private_networks: bool = False
     default_timeout_s: float = DEFAULT_TIMEOUT_S
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
+    max_media_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES
+    max_media_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
 
     async def toolbox(
         self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
@@ -249,6 +252,8 @@ class ToolSources:
             tools,
             default_timeout_s=self.default_timeout_s,
             max_output_chars=self.max_output_chars,
+            max_media_block_bytes=self.max_media_block_bytes,
+            max_media_result_bytes=self.max_media_result_bytes,
             closers=closers,
             notes=notes,
             approval=frozenset() if approval is None else _approval_names(approval.tools),

@@ -16,10 +16,11 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from agentvm.llm import ToolResult
+from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES, bounded_blocks
+from agentvm.llm import ToolResult, blocks_text
 from agentvm.ports import FileChange, ToolOutput
 
 if TYPE_CHECKING:
@@ -45,6 +46,7 @@ class ToolRun:
     duration_s: float
     reason: str | None = None  # a denial's reason, as the person gave it
     files: tuple[FileChange, ...] = ()  # workspace files a sandbox tool changed
+    structured: Any = None  # a JSON value the tool returned beside its content (MCP structuredContent)
 
 
 class ClientTool:
@@ -71,6 +73,8 @@ class Toolbox:
         *,
         default_timeout_s: float = DEFAULT_TIMEOUT_S,
         max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS,
+        max_media_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES,
+        max_media_result_bytes: int = DEFAULT_MAX_RESULT_BYTES,
         closers: Sequence[Callable[[], Awaitable[None]]] = (),
         notes: Sequence[str] = (),
         approval: frozenset[str] | str = frozenset(),
@@ -79,6 +83,8 @@ class Toolbox:
         self._tools = {tool.spec.name: tool for tool in tools}
         self.default_timeout_s = default_timeout_s
         self.max_output_chars = max_output_chars
+        self.max_media_block_bytes = max_media_block_bytes
+        self.max_media_result_bytes = max_media_result_bytes
         self._closers = list(closers)
         self.notes = list(notes)  # e.g. an MCP server whose tools could not be listed
         self.approval = approval  # names of the tools that need approval, or "*": all of them
@@ -150,7 +156,19 @@ class Toolbox:
             log.info("tool failed", extra={"tool": call.name, "error": type(exc).__name__})
             message = str(exc)[:_MAX_ERROR_CHARS] or type(exc).__name__
             return done(f"Error: {call.name} failed: {message}", "error")
-        return done(output.text, "error" if output.is_error else "ok", output.files)
+        status = "error" if output.is_error else "ok"
+        if not output.blocks or output.is_error:  # an error is stored as text: its media as placeholders
+            return replace(done(output.text, status, output.files), structured=output.structured)
+        blocks = bounded_blocks(
+            output.blocks,
+            max_block_bytes=self.max_media_block_bytes,
+            max_result_bytes=self.max_media_result_bytes,
+            max_chars=self.max_output_chars,
+        )
+        result = ToolResult(call.id, call.name, blocks_text(blocks), is_error=output.is_error, blocks=blocks)
+        return ToolRun(
+            result, status, loop.time() - started, files=output.files, structured=output.structured
+        )
 
     def _capped(self, text: str) -> str:
         return capped(text, self.max_output_chars)
