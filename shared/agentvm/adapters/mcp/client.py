@@ -26,7 +26,7 @@ from agentvm.llm import ToolSpec
 from agentvm.ports import ToolOutput
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -48,15 +48,28 @@ class SdkMcpConnector:
     def __init__(self, *, connect_timeout_s: float = 10.0) -> None:
         self.connect_timeout_s = connect_timeout_s
 
-    def session(self, server: str, config: Mapping[str, Any]) -> SdkMcpSession:
-        return SdkMcpSession(server, dict(config), connect_timeout_s=self.connect_timeout_s)
+    def session(
+        self, server: str, config: Mapping[str, Any], *, on_tools_changed: Callable[[], None] | None = None
+    ) -> SdkMcpSession:
+        """``on_tools_changed``: called when the server sends ``notifications/tools/list_changed``."""
+        return SdkMcpSession(
+            server, dict(config), connect_timeout_s=self.connect_timeout_s, on_tools_changed=on_tools_changed
+        )
 
 
 class SdkMcpSession:
-    def __init__(self, server: str, config: dict[str, Any], *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        server: str,
+        config: dict[str, Any],
+        *,
+        connect_timeout_s: float = 10.0,
+        on_tools_changed: Callable[[], None] | None = None,
+    ) -> None:
         self.server = server
         self._config = config
         self._connect_timeout_s = connect_timeout_s
+        self._on_tools_changed = on_tools_changed
         self._client: Any = None
         self._owner: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
@@ -79,6 +92,11 @@ class SdkMcpSession:
         client = await self._connected()
         result = await self._guard(client.call_tool(name, arguments), f"tool {name!r}")
         return _output(result)
+
+    @property
+    def alive(self) -> bool:
+        """Not yet connected, or connected and not ended (a crashed server's session is not)."""
+        return self._owner is None or not self._owner.done()
 
     async def aclose(self) -> None:
         self._stop.set()
@@ -111,7 +129,7 @@ class SdkMcpSession:
         try:
             from mcp import Client
 
-            async with Client(self._transport()) as client:
+            async with Client(self._transport(), message_handler=self._on_message) as client:
                 self._client = client
                 self._ready.set_result(None)
                 await self._stop.wait()
@@ -127,6 +145,13 @@ class SdkMcpSession:
             self._client = None
             if not self._ready.done():
                 self._ready.set_exception(McpUnavailable(f"MCP server {self.server!r} closed the session"))
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp.types import ToolListChangedNotification
+
+        changed = isinstance(getattr(message, "root", message), ToolListChangedNotification)
+        if changed and self._on_tools_changed is not None:
+            self._on_tools_changed()
 
     def _transport(self) -> Any:
         kind = self._config.get("type") or "stdio"
