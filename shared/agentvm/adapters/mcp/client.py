@@ -20,6 +20,7 @@ import asyncio
 import json
 import logging
 import os
+import warnings
 from typing import TYPE_CHECKING, Any
 
 from agentvm.llm import ToolSpec
@@ -75,6 +76,7 @@ class SdkMcpSession:
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
+        self._gone = False  # the connection closed under us (a server process that died)
 
     async def list_tools(self) -> list[ToolSpec]:
         client = await self._connected()
@@ -96,7 +98,26 @@ class SdkMcpSession:
     @property
     def alive(self) -> bool:
         """Not yet connected, or connected and not ended (a crashed server's session is not)."""
-        return self._owner is None or not self._owner.done()
+        return not self._gone and (self._owner is None or not self._owner.done())
+
+    async def ping(self, timeout_s: float = 5.0) -> None:
+        """Check that a connected server still answers (a pooled session, before a turn reuses it);
+        raises ``McpUnavailable`` if it does not."""
+        if self._owner is None:
+            return
+        client = await self._connected()
+        # The stateless revision (2026-07-28) has no ping; its servers refuse it, which still says
+        # that they are there (only a closed connection or silence means gone).
+        warnings.filterwarnings("ignore", message="ping is removed as of 2026-07-28")
+        try:
+            await asyncio.wait_for(self._guard(client.send_ping(), "ping"), timeout_s)
+        except TimeoutError:
+            self._gone = True
+            raise McpUnavailable(f"MCP server {self.server!r} does not answer a ping") from None
+        except McpUnavailable:
+            raise
+        except Exception:  # noqa: BLE001 (answered, if only with a refusal: there)
+            return
 
     async def aclose(self) -> None:
         self._stop.set()
@@ -132,7 +153,15 @@ class SdkMcpSession:
             async with Client(self._transport(), message_handler=self._on_message) as client:
                 self._client = client
                 self._ready.set_result(None)
-                await self._stop.wait()
+                listener = None
+                if self._on_tools_changed is not None and str(client.protocol_version) >= "2026-07-28":
+                    listener = asyncio.create_task(self._listen(client))  # notifications need a stream
+                try:
+                    await self._stop.wait()
+                finally:
+                    if listener is not None:
+                        listener.cancel()
+                        await asyncio.wait({listener}, timeout=1.0)
         except BaseException as exc:  # noqa: BLE001 (reported to the waiting callers, then ended)
             if not self._ready.done():
                 self._ready.set_exception(
@@ -145,6 +174,21 @@ class SdkMcpSession:
             self._client = None
             if not self._ready.done():
                 self._ready.set_exception(McpUnavailable(f"MCP server {self.server!r} closed the session"))
+
+    async def _listen(self, client: Any) -> None:
+        """The stateless revision (2026-07-28) sends change events only on a ``subscriptions/listen``
+        stream; earlier ones send ``notifications/tools/list_changed`` to ``_on_message``."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    if self._on_tools_changed is not None:
+                        self._on_tools_changed()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (a server without the stream: the TTL refreshes its list)
+            log.warning(
+                "MCP tool change events unavailable", extra={"server": self.server, "error": _why(exc)}
+            )
 
     async def _on_message(self, message: Any) -> None:
         from mcp.types import ToolListChangedNotification
@@ -179,6 +223,7 @@ class SdkMcpSession:
     async def _guard(self, call: Any, what: str) -> Any:
         """Await an SDK call; a protocol error becomes ``McpCallFailed`` naming the server."""
         from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED
 
         owner = self._owner
         call_task = asyncio.ensure_future(call)
@@ -196,8 +241,12 @@ class SdkMcpSession:
         try:
             return call_task.result()
         except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._gone = True
+                raise McpUnavailable(f"MCP server {self.server!r} went away during {what}") from None
             raise McpCallFailed(f"MCP server {self.server!r} refused {what}: {exc}") from None
         except (OSError, EOFError) as exc:
+            self._gone = True
             raise McpUnavailable(f"MCP server {self.server!r} went away during {what}: {_why(exc)}") from None
 
 

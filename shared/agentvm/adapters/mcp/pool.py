@@ -11,10 +11,11 @@ after ``idle_s`` without a lease, at the host's shutdown (``aclose``), or to mak
 - **Bounded**: at most ``max_per_tenant`` sessions per tenant and ``max_per_host`` in all. At a
   bound the least recently used idle session (no lease open) is closed; when every one is leased,
   the new lease fails with ``McpPoolFull`` naming the bound (never a silent drop).
-- **Crashes**: a session whose server went away (a killed process, a dropped connection) is
-  started again on its next use. The first restart is at once; each further crash in a row
-  doubles the wait (``backoff_base_s``, at most ``backoff_max_s``), and a use before then fails
-  with an error saying when it is tried again. A call that succeeds ends the run of crashes.
+- **Crashes**: a session whose server went away (a killed process, a dropped connection) is started
+  again on its next use (a turn that takes over an open session pings it first: one round trip).
+  The first restart is at once; each further crash in a row doubles the wait (``backoff_base_s``,
+  at most ``backoff_max_s``), and a use before then fails with an error saying when it is tried
+  again. A call that succeeds ends the run of crashes.
 - **Tool lists**: ``tools_changed`` says the server sent ``notifications/tools/list_changed``
   since the session's last listing (``agent.tools.sources`` lists it again).
 
@@ -175,8 +176,12 @@ class PooledMcpSessions:
         entry.last_used = self._clock()
 
     async def _ensure_session(self, entry: _Entry) -> None:
+        if entry.session is not None and entry.session.alive and entry.leases == 1:
+            # a turn takes over a session left open: a ping finds a server that died meanwhile
+            with contextlib.suppress(McpUnavailable):
+                await entry.session.ping()
         if entry.session is not None and not entry.session.alive:
-            self._crashed(entry, "its session ended between turns")
+            self._crashed(entry, "it went away between turns")
             await _close(entry)
         if entry.session is not None:
             return
