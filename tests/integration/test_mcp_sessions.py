@@ -214,6 +214,20 @@ async def test_a_server_that_keeps_crashing_is_not_respawned_in_a_loop():
         await pool.aclose()
 
 
+async def test_parallel_calls_of_a_turn_hold_one_lease_and_give_it_back():
+    config = {"command": str(_everything()), "args": ["stdio"]}
+    pool = _pool(idle_s=0.4)
+    try:
+        lease = pool.lease("t", "c1", "everything", config)
+        results = await asyncio.gather(*(lease.call_tool("echo", {"message": str(i)}) for i in range(4)))
+        assert [r.text for r in results] == [f"Echo: {i}" for i in range(4)]
+        assert len(_children("server-everything")) == 1
+        await lease.aclose()
+        await _until(lambda: pool.open_sessions() == 0)  # released once: idle, then closed
+    finally:
+        await pool.aclose()
+
+
 async def test_an_idle_session_is_closed_and_its_process_ends():
     config = {"command": str(_everything()), "args": ["stdio"]}
     pool = _pool(idle_s=0.4)
@@ -290,6 +304,35 @@ async def test_shutdown_leaves_no_stdio_server_running(tmp_path):
     assert not _children("server-everything")
 
 
+async def test_the_local_hosts_shutdown_closes_its_pooled_sessions(tmp_path):
+    from agentvm.config import Settings
+    from agentvm.hosts.local import local_runtime
+    from agentvm.records import ImageRecord
+
+    host = local_runtime(Settings(data_dir=tmp_path))
+    config = {"command": str(_everything()), "args": ["stdio"]}
+    image = ImageRecord(
+        imageId="i1",
+        tenantId="t",
+        containerId="c1",
+        sessionId="s1",
+        name="x",
+        createdAt=0,
+        updatedAt=0,
+        mcpServers={"everything": config},
+    )
+    try:
+        toolbox = await host.runtime.tools.toolbox(_NoStore(), image)
+        await toolbox.aclose()
+        assert len(_children("server-everything")) == 1  # kept for the container's next turn
+    finally:
+        for step in host.on_shutdown:  # what avm serve runs at its shutdown
+            await step()
+        host.queue.close()
+        host.runtime.store.close()  # type: ignore[attr-defined]
+    assert not _children("server-everything")
+
+
 class _NoStore:
     """The catalog write of ``ToolSources`` (nothing else of the store is used here)."""
 
@@ -314,6 +357,25 @@ async def test_a_list_changed_notification_refreshes_the_tool_list(harness):
         assert {t.name for t in harness.model.requests[2].tools} == {"ping", "grow", "extra_1"}
         stored = await harness.store.get_image("tenant-a", image_id)
         assert {t["name"] for t in stored.toolCatalog["servers"]["changing"]} == {"ping", "grow", "extra_1"}
+    finally:
+        await pool.aclose()
+
+
+async def test_a_list_changed_notification_of_the_2025_11_25_revision_marks_the_list_stale():
+    """server-everything speaks 2025-11-25 and, once initialized, registers the tools that depend on
+    the client's capabilities, sending ``notifications/tools/list_changed`` (after it answered
+    ``initialize``, before it answers the first ``tools/list``)."""
+    config = {"command": str(_everything()), "args": ["stdio"]}
+    pool = _pool()
+    try:
+        lease = pool.lease("t", "c1", "everything", config)
+        assert not pool.tools_changed("t", "c1", "everything", config)
+        assert TOGGLE in {spec.name for spec in await lease.list_tools()}
+        await _until(lambda: pool.tools_changed("t", "c1", "everything", config))
+        assert not pool.tools_changed("t", "c2", "everything", config)  # another container's: its own
+        await lease.list_tools()  # listing again clears it
+        assert not pool.tools_changed("t", "c1", "everything", config)
+        await lease.aclose()
     finally:
         await pool.aclose()
 

@@ -266,6 +266,7 @@ class McpLease:
     key: _Key
     config: dict[str, Any]
     _entry: _Entry | None = field(default=None, repr=False)
+    _taking: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)  # parallel calls: one lease
 
     @property
     def server(self) -> str:
@@ -286,14 +287,15 @@ class McpLease:
             self.pool._release(entry)
 
     async def _held(self) -> _Entry:
-        entry = self._entry
-        if entry is not None and (entry.session is None or not entry.session.alive):
-            # crashed during this turn: let it go and take the pool's (restarted) session
-            self.pool._release(entry)
-            self._entry = entry = None
-        if entry is None:
-            self._entry = entry = await self.pool._acquire(self.key, self.config)
-        return entry
+        async with self._taking:
+            entry = self._entry
+            if entry is not None and (entry.session is None or not entry.session.alive):
+                # crashed during this turn: let it go and take the pool's (restarted) session
+                self.pool._release(entry)
+                self._entry = entry = None
+            if entry is None:
+                self._entry = entry = await self.pool._acquire(self.key, self.config)
+            return entry
 
     async def _use(self, entry: _Entry, call: Callable[[SdkMcpSession], Any]) -> Any:
         session = entry.session
