@@ -154,7 +154,8 @@ class SdkMcpSession:
                 self._client = client
                 self._ready.set_result(None)
                 listener = None
-                if self._on_tools_changed is not None and str(client.protocol_version) >= "2026-07-28":
+                version = str(client.protocol_version or "")
+                if self._on_tools_changed is not None and version >= "2026-07-28":
                     listener = asyncio.create_task(self._listen(client))  # notifications need a stream
                 try:
                     await self._stop.wait()
@@ -186,9 +187,7 @@ class SdkMcpSession:
         except asyncio.CancelledError:
             raise
         except Exception as exc:  # noqa: BLE001 (a server without the stream: the TTL refreshes its list)
-            log.warning(
-                "MCP tool change events unavailable", extra={"server": self.server, "error": _why(exc)}
-            )
+            log.info("MCP tool change events unavailable", extra={"server": self.server, "error": _why(exc)})
 
     async def _on_message(self, message: Any) -> None:
         from mcp.types import ToolListChangedNotification
