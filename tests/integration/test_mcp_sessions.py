@@ -46,8 +46,8 @@ def _free_port() -> int:
 
 
 @contextlib.contextmanager
-def _everything_over_http():
-    port = _free_port()
+def _everything_over_http(port: int | None = None):
+    port = port or _free_port()
     proc = subprocess.Popen(
         [str(_everything()), "streamableHttp"],
         env={**os.environ, "PORT": str(port)},
@@ -177,6 +177,25 @@ async def test_a_killed_stdio_server_is_restarted_on_next_use():
     finally:
         await pool.aclose()
     await _until(lambda: not _children("server-everything"))
+
+
+async def test_a_restarted_streamable_http_server_gets_a_new_session_on_next_use():
+    pool = _pool()
+    try:
+        with _everything_over_http() as config:
+            lease = pool.lease("t", "c1", "everything", config)
+            assert (await lease.call_tool(TOGGLE, {})).text.startswith("Started")
+            await lease.aclose()
+        # the server went away between turns (its sessions with it); it comes back on the same port
+        port = int(config["url"].rsplit(":", 1)[1].split("/")[0])
+        with _everything_over_http(port) as again:
+            assert again == config
+            lease = pool.lease("t", "c1", "everything", config)
+            assert (await lease.call_tool(TOGGLE, {})).text.startswith("Started")  # a new session
+            assert (await lease.call_tool(TOGGLE, {})).text.startswith("Stopped")
+            await lease.aclose()
+    finally:
+        await pool.aclose()
 
 
 async def test_a_server_that_keeps_crashing_is_not_respawned_in_a_loop():

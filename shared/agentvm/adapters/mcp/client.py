@@ -107,7 +107,8 @@ class SdkMcpSession:
             return
         client = await self._connected()
         # The stateless revision (2026-07-28) has no ping; its servers refuse it, which still says
-        # that they are there (only a closed connection or silence means gone).
+        # that they are there. Earlier revisions must answer it: a refusal there means the server
+        # no longer knows the session (a Streamable HTTP server that restarted).
         warnings.filterwarnings("ignore", message="ping is removed as of 2026-07-28")
         try:
             await asyncio.wait_for(self._guard(client.send_ping(), "ping"), timeout_s)
@@ -116,8 +117,11 @@ class SdkMcpSession:
             raise McpUnavailable(f"MCP server {self.server!r} does not answer a ping") from None
         except McpUnavailable:
             raise
-        except Exception:  # noqa: BLE001 (answered, if only with a refusal: there)
-            return
+        except Exception as exc:  # noqa: BLE001 (refused: gone before 2026-07-28, there since)
+            version = str(getattr(client, "protocol_version", "") or "")
+            if version and version < "2026-07-28":  # ping is part of these: a refusal is a lost session
+                self._gone = True
+                raise McpUnavailable(f"MCP server {self.server!r} lost the session: {_why(exc)}") from None
 
     async def aclose(self) -> None:
         self._stop.set()
