@@ -136,6 +136,13 @@ class Settings(BaseSettings):
     tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
     # Tools may reach loopback, private and link-local addresses (agent/tools/egress.py); off by default.
     tool_allow_private_networks: bool = False
+    # MCP sessions kept across turns (adapters/mcp/pool.py, docs/mcp.md; not on AWS): one per
+    # (tenant, container, server), closed after this many idle seconds; at most this many per tenant
+    # and per server process. Tool lists are listed again when older than the TTL (and on list_changed).
+    mcp_idle_s: float = Field(default=300.0, gt=0, le=86_400)
+    mcp_max_sessions_per_tenant: int = Field(default=16, ge=1)
+    mcp_max_sessions: int = Field(default=128, ge=1)
+    mcp_tools_ttl_s: float = Field(default=600.0, gt=0)
     # Sandbox jobs without bubblewrap run as plain processes of the server's user: allowed on a
     # loopback address, refused elsewhere unless this is set (adapters/sandbox/process.py).
     sandbox_allow_unisolated: bool = False

@@ -66,8 +66,9 @@ class ImageRecord(_Record):
     promptCaching: bool | None = None  # False: no prompt-cache breakpoints; None = on (llm.promptCaching)
     # Which tools need a person's approval before they run: {"tools": [names] | "*", "timeoutS": n}
     approval: dict[str, Any] | None = None
-    # The MCP servers' tool lists, fetched once per build of mcpServers (agent/tools/sources.py):
-    # {"key": <fingerprint of mcpServers>, "servers": {name: [{name, description, inputSchema}]}}
+    # The MCP servers' tool lists (agent/tools/sources.py), listed again past AVM_MCP_TOOLS_TTL_S or
+    # on list_changed: {"key": <fingerprint of mcpServers>, "servers": {name: [{name, description,
+    # inputSchema}]}, "listedAt": <epoch seconds>}
     toolCatalog: dict[str, Any] | None = None
     concurrency: ConcurrencyPolicy = "queue"
     # Batched connections' text cadence on this image's turns, unless they ask for one

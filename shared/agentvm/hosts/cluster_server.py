@@ -82,6 +82,8 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     prepare_data_dir(settings.data_dir)  # this node's sandbox workspaces (and secret file, if used)
     sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
     store = PostgresStore(db)
+    # MCP sessions kept across this node's turns (adapters/mcp/pool.py), closed at its shutdown
+    tools = tool_sources(settings, allow_stdio=True, sandbox=sandbox, keep_mcp_sessions=True)
     runtime = Runtime(
         store=store,
         queue=node.queue,
@@ -91,7 +93,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
         # Subscribers are rows of the shared store, as with several local workers: looked up every
         # second, and before the turn's end (a client resuming on another node is caught up).
         turns=turn_settings(settings, subscriber_refresh_s=1.0, pace_reads=True),
-        tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
+        tools=tools,
         sandbox=sandbox,
         waits=PostgresToolWaits(db),
         cancel_poll=CancelPoll(),
@@ -132,7 +134,14 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
         cache_s=settings.config_cache_s,
         sealer=SecretSealer(lambda: local_server_secrets(settings).newest_first()),
     )
-    host = LocalHost(runtime=runtime, queue=node.queue, push=node.push, settings=settings, node=node.node)
+    host = LocalHost(
+        runtime=runtime,
+        queue=node.queue,
+        push=node.push,
+        settings=settings,
+        node=node.node,
+        on_shutdown=[tools.aclose],  # before the node's own steps (its pool, its connection)
+    )
     host.background.append(gauges.run)
     return host
 

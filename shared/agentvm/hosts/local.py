@@ -90,6 +90,8 @@ def local_runtime(settings: Settings) -> LocalHost:
         worker_id=settings.worker_id,
     )
     connections, push = _connections_and_push(settings, queue)
+    # MCP sessions kept across turns (adapters/mcp/pool.py), closed at the server's shutdown
+    tools = tool_sources(settings, allow_stdio=True, sandbox=sandbox, keep_mcp_sessions=True)
     runtime = Runtime(
         store=store,
         queue=queue,
@@ -103,7 +105,7 @@ def local_runtime(settings: Settings) -> LocalHost:
         turns=turn_settings(
             settings, subscriber_refresh_s=0.0 if settings.worker_id is None else 1.0, pace_reads=True
         ),
-        tools=tool_sources(settings, allow_stdio=True, sandbox=sandbox),
+        tools=tools,
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
         cancel_poll=CancelPoll(),
@@ -157,7 +159,7 @@ def local_runtime(settings: Settings) -> LocalHost:
         signals.relay = push
         push.on_cancel = signals.fire_here
         runtime.signals = signals
-    return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings)
+    return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings, on_shutdown=[tools.aclose])
 
 
 def _connections_and_push(

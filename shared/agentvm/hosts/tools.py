@@ -69,7 +69,10 @@ class LazyMcpConnector:
 
 class LazyToolSources:
     """``ToolSources``, built when a turn first needs a toolbox: the functions that never run a turn
-    (``$connect``, ``$disconnect``, the authorizer, the HTTP API) never import the tool machinery."""
+    (``$connect``, ``$disconnect``, the authorizer, the HTTP API) never import the tool machinery.
+
+    ``keep_mcp_sessions``: MCP sessions live across turns in a pool (a host with one long-lived
+    event loop: ``avm serve``, a cluster node), closed by ``aclose`` at the host's shutdown."""
 
     def __init__(
         self,
@@ -78,12 +81,19 @@ class LazyToolSources:
         allow_stdio: bool,
         sandbox: Sandbox | None = None,
         remote_sandbox: bool = False,
+        keep_mcp_sessions: bool = False,
     ) -> None:
         self._settings = settings
         self.allow_stdio = allow_stdio
         self._sandbox = sandbox
         self._remote_sandbox = remote_sandbox
+        self._keep_mcp_sessions = keep_mcp_sessions
         self._built: ToolSources | None = None
+
+    async def aclose(self) -> None:
+        """Close the pooled MCP sessions (no stdio server outlives the host)."""
+        if self._built is not None and self._built.mcp_pool is not None:
+            await self._built.mcp_pool.aclose()
 
     async def toolbox(
         self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
@@ -94,18 +104,29 @@ class LazyToolSources:
                 allow_stdio=self.allow_stdio,
                 sandbox=self._sandbox,
                 remote_sandbox=self._remote_sandbox,
+                keep_mcp_sessions=self._keep_mcp_sessions,
             )
         return await self._built.toolbox(store, image, storage=storage)
 
 
 def tool_sources(
-    settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None = None, remote_sandbox: bool = False
-) -> ToolSources:
+    settings: Settings,
+    *,
+    allow_stdio: bool,
+    sandbox: Sandbox | None = None,
+    remote_sandbox: bool = False,
+    keep_mcp_sessions: bool = False,
+) -> LazyToolSources:
     """Where turns get their tools: built-ins, HTTP tools, MCP servers, and the host's sandbox
     (None: no sandbox tools in the turn; ``remote_sandbox``: its jobs go to a sandbox worker);
-    header secrets by tenant from ``AVM_TOOL_SECRETS``. Built on first use (``LazyToolSources``)."""
-    return LazyToolSources(  # type: ignore[return-value]
-        settings, allow_stdio=allow_stdio, sandbox=sandbox, remote_sandbox=remote_sandbox
+    header secrets by tenant from ``AVM_TOOL_SECRETS``. Built on first use (``LazyToolSources``).
+    ``keep_mcp_sessions``: a pool keeps MCP sessions across turns (call ``aclose`` at shutdown)."""
+    return LazyToolSources(
+        settings,
+        allow_stdio=allow_stdio,
+        sandbox=sandbox,
+        remote_sandbox=remote_sandbox,
+        keep_mcp_sessions=keep_mcp_sessions,
     )
 
 
@@ -130,12 +151,28 @@ def workspace_quota(settings: Settings) -> WorkspaceQuota:
 
 
 def _build(
-    settings: Settings, *, allow_stdio: bool, sandbox: Sandbox | None, remote_sandbox: bool = False
+    settings: Settings,
+    *,
+    allow_stdio: bool,
+    sandbox: Sandbox | None,
+    remote_sandbox: bool = False,
+    keep_mcp_sessions: bool = False,
 ) -> ToolSources:
     from agentvm.agent.tools.sources import ToolSources
 
+    pool = None
+    if keep_mcp_sessions:
+        from agentvm.adapters.mcp.pool import PooledMcpSessions
+
+        pool = PooledMcpSessions(
+            idle_s=settings.mcp_idle_s,
+            max_per_tenant=settings.mcp_max_sessions_per_tenant,
+            max_per_host=settings.mcp_max_sessions,
+        )
     return ToolSources(
         mcp=LazyMcpConnector(),
+        mcp_pool=pool,
+        tools_ttl_s=settings.mcp_tools_ttl_s,
         http=LazyHttpToolClient(),
         sandbox=sandbox,
         remote_sandbox=remote_sandbox,

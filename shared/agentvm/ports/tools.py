@@ -80,6 +80,25 @@ class McpConnector(Protocol):
     def session(self, server: str, config: Mapping[str, Any]) -> McpSession: ...
 
 
+class McpSessionPool(Protocol):
+    """MCP sessions that outlive a turn (``adapters.mcp.pool``): one live session per (tenant,
+    container, server config), reused by that container's next turns, never shared with another.
+
+    ``lease`` does no I/O; the lease connects (or reuses the live session) on first use, and its
+    ``aclose`` hands the session back to the pool instead of closing it.
+    """
+
+    def lease(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> McpSession: ...
+    def tools_changed(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> bool:
+        """The server said its tools changed (``notifications/tools/list_changed``) since the last
+        listing through this pool."""
+        ...
+
+    async def aclose(self) -> None:
+        """Close every session (the host's shutdown): no stdio server is left running."""
+        ...
+
+
 @dataclass(frozen=True, slots=True)
 class HttpToolResponse:
     status: int
@@ -121,6 +140,7 @@ __all__ = [
     "HttpToolResponse",
     "McpConnector",
     "McpSession",
+    "McpSessionPool",
     "Tool",
     "ToolCatalog",
     "ToolOutput",

@@ -38,6 +38,7 @@ PUBLIC = [
     "MAX_REPLY_TTL_S",
     "McpConnector",
     "McpSession",
+    "McpSessionPool",
     "MessageHit",
     "Metrics",
     "MetricsQuery",

@@ -20,13 +20,14 @@ import asyncio
 import json
 import logging
 import os
+import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentvm.llm import IMAGE_MEDIA_TYPES, Attachment, ToolBlock, ToolSpec, blocks_text
 from agentvm.ports import ToolOutput
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -48,20 +49,34 @@ class SdkMcpConnector:
     def __init__(self, *, connect_timeout_s: float = 10.0) -> None:
         self.connect_timeout_s = connect_timeout_s
 
-    def session(self, server: str, config: Mapping[str, Any]) -> SdkMcpSession:
-        return SdkMcpSession(server, dict(config), connect_timeout_s=self.connect_timeout_s)
+    def session(
+        self, server: str, config: Mapping[str, Any], *, on_tools_changed: Callable[[], None] | None = None
+    ) -> SdkMcpSession:
+        """``on_tools_changed``: called when the server sends ``notifications/tools/list_changed``."""
+        return SdkMcpSession(
+            server, dict(config), connect_timeout_s=self.connect_timeout_s, on_tools_changed=on_tools_changed
+        )
 
 
 class SdkMcpSession:
-    def __init__(self, server: str, config: dict[str, Any], *, connect_timeout_s: float = 10.0) -> None:
+    def __init__(
+        self,
+        server: str,
+        config: dict[str, Any],
+        *,
+        connect_timeout_s: float = 10.0,
+        on_tools_changed: Callable[[], None] | None = None,
+    ) -> None:
         self.server = server
         self._config = config
         self._connect_timeout_s = connect_timeout_s
+        self._on_tools_changed = on_tools_changed
         self._client: Any = None
         self._owner: asyncio.Task[None] | None = None
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
+        self._gone = False  # the connection closed under us (a server process that died)
 
     async def list_tools(self) -> list[ToolSpec]:
         client = await self._connected()
@@ -79,6 +94,34 @@ class SdkMcpSession:
         client = await self._connected()
         result = await self._guard(client.call_tool(name, arguments), f"tool {name!r}")
         return _output(result)
+
+    @property
+    def alive(self) -> bool:
+        """Not yet connected, or connected and not ended (a crashed server's session is not)."""
+        return not self._gone and (self._owner is None or not self._owner.done())
+
+    async def ping(self, timeout_s: float = 5.0) -> None:
+        """Check that a connected server still answers (a pooled session, before a turn reuses it);
+        raises ``McpUnavailable`` if it does not."""
+        if self._owner is None:
+            return
+        client = await self._connected()
+        # The stateless revision (2026-07-28) has no ping; its servers refuse it, which still says
+        # that they are there. Earlier revisions must answer it: a refusal there means the server
+        # no longer knows the session (a Streamable HTTP server that restarted).
+        warnings.filterwarnings("ignore", message="ping is removed as of 2026-07-28")
+        try:
+            await asyncio.wait_for(self._guard(client.send_ping(), "ping"), timeout_s)
+        except TimeoutError:
+            self._gone = True
+            raise McpUnavailable(f"MCP server {self.server!r} does not answer a ping") from None
+        except McpUnavailable:
+            raise
+        except Exception as exc:  # noqa: BLE001 (refused: gone before 2026-07-28, there since)
+            version = str(getattr(client, "protocol_version", "") or "")
+            if version and version < "2026-07-28":  # ping is part of these: a refusal is a lost session
+                self._gone = True
+                raise McpUnavailable(f"MCP server {self.server!r} lost the session: {_why(exc)}") from None
 
     async def aclose(self) -> None:
         self._stop.set()
@@ -111,10 +154,19 @@ class SdkMcpSession:
         try:
             from mcp import Client
 
-            async with Client(self._transport()) as client:
+            async with Client(self._transport(), message_handler=self._on_message) as client:
                 self._client = client
                 self._ready.set_result(None)
-                await self._stop.wait()
+                listener = None
+                version = str(client.protocol_version or "")
+                if self._on_tools_changed is not None and version >= "2026-07-28":
+                    listener = asyncio.create_task(self._listen(client))  # notifications need a stream
+                try:
+                    await self._stop.wait()
+                finally:
+                    if listener is not None:
+                        listener.cancel()
+                        await asyncio.wait({listener}, timeout=1.0)
         except BaseException as exc:  # noqa: BLE001 (reported to the waiting callers, then ended)
             if not self._ready.done():
                 self._ready.set_exception(
@@ -127,6 +179,26 @@ class SdkMcpSession:
             self._client = None
             if not self._ready.done():
                 self._ready.set_exception(McpUnavailable(f"MCP server {self.server!r} closed the session"))
+
+    async def _listen(self, client: Any) -> None:
+        """The stateless revision (2026-07-28) sends change events only on a ``subscriptions/listen``
+        stream; earlier ones send ``notifications/tools/list_changed`` to ``_on_message``."""
+        try:
+            async with client.listen(tools_list_changed=True) as subscription:
+                async for _event in subscription:
+                    if self._on_tools_changed is not None:
+                        self._on_tools_changed()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:  # noqa: BLE001 (a server without the stream: the TTL refreshes its list)
+            log.info("MCP tool change events unavailable", extra={"server": self.server, "error": _why(exc)})
+
+    async def _on_message(self, message: Any) -> None:
+        from mcp.types import ToolListChangedNotification
+
+        changed = isinstance(getattr(message, "root", message), ToolListChangedNotification)
+        if changed and self._on_tools_changed is not None:
+            self._on_tools_changed()
 
     def _transport(self) -> Any:
         kind = self._config.get("type") or "stdio"
@@ -154,6 +226,7 @@ class SdkMcpSession:
     async def _guard(self, call: Any, what: str) -> Any:
         """Await an SDK call; a protocol error becomes ``McpCallFailed`` naming the server."""
         from mcp.shared.exceptions import MCPError
+        from mcp.types import CONNECTION_CLOSED
 
         owner = self._owner
         call_task = asyncio.ensure_future(call)
@@ -171,8 +244,12 @@ class SdkMcpSession:
         try:
             return call_task.result()
         except MCPError as exc:
+            if exc.code == CONNECTION_CLOSED:
+                self._gone = True
+                raise McpUnavailable(f"MCP server {self.server!r} went away during {what}") from None
             raise McpCallFailed(f"MCP server {self.server!r} refused {what}: {exc}") from None
         except (OSError, EOFError) as exc:
+            self._gone = True
             raise McpUnavailable(f"MCP server {self.server!r} went away during {what}: {_why(exc)}") from None
 
 

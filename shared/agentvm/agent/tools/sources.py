@@ -1,9 +1,15 @@
 """From an image's declarations to the ``Toolbox`` of one turn: built-ins, HTTP tools, MCP tools.
 
-MCP tool lists are fetched once per image build (its ``mcpServers`` as they are now) and cached
-in the image record (``toolCatalog``, keyed by a fingerprint of the servers' config): a turn reads
-the list from the record and connects to a server only when the model calls one of its tools. A
-server whose tools cannot be listed is left out of that turn (and tried again on the next one).
+MCP tool lists are cached in the image record (``toolCatalog``, keyed by a fingerprint of the
+servers' config, with the time they were listed): a turn reads the list from the record and
+connects to a server only when the model calls one of its tools. A list is fetched again once it
+is older than ``tools_ttl_s`` (``AVM_MCP_TOOLS_TTL_S``), and at once for a server that sent
+``notifications/tools/list_changed`` to the container's pooled session. A server whose tools cannot
+be listed is left out of that turn (its previous list, if any, is kept) and tried again on the next.
+
+With a host's session pool (``mcp_pool``, ``adapters/mcp/pool.py``) a turn leases its container's
+live sessions, so a stdio server keeps running, with its state, from one turn to the next; without
+one (AWS Lambda) each turn opens its own sessions and closes them with the toolbox.
 
 Names are unique per image: declared tools keep theirs; an MCP tool whose name is taken gets its
 server's name as a prefix (``<server>__<tool>``).
@@ -21,6 +27,7 @@ import hashlib
 import json
 import logging
 import re
+import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
@@ -48,13 +55,23 @@ from agentvm.ports import ToolOutput
 if TYPE_CHECKING:
     from collections.abc import Mapping
 
-    from agentvm.ports import HttpToolClient, McpConnector, McpSession, Sandbox, StorageAccount, Store, Tool
+    from agentvm.ports import (
+        HttpToolClient,
+        McpConnector,
+        McpSession,
+        McpSessionPool,
+        Sandbox,
+        StorageAccount,
+        Store,
+        Tool,
+    )
     from agentvm.records import ImageRecord
 
 log = logging.getLogger("agentvm.tools")
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_]+)\}")
 _LIST_TIMEOUT_S = 20.0
+DEFAULT_TOOLS_TTL_S = 600.0
 
 
 class MissingSecret(ValueError):
@@ -154,12 +171,15 @@ class McpTool:
 
 @dataclass
 class TurnMcpSessions:
-    """The MCP sessions of one turn, opened on demand, closed with the toolbox."""
+    """The MCP sessions of one turn, opened on demand, closed with the toolbox (with a ``pool``:
+    leased from the container's live sessions, and handed back with the toolbox)."""
 
     connector: McpConnector
     servers: Mapping[str, McpStdioServer | McpRemoteServer]
     secrets: Mapping[str, str]
     allow_private: bool = False
+    pool: McpSessionPool | None = None
+    owner: tuple[str, str] = ("", "")  # (tenant, container) the pooled sessions belong to
     _open: dict[str, McpSession] = field(default_factory=dict)
 
     async def get(self, server: str) -> McpSession:
@@ -169,7 +189,11 @@ class TurnMcpSessions:
             config = self.servers[server]
             if isinstance(config, McpRemoteServer) and not self.allow_private:
                 await check_public(config.url)
-            self._open[server] = self.connector.session(server, _resolved(config, self.secrets))
+            resolved = _resolved(config, self.secrets)
+            if self.pool is not None:
+                self._open[server] = self.pool.lease(*self.owner, server, resolved)
+            else:
+                self._open[server] = self.connector.session(server, resolved)
         return self._open[server]
 
     async def aclose(self) -> None:
@@ -186,6 +210,8 @@ class ToolSources:
     """Builds each turn's toolbox. Wired per host: what it can reach (MCP, HTTP) and its settings."""
 
     mcp: McpConnector | None = None
+    mcp_pool: McpSessionPool | None = None  # None: sessions per turn (AWS); set: kept across turns
+    tools_ttl_s: float = DEFAULT_TOOLS_TTL_S  # MCP tool lists older than this are listed again
     http: HttpToolClient | None = None
     sandbox: Sandbox | None = None  # None: this host runs no sandbox (its tools are left out, with a note)
     remote_sandbox: bool = False  # sandbox jobs run on a sandbox worker (AWS): the turn suspends on each
@@ -237,7 +263,14 @@ class ToolSources:
             servers = parse_mcp_servers(image.mcpServers, allow_stdio=self.allow_stdio)
             catalog, listing_notes = await self._catalog(store, image, servers, secrets)
             notes += listing_notes
-            sessions = TurnMcpSessions(self.mcp, servers, secrets, self.allow_private_networks)
+            sessions = TurnMcpSessions(
+                self.mcp,
+                servers,
+                secrets,
+                self.allow_private_networks,
+                pool=self.mcp_pool,
+                owner=(image.tenantId, image.containerId),
+            )
             taken = {t.spec.name for t in tools}
             for server in sorted(catalog):
                 for entry in catalog[server]:
@@ -267,15 +300,19 @@ class ToolSources:
         servers: Mapping[str, McpStdioServer | McpRemoteServer],
         secrets: Mapping[str, str],
     ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-        """The servers' tool lists: from the image record, else listed now and stored there."""
+        """The servers' tool lists: from the image record while fresh, else listed now and stored
+        there (stale: older than ``tools_ttl_s``, or the server said its tools changed)."""
         key = servers_fingerprint(image.mcpServers)
         cached = image.toolCatalog or {}
-        if cached.get("key") == key and set(cached.get("servers", {})) == set(servers):
-            return cached["servers"], []
-        assert self.mcp is not None
-        listed: dict[str, list[dict[str, Any]]] = (
+        previous: dict[str, list[dict[str, Any]]] = (
             dict(cached.get("servers", {})) if cached.get("key") == key else {}
         )
+        expired = time.time() - float(cached.get("listedAt") or 0) >= self.tools_ttl_s
+        changed = {name for name in previous if self._tools_changed(image, name, servers, secrets)}
+        if previous and set(previous) == set(servers) and not expired and not changed:
+            return previous, []
+        assert self.mcp is not None
+        listed = {} if expired else {n: tools for n, tools in previous.items() if n not in changed}
         notes: list[str] = []
         for name, server in servers.items():
             if name in listed:
@@ -283,7 +320,12 @@ class ToolSources:
             try:
                 if isinstance(server, McpRemoteServer) and not self.allow_private_networks:
                     await check_public(server.url)
-                session = self.mcp.session(name, _resolved(server, secrets))
+                resolved = _resolved(server, secrets)
+                session = (
+                    self.mcp_pool.lease(image.tenantId, image.containerId, name, resolved)
+                    if self.mcp_pool is not None
+                    else self.mcp.session(name, resolved)
+                )
             except (MissingSecret, EgressRefused) as exc:
                 notes.append(f"MCP server {name!r} is unavailable: {exc}")
                 continue
@@ -294,6 +336,9 @@ class ToolSources:
             except Exception as exc:  # down, hanging, misconfigured: leave it out of this turn
                 message = str(exc)[:300] or type(exc).__name__
                 log.warning("MCP server tools could not be listed", extra={"server": name, "error": message})
+                if name in previous:  # keep the list it had: its tools fail when called, if it stays down
+                    listed[name] = previous[name]
+                    continue
                 notes.append(f"MCP server {name!r} is unavailable: {message}")
                 continue
             finally:
@@ -303,12 +348,27 @@ class ToolSources:
             ]
         complete = set(listed) == set(servers)
         if complete or listed:
-            image.toolCatalog = {"key": key, "servers": listed}
+            image.toolCatalog = {"key": key, "servers": listed, "listedAt": int(time.time())}
             try:
                 await store.put_image(image)
             except Exception as exc:  # a cache write that fails costs a listing next turn, nothing more
                 log.warning("could not cache the MCP tool catalog", extra={"error": type(exc).__name__})
         return listed, notes
+
+    def _tools_changed(
+        self,
+        image: ImageRecord,
+        name: str,
+        servers: Mapping[str, McpStdioServer | McpRemoteServer],
+        secrets: Mapping[str, str],
+    ) -> bool:
+        if self.mcp_pool is None or name not in servers:
+            return False
+        try:
+            resolved = _resolved(servers[name], secrets)
+        except MissingSecret:
+            return False
+        return self.mcp_pool.tools_changed(image.tenantId, image.containerId, name, resolved)
 
 
 def _approval_names(tools: list[str] | str) -> frozenset[str] | str:
