@@ -35,6 +35,7 @@ from agentvm.api import (
     docs_pages,
     errors,
     health,
+    http_turns,
     images,
     keys,
     logs,
@@ -77,6 +78,7 @@ _DOMAINS = (
     usage,
     turns,
     sessions,
+    http_turns,
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)

@@ -511,6 +511,16 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
                 {"messageId": said[0]["id"], "requestId": "r1"},
             ),
             ("GET", "/v1/sessions/search?q=private&containerId={}", v.container, "user-missing", None),
+            # turns over HTTP (api/http_turns.py): nothing sent, streamed or stopped on A's session
+            (
+                "POST",
+                "/v1/sessions/{}/turns",
+                v.image["sessionId"],
+                "sess_missing_0000",
+                {"message": "pwned"},
+            ),
+            ("GET", "/v1/sessions/{}/events", v.image["sessionId"], "sess_missing_0000", None),
+            ("POST", "/v1/sessions/{}/interrupt", v.image["sessionId"], "sess_missing_0000", None),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
