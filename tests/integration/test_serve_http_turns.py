@@ -76,7 +76,29 @@ def auth(token: str) -> dict[str, str]:
 @pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
 def test_curl_streams_a_turn_as_server_sent_events(served) -> None:
     server, token, _ = served
-    session = new_session(server, token)
+    made = subprocess.run(
+        [
+            "curl",
+            "-sS",
+            "--fail-with-body",
+            "-X",
+            "POST",
+            f"{server.http}/v1/containers/user-curl/sessions",
+            "-H",
+            f"Authorization: Bearer {token}",
+            "-H",
+            "Content-Type: application/json",
+            "-d",
+            '{"name": "Helper", "systemPrompt": "Be brief."}',
+        ],  # fmt: skip
+        capture_output=True,
+        text=True,
+        timeout=30,
+        check=True,
+    )
+    created = json.loads(made.stdout)
+    assert (created["containerId"], created["name"]) == ("user-curl", "Helper")
+    session = created["sessionId"]
     out = subprocess.run(
         [
             "curl",

@@ -358,3 +358,10 @@ class TurnAnswer(BaseModel):
 
 class Interrupted(BaseModel):
     interrupted: bool = Field(description="false: no turn of the session was live")
+
+
+class NewSessionAnswer(BaseModel):
+    containerId: str
+    imageId: str
+    sessionId: str = Field(description="send turns on it: POST /v1/sessions/{sessionId}/turns")
+    name: str

@@ -82,6 +82,7 @@ _DOMAINS = (
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)
+v1.include_router(http_turns.containers)  # POST /v1/containers/{id}/sessions: a session for HTTP turns
 
 
 def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kwargs: object) -> FastAPI:

@@ -41,7 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, StrictStr
 from agentvm.api.deps import Caller, RuntimeDep  # noqa: TC001 (FastAPI reads the annotations)
 from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
-from agentvm.api.params import MAX_ID
+from agentvm.api.params import CONTAINER_ID, MAX_ID
 from agentvm.errors import BadRequest, ConnectionGone, NotFound
 from agentvm.messages import UserMessage, chains
 from agentvm.ports import ConnectionInfo
@@ -116,7 +116,68 @@ _SEND_RESPONSES: dict[int | str, dict[str, Any]] = {
 }
 _SEND_RESPONSES[200]["content"][EVENT_STREAM] = {"schema": {"type": "string"}, "example": _SSE}
 
+_NEW_SESSION = {
+    "containerId": "user-alice",
+    "imageId": "img_mk2x8z_a1b2c3d4e5",
+    "sessionId": "sess_mk2x8z_f6g7h8i9j0",
+    "name": "Helper",
+}
+
+
+class NewSession(BaseModel):
+    """A new image (and its session) in a container, as ``image_create`` makes it (the image's whole
+    config, tools included, is the WebSocket's or the SDK's to give)."""
+
+    model_config = ConfigDict(
+        extra="forbid",
+        strict=True,
+        json_schema_extra=examples({"name": "Helper", "systemPrompt": "Be brief."}),
+    )
+
+    name: StrictStr | None = Field(default=None, max_length=200)
+    systemPrompt: StrictStr | None = Field(default=None, max_length=100_000)  # noqa: N815
+    model: StrictStr | None = Field(default=None, max_length=200, description="none: the server's default")
+    agent: StrictStr | None = Field(
+        default=None, max_length=1000, description="build it from an agent resource (resource://agents/...)"
+    )
+
+
 router = APIRouter(prefix="/sessions", tags=["turns over HTTP (SSE)"])
+containers = APIRouter(prefix="/containers", tags=["turns over HTTP (SSE)"])
+
+
+@containers.post(
+    "/{container_id}/sessions",
+    status_code=201,
+    response_model=None,
+    responses={
+        **ok(201, "NewSessionAnswer", _NEW_SESSION, "the image and its session"),
+        **error_responses(400, 404),
+    },
+)
+async def new_session(
+    runtime: RuntimeDep, caller: Caller, body: NewSession, container_id: str = CONTAINER_ID
+) -> dict[str, Any]:
+    """A new session to send turns on: an image of the container (made on first use), as the
+    WebSocket's ``image_create`` makes it."""
+    from agentvm.images import ImageConfig, create
+
+    config = ImageConfig.model_validate(body.model_dump(exclude_none=True))
+    image = await create(
+        runtime,
+        caller.tenant_id,
+        container_id,
+        config,
+        admin=caller.allows("admin"),
+        by=caller.key_id,
+        notices=[],
+    )
+    return {
+        "containerId": image.containerId,
+        "imageId": image.imageId,
+        "sessionId": image.sessionId,
+        "name": image.name,
+    }
 
 
 @runtime_checkable
@@ -449,4 +510,12 @@ def _where(image: ImageRecord) -> dict[str, str]:
     return {"Location": f"/v1/sessions/{image.sessionId}/events"}
 
 
-__all__ = ["EVENT_STREAM", "TURN_END_FRAMES", "AttachablePush", "router", "sse_event", "stored_frames"]
+__all__ = [
+    "EVENT_STREAM",
+    "containers",
+    "TURN_END_FRAMES",
+    "AttachablePush",
+    "router",
+    "sse_event",
+    "stored_frames",
+]

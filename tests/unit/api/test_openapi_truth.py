@@ -93,6 +93,7 @@ ROUTE_ERRORS = {
     ("post", "/v1/sessions/{session_id}/turns"): {400, 404, 409, 507},
     ("get", "/v1/sessions/{session_id}/events"): {400, 404},  # 400: a Last-Event-ID that is no id
     ("post", "/v1/sessions/{session_id}/interrupt"): {404},
+    ("post", "/v1/containers/{container_id}/sessions"): {400, 404},  # a bad model; no such agent
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 
