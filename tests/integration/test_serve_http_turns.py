@@ -8,8 +8,10 @@ from __future__ import annotations
 
 import asyncio
 import json
+import re
 import shutil
 import subprocess
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
@@ -252,3 +254,24 @@ async def test_a_wrong_key_is_401_and_another_tenants_session_is_404_like_a_miss
         own = await asyncio.to_thread(new_session, server, acme)
         mine = await http.post(f"/v1/sessions/{own}/turns", json={"message": "mine"}, headers=auth(acme))
     assert mine.status_code == 200 and mine.json()["reply"] == "Echo: mine"
+
+
+@pytest.mark.skipif(shutil.which("curl") is None, reason="curl is not installed")
+@pytest.mark.parametrize("doc", ["README.md", "docs/http.md"])
+def test_the_documented_curl_example_runs_as_written(served, doc) -> None:
+    """The ```bash block that makes a session and streams a turn, run by bash with the server's
+    address and key put in place of 127.0.0.1:8080 and avm_..."""
+    server, token, _ = served
+    text = (Path(__file__).resolve().parents[2] / doc).read_text()
+    [block] = [
+        b
+        for b in re.findall(r"```bash\n(.*?)```", text, re.DOTALL)
+        if "/sessions/$SESSION/turns" in b and "/containers/" in b
+    ]
+    script = block.replace("http://127.0.0.1:8080", server.http).replace("avm_...", token)
+    ran = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script], capture_output=True, text=True, timeout=60
+    )
+    assert ran.returncode == 0, ran.stderr
+    events = parse(ran.stdout)
+    assert events[-1]["event"] == "conversation_end" and text_of(events) == "Echo: Hello!"
