@@ -351,12 +351,10 @@ class _Feed:
         last = after
         try:
             live = band is not None or await _live(rt, image)
-            while live or not self.queue.empty():
+            while (live or not self.queue.empty()) and loop.time() < deadline:
                 try:
                     payload = await asyncio.wait_for(self.queue.get(), KEEPALIVE_S)
                 except TimeoutError:
-                    if loop.time() >= deadline:
-                        return
                     yield {}
                     continue
                 for frame in _frames(payload):
