@@ -275,3 +275,33 @@ def test_the_documented_curl_example_runs_as_written(served, doc) -> None:
     assert ran.returncode == 0, ran.stderr
     events = parse(ran.stdout)
     assert events[-1]["event"] == "conversation_end" and text_of(events) == "Echo: Hello!"
+
+
+async def test_a_turn_waiting_for_approval_ends_its_stream_saying_so(served) -> None:
+    server, token, _ = served
+
+    async def create() -> str:
+        async with AgentVMClient.connect(server.url, token=token) as client:
+            image = await client.create_image(
+                "user-alice",
+                name="guarded",
+                tools=[{"type": "builtin", "name": "calculator"}],
+                approval={"tools": "*"},
+            )
+        return image.sessionId
+
+    session = await create()
+    message = '/tool calculator {"expression": "6*7"}'
+    async with httpx.AsyncClient(base_url=server.http, headers=auth(token), timeout=30) as http:
+        streamed = await http.post(f"/v1/sessions/{session}/turns", json={"message": message}, headers=SSE)
+        waiting = await http.post(f"/v1/sessions/{session}/turns?wait=5", json={"message": "and?"})
+    events = parse(streamed.text)
+    kinds = [e["event"] for e in events]
+    assert "tool_approval_requested" in kinds and kinds[-1] == "turn_suspended", kinds
+    assert events[-1]["data"]["data"]["waitingFor"][0]["toolName"] == "calculator"
+    # a message sent while the turn waits fails, saying what to do (as over the WebSocket)
+    answer = waiting.json()
+    assert waiting.status_code == 200 and (answer["status"], answer["errorCode"]) == (
+        "failed",
+        "session_busy",
+    )
