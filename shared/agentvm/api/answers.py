@@ -336,3 +336,32 @@ class ConfigSettings(BaseModel):
 
 class ConfigChanges(BaseModel):
     changes: list[ConfigChange] = Field(description="newest first")
+
+
+# -- api/http_turns.py ------------------------------------------------------------------------------
+class TurnAnswer(BaseModel):
+    """A turn sent over HTTP, as JSON (with ``Accept: text/event-stream`` the answer is its events)."""
+
+    requestId: str | None = Field(description="the Idempotency-Key (or requestId) given, if any")
+    sessionId: str
+    turnId: str
+    created: bool = Field(description="false: a retry of a request already accepted; nothing was sent again")
+    status: Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
+    reply: str = Field(description="the text of the turn's last assistant message (partial if it runs)")
+    error: str | None = Field(description="a failed turn's error")
+    errorCode: str | None = Field(description="a failed turn's error code")
+    waiting: list[str] = Field(description="a suspended turn's waits, one line each")
+    lastEventId: int | None = Field(
+        default=None, description="202: GET the events route with this Last-Event-ID to stream the turn"
+    )
+
+
+class Interrupted(BaseModel):
+    interrupted: bool = Field(description="false: no turn of the session was live")
+
+
+class NewSessionAnswer(BaseModel):
+    containerId: str
+    imageId: str
+    sessionId: str = Field(description="send turns on it: POST /v1/sessions/{sessionId}/turns")
+    name: str

@@ -35,6 +35,7 @@ from agentvm.api import (
     docs_pages,
     errors,
     health,
+    http_turns,
     images,
     keys,
     logs,
@@ -77,9 +78,11 @@ _DOMAINS = (
     usage,
     turns,
     sessions,
+    http_turns,
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)
+v1.include_router(http_turns.containers)  # POST /v1/containers/{id}/sessions: a session for HTTP turns
 
 
 def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kwargs: object) -> FastAPI:

@@ -89,6 +89,11 @@ ROUTE_ERRORS = {
     ("post", "/v1/containers/{container_id}/sessions/import"): {400, 409, 507},
     ("post", "/v1/sessions/{session_id}/fork"): {400, 404, 409, 507},
     ("put", "/v1/sessions/{session_id}/title"): {400, 404},
+    # 409: session_busy (the image's reject policy); 507: the storage quota; 429 is every route's
+    ("post", "/v1/sessions/{session_id}/turns"): {400, 404, 409, 507},
+    ("get", "/v1/sessions/{session_id}/events"): {400, 404},  # 400: a Last-Event-ID that is no id
+    ("post", "/v1/sessions/{session_id}/interrupt"): {404},
+    ("post", "/v1/containers/{container_id}/sessions"): {400, 404},  # a bad model; no such agent
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 

@@ -511,6 +511,16 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
                 {"messageId": said[0]["id"], "requestId": "r1"},
             ),
             ("GET", "/v1/sessions/search?q=private&containerId={}", v.container, "user-missing", None),
+            # turns over HTTP (api/http_turns.py): nothing sent, streamed or stopped on A's session
+            (
+                "POST",
+                "/v1/sessions/{}/turns",
+                v.image["sessionId"],
+                "sess_missing_0000",
+                {"message": "pwned"},
+            ),
+            ("GET", "/v1/sessions/{}/events", v.image["sessionId"], "sess_missing_0000", None),
+            ("POST", "/v1/sessions/{}/interrupt", v.image["sessionId"], "sess_missing_0000", None),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -556,6 +566,12 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             for c in (v.container, "user-missing")
         ]
         assert [r.status_code for r in imports] == [201, 201]
+        # a session made in A's container id is in B's own container (HTTP turns, api/http_turns.py)
+        made = [
+            await http.post(f"/v1/containers/{c}/sessions", json={}) for c in (v.container, "user-missing")
+        ]
+        assert [r.status_code for r in made] == [201, 201]
+        assert made[0].json()["sessionId"] != v.image["sessionId"]
         assert normalise(imports[0].json(), v.container) == normalise(imports[1].json(), "user-missing")
         # publishing at A's locator makes B's own resource; A's stays as it was (the snapshot)
         mine = await http.post(
