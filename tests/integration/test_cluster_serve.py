@@ -56,19 +56,28 @@ def _as_url(conninfo: str) -> str:
 
 @contextlib.contextmanager
 def node(
-    tmp_path: Path, name: str, url: str, *args: str, delay_ms: int = 25, keys: bool = False
+    tmp_path: Path,
+    name: str,
+    url: str,
+    *args: str,
+    delay_ms: int = 25,
+    keys: bool = False,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Any]:
-    """A node on ``url``, open (tenant ``local``), or with ``keys`` on the cluster's shared secret."""
-    env = base_env(
+    """A node on ``url``, open (tenant ``local``), or with ``keys`` on the cluster's shared secret;
+    ``port`` to start it again where it was, ``env`` for more settings."""
+    environment = base_env(
         AVM_DATABASE_URL=url,
         AVM_NODE_ID=name,
         AVM_ECHO_DELAY_MS=str(delay_ms),
         AVM_FLUSH_MS="10",
         AVM_DATABASE_POOL_MAX_SIZE="4",
         **({"AVM_AUTH_SECRET": SHARED_SECRET} if keys else {}),
+        **(env or {}),
     )
     mode = () if keys else ("--open",)
-    with avm_serve(tmp_path / name, free_port(), *mode, *args, env=env) as server:
+    with avm_serve(tmp_path / name, port or free_port(), *mode, *args, env=environment) as server:
         yield server
 
 
