@@ -105,7 +105,7 @@ def avm_serve(data_dir, port: int, *args: str, env: dict[str, str] | None = None
     for pump in pumps:
         pump.start()
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + 60  # a busy machine starts Python slowly
         while True:
             try:
                 if httpx.get(f"{server.http}/health", timeout=0.5).status_code == 200:

@@ -31,6 +31,9 @@ pytestmark = pytest.mark.postgres
 
 MESSAGE = " ".join(f"word{i}" for i in range(40))
 REPLY = "Echo: " + MESSAGE  # the echo model's reply, one word every AVM_ECHO_DELAY_MS
+# A reply that outlasts starting node C mid-turn (over 10 s seen on a busy 2-core machine): a
+# shorter one ends on node A before node A is stopped, and nothing is left to resume.
+STARTS_SLOWER = 400  # ms per word: 16 s for MESSAGE
 SHARED_SECRET = "cluster-test-secret-" + "x" * 32  # every node of a cluster signs keys with one secret
 
 
@@ -56,19 +59,28 @@ def _as_url(conninfo: str) -> str:
 
 @contextlib.contextmanager
 def node(
-    tmp_path: Path, name: str, url: str, *args: str, delay_ms: int = 25, keys: bool = False
+    tmp_path: Path,
+    name: str,
+    url: str,
+    *args: str,
+    delay_ms: int = 25,
+    keys: bool = False,
+    port: int | None = None,
+    env: dict[str, str] | None = None,
 ) -> Iterator[Any]:
-    """A node on ``url``, open (tenant ``local``), or with ``keys`` on the cluster's shared secret."""
-    env = base_env(
+    """A node on ``url``, open (tenant ``local``), or with ``keys`` on the cluster's shared secret;
+    ``port`` to start it again where it was, ``env`` for more settings."""
+    environment = base_env(
         AVM_DATABASE_URL=url,
         AVM_NODE_ID=name,
         AVM_ECHO_DELAY_MS=str(delay_ms),
         AVM_FLUSH_MS="10",
         AVM_DATABASE_POOL_MAX_SIZE="4",
         **({"AVM_AUTH_SECRET": SHARED_SECRET} if keys else {}),
+        **(env or {}),
     )
     mode = () if keys else ("--open",)
-    with avm_serve(tmp_path / name, free_port(), *mode, *args, env=env) as server:
+    with avm_serve(tmp_path / name, port or free_port(), *mode, *args, env=environment) as server:
         yield server
 
 
@@ -129,8 +141,8 @@ async def test_a_client_on_node_b_streams_a_turn_that_runs_on_node_a(tmp_path):
 async def test_kill_9_of_the_node_running_a_streaming_turn_the_turn_ends_on_another_node(tmp_path):
     with (
         cluster_database() as url,
-        node(tmp_path, "node-a", url, delay_ms=150) as a,  # a 6 s reply
-        node(tmp_path, "node-b", url, "--no-turns", delay_ms=150) as b,
+        node(tmp_path, "node-a", url, delay_ms=STARTS_SLOWER) as a,  # a 16 s reply
+        node(tmp_path, "node-b", url, "--no-turns", delay_ms=STARTS_SLOWER) as b,
     ):
         async with AgentVMClient.connect(b.url) as client:
             img = await _image(client)
@@ -138,10 +150,10 @@ async def test_kill_9_of_the_node_running_a_streaming_turn_the_turn_ends_on_anot
             before: list[dict[str, Any]] = []
             while sum(e["type"] == "text_delta" for e in before) < 3:  # streaming, from node A
                 before.append(await asyncio.wait_for(client.events.get(), 20))
-            with node(tmp_path, "node-c", url, delay_ms=150):  # room for the turn elsewhere
+            with node(tmp_path, "node-c", url, delay_ms=STARTS_SLOWER):  # room for the turn elsewhere
                 a.proc.send_signal(signal.SIGKILL)  # the node running the turn dies mid-stream
                 a.proc.wait(timeout=10)
-                after = await _until_completed(client)  # the lease (10 s) runs out, node C resumes
+                after = await _until_completed(client, 120)  # the lease (10 s) runs out, node C resumes
                 history = await _history(client, img["imageId"])
         assert b.proc.poll() is None
     frames = _frames(before + after)
@@ -158,8 +170,8 @@ async def test_kill_9_of_the_node_running_a_streaming_turn_the_turn_ends_on_anot
 async def test_sigterm_hands_the_running_turn_back_at_once(tmp_path):
     with (
         cluster_database() as url,
-        node(tmp_path, "node-a", url, delay_ms=150) as a,
-        node(tmp_path, "node-b", url, "--no-turns", delay_ms=150) as b,
+        node(tmp_path, "node-a", url, delay_ms=STARTS_SLOWER) as a,
+        node(tmp_path, "node-b", url, "--no-turns", delay_ms=STARTS_SLOWER) as b,
     ):
         async with AgentVMClient.connect(b.url) as client:
             img = await _image(client)
@@ -167,7 +179,7 @@ async def test_sigterm_hands_the_running_turn_back_at_once(tmp_path):
             before: list[dict[str, Any]] = []
             while sum(e["type"] == "text_delta" for e in before) < 3:
                 before.append(await asyncio.wait_for(client.events.get(), 20))
-            with node(tmp_path, "node-c", url, delay_ms=150):
+            with node(tmp_path, "node-c", url, delay_ms=STARTS_SLOWER):
                 a.proc.send_signal(signal.SIGTERM)  # a graceful stop (a rolling restart, a scale-in)
                 stopped_at = asyncio.get_running_loop().time()
                 code = await asyncio.to_thread(a.proc.wait, 20)
@@ -175,7 +187,7 @@ async def test_sigterm_hands_the_running_turn_back_at_once(tmp_path):
                 while not after or after[-1]["type"] != "message_start":  # the resumed attempt's
                     after.append(await asyncio.wait_for(client.events.get(), 30))
                 resumed_after = asyncio.get_running_loop().time() - stopped_at
-                after += await _until_completed(client)
+                after += await _until_completed(client, 120)
                 history = await _history(client, img["imageId"])
     assert code == -signal.SIGTERM  # uvicorn re-raises the signal once its shutdown is done...
     assert "cluster node stopped" in a.output()  # ...which closed the node first

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 from agentvm import DISTRIBUTION, __version__
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agentvm.config import Settings
     from agentvm.ports import TenantStore, UsageRollups
     from agentvm.security.setup import Security
@@ -38,6 +40,14 @@ def _parser() -> argparse.ArgumentParser:
     )
     stack.add_argument("--region", help="with --table: the stack's AWS region (default: the AWS config's)")
     managed = [data_dir, stack]
+    # `keys` can also act on a cluster's PostgreSQL database (docs/cluster.md), from outside its nodes.
+    cluster = argparse.ArgumentParser(add_help=False)
+    cluster.add_argument(
+        "--database-url",
+        help="act on this cluster's PostgreSQL database (env AVM_DATABASE_URL; with the cluster's "
+        "AVM_AUTH_SECRET in the environment)",
+    )
+    keyed = [*managed, cluster]
 
     serve = sub.add_parser("serve", parents=[data_dir], help="run AgentVM locally (HTTP + WebSocket at /ws)")
     serve.add_argument("--host", help="address to bind (default 127.0.0.1, env AVM_HOST)")
@@ -76,7 +86,7 @@ def _parser() -> argparse.ArgumentParser:
         "keys", help="create, list and revoke API keys (acts on the data dir, or --table, directly)"
     )
     keys_sub = keys.add_subparsers(dest="keys_command", required=True)
-    create = keys_sub.add_parser("create", parents=managed, help="create a key; prints its token once")
+    create = keys_sub.add_parser("create", parents=keyed, help="create a key; prints its token once")
     create.add_argument("--tenant", required=True, help=_TENANT_HELP)
     create.add_argument(
         "--scope", action="append", choices=["admin", "client"], help="repeatable (default: client)"
@@ -87,11 +97,11 @@ def _parser() -> argparse.ArgumentParser:
         type=int,
         help="requests per minute (default: the server's AVM_RATE_LIMIT_PER_MINUTE; 0 = unlimited)",
     )
-    listing = keys_sub.add_parser("list", parents=managed, help="list a tenant's keys (never tokens)")
+    listing = keys_sub.add_parser("list", parents=keyed, help="list a tenant's keys (never tokens)")
     listing.add_argument("--tenant", required=True, help=_TENANT_HELP)
     listing.add_argument("--json", action="store_true", help="one JSON object per line")
     revoke = keys_sub.add_parser(
-        "revoke", parents=managed, help="revoke a key (servers stop accepting it within AVM_KEY_CACHE_S)"
+        "revoke", parents=keyed, help="revoke a key (servers stop accepting it within AVM_KEY_CACHE_S)"
     )
     revoke.add_argument("key_id", help="the key's id (the keyId `keys list` shows), not its token")
 
@@ -219,7 +229,9 @@ def _main(argv: list[str] | None) -> int:
 
         # On a stack, AWS errors (no credentials, access denied, no such table or parameter) are
         # reported the same way; their messages name resources, never the secret.
-        expected = Exception if args.table else (AgentVMError, ValueError)
+        # So are a cluster database's (unreachable: its URL redacted; a failing statement).
+        remote = args.table or getattr(args, "database_url", None) or os.environ.get("AVM_DATABASE_URL")
+        expected = Exception if remote else (AgentVMError, ValueError)
         try:
             return asyncio.run(_keys(args) if args.command == "keys" else _budgets(args))
         except expected as exc:
@@ -408,11 +420,23 @@ def _tenant_store(args: argparse.Namespace) -> TenantStore:
 
 
 async def _keys(args: argparse.Namespace) -> int:
-    security = _security(args)
+    if args.table is None:
+        settings = _settings(args, database_url=args.database_url)
+        if settings.database_url is not None:  # a cluster's database (docs/cluster.md)
+            from agentvm.hosts.cluster_server import cluster_admin
+
+            async with cluster_admin(settings) as (security, tenants):
+                return await _manage_keys(args, security, lambda: tenants)
+    return await _manage_keys(args, _security(args), lambda: _tenant_store(args))
+
+
+async def _manage_keys(
+    args: argparse.Namespace, security: Security, tenant_store: Callable[[], TenantStore]
+) -> int:
     auth = security.auth
     assert auth is not None  # not open: the CLI always manages keys
     if args.keys_command == "create":
-        registered = await _tenant_store(args).get_tenant(args.tenant)
+        registered = await tenant_store().get_tenant(args.tenant)
         if registered is not None and registered.status != "active":
             print(f"avm: tenant {args.tenant!r} was deleted; its id is not reused", file=sys.stderr)
             return 2

@@ -28,11 +28,11 @@ from agentvm.runtime import Runtime, turn_settings
 from agentvm.security.setup import Security, build_security
 
 if TYPE_CHECKING:
-    from collections.abc import Callable
+    from collections.abc import AsyncIterator, Callable
 
     from agentvm.adapters.postgres.database import Database
     from agentvm.config import Settings
-    from agentvm.ports import Clock
+    from agentvm.ports import Clock, TenantStore
 
 log = logging.getLogger("agentvm.hosts.cluster_server")
 
@@ -168,6 +168,32 @@ def cluster_security(settings: Settings, clock: Clock, database: Database) -> Se
     )
 
 
+@contextlib.asynccontextmanager
+async def cluster_admin(settings: Settings) -> AsyncIterator[tuple[Security, TenantStore]]:
+    """The cluster's key store (with budgets and counters) and tenant registry, for ``avm keys
+    --database-url`` acting from outside the nodes: a small pool of its own, the migrations applied
+    (under their advisory lock, as a node applies them), closed on exit. Keys are hashed with the
+    cluster's ``AVM_AUTH_SECRET``, which must be set: a data dir's secret file would make keys that
+    no node accepts."""
+    from agentvm.adapters.postgres.database import Database
+    from agentvm.adapters.postgres.migrations import migrate
+    from agentvm.adapters.postgres.tenants import PostgresTenantStore
+    from agentvm.runtime import SystemClock
+
+    if settings.database_url is None:
+        raise ValueError("no database: pass --database-url or set AVM_DATABASE_URL")
+    if settings.auth_secret is None:
+        raise ValueError("set AVM_AUTH_SECRET to the cluster's secret (the one every node has)")
+    database = Database(settings.database_url.get_secret_value(), min_size=1, max_size=2)
+    await database.open()
+    try:
+        await migrate(database)
+        security = cluster_security(settings.model_copy(update={"open": False}), SystemClock(), database)
+        yield security, PostgresTenantStore(database)
+    finally:
+        await database.close()
+
+
 async def run_node(settings: Settings, *, announce_admin_key: Callable[[str], None]) -> int:
     """Start the node, ensure the admin key, serve until SIGTERM/SIGINT, then stop the node."""
     from agentvm.hosts.local_server import build_server
@@ -238,4 +264,4 @@ async def _close_logs(runtime: Runtime | None) -> None:
             await asyncio.to_thread(runtime.logs.close)
 
 
-__all__ = ["cluster_runtime", "cluster_security", "run_node", "serve_cluster", "start_node"]
+__all__ = ["cluster_admin", "cluster_runtime", "cluster_security", "run_node", "serve_cluster", "start_node"]
