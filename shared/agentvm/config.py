@@ -127,6 +127,8 @@ class Settings(BaseSettings):
     # tools (agent/tools/declarations.py, agent/tools/sources.py)
     tool_timeout_s: float = Field(default=60.0, gt=0)  # per call, unless the declaration says otherwise
     tool_max_output_chars: int = Field(default=32_000, ge=100)  # longer results are cut, with a marker
+    # a turn waits this long for MCP servers' tool lists; a slower server is left out of it (an event)
+    mcp_list_deadline_s: float = Field(default=5.0, gt=0, le=120)
     # Values HTTP tool and MCP headers may reference as {"secret": "NAME"}, by tenant ("*": every
     # tenant's): {"acme": {"WEATHER_KEY": "..."}}. Never stored, returned or logged. JSON in env.
     tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)

@@ -147,6 +147,7 @@ def _build(
         allow_private_networks=settings.tool_allow_private_networks,
         default_timeout_s=settings.tool_timeout_s,
         max_output_chars=settings.tool_max_output_chars,
+        list_deadline_s=settings.mcp_list_deadline_s,
     )
 
 
