@@ -1,12 +1,13 @@
 """MCP failures spoken and progress shown, through whole turns of the in-process host, read with
 the SDK's typed events: the reference server ``@modelcontextprotocol/server-everything`` (from npm)
-reports progress on a long call; a server that cannot start and one that crashes mid-call each
-become an ``mcp_server_failed`` event naming the server and the reason (never an env value)."""
+reports progress on a long call; a server that cannot start, crashes mid-call or hangs at listing
+each becomes an ``mcp_server_failed`` event naming the server and the reason (never an env value)."""
 
 from __future__ import annotations
 
 import logging
 import os
+import time
 
 import pytest
 
@@ -93,3 +94,20 @@ async def test_a_server_that_crashes_mid_call_is_reported_as_a_crash_with_its_st
     assert result.is_error and "crashed" in result.content and "refused" not in result.content
     [logged] = [r for r in caplog.records if r.getMessage() == "MCP server failed"]
     assert "crashing on purpose with code 3" in logged.stderr_tail
+
+
+async def test_a_server_that_hangs_at_listing_costs_a_turn_the_deadline_not_the_hang(harness):
+    deadline = 1.0
+    started = time.monotonic()
+    events, _, sources = await _turn(
+        harness, {"hung": {"command": "sleep", "args": ["600"]}}, "No tools.", deadline_s=deadline
+    )
+    elapsed = time.monotonic() - started
+    for listing in sources._listings.values():  # still listing in the background: ends with the test
+        listing.task.cancel()
+    # the turn went on without it: not the ~16 s a hanging server used to cost every turn
+    assert elapsed < deadline + 10, elapsed
+    [failure] = _failures(events)
+    assert failure.data.server == "hung" and failure.data.stage == "list"
+    assert "did not list its tools within 1 s" in failure.data.reason
+    assert events[-1].type == "conversation_end"
