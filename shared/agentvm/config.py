@@ -131,6 +131,8 @@ class Settings(BaseSettings):
     # one block (5 MB: Anthropic's image limit), and all of one result's. Over: a placeholder and a note.
     tool_max_media_block_bytes: int = Field(default=5 * 1024 * 1024, ge=0)
     tool_max_media_result_bytes: int = Field(default=10 * 1024 * 1024, ge=0)
+    # a turn waits this long for MCP servers' tool lists; a slower server is left out of it (an event)
+    mcp_list_deadline_s: float = Field(default=5.0, gt=0, le=120)
     # Values HTTP tool and MCP headers may reference as {"secret": "NAME"}, by tenant ("*": every
     # tenant's): {"acme": {"WEATHER_KEY": "..."}}. Never stored, returned or logged. JSON in env.
     tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)

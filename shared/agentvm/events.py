@@ -45,6 +45,9 @@ AGENT_EVENT_CATEGORY: dict[str, str] = {
     "tool_approval_requested": "state",
     "client_tool_requested": "state",
     "turn_suspended": "state",
+    # additive: a running tool call's progress, an MCP server that failed (docs/protocol.md)
+    "tool_progress": "state",
+    "mcp_server_failed": "state",
 }
 
 

@@ -32,7 +32,7 @@ async def test_the_client_lists_and_calls_tools_concurrently(server):
     session = SdkMcpConnector().session("tools", config)
     try:
         specs = {s.name: s for s in await session.list_tools()}
-        assert set(specs) == {"add", "echo", "fail", "slow", "counted", "env"}
+        assert set(specs) == {"add", "echo", "fail", "slow", "counted", "env", "steps", "crash"}
         assert specs["add"].input_schema["properties"].keys() == {"a", "b"}
         assert (await session.call_tool("add", {"a": 2, "b": 3})).text == "5"
         failed = await session.call_tool("fail", {"message": "boom"})
@@ -78,7 +78,9 @@ async def test_a_server_that_is_down_is_a_clear_error_at_once(config):
 
 
 async def _image(harness, config, **extra):
-    harness.rt.tools = ToolSources(mcp=SdkMcpConnector(connect_timeout_s=10), allow_private_networks=True)
+    harness.rt.tools = ToolSources(
+        mcp=SdkMcpConnector(connect_timeout_s=10), allow_private_networks=True, list_deadline_s=30
+    )
     c = await harness.client()
     await c.request("container_create", containerId="u1")
     img = (
@@ -101,6 +103,8 @@ async def test_a_turn_discovers_the_servers_tools_once_and_calls_them(harness, s
         "slow",
         "counted",
         "env",
+        "steps",
+        "crash",
     }
     results = {r.name: r for r in harness.model.requests[1].messages[-1].tool_results}
     assert results["add"].content == "42" and not results["add"].is_error

@@ -3,7 +3,8 @@
 Tools: ``add``, ``echo``, ``fail`` (raises: an error result), ``slow`` (sleeps), ``env`` (reads an
 environment variable of the server, to check what a stdio child is given), and ``counted``,
 which appends a line to the file named by ``MCP_COUNTER_FILE`` and returns how many lines it holds
-(a test counts how often a tool really ran).
+(a test counts how often a tool really ran); ``steps`` reports progress ``steps`` times, as fast as
+it can; ``crash`` writes to stderr and exits the server process with the given code.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import os
 import sys
 from pathlib import Path
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 
 server = MCPServer("agentvm-test-tools")
 
@@ -56,6 +57,22 @@ def counted(label: str) -> int:
 def env(name: str) -> str:
     """The value of an environment variable of this server process ("" if unset)."""
     return os.environ.get(name, "")
+
+
+@server.tool()
+async def steps(count: int, ctx: Context) -> str:
+    """Report progress ``count`` times without pause, then return."""
+    for i in range(1, count + 1):
+        await ctx.report_progress(i, count, f"step {i}")
+    return f"{count} steps"
+
+
+@server.tool()
+def crash(code: int) -> str:
+    """Say why on stderr, then exit the process with ``code`` (a server that crashes mid-call)."""
+    sys.stderr.write(f"tools_server: crashing on purpose with code {code}\n")
+    sys.stderr.flush()
+    os._exit(code)
 
 
 if __name__ == "__main__":

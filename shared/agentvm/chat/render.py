@@ -20,9 +20,11 @@ from agentvm.client import (
     ErrorMessage,
     ErrorOccurredEvent,
     FileChangedEvent,
+    McpServerFailedEvent,
     SystemErrorEvent,
     TextDeltaEvent,
     ToolCallMessage,
+    ToolProgressEvent,
     ToolResultEvent,
     ToolResultMessage,
     ToolUseStopEvent,
@@ -87,6 +89,10 @@ class Renderer:
             for wait in event.data.waitingFor:
                 if wait.kind == "sandbox":
                     self.note(f"[waiting] {wait.toolName}: a sandbox job")
+        elif isinstance(event, ToolProgressEvent):
+            self.note(f"[progress] {event.data.toolName} {_progress(event.data)}")
+        elif isinstance(event, McpServerFailedEvent):
+            self.note(f"[mcp] {event.data.server} {event.data.reason}")
         elif isinstance(event, FileChangedEvent):
             self.note(f"[file] {event.data.change} {event.data.path} ({event.data.size} bytes)")
         elif isinstance(event, ErrorOccurredEvent):
@@ -120,6 +126,14 @@ class Renderer:
             self.note(f"[tool] {message.toolResult.name} {verb} {short(value)}")
         elif isinstance(message, ErrorMessage):
             self.note(f"[error {message.errorCode or 'error'}] {message.content}")
+
+
+def _progress(data: Any) -> str:
+    """``3/10 (30%) copying``: the progress, of its total when there is one, and the message."""
+    value = f"{data.progress:g}"
+    if data.total:
+        value += f"/{data.total:g} ({100 * data.progress / data.total:.0f}%)"
+    return value + (f" {short(data.message)}" if data.message else "")
 
 
 def _content_text(content: str | list[Any]) -> str:

@@ -367,6 +367,42 @@ class ClientToolRequestedEvent(Event):
     data: ToolWaitData
 
 
+class ToolProgressData(WireModel):
+    toolId: str
+    toolName: str
+    progress: float
+    total: float | None = None
+    message: str | None = None
+
+
+class ToolProgressEvent(Event):
+    """A running call's progress (an MCP server's progress notifications; at most ~2 a second per
+    call, the last one always; additive)."""
+
+    type: Literal["tool_progress"] = "tool_progress"
+    source: str = "agent"
+    category: str = "state"
+    data: ToolProgressData
+
+
+class McpServerFailedData(WireModel):
+    server: str
+    stage: Literal["start", "list", "call"] | str  # could not start, list its tools, or answer a call
+    reason: str  # e.g. "is unreachable: ...", "crashed during tool 'x'" (after the server's name)
+    toolName: str | None = None  # the call it failed (stage "call")
+    exitCode: int | None = None
+
+
+class McpServerFailedEvent(Event):
+    """An MCP server of the image could not start, list its tools or answer a call: its tools are
+    left out of the turn, or the call failed (additive). Never carries a header or env value."""
+
+    type: Literal["mcp_server_failed"] = "mcp_server_failed"
+    source: str = "agent"
+    category: str = "state"
+    data: McpServerFailedData
+
+
 class WaitingFor(WireModel):
     toolCallId: str
     toolName: str
@@ -609,6 +645,8 @@ EVENT_MODELS: dict[str, type[Event]] = {
         ToolApprovalRequestedEvent,
         ClientToolRequestedEvent,
         TurnSuspendedEvent,
+        ToolProgressEvent,
+        McpServerFailedEvent,
         AssistantMessageEvent,
         ToolCallMessageEvent,
         ToolResultMessageEvent,
@@ -651,6 +689,8 @@ AgentEvent = (
     | ToolApprovalRequestedEvent
     | ClientToolRequestedEvent
     | TurnSuspendedEvent
+    | ToolProgressEvent
+    | McpServerFailedEvent
     | AssistantMessageEvent
     | ToolCallMessageEvent
     | ToolResultMessageEvent
@@ -743,6 +783,10 @@ __all__ = [
     "TurnResponseEvent",
     "TurnSuspendedData",
     "TurnSuspendedEvent",
+    "ToolProgressData",
+    "ToolProgressEvent",
+    "McpServerFailedData",
+    "McpServerFailedEvent",
     "UnknownFrame",
     "WaitingFor",
 ]

@@ -186,6 +186,7 @@ def _build(
         max_output_chars=settings.tool_max_output_chars,
         max_media_block_bytes=settings.tool_max_media_block_bytes,
         max_media_result_bytes=settings.tool_max_media_result_bytes,
+        list_deadline_s=settings.mcp_list_deadline_s,
     )
 
 

@@ -189,6 +189,15 @@ export class Transcript {
         this.card(d.toolCallId, d.toolName).querySelector(".tool-state").textContent =
           "waits for a client-side result (the playground runs no client tools: Stop cancels it)";
         break;
+      case "tool_progress": {
+        const total = d.total ? `/${d.total}` : "";
+        const text = `running: ${d.progress}${total}${d.message ? ` ${d.message}` : ""}`;
+        this.card(d.toolId, d.toolName).querySelector(".tool-state").textContent = text;
+        break;
+      }
+      case "mcp_server_failed":
+        this.note(`MCP server ${d.server} ${d.reason}`, "error");
+        break;
       case "file_changed":
         this.note(`File ${d.change}: ${d.path} (${d.size} bytes)`);
         break;

@@ -62,11 +62,35 @@ class Tool(Protocol):
     async def call(self, arguments: dict[str, Any]) -> ToolOutput: ...
 
 
+class ProgressFn(Protocol):
+    """Receives a running call's progress (MCP ``notifications/progress``)."""
+
+    def __call__(self, progress: float, total: float | None, message: str | None) -> None: ...
+
+
+class McpServerFailed(ConnectionError):
+    """An MCP server could not start, list its tools or answer a call (as opposed to answering with
+    a protocol error). ``stage``: "start" | "list" | "call"; ``reason``: a phrase after the server's
+    name ("is unreachable: ...", "crashed during tool 'x'"), safe to show a client (no header or
+    env value, no stack trace); ``exit_code``: a stdio server's, when it is known."""
+
+    def __init__(self, server: str, stage: str, reason: str, *, exit_code: int | None = None) -> None:
+        super().__init__(f"MCP server {server!r} {reason}")
+        self.server = server
+        self.stage = stage
+        self.reason = reason
+        self.exit_code = exit_code
+
+
 class McpSession(Protocol):
-    """A connection to one MCP server for the length of a turn (or of one tool listing)."""
+    """A connection to one MCP server for the length of a turn (or of one tool listing).
+
+    A server that cannot start, list or answer raises ``McpServerFailed``."""
 
     async def list_tools(self) -> list[ToolSpec]: ...
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutput: ...
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, on_progress: ProgressFn | None = None
+    ) -> ToolOutput: ...
     async def aclose(self) -> None: ...
 
 
@@ -139,8 +163,10 @@ __all__ = [
     "HttpToolClient",
     "HttpToolResponse",
     "McpConnector",
+    "McpServerFailed",
     "McpSession",
     "McpSessionPool",
+    "ProgressFn",
     "Tool",
     "ToolCatalog",
     "ToolOutput",

@@ -261,6 +261,8 @@ async def _run(
     if context.prefix_break is not None:  # the provider's prompt cache is written anew from the break
         log.info("prompt prefix changed", extra={"turn_id": job.turnId, "prefix_break": context.prefix_break})
     hooks.toolbox = toolbox
+    if toolbox is not None:  # MCP servers that failed while it was built, then progress as tools run
+        toolbox.reports.attach(hooks.sink.emit)
     hooks.trace = start_turn(
         job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens
     )

@@ -22,6 +22,7 @@ from moto import mock_aws
 from pydantic import BaseModel
 
 from agentvm.adapters.llm.scripted import Calls, Fail, ScriptedModelClient, SingleModelResolver
+from agentvm.adapters.mcp.client import SdkMcpConnector
 from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.client import (
@@ -37,6 +38,7 @@ from agentvm.events import AGENT_EVENT_CATEGORY
 from tests.crashes import DyingModel
 from tests.functions.aws_host import aws_host
 from tests.harness import Harness
+from tests.mcp_servers.fixtures import stdio_config
 
 ROOT = Path(__file__).resolve().parents[3]
 CALC = {"type": "builtin", "name": "calculator"}
@@ -83,7 +85,11 @@ def _check_lossless(frames: list[dict[str, Any]]) -> set[str]:
 
 async def _drive_local(tmp_path: Path) -> list[dict[str, Any]]:
     h = Harness(tmp_path)
-    h.rt.tools = ToolSources(sandbox=LocalSandbox(tmp_path / "workspaces", isolate=False))
+    h.rt.tools = ToolSources(
+        mcp=SdkMcpConnector(connect_timeout_s=30),
+        sandbox=LocalSandbox(tmp_path / "workspaces", isolate=False),
+        list_deadline_s=30,
+    )
     c = await h.client()
     await c.request("container_create", containerId="u1")
     await c.request("container_get", containerId="u1")
@@ -116,6 +122,14 @@ async def _drive_local(tmp_path: Path) -> list[dict[str, Any]]:
     await h.run_turns()
     h.model.add(Calls(("nope", {})), Calls(("write", {"path": "a.txt", "content": "x"})), "Written.")
     await c.request("message_send", imageId=img["imageId"], content="tools")
+    await h.run_turns()
+
+    # MCP: a server that cannot start (mcp_server_failed), a call's progress (tool_progress)
+    servers = {"calc": stdio_config(), "broken": {"command": "/nonexistent/mcp-server"}}
+    mcp = (await c.request("image_create", containerId="u1", config={"mcpServers": servers}))["record"]
+    await c.subscribe(mcp["sessionId"])
+    h.model.add(Calls(("steps", {"count": 3})), "Stepped.")
+    await c.request("message_send", imageId=mcp["imageId"], content="steps")
     await h.run_turns()
 
     # a provider error, an interrupt mid-stream, a worker that dies mid-stream (retried)

@@ -11,7 +11,12 @@ message naming the server; a call that hangs is cancelled by the caller (``Toolb
 interrupts) like any coroutine.
 
 stdio servers get the SDK's minimal environment (PATH, HOME, USER, SHELL, TERM, LOGNAME) plus the
-declared ``env``, never this process's (which holds provider keys); their stderr is discarded.
+declared ``env``, never this process's (which holds provider keys). Their stderr is kept as a
+bounded tail (``stderr_tail``) and logged, with the server's name, when it fails to start or
+crashes. A server that stops answering (its process exited, its connection closed) is reported as
+such (``McpUnavailable``, stage "start" or "call"), never as having refused the call; a refusal
+(``McpCallFailed``) is the server answering with a protocol error. ``call_tool`` passes the
+server's progress notifications to ``on_progress``.
 """
 
 from __future__ import annotations
@@ -19,15 +24,17 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
 import warnings
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentvm.adapters.mcp.stderr_tail import StderrTail
 from agentvm.llm import IMAGE_MEDIA_TYPES, Attachment, ToolBlock, ToolSpec, blocks_text
-from agentvm.ports import ToolOutput
+from agentvm.ports import McpServerFailed, ToolOutput
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
+
+    from agentvm.ports import ProgressFn
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -35,8 +42,9 @@ _CLOSE_TIMEOUT_S = 5.0
 _MAX_PAGES = 50  # tools/list pages followed before giving up on a server that never ends its list
 
 
-class McpUnavailable(ConnectionError):
-    """The server could not be reached or did not complete its handshake."""
+class McpUnavailable(McpServerFailed):
+    """The server could not be reached or did not complete its handshake, or it went away (its
+    process exited, its connection closed) during a listing or a call."""
 
 
 class McpCallFailed(RuntimeError):
@@ -76,29 +84,40 @@ class SdkMcpSession:
         self._ready: asyncio.Future[None] | None = None
         self._stop = asyncio.Event()
         self._lock = asyncio.Lock()
-        self._gone = False  # the connection closed under us (a server process that died)
+        self._dead = False  # the connection closed under us (a server process that died)
+        self._stderr: StderrTail | None = None  # a stdio server's, while it runs
 
     async def list_tools(self) -> list[ToolSpec]:
         client = await self._connected()
         specs: list[ToolSpec] = []
         cursor: str | None = None
         for _ in range(_MAX_PAGES):
-            page = await self._guard(client.list_tools(cursor=cursor), "tools/list")
+            page = await self._guard(client.list_tools(cursor=cursor), "tools/list", "list")
             specs += [ToolSpec(t.name, t.description or "", dict(t.input_schema)) for t in page.tools]
             cursor = page.next_cursor
             if not cursor:
                 break
         return specs
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
-        client = await self._connected()
-        result = await self._guard(client.call_tool(name, arguments), f"tool {name!r}")
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, on_progress: ProgressFn | None = None
+    ) -> ToolOutput:
+        client = await self._connected("call")
+        progress = None
+        if on_progress is not None:
+            report = on_progress
+
+            async def progress(value: float, total: float | None, message: str | None) -> None:
+                report(value, total, message)
+
+        call = client.call_tool(name, arguments, progress_callback=progress)
+        result = await self._guard(call, f"tool {name!r}", "call")
         return _output(result)
 
     @property
     def alive(self) -> bool:
         """Not yet connected, or connected and not ended (a crashed server's session is not)."""
-        return not self._gone and (self._owner is None or not self._owner.done())
+        return not self._dead and (self._owner is None or not self._owner.done())
 
     async def ping(self, timeout_s: float = 5.0) -> None:
         """Check that a connected server still answers (a pooled session, before a turn reuses it);
@@ -111,17 +130,17 @@ class SdkMcpSession:
         # no longer knows the session (a Streamable HTTP server that restarted).
         warnings.filterwarnings("ignore", message="ping is removed as of 2026-07-28")
         try:
-            await asyncio.wait_for(self._guard(client.send_ping(), "ping"), timeout_s)
+            await asyncio.wait_for(self._guard(client.send_ping(), "ping", "call"), timeout_s)
         except TimeoutError:
-            self._gone = True
-            raise McpUnavailable(f"MCP server {self.server!r} does not answer a ping") from None
+            self._dead = True
+            raise McpUnavailable(self.server, "call", "does not answer a ping") from None
         except McpUnavailable:
             raise
         except Exception as exc:  # noqa: BLE001 (refused: gone before 2026-07-28, there since)
             version = str(getattr(client, "protocol_version", "") or "")
             if version and version < "2026-07-28":  # ping is part of these: a refusal is a lost session
-                self._gone = True
-                raise McpUnavailable(f"MCP server {self.server!r} lost the session: {_why(exc)}") from None
+                self._dead = True
+                raise McpUnavailable(self.server, "call", f"lost the session: {_why(exc)}") from None
 
     async def aclose(self) -> None:
         self._stop.set()
@@ -133,7 +152,7 @@ class SdkMcpSession:
                 await asyncio.wait({owner}, timeout=1.0)
 
     # -- the connection ------------------------------------------------------------------------
-    async def _connected(self) -> Any:
+    async def _connected(self, stage: str = "list") -> Any:
         async with self._lock:
             if self._owner is None:
                 self._ready = asyncio.get_running_loop().create_future()
@@ -143,9 +162,15 @@ class SdkMcpSession:
             await asyncio.wait_for(asyncio.shield(self._ready), self._connect_timeout_s)
         except TimeoutError:
             seconds = self._connect_timeout_s
-            raise McpUnavailable(
-                f"MCP server {self.server!r} is unreachable: no handshake within {seconds:g} s"
-            ) from None
+            failure = McpUnavailable(
+                self.server, "start", f"is unreachable: no handshake within {seconds:g} s"
+            )
+            self._log_failure(failure)
+            raise failure from None
+        except McpUnavailable as failure:
+            if failure.stage == "start":
+                raise
+            raise McpUnavailable(self.server, stage, failure.reason) from None  # closed between uses
         return self._client
 
     async def _own(self) -> None:
@@ -156,6 +181,8 @@ class SdkMcpSession:
 
             async with Client(self._transport(), message_handler=self._on_message) as client:
                 self._client = client
+                if self._stderr is not None:
+                    self._stderr.release()  # the child holds its own copy from here
                 self._ready.set_result(None)
                 listener = None
                 version = str(client.protocol_version or "")
@@ -169,16 +196,23 @@ class SdkMcpSession:
                         await asyncio.wait({listener}, timeout=1.0)
         except BaseException as exc:  # noqa: BLE001 (reported to the waiting callers, then ended)
             if not self._ready.done():
-                self._ready.set_exception(
-                    McpUnavailable(f"MCP server {self.server!r} is unreachable: {_why(exc)}")
-                )
+                failure = McpUnavailable(self.server, "start", f"is unreachable: {_why(exc)}")
+                self._log_failure(failure)
+                self._ready.set_exception(failure)
+                self._ready.exception()  # retrieved: a session closed before its first use waits for none
             if isinstance(exc, asyncio.CancelledError):
                 raise
             log.info("MCP session ended", extra={"server": self.server, "error": type(exc).__name__})
         finally:
             self._client = None
+            if self._stderr is not None:
+                self._stderr.release()
             if not self._ready.done():
-                self._ready.set_exception(McpUnavailable(f"MCP server {self.server!r} closed the session"))
+                self._ready.set_exception(McpUnavailable(self.server, "start", "closed the session"))
+            elif not self._stop.is_set() and self._ready.exception() is None:
+                # it was up and nobody closed it: the next use fails at once, naming why
+                self._ready = asyncio.get_running_loop().create_future()
+                self._ready.set_exception(McpUnavailable(self.server, "call", "closed the session"))
 
     async def _listen(self, client: Any) -> None:
         """The stateless revision (2026-07-28) sends change events only on a ``subscriptions/listen``
@@ -210,7 +244,8 @@ class SdkMcpSession:
                 args=list(self._config.get("args") or []),
                 env=dict(self._config.get("env") or {}),  # merged over the SDK's minimal environment
             )
-            return stdio_client(params, errlog=_devnull())
+            self._stderr = StderrTail()
+            return stdio_client(params, errlog=self._stderr.writer)
         headers = dict(self._config.get("headers") or {})
         if kind == "sse":
             from mcp.client.sse import sse_client
@@ -223,8 +258,9 @@ class SdkMcpSession:
             self._config["url"], http_client=create_mcp_http_client(headers=headers)
         )
 
-    async def _guard(self, call: Any, what: str) -> Any:
-        """Await an SDK call; a protocol error becomes ``McpCallFailed`` naming the server."""
+    async def _guard(self, call: Any, what: str, stage: str) -> Any:
+        """Await an SDK call; a protocol error becomes ``McpCallFailed`` naming the server, a server
+        that goes away (exits, closes its connection) ``McpUnavailable`` saying so."""
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
@@ -240,17 +276,34 @@ class SdkMcpSession:
             raise
         if not call_task.done():
             call_task.cancel()
-            raise McpUnavailable(f"MCP server {self.server!r} went away during {what}")
+            raise self._gone(what, stage)
         try:
             return call_task.result()
         except MCPError as exc:
-            if exc.code == CONNECTION_CLOSED:
-                self._gone = True
-                raise McpUnavailable(f"MCP server {self.server!r} went away during {what}") from None
+            if exc.error.code == CONNECTION_CLOSED:
+                raise self._gone(what, stage) from None
             raise McpCallFailed(f"MCP server {self.server!r} refused {what}: {exc}") from None
         except (OSError, EOFError) as exc:
-            self._gone = True
-            raise McpUnavailable(f"MCP server {self.server!r} went away during {what}: {_why(exc)}") from None
+            raise self._gone(what, stage, _why(exc)) from None
+
+    def _gone(self, what: str, stage: str, why: str | None = None) -> McpUnavailable:
+        """The server stopped answering during ``what``: a stdio server crashed (its process
+        exited), a remote one closed the connection. Logged with the stderr tail."""
+        self._dead = True
+        stdio = self._stderr is not None
+        reason = f"crashed during {what}" if stdio else f"closed the connection during {what}"
+        failure = McpUnavailable(self.server, stage, reason + (f": {why}" if why else ""))
+        self._log_failure(failure)
+        return failure
+
+    def _log_failure(self, failure: McpServerFailed) -> None:
+        """One log line: the server, the stage, the reason and the tail of its stderr (never its env)."""
+        extra: dict[str, Any] = {"server": self.server, "stage": failure.stage, "reason": failure.reason}
+        if failure.exit_code is not None:
+            extra["exit_code"] = failure.exit_code
+        if self._stderr is not None:
+            extra["stderr_tail"] = self._stderr.text()
+        log.warning("MCP server failed", extra=extra)
 
 
 def _output(result: Any) -> ToolOutput:
@@ -322,10 +375,6 @@ def _why(exc: BaseException) -> str:
         exc = exc.exceptions[0]
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text[:300]}" if text else type(exc).__name__
-
-
-def _devnull() -> Any:
-    return open(os.devnull, "w")  # noqa: SIM115 (lives as long as the child's stderr)
 
 
 __all__ = ["McpCallFailed", "McpUnavailable", "SdkMcpConnector", "SdkMcpSession"]

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from agentvm.llm import ToolSpec
-    from agentvm.ports import ToolOutput
+    from agentvm.ports import ProgressFn, ToolOutput
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -157,7 +157,7 @@ class PooledMcpSessions:
     # -- leases ----------------------------------------------------------------------------------
     async def _acquire(self, key: _Key, config: dict[str, Any]) -> _Entry:
         if self._closed:
-            raise McpUnavailable(f"MCP server {key[2]!r} is unavailable: the server is shutting down")
+            raise McpUnavailable(key[2], "start", "is unavailable: the server is shutting down")
         async with self._lock:
             entry = self._entries.get(key)
             if entry is None:
@@ -190,8 +190,9 @@ class PooledMcpSessions:
             wait = entry.retry_at - now
             at = datetime.fromtimestamp(time.time() + wait, UTC).strftime("%H:%M:%S UTC")
             raise McpBackingOff(
-                f"MCP server {entry.server!r} crashed {entry.crashes} times in a row; "
-                f"it is tried again in {wait:.1f} s (at {at})"
+                entry.server,
+                "start",
+                f"crashed {entry.crashes} times in a row; it is tried again in {wait:.1f} s (at {at})",
             )
         await self._make_room(entry)
         entry.tools_changed = False
@@ -216,8 +217,10 @@ class PooledMcpSessions:
                 if not idle:
                     whose = "this tenant's" if scope is not None else "this server's"
                     raise McpPoolFull(
-                        f"MCP server {entry.server!r} is unavailable: {whose} {bound} MCP sessions are all "
-                        f"in use by running turns ({setting}); try again when one ends"
+                        entry.server,
+                        "start",
+                        f"is unavailable: {whose} {bound} MCP sessions are all in use by running turns"
+                        f" ({setting}); try again when one ends",
                     )
                 oldest = min(idle, key=lambda e: e.last_used)
                 log.info("MCP session closed to make room", extra={"server": oldest.server})
@@ -277,9 +280,11 @@ class McpLease:
         entry.tools_changed = False  # a notification from now on marks this listing stale
         return await self._use(entry, lambda s: s.list_tools())
 
-    async def call_tool(self, name: str, arguments: dict[str, Any]) -> ToolOutput:
+    async def call_tool(
+        self, name: str, arguments: dict[str, Any], *, on_progress: ProgressFn | None = None
+    ) -> ToolOutput:
         entry = await self._held()
-        return await self._use(entry, lambda s: s.call_tool(name, arguments))
+        return await self._use(entry, lambda s: s.call_tool(name, arguments, on_progress=on_progress))
 
     async def aclose(self) -> None:
         entry, self._entry = self._entry, None

@@ -4,12 +4,21 @@ MCP tool lists are cached in the image record (``toolCatalog``, keyed by a finge
 servers' config, with the time they were listed): a turn reads the list from the record and
 connects to a server only when the model calls one of its tools. A list is fetched again once it
 is older than ``tools_ttl_s`` (``AVM_MCP_TOOLS_TTL_S``), and at once for a server that sent
-``notifications/tools/list_changed`` to the container's pooled session. A server whose tools cannot
-be listed is left out of that turn (its previous list, if any, is kept) and tried again on the next.
+``notifications/tools/list_changed`` to the container's pooled session.
+
+Servers to list are listed concurrently, within ``list_deadline_s`` (5 s by default,
+``AVM_MCP_LIST_DEADLINE_S``): a server that cannot start or list, or is still listing at the
+deadline, is left out of that turn (its previous list, if any, is kept), and the client is told
+(``mcp_server_failed``, stage "start" or "list"). A listing cut by the deadline goes on in the
+background (up to ``_LIST_TIMEOUT_S``) and its tools are in the next turn; a server whose listing
+failed is not tried again for ``list_retry_s`` (30 s), so a hanging server costs one turn the
+deadline, not every turn. A server that goes away during a call is reported too (stage "call"), and
+a call's progress notifications become ``tool_progress`` events (``agent.tools.reports``).
 
 With a host's session pool (``mcp_pool``, ``adapters/mcp/pool.py``) a turn leases its container's
-live sessions, so a stdio server keeps running, with its state, from one turn to the next; without
-one (AWS Lambda) each turn opens its own sessions and closes them with the toolbox.
+live sessions for its calls, so a stdio server keeps running, with its state, from one turn to the
+next; without one (AWS Lambda) each turn opens its own sessions and closes them with the toolbox.
+A listing uses a session of its own, closed when it ends (it may outlive the turn that started it).
 
 Names are unique per image: declared tools keep theirs; an MCP tool whose name is taken gets its
 server's name as a prefix (``<server>__<tool>``).
@@ -48,9 +57,10 @@ from agentvm.agent.tools.declarations import (
 )
 from agentvm.agent.tools.egress import EgressRefused, check_public
 from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES
+from agentvm.agent.tools.reports import ToolReports, current_progress
 from agentvm.agent.tools.toolbox import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, ClientTool, Toolbox
 from agentvm.llm import ToolSpec
-from agentvm.ports import ToolOutput
+from agentvm.ports import McpServerFailed, ToolOutput
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -70,8 +80,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.tools")
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_]+)\}")
-_LIST_TIMEOUT_S = 20.0
+_LIST_TIMEOUT_S = 20.0  # a listing's own bound (it may go on past the turn's deadline, in the background)
 DEFAULT_TOOLS_TTL_S = 600.0
+DEFAULT_LIST_DEADLINE_S = 5.0
+DEFAULT_LIST_RETRY_S = 30.0
 
 
 class MissingSecret(ValueError):
@@ -166,7 +178,13 @@ class McpTool:
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
         session = await self.sessions.get(self.server)
-        return await session.call_tool(self.remote_name, arguments)
+        try:
+            return await session.call_tool(self.remote_name, arguments, on_progress=current_progress())
+        except McpServerFailed as exc:  # cannot start, or went away: the client is told, the model too
+            self.sessions.reports.server_failed(
+                self.server, exc.stage, exc.reason, tool=self.spec.name, exit_code=exc.exit_code
+            )
+            raise
 
 
 @dataclass
@@ -180,6 +198,7 @@ class TurnMcpSessions:
     allow_private: bool = False
     pool: McpSessionPool | None = None
     owner: tuple[str, str] = ("", "")  # (tenant, container) the pooled sessions belong to
+    reports: ToolReports = field(default_factory=ToolReports)
     _open: dict[str, McpSession] = field(default_factory=dict)
 
     async def get(self, server: str) -> McpSession:
@@ -222,6 +241,10 @@ class ToolSources:
     max_output_chars: int = DEFAULT_MAX_OUTPUT_CHARS
     max_media_block_bytes: int = DEFAULT_MAX_BLOCK_BYTES
     max_media_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
+    list_deadline_s: float = DEFAULT_LIST_DEADLINE_S  # a turn waits this long for servers' tool lists
+    list_retry_s: float = DEFAULT_LIST_RETRY_S  # a server whose listing failed is left out this long
+    # listings by (servers fingerprint, server): one in flight at a time, kept past its turn
+    _listings: dict[tuple[str, str], _Listing] = field(default_factory=dict, repr=False)
 
     async def toolbox(
         self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
@@ -231,6 +254,7 @@ class ToolSources:
         secrets = tenant_secrets(self.secrets, image.tenantId)
         tools: list[Tool] = []
         notes: list[str] = []
+        reports = ToolReports()
         for raw in image.tools or []:
             kind = raw.get("type")
             if kind == "builtin":
@@ -261,13 +285,14 @@ class ToolSources:
         closers = []
         if image.mcpServers and self.mcp is not None:
             servers = parse_mcp_servers(image.mcpServers, allow_stdio=self.allow_stdio)
-            catalog, listing_notes = await self._catalog(store, image, servers, secrets)
+            catalog, listing_notes = await self._catalog(store, image, servers, secrets, reports)
             notes += listing_notes
             sessions = TurnMcpSessions(
                 self.mcp,
                 servers,
                 secrets,
                 self.allow_private_networks,
+                reports=reports,
                 pool=self.mcp_pool,
                 owner=(image.tenantId, image.containerId),
             )
@@ -291,6 +316,7 @@ class ToolSources:
             notes=notes,
             approval=frozenset() if approval is None else _approval_names(approval.tools),
             approval_timeout_s=DEFAULT_APPROVAL_TIMEOUT_S if approval is None else approval.timeoutS,
+            reports=reports,
         )
 
     async def _catalog(
@@ -299,9 +325,11 @@ class ToolSources:
         image: ImageRecord,
         servers: Mapping[str, McpStdioServer | McpRemoteServer],
         secrets: Mapping[str, str],
+        reports: ToolReports,
     ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
-        """The servers' tool lists: from the image record while fresh, else listed now and stored
-        there (stale: older than ``tools_ttl_s``, or the server said its tools changed)."""
+        """The servers' tool lists: from the image record while fresh, else listed now (concurrently,
+        within the deadline) and stored there (stale: older than ``tools_ttl_s``, or the server said
+        its tools changed)."""
         key = servers_fingerprint(image.mcpServers)
         cached = image.toolCatalog or {}
         previous: dict[str, list[dict[str, Any]]] = (
@@ -314,41 +342,63 @@ class ToolSources:
         assert self.mcp is not None
         listed = {} if expired else {n: tools for n, tools in previous.items() if n not in changed}
         notes: list[str] = []
+        kept_stale = False  # a list kept from before because its refresh failed or is late
+
+        def unavailable(name: str, stage: str, reason: str, exit_code: int | None = None) -> None:
+            notes.append(f"MCP server {name!r} {reason}")
+            reports.server_failed(name, stage, reason, exit_code=exit_code)
+
+        waiting: dict[str, _Listing] = {}
         for name, server in servers.items():
             if name in listed:
                 continue
-            try:
-                if isinstance(server, McpRemoteServer) and not self.allow_private_networks:
-                    await check_public(server.url)
-                resolved = _resolved(server, secrets)
-                session = (
-                    self.mcp_pool.lease(image.tenantId, image.containerId, name, resolved)
-                    if self.mcp_pool is not None
-                    else self.mcp.session(name, resolved)
+            listing = self._listing(key, name, server, secrets)
+            if isinstance(listing, str):
+                unavailable(name, "start", listing)
+            else:
+                waiting[name] = listing
+        if waiting:
+            tasks = {listing.task for listing in waiting.values()}
+            await asyncio.wait(tasks, timeout=self.list_deadline_s)
+        loop = asyncio.get_running_loop()
+        for name, listing in waiting.items():
+            done = listing.task.done()
+            exc = (
+                None
+                if not done
+                else listing.task.exception()
+                if not listing.task.cancelled()
+                else TimeoutError()
+            )
+            if done and exc is None:
+                listed[name] = listing.task.result()
+                self._listings.pop((key, name), None)
+                continue
+            if name in previous:  # a refresh that failed or is late: keep the list it had this turn
+                listed[name] = previous[name]
+                kept_stale = True
+                if done and listing.failed_at is None:
+                    listing.failed_at = loop.time()
+                continue
+            if not done:  # still listing: left out of this turn, kept for the next
+                seconds = self.list_deadline_s
+                unavailable(
+                    name, "list", f"did not list its tools within {seconds:g} s; left out of this turn"
                 )
-            except (MissingSecret, EgressRefused) as exc:
-                notes.append(f"MCP server {name!r} is unavailable: {exc}")
                 continue
-            try:
-                # The declared timeout is per tool call; starting a server and listing may take longer.
-                list_timeout = max(server.timeoutS or 0, _LIST_TIMEOUT_S)
-                specs = await asyncio.wait_for(session.list_tools(), list_timeout)
-            except Exception as exc:  # down, hanging, misconfigured: leave it out of this turn
-                message = str(exc)[:300] or type(exc).__name__
-                log.warning("MCP server tools could not be listed", extra={"server": name, "error": message})
-                if name in previous:  # keep the list it had: its tools fail when called, if it stays down
-                    listed[name] = previous[name]
-                    continue
-                notes.append(f"MCP server {name!r} is unavailable: {message}")
-                continue
-            finally:
-                await session.aclose()
-            listed[name] = [
-                {"name": s.name, "description": s.description, "inputSchema": s.input_schema} for s in specs
-            ]
+            if listing.failed_at is None:
+                listing.failed_at = loop.time()
+            if isinstance(exc, McpServerFailed):
+                unavailable(name, exc.stage, exc.reason, exc.exit_code)
+            elif isinstance(exc, TimeoutError):
+                unavailable(name, "list", f"did not list its tools within {_LIST_TIMEOUT_S:g} s")
+            else:  # misconfigured, or an answer that is not a tool list
+                unavailable(name, "list", f"could not list its tools: {str(exc)[:300] or type(exc).__name__}")
         complete = set(listed) == set(servers)
         if complete or listed:
-            image.toolCatalog = {"key": key, "servers": listed, "listedAt": int(time.time())}
+            # a list kept stale keeps its old time: the next turn tries the refresh again
+            listed_at = int(cached.get("listedAt") or 0) if kept_stale else int(time.time())
+            image.toolCatalog = {"key": key, "servers": listed, "listedAt": listed_at}
             try:
                 await store.put_image(image)
             except Exception as exc:  # a cache write that fails costs a listing next turn, nothing more
@@ -369,6 +419,71 @@ class ToolSources:
         except MissingSecret:
             return False
         return self.mcp_pool.tools_changed(image.tenantId, image.containerId, name, resolved)
+
+    def _listing(
+        self,
+        key: str,
+        name: str,
+        server: McpStdioServer | McpRemoteServer,
+        secrets: Mapping[str, str],
+    ) -> _Listing | str:
+        """The server's listing: the one in flight or finished lately, else a new one; or why it
+        cannot be listed (a missing secret, a refused address: reported, not retried in the background)."""
+        loop = asyncio.get_running_loop()
+        listing = self._listings.get((key, name))
+        if listing is not None and listing.loop is loop:
+            fresh = listing.failed_at is None or loop.time() - listing.failed_at < self.list_retry_s
+            if fresh:
+                return listing
+        try:
+            config = _resolved(server, secrets)
+        except MissingSecret as exc:
+            return f"is unavailable: {exc}"
+        url = server.url if isinstance(server, McpRemoteServer) and not self.allow_private_networks else None
+        task = loop.create_task(self._list(name, server, config, url), name=f"mcp-list:{name}")
+        task.add_done_callback(_retrieved)  # a failure nobody waits for any more is not "never retrieved"
+        listing = _Listing(task, loop)
+        self._listings[(key, name)] = listing
+        return listing
+
+    async def _list(
+        self, name: str, server: McpStdioServer | McpRemoteServer, config: dict[str, Any], url: str | None
+    ) -> list[dict[str, Any]]:
+        if url is not None:
+            try:
+                await check_public(url)
+            except EgressRefused as exc:
+                raise McpServerFailed(name, "start", f"is unavailable: {exc}") from None
+        assert self.mcp is not None
+        session = self.mcp.session(name, config)
+        try:
+            # The declared timeout is per tool call; starting a server and listing may take longer.
+            list_timeout = max(server.timeoutS or 0, _LIST_TIMEOUT_S)
+            specs = await asyncio.wait_for(session.list_tools(), list_timeout)
+        except Exception as exc:
+            log.warning("MCP server tools could not be listed", extra={"server": name, "error": _short(exc)})
+            raise
+        finally:
+            await session.aclose()
+        return [{"name": s.name, "description": s.description, "inputSchema": s.input_schema} for s in specs]
+
+
+@dataclass
+class _Listing:
+    """One server's tool listing, possibly still running after the turn that started it."""
+
+    task: asyncio.Task[list[dict[str, Any]]]
+    loop: asyncio.AbstractEventLoop
+    failed_at: float | None = None  # when a turn saw it fail (loop time): retried after list_retry_s
+
+
+def _retrieved(task: asyncio.Task[Any]) -> None:
+    if not task.cancelled():
+        task.exception()
+
+
+def _short(exc: BaseException) -> str:
+    return str(exc)[:300] or type(exc).__name__
 
 
 def _approval_names(tools: list[str] | str) -> frozenset[str] | str:

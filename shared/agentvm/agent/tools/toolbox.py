@@ -20,6 +20,12 @@ from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES, bounded_blocks
+from agentvm.agent.tools.reports import (
+    CallProgress,
+    ToolReports,
+    reset_current_progress,
+    set_current_progress,
+)
 from agentvm.llm import ToolResult, blocks_text
 from agentvm.ports import FileChange, ToolOutput
 
@@ -79,6 +85,7 @@ class Toolbox:
         notes: Sequence[str] = (),
         approval: frozenset[str] | str = frozenset(),
         approval_timeout_s: float = 3600.0,
+        reports: ToolReports | None = None,
     ) -> None:
         self._tools = {tool.spec.name: tool for tool in tools}
         self.default_timeout_s = default_timeout_s
@@ -89,6 +96,8 @@ class Toolbox:
         self.notes = list(notes)  # e.g. an MCP server whose tools could not be listed
         self.approval = approval  # names of the tools that need approval, or "*": all of them
         self.approval_timeout_s = approval_timeout_s
+        # what the tools tell the client while the turn runs (MCP failures, progress): reports.py
+        self.reports = reports if reports is not None else ToolReports()
 
     def add(self, tools: Sequence[Tool]) -> None:
         """More tools (a name already taken keeps its first tool)."""
@@ -146,6 +155,7 @@ class Toolbox:
         if problem is not None:
             return done(f"Error: invalid input for {call.name}: {problem}", "invalid_input")
         timeout = tool.timeout_s or self.default_timeout_s
+        token = set_current_progress(CallProgress(self.reports, call.id, call.name))
         try:
             output: ToolOutput = await asyncio.wait_for(tool.call(call.input), timeout)
         except TimeoutError:
@@ -156,6 +166,8 @@ class Toolbox:
             log.info("tool failed", extra={"tool": call.name, "error": type(exc).__name__})
             message = str(exc)[:_MAX_ERROR_CHARS] or type(exc).__name__
             return done(f"Error: {call.name} failed: {message}", "error")
+        finally:
+            reset_current_progress(token)
         status = "error" if output.is_error else "ok"
         if not output.blocks or output.is_error:  # an error is stored as text: its media as placeholders
             return replace(done(output.text, status, output.files), structured=output.structured)
