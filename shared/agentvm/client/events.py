@@ -303,6 +303,7 @@ class ToolCompletedData(WireModel):
     toolId: str
     toolName: str
     result: Any = None
+    structuredContent: Any = None  # (additive) a JSON value the tool returned beside its content (MCP)
 
 
 class ToolCompletedEvent(Event):

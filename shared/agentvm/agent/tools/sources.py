@@ -18,7 +18,8 @@ a call's progress notifications become ``tool_progress`` events (``agent.tools.r
 With a host's session pool (``mcp_pool``, ``adapters/mcp/pool.py``) a turn leases its container's
 live sessions for its calls, so a stdio server keeps running, with its state, from one turn to the
 next; without one (AWS Lambda) each turn opens its own sessions and closes them with the toolbox.
-A listing uses a session of its own, closed when it ends (it may outlive the turn that started it).
+A listing leases the container's pooled session too (without a pool: a session of its own, closed
+when it ends); it may outlive the turn that started it.
 
 Names are unique per image: declared tools keep theirs; an MCP tool whose name is taken gets its
 server's name as a prefix (``<server>__<tool>``).
@@ -243,8 +244,9 @@ class ToolSources:
     max_media_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     list_deadline_s: float = DEFAULT_LIST_DEADLINE_S  # a turn waits this long for servers' tool lists
     list_retry_s: float = DEFAULT_LIST_RETRY_S  # a server whose listing failed is left out this long
-    # listings by (servers fingerprint, server): one in flight at a time, kept past its turn
-    _listings: dict[tuple[str, str], _Listing] = field(default_factory=dict, repr=False)
+    # listings by (tenant, container, servers fingerprint, server) (tenant and container empty
+    # without a pool): one in flight at a time, kept past its turn
+    _listings: dict[tuple[str, str, str, str], _Listing] = field(default_factory=dict, repr=False)
 
     async def toolbox(
         self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
@@ -348,11 +350,13 @@ class ToolSources:
             notes.append(f"MCP server {name!r} {reason}")
             reports.server_failed(name, stage, reason, exit_code=exit_code)
 
+        # with a pool, a container's live session is listed (its tools may have changed with its state)
+        owner = (image.tenantId, image.containerId) if self.mcp_pool is not None else ("", "")
         waiting: dict[str, _Listing] = {}
         for name, server in servers.items():
             if name in listed:
                 continue
-            listing = self._listing(key, name, server, secrets)
+            listing = self._listing(key, name, server, secrets, owner)
             if isinstance(listing, str):
                 unavailable(name, "start", listing)
             else:
@@ -372,7 +376,7 @@ class ToolSources:
             )
             if done and exc is None:
                 listed[name] = listing.task.result()
-                self._listings.pop((key, name), None)
+                self._listings.pop((*owner, key, name), None)
                 continue
             if name in previous:  # a refresh that failed or is late: keep the list it had this turn
                 listed[name] = previous[name]
@@ -426,11 +430,13 @@ class ToolSources:
         name: str,
         server: McpStdioServer | McpRemoteServer,
         secrets: Mapping[str, str],
+        owner: tuple[str, str],
     ) -> _Listing | str:
         """The server's listing: the one in flight or finished lately, else a new one; or why it
-        cannot be listed (a missing secret, a refused address: reported, not retried in the background)."""
+        cannot be listed (a missing secret, a refused address: reported, not retried in the background).
+        ``owner``: the (tenant, container) whose pooled session is listed, or ("", "") without a pool."""
         loop = asyncio.get_running_loop()
-        listing = self._listings.get((key, name))
+        listing = self._listings.get((*owner, key, name))
         if listing is not None and listing.loop is loop:
             fresh = listing.failed_at is None or loop.time() - listing.failed_at < self.list_retry_s
             if fresh:
@@ -440,14 +446,19 @@ class ToolSources:
         except MissingSecret as exc:
             return f"is unavailable: {exc}"
         url = server.url if isinstance(server, McpRemoteServer) and not self.allow_private_networks else None
-        task = loop.create_task(self._list(name, server, config, url), name=f"mcp-list:{name}")
+        task = loop.create_task(self._list(name, server, config, url, owner), name=f"mcp-list:{name}")
         task.add_done_callback(_retrieved)  # a failure nobody waits for any more is not "never retrieved"
         listing = _Listing(task, loop)
-        self._listings[(key, name)] = listing
+        self._listings[(*owner, key, name)] = listing
         return listing
 
     async def _list(
-        self, name: str, server: McpStdioServer | McpRemoteServer, config: dict[str, Any], url: str | None
+        self,
+        name: str,
+        server: McpStdioServer | McpRemoteServer,
+        config: dict[str, Any],
+        url: str | None,
+        owner: tuple[str, str],
     ) -> list[dict[str, Any]]:
         if url is not None:
             try:
@@ -455,7 +466,11 @@ class ToolSources:
             except EgressRefused as exc:
                 raise McpServerFailed(name, "start", f"is unavailable: {exc}") from None
         assert self.mcp is not None
-        session = self.mcp.session(name, config)
+        session = (
+            self.mcp_pool.lease(*owner, name, config)
+            if self.mcp_pool is not None
+            else self.mcp.session(name, config)
+        )
         try:
             # The declared timeout is per tool call; starting a server and listing may take longer.
             list_timeout = max(server.timeoutS or 0, _LIST_TIMEOUT_S)
