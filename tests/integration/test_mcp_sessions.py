@@ -12,8 +12,6 @@ import asyncio
 import contextlib
 import os
 import signal
-import socket
-import subprocess
 import sys
 import time
 from pathlib import Path
@@ -25,6 +23,7 @@ from agentvm.adapters.llm.scripted import Calls
 from agentvm.adapters.mcp.client import McpUnavailable, SdkMcpConnector
 from agentvm.adapters.mcp.pool import McpBackingOff, McpPoolFull, PooledMcpSessions
 from agentvm.agent.tools.sources import ToolSources
+from tests.mcp_servers.fixtures import free_port, served_over_http
 from tests.npm_tools import SERVER_EVERYTHING, have_npm, installed
 
 TOGGLE = "toggle-simulated-logging"
@@ -39,36 +38,13 @@ def _everything() -> Path:
     return installed(*SERVER_EVERYTHING)
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @contextlib.contextmanager
 def _everything_over_http(port: int | None = None):
-    port = port or _free_port()
-    proc = subprocess.Popen(
-        [str(_everything()), "streamableHttp"],
-        env={**os.environ, "PORT": str(port)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        deadline = time.monotonic() + 30
-        while True:
-            with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
-                break
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("server-everything did not start over Streamable HTTP")
-            time.sleep(0.05)
-        yield {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"}
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(5)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    port = port or free_port()
+    with served_over_http(
+        [str(_everything()), "streamableHttp"], port, {"PORT": str(port)}, "server-everything"
+    ) as c:
+        yield c
 
 
 @pytest.fixture(params=["stdio", "http"])

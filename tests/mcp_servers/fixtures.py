@@ -18,32 +18,39 @@ def stdio_config(counter_file: Path | None = None) -> dict[str, Any]:
     return {"command": sys.executable, "args": [str(SERVER)], "env": env}
 
 
-def _free_port() -> int:
+def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+        return int(s.getsockname()[1])
 
 
 @contextlib.contextmanager
 def http_server(counter_file: Path | None = None):
     """The test server over Streamable HTTP; yields its config (``{"type": "http", "url": ...}``)."""
-    port = _free_port()
     env = {"MCP_COUNTER_FILE": str(counter_file)} if counter_file else {}
+    port = free_port()
+    with served_over_http(
+        [sys.executable, str(SERVER), "http", str(port)], port, env, "the test MCP server"
+    ) as c:
+        yield c
+
+
+@contextlib.contextmanager
+def served_over_http(argv: list[str], port: int, env: dict[str, str], what: str, start_s: float = 30):
+    """Runs an MCP server process listening on ``port``; yields its Streamable HTTP config once it
+    accepts connections, and stops it after."""
     import os
 
     proc = subprocess.Popen(
-        [sys.executable, str(SERVER), "http", str(port)],
-        env={**os.environ, **env},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
+        argv, env={**os.environ, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
     )
     try:
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + start_s
         while True:
             with contextlib.suppress(OSError), socket.create_connection(("127.0.0.1", port), timeout=0.2):
                 break
             if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError("the test MCP server did not start")
+                raise RuntimeError(f"{what} did not start over Streamable HTTP")
             time.sleep(0.05)
         yield {"type": "http", "url": f"http://127.0.0.1:{port}/mcp"}
     finally:
