@@ -60,6 +60,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
     from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
     from agentvm.adapters.postgres.config import PostgresConfigStore
+    from agentvm.adapters.postgres.node_metrics import NodeMetricsBoard
     from agentvm.adapters.postgres.queue_gauges import QueueGaugeSnapshot
     from agentvm.adapters.postgres.replies import PostgresReplyCache
     from agentvm.adapters.postgres.resources import PostgresResourceStore
@@ -103,9 +104,12 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     gauges = QueueGaugeSnapshot(node.queue)
     # This node's requests, turns, process and sockets; the queue's gauges are the cluster's (a
     # snapshot refreshed in the background: the same on every node).
-    runtime.metrics = PrometheusMetrics(
-        connections=node.connections, queue=gauges, now_ms=runtime.clock.now_ms
-    )
+    metrics = PrometheusMetrics(connections=node.connections, queue=gauges, now_ms=runtime.clock.now_ms)
+    # /v1/metrics shows every live node's figures, labelled ``node``: each node publishes its own
+    # to PostgreSQL and reads the others' (adapters/postgres/node_metrics.py).
+    board = NodeMetricsBoard(db, node.node, metrics.registry, now_ms=runtime.clock.now_ms)
+    metrics.source = board
+    runtime.metrics = metrics
     runtime.signals = node.signals  # interrupts to every node (NOTIFY avm_cancel)
     runtime.resources = ResourceCentre(
         PostgresResourceStore(db),
@@ -143,6 +147,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
         on_shutdown=[tools.aclose],  # before the node's own steps (its pool, its connection)
     )
     host.background.append(gauges.run)
+    host.background.append(board.run)
     return host
 
 

@@ -67,6 +67,10 @@ class QueueGauges(Protocol):
     def dead_count(self) -> int: ...
 
 
+class _Collector(Protocol):
+    def collect(self) -> Iterable[Metric]: ...
+
+
 class _LiveConnections(Protocol):
     """The host's connections as the live gauge reads them (InMemoryConnections, SqliteConnections)."""
 
@@ -87,6 +91,9 @@ class PrometheusMetrics:
         process_metrics: bool = True,
     ) -> None:
         self.registry = CollectorRegistry()
+        # What /v1/metrics reads: this registry, or a collector that adds other nodes' figures
+        # (the cluster host's ``adapters/postgres/node_metrics.py``).
+        self.source: _Collector = self.registry
         self._connections = connections
         self._queue = queue
         self._now_ms = now_ms
@@ -158,13 +165,13 @@ class PrometheusMetrics:
 
     # -- reading -----------------------------------------------------------------------------------
     def exposition(self, tenant_id: str | None) -> tuple[bytes, str]:
-        source = self.registry if tenant_id is None else _TenantOnly(self.registry, tenant_id)
+        source = self.source if tenant_id is None else _TenantOnly(self.source, tenant_id)
         return generate_latest(source), CONTENT_TYPE_LATEST
 
     async def view(self, query: MetricsQuery) -> dict[str, Any]:
         out = empty_view(query, host=self.host)
         out["since"], out["until"] = self.started_ms, self._now_ms()
-        families = _families(self.registry, query.tenant_id)
+        families = _families(self.source, query.tenant_id)
         total: dict[str, int] = {}
         errors: dict[str, int] = {}
         for s in families.get("avm_requests", ()):
@@ -291,7 +298,7 @@ class _TenantOnly:
     """A registry view with one tenant's series only: families without a ``tenant`` label
     (process-wide) are left out, and so is every other tenant's sample."""
 
-    def __init__(self, registry: CollectorRegistry, tenant_id: str) -> None:
+    def __init__(self, registry: _Collector, tenant_id: str) -> None:
         self._registry = registry
         self._tenant = tenant_id
 
@@ -304,7 +311,7 @@ class _TenantOnly:
                 yield kept
 
 
-def _families(registry: CollectorRegistry, tenant_id: str | None) -> dict[str, list[Any]]:
+def _families(registry: _Collector, tenant_id: str | None) -> dict[str, list[Any]]:
     """Samples by family name (the name without ``_total``), one tenant's or every one's."""
     source = registry if tenant_id is None else _TenantOnly(registry, tenant_id)
     out: dict[str, list[Any]] = {}
