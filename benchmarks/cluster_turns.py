@@ -20,6 +20,8 @@ the same offered load. Measured per row:
 - nodes_cpu_ms_per_turn and pg_backend_cpu_ms_per_turn: CPU time during the load (user + system,
   from ``/proc``) of the node processes, and of the PostgreSQL server processes connected to the
   database (its backends: the WAL writer and checkpointer are not counted), over the turns.
+- db_bytes_per_turn: the database's growth (``pg_database_size``: tables, indexes, TOAST; not the
+  WAL) over the turns: messages, usage records, the turn's stored frames, the queue's rows.
 - pool_max_per_node: the configured ``AVM_DATABASE_POOL_MAX_SIZE``; backends_peak: the most server
   connections to the database seen (sampled every 0.2 s), every node's pool plus its listener.
 
@@ -99,6 +101,12 @@ def _xacts(url: str) -> int:
     return int(row[0]) if row else 0
 
 
+def _database_bytes(url: str) -> int:
+    with psycopg.connect(url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_database_size(current_database())").fetchone()
+    return int(row[0]) if row else 0
+
+
 def _backend_cpu_s(url: str) -> dict[int, float]:
     """CPU seconds used so far by each server process connected to the cluster's database."""
     with psycopg.connect(url, autocommit=True) as conn:
@@ -175,12 +183,14 @@ def measure(url: str, nodes: int, clients: int, seconds: float, root: Path) -> d
         time.sleep(idle_s)
         before = _settled_xacts(url)
         idle_rate = (before - before_idle) / (idle_s + 1.2)
+        bytes_before = _database_bytes(url)
         nodes_cpu_before = sum(p.cpu_seconds() for p in procs)
         pg_cpu_before = _backend_cpu_s(url)
         load = asyncio.run(_load(url, procs, clients, seconds))
         pg_cpu = sum(s - pg_cpu_before.get(pid, 0.0) for pid, s in _backend_cpu_s(url).items())
         cpu_s = sum(p.cpu_seconds() for p in procs) - nodes_cpu_before
         after = _settled_xacts(url)
+        grown = _database_bytes(url) - bytes_before
     turns = load["turns"]
     load_xacts = (after - before) - idle_rate * (load["elapsed_s"] + 1.2)
     return {
@@ -194,6 +204,7 @@ def measure(url: str, nodes: int, clients: int, seconds: float, root: Path) -> d
         "idle_xacts_per_s": round(idle_rate, 1),
         "nodes_cpu_ms_per_turn": round(cpu_s * 1000 / turns, 1) if turns else None,
         "pg_backend_cpu_ms_per_turn": round(pg_cpu * 1000 / turns, 1) if turns else None,
+        "db_bytes_per_turn": round(grown / turns) if turns else None,
         "pool_max_per_node": POOL_MAX,
         "backends_peak": load["backends_peak"],
     }

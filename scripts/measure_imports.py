@@ -95,7 +95,8 @@ def _template_variables() -> dict[str, set[str]]:
 @functools.cache
 def _parameter_defaults() -> dict[str, str]:
     """Variable name -> the default of the template parameter it is a ``!Ref`` to (``AVM_FLUSH_MS``:
-    ``FlushMs``'s 250), so a setting the template passes from a parameter gets its real default."""
+    ``FlushMs``'s 250), or the value the template writes for it (``AVM_TOOL_MAX_MEDIA_RESULT_BYTES``:
+    65536), so a setting gets its real value in the measurement."""
     parameters = _template().get("Parameters", {})
     out = {}
     for env in _function_environments().values():
@@ -103,6 +104,8 @@ def _parameter_defaults() -> dict[str, str]:
             ref = value.get("Ref") if isinstance(value, dict) else None
             if ref in parameters and "Default" in parameters[ref]:
                 out[name] = str(parameters[ref]["Default"])
+            elif isinstance(value, str | int | float):  # a value written in the template itself
+                out[name] = str(value)
     return out
 
 
