@@ -44,7 +44,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
 
 import psycopg
 
@@ -62,18 +61,10 @@ ECHO_DELAY_MS = 10
 MESSAGE = " ".join(f"w{i}" for i in range(20))  # the echo reply: ~21 words, ~210 ms at 10 ms a word
 
 
-def as_url(conninfo: str) -> str:
-    """A ``key=value`` conninfo as the ``postgresql://`` URL ``avm serve`` takes."""
-    params = {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(conninfo).items() if v is not None}
-    dbname = params.pop("dbname")
-    user = params.pop("user", "")
-    password = params.pop("password", None)
-    auth = quote(user) + (f":{quote(password)}" if password else "") + ("@" if user else "")
-    return f"postgresql://{auth}/{quote(dbname)}?{urlencode(params)}"
-
-
 @contextlib.contextmanager
 def cluster(url: str, nodes: int, root: Path) -> Iterator[list[Proc]]:
+    from tests.postgres_server import as_url
+
     with contextlib.ExitStack() as stack:
         procs = [
             stack.enter_context(

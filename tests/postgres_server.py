@@ -31,6 +31,7 @@ import threading
 from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
 
 import psycopg
 import pytest
@@ -46,6 +47,17 @@ if TYPE_CHECKING:
 # each other's template.
 TEMPLATE = f"avm_template_{os.getpid()}"
 _names = itertools.count(1)
+
+
+def as_url(conninfo: str) -> str:
+    """A ``key=value`` conninfo (what this module hands out) as the ``postgresql://`` URL that
+    ``avm serve --database-url`` and ``AVM_DATABASE_URL`` take."""
+    params = {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(conninfo).items() if v is not None}
+    dbname = params.pop("dbname")
+    user = params.pop("user", "")
+    password = params.pop("password", None)
+    auth = quote(user) + (f":{quote(password)}" if password else "") + ("@" if user else "")
+    return f"postgresql://{auth}/{quote(dbname)}?{urlencode(params)}"
 
 
 def _bin_dir() -> Path | None:

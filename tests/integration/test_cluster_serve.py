@@ -13,15 +13,13 @@ import asyncio
 import contextlib
 import signal
 from typing import TYPE_CHECKING, Any
-from urllib.parse import quote, urlencode
 
 import httpx
-import psycopg
 import pytest
 
 from agentvm.client import AgentVMClient
 from tests.integration.avm_process import avm_serve, base_env, free_port
-from tests.postgres_server import shared_server
+from tests.postgres_server import as_url, shared_server
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
@@ -42,19 +40,9 @@ def cluster_database() -> Iterator[str]:
     server = shared_server()
     url = server.create_database()
     try:
-        yield _as_url(url)
+        yield as_url(url)
     finally:
         server.drop_database(url)
-
-
-def _as_url(conninfo: str) -> str:
-    """The test server's conninfo (``key=value``) as the ``postgresql://`` URL ``avm serve`` takes."""
-    params = {k: str(v) for k, v in psycopg.conninfo.conninfo_to_dict(conninfo).items() if v is not None}
-    dbname = params.pop("dbname")
-    user = params.pop("user", "")
-    password = params.pop("password", None)
-    auth = quote(user) + (f":{quote(password)}" if password else "") + ("@" if user else "")
-    return f"postgresql://{auth}/{quote(dbname)}?{urlencode(params)}"
 
 
 @contextlib.contextmanager
