@@ -43,9 +43,8 @@ from agentvm.api.errors import error_responses
 from agentvm.api.openapi import examples, ok
 from agentvm.api.params import CONTAINER_ID, MAX_ID
 from agentvm.errors import BadRequest, ConnectionGone, NotFound
-from agentvm.messages import UserMessage, chains
 from agentvm.ports import ConnectionInfo
-from agentvm.records import TERMINAL, turn_id_for
+from agentvm.records import TERMINAL
 from agentvm.security.tenant_limits import connection_cap
 from agentvm.streaming.frames import TURN_SPAN
 
@@ -391,32 +390,12 @@ async def stored_frames(
 ) -> list[dict[str, Any]]:
     """The stored frames above ``after`` of the session's ended or suspended turns (of the turn
     answering user message ``band`` only, if given), each message's text as one ``text_delta``."""
-    from agentvm.streaming.frames import replay
-    from agentvm.streaming.resume import REPLAYABLE
+    from agentvm.streaming.resume import finished_turns_after
 
-    window = await rt.store.recent_messages_after(
-        session.sessionId, max(after // TURN_SPAN - 1, 0), rt.turns.history_window
-    )
-    replies = chains([item.message for item in window])
     out: list[dict[str, Any]] = []
     cursor = after
-    for item in window:
-        user = item.message
-        if not isinstance(user, UserMessage) or (band is not None and item.seq != band):
-            continue
-        turn = await rt.store.get_turn(turn_id_for(user.id))
-        if turn is None or turn.status not in REPLAYABLE or turn.frames is None:
-            continue
-        payloads = replay(
-            turn,
-            session=session,
-            user=user,
-            replies=replies.get(user.id, ()),
-            after=cursor,
-            now_ms=rt.clock.now_ms(),
-            merge_text=True,
-        )
-        for payload in payloads:
+    for done in await finished_turns_after(rt, session, after, band=band):
+        for payload in done.replay(rt, session, after=cursor, merge_text=True):
             out.extend(_frames(payload))
         cursor = max([cursor, *(f["seq"] for f in out if isinstance(f.get("seq"), int))])
     return out

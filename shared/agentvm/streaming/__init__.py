@@ -50,6 +50,8 @@ if TYPE_CHECKING:
         replay,
     )
     from agentvm.streaming.resume import (
+        FinishedTurn,
+        finished_turns_after,
         subscribe_after,
     )
     from agentvm.streaming.sink import (
@@ -80,6 +82,8 @@ __all__ = [
     "replay",
     "send_result",
     "send_result_body",
+    "FinishedTurn",
+    "finished_turns_after",
     "subscribe_after",
     "unpack",
     "user_message_id",
@@ -129,6 +133,8 @@ __getattr__, __dir__ = lazy_exports(
             "replay",
         ],
         "resume": [
+            "FinishedTurn",
+            "finished_turns_after",
             "subscribe_after",
         ],
         "sink": [

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import json
 import logging
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from agentvm.errors import ConnectionGone
@@ -37,8 +38,11 @@ from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
 REPLAYABLE = TERMINAL | {"suspended"}
 
 if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from agentvm.messages import Message
     from agentvm.ports import ConnectionInfo
-    from agentvm.records import SessionRecord
+    from agentvm.records import SessionRecord, TurnRecord
     from agentvm.runtime import Runtime
 
 log = logging.getLogger("agentvm.resume")
@@ -68,6 +72,52 @@ async def subscribe_after(
         log.info("caller gone while resuming", extra={"connection_id": connection_id})
 
 
+@dataclass(frozen=True)
+class FinishedTurn:
+    """A turn of the session whose frames are stored (ended, or suspended), with the user message
+    it answers and the messages that answered it (where its text comes from on replay)."""
+
+    turn: TurnRecord
+    user: UserMessage
+    replies: Sequence[Message]
+
+    def replay(self, rt: Runtime, session: SessionRecord, *, after: int, merge_text: bool) -> list[str]:
+        """Its frames above ``after``, serialised (``frames.replay``)."""
+        return replay(
+            self.turn,
+            session=session,
+            user=self.user,
+            replies=self.replies,
+            after=after,
+            now_ms=rt.clock.now_ms(),
+            merge_text=merge_text,
+        )
+
+
+async def finished_turns_after(
+    rt: Runtime, session: SessionRecord, after: int, *, band: int | None = None
+) -> list[FinishedTurn]:
+    """The session's finished turns from the cursor ``after``'s turn on, oldest first (only the one
+    answering user message ``band``, if given). A turn still running is left out: its worker sends
+    it live. (Only a turn left behind by a dead job can be unfinished before a finished one: turns
+    of a session run in order.)"""
+    # The cursor's turn answers the user message with seq ``after // TURN_SPAN``: read from there.
+    window = await rt.store.recent_messages_after(
+        session.sessionId, max(after // TURN_SPAN - 1, 0), rt.turns.history_window
+    )
+    replies = chains([item.message for item in window])
+    out: list[FinishedTurn] = []
+    for item in window:
+        user = item.message
+        if not isinstance(user, UserMessage) or (band is not None and item.seq != band):
+            continue
+        turn = await rt.store.get_turn(turn_id_for(user.id))
+        if turn is None or turn.status not in REPLAYABLE or turn.frames is None:
+            continue
+        out.append(FinishedTurn(turn, user, replies.get(user.id, ())))
+    return out
+
+
 async def _replay_finished(
     rt: Runtime,
     connection_id: str,
@@ -80,49 +130,21 @@ async def _replay_finished(
 ) -> int:
     """Push the frames above ``after`` of the finished turns from the cursor's turn on; returns the
     cursor past them."""
-    store = rt.store
-    # The cursor's turn answers the user message with seq ``after // TURN_SPAN``: read from there.
-    window = await store.recent_messages_after(
-        session.sessionId, max(after // TURN_SPAN - 1, 0), rt.turns.history_window
-    )
-    if not window:
+    finished = await finished_turns_after(rt, session, after)
+    if not finished:
         return await _clamped(rt, session.sessionId, after)
-    replies = chains([item.message for item in window])
     cursor = after
-    for item in window:
-        user = item.message
-        if not isinstance(user, UserMessage):
+    for done in finished:
+        assert done.turn.frames is not None  # finished_turns_after keeps only turns with frames
+        if last_seq(done.turn.frames) <= cursor:
             continue
-        turn = await store.get_turn(turn_id_for(user.id))
-        # Not finished: the worker sends it live. (Only a turn left behind by a dead job can be
-        # unfinished before a finished one: turns of a session run in order.)
-        if turn is None or turn.status not in REPLAYABLE or turn.frames is None:
-            continue
-        if last_seq(turn.frames) <= cursor:
-            continue
-        payloads = replay(
-            turn,
-            session=session,
-            user=user,
-            replies=replies.get(user.id, ()),
-            after=cursor,
-            now_ms=rt.clock.now_ms(),
-            merge_text=merge_text,
-        )
+        payloads = done.replay(rt, session, after=cursor, merge_text=merge_text)
         if v2:
-            seen = replay(
-                turn,
-                session=session,
-                user=user,
-                replies=replies.get(user.id, ()),
-                after=turn.frames.firstSeq - 1,
-                now_ms=rt.clock.now_ms(),
-                merge_text=False,
-            )
+            seen = done.replay(rt, session, after=done.turn.frames.firstSeq - 1, merge_text=False)
             payloads = _rendered(seen, payloads, cursor)
         for payload in pack(payloads) if batch else payloads:
             await rt.push.send(connection_id, payload)
-        cursor = last_seq(turn.frames)
+        cursor = last_seq(done.turn.frames)
     return cursor
 
 
@@ -146,4 +168,4 @@ async def _clamped(rt: Runtime, session_id: str, after: int) -> int:
     return min(after, (last + 1) * TURN_SPAN - 1)
 
 
-__all__ = ["subscribe_after"]
+__all__ = ["FinishedTurn", "finished_turns_after", "subscribe_after"]
