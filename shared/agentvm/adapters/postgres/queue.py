@@ -80,6 +80,7 @@ SELECT h.seq, h.tenant_id FROM (SELECT DISTINCT tenant_id FROM turn_jobs WHERE s
 LATERAL (
     SELECT t.seq, t.tenant_id FROM turn_jobs AS t
     WHERE t.tenant_id = w.tenant_id AND t.state = 'queued' AND t.available_at <= now()
+      AND t.seq <> ALL(%(ours)s)
       AND NOT EXISTS (SELECT 1 FROM turn_jobs AS p
                       WHERE p.session_id = t.session_id AND p.state <> 'dead' AND p.seq < t.seq)
     ORDER BY t.seq LIMIT %(per_tenant)s
@@ -329,14 +330,14 @@ class PostgresTurnQueue:
                 "SELECT tenant_id, COUNT(*) FROM turn_jobs WHERE state = 'running' GROUP BY tenant_id"
             )
             running = {tenant: int(count) for tenant, count in await cursor.fetchall()}
-            cursor = await conn.execute(_READY_HEADS, {"per_tenant": free})
+            # ``ours``: a row we still run whose lease lapsed (a heartbeat that came too late) and
+            # was re-queued is not claimed again here: that would run the turn twice on this node.
+            # Our next heartbeat finds it gone and cancels our attempt; then any node resumes it.
+            # (Left out in SQL, so it takes none of its tenant's ``per_tenant`` heads.)
+            cursor = await conn.execute(_READY_HEADS, {"per_tenant": free, "ours": list(self._inflight)})
             waiting: dict[str, deque[int]] = {}
             for seq, tenant in sorted(await cursor.fetchall()):
-                # A row we still run whose lease lapsed (a heartbeat that came too late) and was
-                # re-queued is not claimed again here: that would run the turn twice on this node.
-                # Our next heartbeat finds it gone and cancels our attempt; then any node resumes it.
-                if seq not in self._inflight:
-                    waiting.setdefault(tenant, deque()).append(seq)
+                waiting.setdefault(tenant, deque()).append(seq)
             # a free slot goes to the waiting tenant with the fewest running turns (ties: oldest head)
             ready = [(running.get(t, 0), heads[0], t) for t, heads in waiting.items()]
             heapq.heapify(ready)
