@@ -9,6 +9,7 @@ FastAPI's pages (``offline_assets()`` is None).
 
 from __future__ import annotations
 
+import importlib.util
 from pathlib import Path
 
 from fastapi import APIRouter, Request
@@ -21,12 +22,13 @@ router = APIRouter(include_in_schema=False)
 
 
 def offline_assets() -> Path | None:
-    """The directory of fastapi-offline's copies of Swagger UI and ReDoc, when it is installed."""
-    try:
-        import fastapi_offline
-    except ModuleNotFoundError:
+    """The directory of fastapi-offline's copies of Swagger UI and ReDoc, when it is installed.
+    Found without importing the package (its ``__init__`` builds FastAPI apps): ``create_app``
+    runs in every Lambda's init, where this costs one path lookup."""
+    spec = importlib.util.find_spec("fastapi_offline")
+    if spec is None or spec.origin is None:
         return None
-    return Path(fastapi_offline.__file__).parent / "static"
+    return Path(spec.origin).parent / "static"
 
 
 @router.get("/docs", response_class=HTMLResponse)
