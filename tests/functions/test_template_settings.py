@@ -289,6 +289,43 @@ def test_deps_layer_pins_the_versions_the_tests_run_against():
     assert not {"uvicorn", "websockets", "pytest", "moto"} & set(pins), "local-only packages in the layer"
 
 
+def _locked() -> dict[str, tuple[str, int]]:
+    """requirements.lock as {package: (version, number of hashes)}."""
+    locked: dict[str, tuple[str, int]] = {}
+    package = ""
+    for line in (ROOT / "layers/deps/requirements.lock").read_text().splitlines():
+        if match := re.match(r"^([A-Za-z0-9_.-]+)==(\S+)", line):
+            package = match[1].lower()
+            locked[package] = (match[2], 0)
+        elif line.strip().startswith("--hash=sha256:"):
+            version, hashes = locked[package]
+            locked[package] = (version, hashes + 1)
+    return locked
+
+
+def test_deps_layer_lock_holds_every_pin_at_its_version_with_hashes():
+    locked = _locked()
+    for package, version in _requirements().items():
+        assert locked.get(package.lower(), ("missing", 0))[0] == version, (
+            f"{package} {version} in requirements.txt: regenerate layers/deps/requirements.lock (its header)"
+        )
+    assert all(hashes for _, hashes in locked.values()), "a locked package without a hash"
+    assert len(locked) > len(_requirements())  # the transitive packages are locked too
+
+
+def test_the_test_venv_runs_the_layers_locked_versions():
+    """./dev installs the lock as constraints: every locked package the venv has is that version."""
+    differ = {}
+    for package, (version, _) in _locked().items():
+        try:
+            installed = importlib.metadata.version(package)
+        except importlib.metadata.PackageNotFoundError:
+            continue
+        if installed != version:
+            differ[package] = (version, installed)
+    assert not differ, f"locked vs installed (run ./dev to reinstall): {differ}"
+
+
 def test_deps_layer_has_what_the_handlers_import():
     pins = set(_requirements())
     needed = {"pydantic", "pydantic-settings", "fastapi", "mangum", "pynamodb", "aws-lambda-powertools"}
