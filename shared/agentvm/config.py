@@ -229,6 +229,9 @@ class Settings(BaseSettings):
     queue_url: str | None = None  # the SQS FIFO turn queue
     ws_endpoint: str | None = None  # https://{api}.execute-api.{region}.amazonaws.com/{stage}
     provider_keys_parameter: str | None = None  # SSM SecureString (JSON) holding provider keys
+    # how long a warm AWS function keeps the provider keys before reading the parameter again: a
+    # rotated key reaches every function within this, without a redeploy (hosts/aws.py)
+    provider_keys_ttl_s: int = Field(default=300, ge=0, le=86_400)
     # SSM SecureString (JSON) holding AVM_AUTH_SECRET (+ AVM_AUTH_SECRET_PREVIOUS): read on first use
     auth_secret_parameter: str | None = None
     # how often an AWS worker looks for an interrupt mark (an eventually consistent read, 0.5 RRU;

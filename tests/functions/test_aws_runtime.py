@@ -60,7 +60,10 @@ def test_aws_runtime_wires_the_aws_adapters_without_network_io(no_network):
     assert isinstance(rt.models, SsmKeysModelResolver)
     # the worker looks for interrupt marks (set by another Lambda) between flushes
     assert (rt.turns.cancel_poll_s, rt.turns.flush_s) == (0.25, 0.1)
-    with pytest.raises(AssertionError, match="network I/O"):  # the keys are read on first use only
+    from aws_lambda_powertools.utilities.parameters.exceptions import GetParameterError
+
+    # the keys are read on first use only (through Powertools Parameters, which wraps the error)
+    with pytest.raises(GetParameterError, match="network I/O"):
         rt.models.resolve(None)
 
 
@@ -121,6 +124,32 @@ def test_provider_keys_are_read_once_when_a_model_is_first_resolved(ssm):
     assert counting.calls == 1
     with pytest.raises(BadRequest, match="not configured"):  # no OpenAI key in the parameter
         resolver.resolve("openai/gpt-4o-mini")
+
+
+def test_a_rotated_provider_key_is_used_after_the_ttl_without_a_redeploy(ssm):
+    counting = _put(ssm, json.dumps({"ANTHROPIC_API_KEY": SECRET}))
+    cached = SsmKeysModelResolver(_settings(provider_keys_parameter=PARAMETER), ssm_client=counting)
+    fresh = SsmKeysModelResolver(
+        _settings(provider_keys_parameter=PARAMETER, provider_keys_ttl_s=0), ssm_client=counting
+    )
+    before = [r.resolve("anthropic/claude-haiku-4-5")[0] for r in (cached, fresh)]
+    ssm.put_parameter(
+        Name=PARAMETER,
+        Value=json.dumps({"ANTHROPIC_API_KEY": SECRET + "-rotated"}),
+        Type="SecureString",
+        Overwrite=True,
+    )
+    calls = counting.calls
+    # within the TTL (300 s): the cached value, no SSM read, the same client
+    assert cached.resolve("anthropic/claude-haiku-4-5")[0] is before[0]
+    # past it (here: a TTL of 0): read again, the new key seen, the clients rebuilt with it
+    after = fresh.resolve("anthropic/claude-haiku-4-5")[0]
+    assert counting.calls == calls + 1
+    assert after is not before[1]
+    key = fresh._loaded()._settings.anthropic_api_key
+    assert key is not None and key.get_secret_value() == SECRET + "-rotated"
+    # the same value read again: nothing rebuilt
+    assert fresh.resolve("anthropic/claude-haiku-4-5")[0] is after
 
 
 def test_without_a_keys_parameter_only_keyless_providers_resolve(ssm):

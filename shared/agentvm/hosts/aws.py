@@ -181,15 +181,23 @@ class SsmKeysModelResolver:
     ``{"ANTHROPIC_API_KEY": "...", "OPENAI_API_KEY": "..."}`` (the same names as the local
     environment variables). It is read on the first ``resolve``: when a turn first needs a model, or
     a frame names one (``image_create`` with ``config.model``); never at import, so no handler's
-    cold start waits for SSM and KMS. The keys are then kept for the life of the execution
-    environment: a rotated key reaches functions as their environments are replaced (any deploy or
-    configuration change replaces all of them). Values are never logged, not even on errors.
+    cold start waits for SSM and KMS.
+
+    **Rotation without a redeploy.** The value is cached by Powertools Parameters (``SSMProvider``)
+    for ``settings.provider_keys_ttl_s`` (``AVM_PROVIDER_KEYS_TTL_S``, 300 s): a ``resolve`` after
+    that reads the parameter again, and a changed value rebuilds the model clients with the new
+    keys. A rotated key therefore reaches every warm function within the TTL; the old key should
+    stay valid at the provider that long. Cost: one GetParameter per execution environment per TTL
+    (standard parameters: no charge; a few ms, on the turn that comes after the TTL).
+    Values are never logged, not even on errors.
     """
 
     def __init__(self, settings: Settings, *, ssm_client: Any = None) -> None:
         self._settings = settings
         self._ssm_client = ssm_client
         self._resolver: SettingsModelResolver | None = None
+        self._value: str | None = None  # the parameter's value the resolver was built with
+        self._provider: Any = None  # Powertools' SSMProvider, made on first read
 
     def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
         return self._loaded().resolve(ref)
@@ -200,19 +208,31 @@ class SsmKeysModelResolver:
         self._resolver = None
 
     def _loaded(self) -> SettingsModelResolver:
+        settings = self._settings
+        name = settings.provider_keys_parameter
+        value = self._fetch(name) if name else None
+        if value != self._value:
+            if self._value is not None:
+                log.info("provider keys changed: model clients rebuilt", extra={"parameter": name})
+            self._resolver, self._value = None, value
         if self._resolver is None:
             from agentvm.adapters.llm.router import SettingsModelResolver
 
-            settings = self._settings
-            if settings.provider_keys_parameter:
-                settings = with_provider_keys(settings, self._read(settings.provider_keys_parameter))
+            if name and value is not None:
+                keys = parse_ssm_json(name, value, holding="a JSON object of provider settings")
+                log.info("provider keys loaded", extra={"parameter": name, "names": sorted(keys)})
+                settings = with_provider_keys(settings, keys)
             self._resolver = SettingsModelResolver(settings)
         return self._resolver
 
-    def _read(self, name: str) -> dict[str, Any]:
-        keys = read_ssm_json(name, ssm_client=self._ssm_client, holding="a JSON object of provider settings")
-        log.info("provider keys loaded", extra={"parameter": name, "names": sorted(keys)})
-        return keys
+    def _fetch(self, name: str) -> str:
+        """The parameter's decrypted value, from Powertools' cache while it is younger than the TTL."""
+        if self._provider is None:
+            from aws_lambda_powertools.utilities.parameters import SSMProvider
+
+            self._provider = SSMProvider(boto3_client=self._ssm_client)
+        value = self._provider.get(name, decrypt=True, max_age=self._settings.provider_keys_ttl_s)
+        return str(value)
 
 
 def read_ssm_json(name: str, *, ssm_client: Any = None, holding: str) -> dict[str, Any]:
@@ -226,6 +246,11 @@ def read_ssm_json(name: str, *, ssm_client: Any = None, holding: str) -> dict[st
 
         client = boto3.client("ssm")
     value = client.get_parameter(Name=name, WithDecryption=True)["Parameter"]["Value"]
+    return parse_ssm_json(name, value, holding=holding)
+
+
+def parse_ssm_json(name: str, value: str, *, holding: str) -> dict[str, Any]:
+    """``value`` (the parameter ``name``'s) as a JSON object; an error that never quotes it."""
     try:
         parsed = json.loads(value)
     except ValueError:
@@ -471,6 +496,7 @@ __all__ = [
     "compact_lines",
     "event_loop",
     "prepare_lambda_logger",
+    "parse_ssm_json",
     "read_ssm_json",
     "run_sync",
     "ssm_server_secrets",
