@@ -138,3 +138,29 @@ async def test_avm_serve_workers_share_one_port(tmp_path):
         assert httpx.get(f"{server.http}/health").status_code == 200
     assert set(per_worker) == {"w0", "w1"} and sum(per_worker.values()) == 24  # the kernel spread them
     assert all(e["type"] == "conversation_end" for e in ends)
+
+
+async def test_either_workers_metrics_endpoint_answers_for_both(tmp_path):
+    """With several workers the kernel hands /v1/metrics to any of them: each answers for all,
+    every sample labelled with its worker (adapters/prometheus/board.py)."""
+    with two_workers(tmp_path) as (w0, w1):
+        async with AgentVMClient.connect(w0.url) as client:
+            img = await _image(client)
+            await client.request("message_send", imageId=img["imageId"], content="hi", check=True)
+            await _last_event(client)
+        deadline = asyncio.get_running_loop().time() + 30  # w0 publishes every 5 s, w1 reads every 5 s
+        async with httpx.AsyncClient() as http:
+            while True:
+                answer = await http.get(f"{w1.http}/v1/metrics", params={"format": "prometheus"})
+                answer.raise_for_status()
+                turns = [
+                    line for line in answer.text.splitlines()
+                    if line.startswith("avm_turns_total{") and 'worker="w0"' in line
+                ]  # fmt: skip
+                if turns or asyncio.get_running_loop().time() > deadline:
+                    break
+                await asyncio.sleep(0.5)
+            assert turns and float(turns[0].rsplit(" ", 1)[1]) == 1  # w0's turn, seen on w1
+            assert 'worker="w1"' in answer.text  # and w1's own figures
+            summed = (await http.get(f"{w1.http}/v1/metrics")).json()
+            assert summed["turns"]["total"] == 1  # the JSON view sums the workers

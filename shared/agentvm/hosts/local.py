@@ -159,7 +159,23 @@ def local_runtime(settings: Settings) -> LocalHost:
         signals.relay = push
         push.on_cancel = signals.fire_here
         runtime.signals = signals
-    return LocalHost(runtime=runtime, queue=queue, push=push, settings=settings, on_shutdown=[tools.aclose])
+    host = LocalHost(runtime=runtime, queue=queue, push=push, settings=settings, on_shutdown=[tools.aclose])
+    if settings.worker_id is not None:
+        # One of `avm serve --workers N`: /v1/metrics answers for every worker, whichever the kernel
+        # picked; each publishes its figures to the data dir's database (adapters/prometheus/board.py).
+        from agentvm.adapters.local.sqlite.worker_metrics import SqliteWorkerSnapshots
+        from agentvm.adapters.prometheus.board import MetricsBoard
+
+        board = MetricsBoard(
+            SqliteWorkerSnapshots(settings.data_dir / "agentvm.db"),
+            settings.worker_id,
+            runtime.metrics.registry,
+            now_ms=runtime.clock.now_ms,
+            label="worker",
+        )
+        runtime.metrics.source = board
+        host.background.append(board.run)
+    return host
 
 
 def _connections_and_push(

@@ -1,0 +1,1 @@
+"""Prometheus figures shared between processes: ``board.MetricsBoard`` (cluster nodes, local workers)."""
