@@ -62,7 +62,12 @@ async def test_an_approval_given_after_a_restart_continues_the_turn(tmp_path):
         ids = {"turnId": requested["turnId"], "toolCallId": requested["toolCallId"]}
         events = await _resume(server, token, image, "tool_approval", approved=True, **ids)
     result = next(e["data"] for e in events if e["type"] == "tool_result")
-    assert result == {"toolCallId": requested["toolCallId"], "result": "42", "isError": False}
+    assert result == {
+        "toolCallId": requested["toolCallId"],
+        "toolName": "calculator",
+        "result": "42",
+        "isError": False,
+    }
     assert events[-1]["data"]["reason"] == "completed"
 
 

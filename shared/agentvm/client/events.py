@@ -169,6 +169,7 @@ class ToolUseStopEvent(Event):
 
 class ToolResultData(WireModel):
     toolCallId: str
+    toolName: str | None = None  # (additive) the tool's name; None from servers before it was sent
     result: Any = None  # what the model reads (text, usually; media as placeholders)
     isError: bool = False
     # (additive) a rich result's blocks in order: {"type": "text", "text"} and {"type": "media",

@@ -75,7 +75,11 @@ def message_frame_data(kind: str, message: Message) -> Json | None:
         if result.output.structuredContent is not None:
             rich["structuredContent"] = result.output.structuredContent
         if kind == "tool_result":
-            return {"toolCallId": message.toolCallId, "result": value, "isError": failed, **rich}
+            # toolName: additive (AgentX's tool_result has none): a client shows whose result it is
+            return {
+                "toolCallId": message.toolCallId, "toolName": result.name, "result": value, "isError": failed,
+                **rich,
+            }  # fmt: skip
         if kind == "tool_completed":
             # the blocks once per result are enough (tool_result, tool_result_message): frames are billed
             lean = {k: v for k, v in rich.items() if k != "content"}

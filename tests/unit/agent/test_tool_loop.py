@@ -79,6 +79,7 @@ async def test_a_tool_turn_streams_the_documented_events_and_stores_the_exchange
     }
     assert by_type["tool_result"] == {
         "toolCallId": "call_1_0",
+        "toolName": "get_weather",
         "result": "get_weather: sunny in Paris",
         "isError": False,
     }
@@ -287,7 +288,12 @@ async def test_the_echo_model_calls_a_builtin_tool_on_request(tmp_path):
     await c.request("message_send", imageId=img["imageId"], content='/tool calculator {"expression": "6*7"}')
     await h.run_turns()
     result = next(f["data"] for f in c.session_events() if f["type"] == "tool_result")
-    assert result == {"toolCallId": result["toolCallId"], "result": "42", "isError": False}
+    assert result == {
+        "toolCallId": result["toolCallId"],
+        "toolName": "calculator",
+        "result": "42",
+        "isError": False,
+    }
     final = [f["data"] for f in c.session_events() if f["type"] == "assistant_message"][-1]
     assert final["content"][0]["text"] == "Echo: calculator returned: 42"
 
