@@ -35,6 +35,8 @@ class Settings(BaseSettings):
     host: str = "127.0.0.1"
     port: int = 8080
     log_level: str = "INFO"
+    # stderr's lines: "json", "text" (readable), or "auto": text at a terminal, JSON otherwise
+    log_format: Literal["auto", "json", "text"] = "auto"
     # lines about refused client input (bad frames, refused upgrades, 401, 413) per source (client
     # address) per minute, then one line saying how many were suppressed; 0 = no limit (logs.py)
     log_refusals_per_minute: int = Field(default=10, ge=0)

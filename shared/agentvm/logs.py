@@ -83,6 +83,20 @@ class JsonFormatter(logging.Formatter):
         return json.dumps(out, default=str)
 
 
+class TextFormatter(JsonFormatter):
+    """One readable line per record, for a person at a terminal: ``12:00:01 INFO  logger: msg
+    key=value ...`` (the same fields as the JSON line; ``AVM_LOG_FORMAT``)."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        fields = json.loads(super().format(record))
+        when = time.strftime("%H:%M:%S", time.localtime(fields.pop("ts")))
+        level, name, msg = fields.pop("level"), fields.pop("logger"), fields.pop("msg")
+        exc = fields.pop("exc", None)
+        extra = " ".join(f"{k}={v if isinstance(v, str) else json.dumps(v)}" for k, v in fields.items())
+        line = f"{when} {level:<7} {name}: {msg}" + (f"  {extra}" if extra else "")
+        return line + (f"\n{exc}" if exc else "")
+
+
 def _cut(text: str, limit: int) -> str:
     """``text``, or its first ``limit`` characters and a marker: no single line is unbounded."""
     return text if len(text) <= limit else f"{text[:limit]}... [cut: {len(text)} chars]"
@@ -288,11 +302,16 @@ def configure_logging(
     secrets: list[str] | None = None,
     refusals_per_minute: int = 10,
     ws_frames: bool = False,
+    log_format: str = "auto",
 ) -> None:
+    """The root logger's one handler, on stderr: JSON lines (``log_format`` "json"; "auto" when
+    stderr is not a terminal: files, pipes, journald, containers), or readable text lines ("text";
+    "auto" at a terminal). Both carry the same fields, masked."""
     global _mask
     _mask = SecretMask(secrets or [])
     handler = logging.StreamHandler(sys.stderr)
-    handler.setFormatter(JsonFormatter())
+    text = log_format == "text" or (log_format == "auto" and sys.stderr.isatty())
+    handler.setFormatter(TextFormatter() if text else JsonFormatter())
     handler.addFilter(LogContext())  # tenant, container, session and turn ids
     handler.addFilter(_mask)
     root = logging.getLogger()
@@ -328,6 +347,7 @@ __all__ = [
     "add_log_handler",
     "mask_text",
     "JsonFormatter",
+    "TextFormatter",
     "RefusalLimit",
     "SecretMask",
     "UvicornClientErrors",

@@ -297,6 +297,7 @@ def _serve(args: argparse.Namespace) -> int:
         secrets=secrets,
         refusals_per_minute=settings.log_refusals_per_minute,
         ws_frames=settings.log_ws_frames,
+        log_format=settings.log_format,
     )
     from agentvm.errors import AgentVMError
 

@@ -244,3 +244,49 @@ async def test_avm_serve_keeps_its_lines_in_the_data_dir(tmp_path):
         store.close()
         host.queue.close()
     assert [(line["msg"], line["turnId"]) for line in page.lines] == [("served", "turn_9")]
+
+
+# -- stderr's format: readable at a terminal, JSON elsewhere (AVM_LOG_FORMAT) ------------------------
+
+
+class _Stderr:
+    def __init__(self, tty: bool) -> None:
+        self.lines: list[str] = []
+        self._tty = tty
+
+    def isatty(self) -> bool:
+        return self._tty
+
+    def write(self, text: str) -> int:
+        self.lines.append(text)
+        return len(text)
+
+    def flush(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize(
+    ("log_format", "tty", "expect_json"),
+    [("auto", True, False), ("auto", False, True), ("json", True, True), ("text", False, False)],
+)
+def test_stderr_lines_are_text_at_a_terminal_and_json_elsewhere(monkeypatch, log_format, tty, expect_json):
+    from agentvm.logs import configure_logging
+
+    secret = "sk-test-" + "s" * 24
+    stderr = _Stderr(tty)
+    monkeypatch.setattr("sys.stderr", stderr)
+    root = logging.getLogger()
+    saved = root.handlers[:], root.level
+    try:
+        configure_logging("INFO", secrets=[secret], log_format=log_format)
+        logging.getLogger("agentvm.test").info("key %s used", secret, extra={"tenant": "t1", "n": 3})
+    finally:
+        root.handlers[:], _ = saved[0], root.setLevel(saved[1])
+    line = "".join(stderr.lines).strip()
+    assert secret not in line  # masked in both formats
+    if expect_json:
+        record = json.loads(line)
+        assert (record["logger"], record["tenant"], record["n"]) == ("agentvm.test", "t1", 3)
+    else:
+        assert not line.startswith("{")
+        assert "INFO" in line and "agentvm.test: key" in line and "tenant=t1" in line and "n=3" in line
