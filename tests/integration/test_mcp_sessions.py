@@ -112,6 +112,9 @@ async def test_a_containers_server_keeps_its_state_across_turns_and_another_cont
         assert (await _turn(harness, c, images["u1"], TOGGLE)).startswith("Stopped")  # the same session
         assert (await _turn(harness, c, images["u2"], TOGGLE)).startswith("Started")  # never shared
         assert pool.open_sessions("tenant-a") == 2
+        figures = pool.figures()  # what /v1/metrics shows (avm_mcp_sessions_open, _total{event})
+        assert (figures["open"], figures["started"], figures["crashed"], figures["evicted"]) == (2, 2, 0, 0)
+        assert figures["reused"] >= 1  # u1's second turn (and listings) took the live session
     finally:
         await pool.aclose()
     assert pool.open_sessions() == 0
@@ -254,6 +257,7 @@ async def test_the_bounds_close_the_least_recently_used_idle_session_else_refuse
         await a1.aclose()  # c1's turn ends: its session is idle, and the oldest
         await a3.call_tool("echo", {"message": "3"})
         assert pool.open_sessions("a") == 2
+        assert pool.figures()["evicted"] == 1
         # another tenant has its own bound; the host's bound counts everyone
         b1 = pool.lease("b", "c1", "e", config)
         await b1.call_tool("echo", {"message": "b"})

@@ -104,7 +104,9 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     gauges = QueueGaugeSnapshot(node.queue)
     # This node's requests, turns, process and sockets; the queue's gauges are the cluster's (a
     # snapshot refreshed in the background: the same on every node).
-    metrics = PrometheusMetrics(connections=node.connections, queue=gauges, now_ms=runtime.clock.now_ms)
+    metrics = PrometheusMetrics(
+        connections=node.connections, queue=gauges, now_ms=runtime.clock.now_ms, mcp_figures=tools.mcp_figures
+    )
     # /v1/metrics shows every live node's figures, labelled ``node``: each node publishes its own
     # to PostgreSQL and reads the others' (adapters/postgres/node_metrics.py).
     board = NodeMetricsBoard(db, node.node, metrics.registry, now_ms=runtime.clock.now_ms)

@@ -126,7 +126,9 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces", replies=runtime.replies)
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
 
-    runtime.metrics = PrometheusMetrics(connections=connections, queue=queue, now_ms=runtime.clock.now_ms)
+    runtime.metrics = PrometheusMetrics(
+        connections=connections, queue=queue, now_ms=runtime.clock.now_ms, mcp_figures=tools.mcp_figures
+    )
     from agentvm.observability.tracing import configure_tracing
 
     configure_tracing(settings)  # OpenTelemetry spans, when an exporter is configured

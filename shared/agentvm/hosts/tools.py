@@ -90,6 +90,13 @@ class LazyToolSources:
         self._keep_mcp_sessions = keep_mcp_sessions
         self._built: ToolSources | None = None
 
+    def mcp_figures(self) -> dict[str, int] | None:
+        """The MCP session pool's figures (``PooledMcpSessions.figures``); None before the first
+        turn built the tools, or without a pool."""
+        pool = self._built.mcp_pool if self._built is not None else None
+        figures = getattr(pool, "figures", None)
+        return figures() if callable(figures) else None
+
     async def aclose(self) -> None:
         """Close the pooled MCP sessions (no stdio server outlives the host)."""
         if self._built is not None and self._built.mcp_pool is not None:

@@ -213,3 +213,18 @@ def test_the_estimated_cost_uses_billings_list_prices():
     assert estimated_cost_usd("openai/gpt-4o-mini", 2_000_000, 0) == pytest.approx(0.30)
     assert estimated_cost_usd("echo/echo-1", 10**6, 10**6) == 0.0
     assert estimated_cost_usd("acme/unknown", 10**6, 10**6) == pytest.approx(6.0)  # Haiku-class
+
+
+def test_the_mcp_session_pool_shows_in_the_platform_exposition_only():
+    figures = {"open": 3, "started": 5, "reused": 40, "crashed": 1, "closed_idle": 1, "evicted": 0}
+    metrics = PrometheusMetrics(mcp_figures=lambda: figures, process_metrics=False)
+    metrics.request("t1", "http", None)
+    text = metrics.exposition(None)[0].decode()
+    families = {f.name: f for f in text_string_to_metric_families(text)}
+    assert families["avm_mcp_sessions_open"].samples[0].value == 3
+    events = {s.labels["event"]: s.value for s in families["avm_mcp_sessions"].samples}
+    assert events == {"started": 5, "reused": 40, "crashed": 1, "closed_idle": 1, "evicted": 0}
+    # process-wide, like the queue's dead jobs: not in a tenant's view
+    assert "avm_mcp_sessions" not in metrics.exposition("t1")[0].decode()
+    # before the first turn built the tools (no pool yet): no MCP families at all
+    assert "avm_mcp" not in PrometheusMetrics(mcp_figures=lambda: None).exposition(None)[0].decode()

@@ -23,7 +23,7 @@ import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 from prometheus_client import CollectorRegistry, Counter, Histogram, ProcessCollector, generate_latest
-from prometheus_client.core import GaugeMetricFamily, Metric
+from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from agentvm.observability.metrics import ACTIVE_WINDOW_S, empty_view, success_rate
@@ -87,6 +87,7 @@ class PrometheusMetrics:
         *,
         connections: _LiveConnections | None = None,
         queue: QueueGauges | None = None,
+        mcp_figures: Callable[[], dict[str, int] | None] | None = None,
         now_ms: Callable[[], int] = lambda: time.time_ns() // 1_000_000,
         process_metrics: bool = True,
     ) -> None:
@@ -96,6 +97,7 @@ class PrometheusMetrics:
         self.source: _Collector = self.registry
         self._connections = connections
         self._queue = queue
+        self._mcp_figures = mcp_figures  # the MCP session pool's (hosts/tools.py), read when scraped
         self._now_ms = now_ms
         self.started_ms = now_ms()
         r = self.registry
@@ -251,6 +253,8 @@ class _LiveGauges:
         "avm_active_containers",
         "avm_queue_depth",
         "avm_queue_dead_jobs",
+        "avm_mcp_sessions_open",
+        "avm_mcp_sessions",
     )
 
     def __init__(self, metrics: PrometheusMetrics) -> None:
@@ -292,6 +296,17 @@ class _LiveGauges:
                 age.add_metric([tenant], max(0.0, (now - oldest) / 1000) if oldest else 0.0)
             dead.add_metric([], m._queue.dead_count())
         yield from (connections, anonymous, containers, depth, age, dead)
+        figures = m._mcp_figures() if m._mcp_figures is not None else None
+        if figures is not None:  # process-wide: the pool's sessions are per tenant, their count is not
+            live = GaugeMetricFamily("avm_mcp_sessions_open", "MCP sessions kept open across turns")
+            live.add_metric([], figures.get("open", 0))
+            events = CounterMetricFamily(
+                "avm_mcp_sessions", "MCP session pool events since start", labels=["event"]
+            )
+            for event, count in sorted(figures.items()):
+                if event != "open":
+                    events.add_metric([event], count)
+            yield from (live, events)
 
 
 class _TenantOnly:

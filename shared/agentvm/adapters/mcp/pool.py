@@ -50,6 +50,11 @@ DEFAULT_MAX_PER_TENANT = 16
 DEFAULT_MAX_PER_HOST = 128
 
 
+# What the pool counts: a session started (a server process or HTTP session opened), reused by a
+# turn, crashed, closed after AVM_MCP_IDLE_S unused, or closed to make room at a bound.
+SESSION_EVENTS = ("started", "reused", "crashed", "closed_idle", "evicted")
+
+
 class McpPoolFull(McpUnavailable):
     """Every session of the tenant (or of the host) is leased by a running turn: none can be opened."""
 
@@ -112,6 +117,8 @@ class PooledMcpSessions:
         self._lock = asyncio.Lock()
         self._sweeper: asyncio.Task[None] | None = None
         self._closed = False
+        # what happened to sessions since start (``figures``; /v1/metrics' avm_mcp_sessions_total)
+        self.counts = dict.fromkeys(SESSION_EVENTS, 0)
 
     # -- the port --------------------------------------------------------------------------------
     def lease(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> McpLease:
@@ -132,6 +139,10 @@ class PooledMcpSessions:
         await asyncio.gather(*(_close(e) for e in entries), return_exceptions=True)
 
     # -- what the pool holds (for tests, metrics and the docs' numbers) ---------------------------
+    def figures(self) -> dict[str, int]:
+        """The sessions open now (``open``) and each ``SESSION_EVENTS`` count since start."""
+        return {"open": self.open_sessions(), **self.counts}
+
     def open_sessions(self, tenant: str | None = None) -> int:
         return sum(
             1
@@ -150,6 +161,7 @@ class PooledMcpSessions:
             if entry.session is not None:
                 await _close(entry)
                 closed += 1
+                self.counts["closed_idle"] += 1
             if now >= entry.retry_at:
                 self._entries.pop(entry.key, None)
         return closed
@@ -184,6 +196,7 @@ class PooledMcpSessions:
             self._crashed(entry, "it went away between turns")
             await _close(entry)
         if entry.session is not None:
+            self.counts["reused"] += 1
             return
         now = self._clock()
         if now < entry.retry_at:
@@ -201,6 +214,7 @@ class PooledMcpSessions:
             entry.tools_changed = True
 
         entry.session = self._connector.session(entry.server, entry.config, on_tools_changed=changed)
+        self.counts["started"] += 1
 
     async def _make_room(self, entry: _Entry) -> None:
         """Close least recently used idle sessions until ``entry`` may open one, or raise."""
@@ -224,10 +238,12 @@ class PooledMcpSessions:
                     )
                 oldest = min(idle, key=lambda e: e.last_used)
                 log.info("MCP session closed to make room", extra={"server": oldest.server})
+                self.counts["evicted"] += 1
                 await _close(oldest)
                 self._entries.pop(oldest.key, None)
 
     def _crashed(self, entry: _Entry, why: str) -> None:
+        self.counts["crashed"] += 1
         entry.crashes += 1
         delay = 0.0 if entry.crashes == 1 else self.backoff_base_s * 2 ** (entry.crashes - 2)
         entry.retry_at = self._clock() + min(delay, self.backoff_max_s)
