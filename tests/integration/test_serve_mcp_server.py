@@ -153,3 +153,73 @@ async def test_the_mcp_inspector_cli_lists_and_calls_an_agent(served, calc_image
     assert called["content"] == [{"type": "text", "text": "Echo: hi inspector"}]
     assert not called.get("isError")
     assert inspect(server, acme, "--method", "tools/list")["tools"] == []
+
+
+# -- which MCP revisions /mcp speaks ------------------------------------------------------------
+
+
+def _initialize(server: AvmServer, token: str, revision: str) -> dict[str, Any]:
+    """A raw ``initialize`` offering ``revision``, as a client of that revision sends it."""
+    answer = httpx.post(
+        f"{server.http}/mcp",
+        headers={
+            "Authorization": f"Bearer {token}",
+            "Accept": "application/json, text/event-stream",
+            "Content-Type": "application/json",
+        },
+        json={
+            "jsonrpc": "2.0",
+            "id": 1,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": revision,
+                "capabilities": {},
+                "clientInfo": {"name": "revision-probe", "version": "1"},
+            },
+        },
+        timeout=20,
+    )
+    assert answer.status_code == 200, answer.text
+    if answer.headers["content-type"].startswith("text/event-stream"):
+        data = [line[len("data: ") :] for line in answer.text.splitlines() if line.startswith("data: ")]
+        return json.loads(data[-1])
+    return answer.json()
+
+
+@pytest.mark.parametrize("revision", ["2024-11-05", "2025-03-26", "2025-06-18", "2025-11-25"])
+def test_mcp_speaks_every_handshake_revision_a_client_may_offer(served, revision) -> None:
+    """Clients in the field still offer older revisions: each is accepted as offered (the MCP SDK's
+    server negotiation; mcp_types.version lists what it knows)."""
+    server, token, _ = served
+    result = _initialize(server, token, revision)["result"]
+    assert result["protocolVersion"] == revision
+    assert "tools" in result["capabilities"]
+
+
+def test_mcp_answers_an_unknown_revision_with_the_newest_it_speaks(served) -> None:
+    from mcp_types.version import LATEST_HANDSHAKE_VERSION
+
+    server, token, _ = served
+    result = _initialize(server, token, "1999-01-01")["result"]
+    assert result["protocolVersion"] == LATEST_HANDSHAKE_VERSION  # the client decides whether it can
+
+
+async def test_the_sdk_clients_negotiate_the_newest_revisions(served, calc_image) -> None:
+    """The SDK's ``ClientSession`` does the initialize handshake (its newest: 2025-11-25); its
+    high-level ``Client`` probes ``server/discover`` first and gets the stateless 2026-07-28."""
+    from mcp.client.client import Client
+    from mcp_types.version import LATEST_HANDSHAKE_VERSION, LATEST_MODERN_VERSION
+
+    server, token, _ = served
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with (
+        http,
+        streamable_http_client(f"{server.http}/mcp", http_client=http) as (read, write),
+        ClientSession(read, write) as session,
+    ):
+        assert (await session.initialize()).protocol_version == LATEST_HANDSHAKE_VERSION
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {token}"})
+    async with http, Client(streamable_http_client(f"{server.http}/mcp", http_client=http)) as client:
+        assert client.protocol_version == LATEST_MODERN_VERSION
+        names = [tool.name for tool in (await client.list_tools()).tools]
+        assert names  # the tenant's images, over the stateless revision too
