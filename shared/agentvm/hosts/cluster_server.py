@@ -82,6 +82,16 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     db = node.database
     prepare_data_dir(settings.data_dir)  # this node's sandbox workspaces (and secret file, if used)
     sandbox = local_sandbox(settings, settings.data_dir / "workspaces")
+    stored_workspaces = None
+    if sandbox is not None:
+        # every node sees a container's files: its local copy is kept in step with PostgreSQL
+        from agentvm.adapters.postgres.workspaces import PostgresWorkspaces
+        from agentvm.adapters.sandbox.process import LocalSandbox
+        from agentvm.adapters.sandbox.replicated import ReplicatedSandbox
+
+        assert isinstance(sandbox, LocalSandbox)
+        stored_workspaces = PostgresWorkspaces(db, max_bytes=sandbox.quota.max_bytes)
+        sandbox = ReplicatedSandbox(sandbox, stored_workspaces)
     store = PostgresStore(db)
     # MCP sessions kept across this node's turns (adapters/mcp/pool.py), closed at its shutdown
     tools = tool_sources(settings, allow_stdio=True, sandbox=sandbox, keep_mcp_sessions=True)
@@ -123,7 +133,9 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     runtime.tenants = PostgresTenantStore(db)
     replies = PostgresReplyCache(db)
     runtime.replies = replies
-    runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces", replies=replies)
+    runtime.tenant_purge = LocalTenantPurge(
+        store, settings.data_dir / "workspaces", replies=replies, stored_workspaces=stored_workspaces
+    )
     configure_tracing(settings)
     if settings.log_store_max_bytes > 0:  # /v1/logs: every node's lines in one table
         from agentvm.adapters.postgres.logs import PostgresLogStore

@@ -29,7 +29,7 @@ class PurgeableStore(Protocol):
 
 
 class PurgeableReplies(Protocol):
-    """The reply cache's side (SQLite's and PostgreSQL's)."""
+    """The reply cache's side (SQLite's and PostgreSQL's), and the cluster's stored workspaces'."""
 
     async def purge_tenant(self, tenant_id: str) -> int: ...
 
@@ -41,10 +41,13 @@ class LocalTenantPurge:
         workspaces: Path | None = None,
         *,
         replies: PurgeableReplies | None = None,
+        stored_workspaces: PurgeableReplies | None = None,
     ) -> None:
         self._store = store
         self._workspaces = workspaces  # the sandbox's root (None: this host has no workspaces)
         self._replies = replies  # the images' cached first replies (written from its conversations)
+        # the cluster's shared copy of the workspaces (adapters/postgres/workspaces.py), if any
+        self._stored_workspaces = stored_workspaces
 
     async def purge_tenant(self, tenant_id: str) -> int:
         # Workspaces first: they are found through the containers the store purges.
@@ -53,6 +56,8 @@ class LocalTenantPurge:
             for container in await self._store.list_containers(tenant_id):
                 path = root / workspace_digest(tenant_id, container.containerId)
                 await asyncio.to_thread(shutil.rmtree, path, True)
+        if self._stored_workspaces is not None:
+            await self._stored_workspaces.purge_tenant(tenant_id)
         if self._replies is not None:
             await self._replies.purge_tenant(tenant_id)
         return await self._store.purge_tenant(tenant_id)
