@@ -10,9 +10,10 @@ import asyncio
 
 import pytest
 
-from agentvm.adapters.postgres.workspaces import PostgresWorkspaces, WorkspaceTooLarge
+from agentvm.adapters.postgres.workspaces import PostgresWorkspaces
 from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.adapters.sandbox.replicated import ReplicatedSandbox
+from agentvm.adapters.sandbox.workspace_files import WorkspaceTooLarge
 from agentvm.ports import SandboxLimits
 from tests.postgres_server import fresh_database
 

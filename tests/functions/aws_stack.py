@@ -226,6 +226,18 @@ class Stack:
     def http(
         self, method: str, path: str, token: str | None = None, body: dict[str, Any] | None = None
     ) -> tuple[int, Any]:
+        response = self.http_raw(method, path, token, body)
+        return response["statusCode"], json.loads(response["body"]) if response.get("body") else None
+
+    def http_raw(
+        self,
+        method: str,
+        path: str,
+        token: str | None = None,
+        body: dict[str, Any] | None = None,
+        headers: dict[str, str] | None = None,
+    ) -> dict[str, Any]:
+        """One request as API Gateway (payload 2.0) delivers it; the HTTP API handler's answer."""
         event = load_event("apigw-http-get-health.json")
         raw_path, _, query = path.partition("?")
         event["rawPath"] = event["requestContext"]["http"]["path"] = raw_path
@@ -233,12 +245,12 @@ class Stack:
         event["requestContext"]["http"]["method"] = method
         if token is not None:
             event["headers"]["authorization"] = f"Bearer {token}"
+        event["headers"].update(headers or {})
         if body is not None:
             event["body"] = json.dumps(body)
             event["headers"]["content-type"] = "application/json"
             event["headers"]["content-length"] = str(len(event["body"]))
-        response = self.http_api(event, self.context)
-        return response["statusCode"], json.loads(response["body"]) if response.get("body") else None
+        return self.http_api(event, self.context)
 
 
 __all__ = [

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from tests.functions.aws_stack import Stack, load_event, moto_resources
+from tests.functions.aws_stack import Stack, moto_resources
 
 pytestmark = pytest.mark.aws
 
@@ -28,20 +28,7 @@ def stack(monkeypatch, context, push):
 def _call(
     stack: Stack, method: str, path: str, token: str, body: Any = None, headers: dict[str, str] | None = None
 ) -> dict[str, Any]:
-    """One request as API Gateway (payload 2.0) delivers it; the handler's raw answer."""
-    event = load_event("apigw-http-get-health.json")
-    raw_path, _, query = path.partition("?")
-    event["rawPath"] = event["requestContext"]["http"]["path"] = raw_path
-    event["rawQueryString"] = query
-    event["requestContext"]["http"]["method"] = method
-    event["headers"]["authorization"] = f"Bearer {token}"
-    event["headers"].update(headers or {})
-    if body is not None:
-        event["body"] = json.dumps(body)
-        event["headers"].update(
-            {"content-type": "application/json", "content-length": str(len(event["body"]))}
-        )
-    return stack.http_api(event, stack.context)
+    return stack.http_raw(method, path, token, body, headers)
 
 
 def _events(sse: str) -> list[tuple[int, dict[str, Any]]]:

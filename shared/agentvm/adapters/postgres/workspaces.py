@@ -24,7 +24,10 @@ from typing import TYPE_CHECKING
 
 from agentvm.adapters.sandbox.replicated import Checkout
 from agentvm.adapters.sandbox.workspace_files import (
+    PUSH_MAX_ENTRIES,
+    STORED_MAX_BYTES,
     WorkspaceError,
+    WorkspaceTooLarge,
     create_file,
     open_file,
     relative_parts,
@@ -37,16 +40,9 @@ if TYPE_CHECKING:
 
     from agentvm.adapters.postgres.database import Database
 
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-_PUSH_MAX_ENTRIES = 200_000  # past the workspace quota's entries: a push sees every file the quota allows
-
-
-class WorkspaceTooLarge(Exception):
-    pass
-
 
 class PostgresWorkspaces:
-    def __init__(self, database: Database, *, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, database: Database, *, max_bytes: int = STORED_MAX_BYTES) -> None:
         self._db = database
         self.max_bytes = max_bytes
 
@@ -98,7 +94,7 @@ class PostgresWorkspaces:
         """Store what changed in ``src`` since ``before``; returns what is stored now and whether
         the store was still at ``before``'s version (False: another node wrote meanwhile)."""
         workspace = workspace_digest(tenant_id, container_id)
-        held = scan(src, max_entries=_PUSH_MAX_ENTRIES, max_seconds=60)
+        held = scan(src, max_entries=PUSH_MAX_ENTRIES, max_seconds=60)
         now: dict[str, str] = {}
         changed: list[tuple[str, str, bytes]] = []
         for rel in held.files:
@@ -151,4 +147,4 @@ class PostgresWorkspaces:
             return cur.rowcount
 
 
-__all__ = ["PostgresWorkspaces", "WorkspaceTooLarge"]
+__all__ = ["PostgresWorkspaces"]

@@ -21,7 +21,10 @@ import shutil
 from typing import TYPE_CHECKING, Any, BinaryIO
 
 from agentvm.adapters.sandbox.workspace_files import (
+    PUSH_MAX_ENTRIES,
+    STORED_MAX_BYTES,
     WorkspaceError,
+    WorkspaceTooLarge,
     create_file,
     open_file,
     relative_parts,
@@ -34,16 +37,10 @@ if TYPE_CHECKING:
     from pathlib import Path
 
 PREFIX = "workspaces/"
-DEFAULT_MAX_BYTES = 256 * 1024 * 1024
-_PUSH_MAX_ENTRIES = 200_000  # past the workspace quota's entries: a push sees every file the quota allows
-
-
-class WorkspaceTooLarge(Exception):
-    pass
 
 
 class S3Workspaces:
-    def __init__(self, bucket: str, *, client: Any | None = None, max_bytes: int = DEFAULT_MAX_BYTES) -> None:
+    def __init__(self, bucket: str, *, client: Any | None = None, max_bytes: int = STORED_MAX_BYTES) -> None:
         if client is None:
             import boto3
 
@@ -93,7 +90,7 @@ class S3Workspaces:
     def _push(self, prefix: str, src: Path, before: dict[str, str]) -> int:
         """Through ``workspace_files``: a process the job left behind may still be swapping
         links in ``src``, and a link followed here would upload a file of the worker."""
-        held = scan(src, max_entries=_PUSH_MAX_ENTRIES, max_seconds=60)
+        held = scan(src, max_entries=PUSH_MAX_ENTRIES, max_seconds=60)
         now: dict[str, str] = {}
         writes = 0
         for rel in held.files:
@@ -190,4 +187,4 @@ def _md5(f: BinaryIO) -> str:
     return digest.hexdigest()
 
 
-__all__ = ["S3WorkspaceView", "S3Workspaces", "WorkspaceTooLarge"]
+__all__ = ["S3WorkspaceView", "S3Workspaces"]

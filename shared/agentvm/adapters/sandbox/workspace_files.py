@@ -321,6 +321,14 @@ def _kind(mode: int) -> str:
 
 
 MAX_DEPTH = 64  # directories deeper than this are not walked (the scan says it was cut)
+# A workspace store's push (S3 on AWS, PostgreSQL on a cluster) walks this many entries at most:
+# past the workspace quota's entries, so it sees every file the quota allows.
+PUSH_MAX_ENTRIES = 200_000
+STORED_MAX_BYTES = 256 * 1024 * 1024  # a stored workspace pulled at most (the default quota's bytes)
+
+
+class WorkspaceTooLarge(Exception):
+    """A stored workspace past the bytes a pull may bring down: refused before anything is written."""
 
 
 def scan(
@@ -385,8 +393,11 @@ async def run_io(fn: Callable[_P, _T], *args: _P.args, **kwargs: _P.kwargs) -> _
 
 __all__ = [
     "MAX_LISTED",
+    "PUSH_MAX_ENTRIES",
+    "STORED_MAX_BYTES",
     "WORKDIR",
     "WorkspaceError",
+    "WorkspaceTooLarge",
     "create_file",
     "list_dir",
     "open_file",
