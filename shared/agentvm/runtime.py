@@ -19,7 +19,9 @@ if TYPE_CHECKING:
         Clock,
         ConfigLayers,
         Connections,
+        Embedder,
         Ids,
+        KnowledgeIndex,
         LogStore,
         Metrics,
         ModelResolver,
@@ -216,6 +218,11 @@ class Runtime:
     sandbox_jobs: SandboxJobs | None = None
     # The resource centre (agentvm/resources). None: this host serves no /v1/resources.
     resources: ResourceRegistry | None = None
+    # Knowledge versions' chunks, searched by words and vectors (resources/indexing.py). None: a
+    # knowledge version keeps BM25 chunk offsets in its record, and nothing can be uploaded.
+    knowledge_index: KnowledgeIndex | None = None
+    # Turns text into vectors for the knowledge index (hybrid search). None: words only.
+    embedder: Embedder | None = None
     # The config centre (agentvm/configcentre): layered settings applied per turn. None: only what
     # was read at start applies.
     config: ConfigLayers | None = None

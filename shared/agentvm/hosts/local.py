@@ -117,7 +117,13 @@ def local_runtime(settings: Settings) -> LocalHost:
         runtime.clock,
         platform_tenant=settings.platform_tenant,
         storage=lambda: runtime.storage_quota,
+        knowledge=lambda: runtime.knowledge_index,
+        embedder=lambda: runtime.embedder,
     )
+    # Knowledge chunks in the same file: FTS5 words, sqlite-vec vectors (once an embedder is set)
+    from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex
+
+    runtime.knowledge_index = SqliteKnowledgeIndex(settings.data_dir / "agentvm.db")
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
     from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
