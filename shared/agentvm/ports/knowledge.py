@@ -123,6 +123,10 @@ class KnowledgeIndex(Protocol):
         """Forget one document's chunks and vectors; the bytes of text forgotten (0: none)."""
         ...
 
+    async def drop_owner(self, owner: str) -> None:
+        """Forget everything of a tenant being deleted (drafts never published included)."""
+        ...
+
 
 __all__ = [
     "DRAFT",

@@ -468,12 +468,10 @@ class ResourceCentre:
                 await self.store.delete_version(tenant_id, head.kind, head.name, v.version)
                 await unindex_version(self._knowledge(), None, v)  # the account goes with the tenant
                 deleted += 1
-            knowledge = self._knowledge()
-            if head.kind == "knowledge" and knowledge is not None:
-                from agentvm.ports import DRAFT
-
-                await knowledge.drop_version(tenant_id, head.name, DRAFT)
             await self.store.delete_head(tenant_id, head.kind, head.name)
+        knowledge = self._knowledge()
+        if knowledge is not None:  # drafts too, published or not
+            await knowledge.drop_owner(tenant_id)
         return deleted
 
 

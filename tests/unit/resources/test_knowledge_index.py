@@ -132,6 +132,15 @@ async def test_documents_chunks_stats_and_dropping(index):
     assert await index.search_words("acme", "handbook", "1", "refunds", 5) == []
 
 
+async def test_dropping_an_owner_forgets_its_drafts_and_versions_only(index):
+    await index.add_chunks("acme", "never-published", DRAFT, HANDBOOK[:1], None)
+    await index.add_chunks("other", "handbook", "1", HANDBOOK[:1], None)
+    await index.drop_owner("acme")
+    assert await index.stats("acme", "handbook") == (0, 0, 0)
+    assert await index.stats("acme", "never-published") == (0, 0, 0)
+    assert await index.stats("other", "handbook") == (1, 1, len(HANDBOOK[0].text.encode()))
+
+
 async def test_a_chunk_of_the_same_document_and_ordinal_replaces_the_indexed_one(index):
     await index.add_chunks(
         "acme", "handbook", "1", [chunk("billing.md", 1, "Refunds take ten days now.")], None

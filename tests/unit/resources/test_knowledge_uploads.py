@@ -243,3 +243,19 @@ async def test_uploading_needs_the_admin_scope_and_publishing_needs_a_draft(worl
         assert (forged.status_code, forged.json()["error"]["code"]) == (400, "invalid_resource")
     async with http("other") as api:  # another tenant's draft is its own, and empty
         assert (await api.get("/v1/knowledge/kb/documents")).json()["documents"] == []
+
+
+async def test_deleting_a_tenant_forgets_its_versions_and_drafts_in_the_index(world):
+    h, http = world
+    async with http() as api:
+        await put_file(api, "kb", "a.md", b"# Alpha\n\nThe alpha plan.")
+        await api.put("/v1/resources/knowledge/kb", json={"spec": {"draft": True}})
+        await put_file(api, "drafted", "b.md", b"Never published.")
+    async with http("other") as api:
+        await put_file(api, "kb", "c.md", b"The other tenant's plan.")
+    index = h.rt.knowledge_index
+    assert await index.stats("acme", "kb") == (2, 2, 2 * len(b"The alpha plan."))  # draft + version 1
+    assert await h.rt.resources.delete_tenant("acme") == 1
+    assert await index.stats("acme", "kb") == (0, 0, 0)
+    assert await index.stats("acme", "drafted") == (0, 0, 0)
+    assert await index.stats("other", "kb") == (1, 1, len(b"The other tenant's plan."))

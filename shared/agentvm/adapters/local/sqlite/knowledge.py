@@ -307,6 +307,15 @@ class SqliteKnowledgeIndex:
             raise
         return freed
 
+    async def drop_owner(self, owner: str) -> None:
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            self._delete_rows("owner = ?", (owner,))
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+
     async def stats(self, owner: str, resource: str) -> tuple[int, int, int]:
         row = self._conn.execute(
             "SELECT count(DISTINCT version || char(0) || document_id), count(*),"
