@@ -31,13 +31,15 @@ import logging
 import re
 import sqlite3
 import struct
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from agentvm.adapters.local.sqlite.checkpoint import in_background
 from agentvm.ports import KnowledgeChunk, KnowledgeDocument, KnowledgeHit
 
 if TYPE_CHECKING:
-    from collections.abc import Sequence
+    from collections.abc import Iterator, Sequence
 
 log = logging.getLogger("agentvm.knowledge")
 
@@ -149,6 +151,8 @@ def _open(path: str | Path) -> tuple[Any, bool]:
     conn.execute("PRAGMA journal_mode=WAL")
     conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=5000")
+    if in_background(path):  # the checkpoint thread copies the log back (sqlite/checkpoint.py)
+        conn.execute("PRAGMA wal_autocheckpoint=0")
     vectors = False
     if sqlite_vec is not None and hasattr(conn, "enable_load_extension"):
         conn.enable_load_extension(True)
@@ -169,6 +173,17 @@ class SqliteKnowledgeIndex:
 
     def close(self) -> None:
         self._conn.close()
+
+    @contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """``BEGIN IMMEDIATE`` … ``COMMIT``, rolled back on any error."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+        except BaseException:
+            self._conn.execute("ROLLBACK")
+            raise
+        self._conn.execute("COMMIT")
 
     def _vec_table(self, dimensions: int) -> str:
         if not self.vectors:
@@ -196,8 +211,7 @@ class SqliteKnowledgeIndex:
         table = self._vec_table(dimensions) if dimensions else None
         scope = scope_of(owner, resource, version)
         conn = self._conn
-        conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             for n, chunk in enumerate(chunks):
                 self._delete_rows(
                     "owner = ? AND resource = ? AND version = ? AND document_id = ? AND ordinal = ?",
@@ -225,10 +239,6 @@ class SqliteKnowledgeIndex:
                         f"INSERT INTO {table} (rowid, scope, embedding) VALUES (?, ?, ?)",
                         (cur.lastrowid, scope, _floats(vectors[n])),
                     )
-            conn.execute("COMMIT")
-        except BaseException:
-            conn.execute("ROLLBACK")
-            raise
 
     def _delete_rows(self, where: str, params: tuple[Any, ...]) -> int:
         """Delete the chunks matching ``where`` and their vectors (inside the caller's transaction);
@@ -286,35 +296,19 @@ class SqliteKnowledgeIndex:
         return [KnowledgeHit(_chunk(row), 1.0 - float(row[6])) for row in rows]  # cosine similarity
 
     async def drop_version(self, owner: str, resource: str, version: str) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             self._delete_rows("owner = ? AND resource = ? AND version = ?", (owner, resource, version))
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
 
     async def drop_document(self, owner: str, resource: str, version: str, document_id: str) -> int:
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
-            freed = self._delete_rows(
+        with self._transaction():
+            return self._delete_rows(
                 "owner = ? AND resource = ? AND version = ? AND document_id = ?",
                 (owner, resource, version, document_id),
             )
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
-        return freed
 
     async def drop_owner(self, owner: str) -> None:
-        self._conn.execute("BEGIN IMMEDIATE")
-        try:
+        with self._transaction():
             self._delete_rows("owner = ?", (owner,))
-            self._conn.execute("COMMIT")
-        except BaseException:
-            self._conn.execute("ROLLBACK")
-            raise
 
     async def stats(self, owner: str, resource: str) -> tuple[int, int, int]:
         row = self._conn.execute(
