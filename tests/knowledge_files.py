@@ -1,9 +1,16 @@
 """Real files for the knowledge tests, made here: PDFs (hand-built text pages, then pypdf for the
-outline, encryption and a scan-like page), a Word .docx (python-docx), HTML and Markdown."""
+outline, encryption and a scan-like page), a Word .docx (python-docx), HTML and Markdown; and a
+small real embedding model."""
 
 from __future__ import annotations
 
+import hashlib
 import io
+import math
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
 
 
 def pdf(pages: list[str], *, title: str | None = None) -> bytes:
@@ -127,3 +134,25 @@ Leave policy
 
 Everyone gets 25 days of leave.
 """
+
+
+class BagOfWordsEmbedder:
+    """A real (if small) embedding: each word hashed into one of 64 dimensions, L2-normalised.
+    Texts sharing words are near; it knows nothing of stems, so it disagrees with FTS5 usefully."""
+
+    model = "bag-of-words-64"
+    dimensions = 64
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[int, str]] = []
+
+    def embed(self, texts: Sequence[str], *, purpose: str) -> list[list[float]]:
+        self.calls.append((len(texts), purpose))
+        out = []
+        for text in texts:
+            v = [0.0] * self.dimensions
+            for word in text.lower().replace(".", " ").replace(";", " ").split():
+                v[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dimensions] += 1.0
+            norm = math.sqrt(sum(x * x for x in v)) or 1.0
+            out.append([x / norm for x in v])
+        return out

@@ -3,18 +3,12 @@ tenant and version isolation, replacement and deletion, and the fusion of both l
 
 from __future__ import annotations
 
-import hashlib
-import math
-from typing import TYPE_CHECKING
-
 import pytest
 
 from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex, match_expression
 from agentvm.ports import DRAFT, KnowledgeChunk, KnowledgeHit
 from agentvm.resources.hybrid import RRF_K, hybrid_search, reciprocal_rank_fusion
-
-if TYPE_CHECKING:
-    from collections.abc import Sequence
+from tests.knowledge_files import BagOfWordsEmbedder
 
 
 def chunk(doc: str, ordinal: int, text: str, path: str = "", title: str = "Handbook") -> KnowledgeChunk:
@@ -29,28 +23,6 @@ HANDBOOK = [
     chunk("security.md", 0, "Two-factor authentication is available on every plan.", "Security"),
     chunk("shipping.md", 0, "Orders ship from Rotterdam; express delivery takes two days.", "Shipping"),
 ]
-
-
-class BagOfWordsEmbedder:
-    """A real (if small) embedding: each word hashed into one of 64 dimensions, L2-normalised.
-    Texts sharing words are near; it knows nothing of stems, so it disagrees with FTS5 usefully."""
-
-    model = "bag-of-words-64"
-    dimensions = 64
-
-    def __init__(self) -> None:
-        self.calls: list[tuple[int, str]] = []
-
-    def embed(self, texts: Sequence[str], *, purpose: str) -> list[list[float]]:
-        self.calls.append((len(texts), purpose))
-        out = []
-        for text in texts:
-            v = [0.0] * self.dimensions
-            for word in text.lower().replace(".", " ").replace(";", " ").split():
-                v[int(hashlib.sha256(word.encode()).hexdigest(), 16) % self.dimensions] += 1.0
-            norm = math.sqrt(sum(x * x for x in v)) or 1.0
-            out.append([x / norm for x in v])
-        return out
 
 
 @pytest.fixture

@@ -14,6 +14,7 @@ from agentvm.api.app import create_app
 from agentvm.resources import uploads
 from tests import knowledge_files as files
 from tests.harness import Harness
+from tests.knowledge_files import BagOfWordsEmbedder
 from tests.security_harness import ManualClock, new_key, secure
 
 PDF = "application/pdf"
@@ -259,3 +260,26 @@ async def test_deleting_a_tenant_forgets_its_versions_and_drafts_in_the_index(wo
     assert await index.stats("acme", "kb") == (0, 0, 0)
     assert await index.stats("acme", "drafted") == (0, 0, 0)
     assert await index.stats("other", "kb") == (1, 1, len(b"The other tenant's plan."))
+
+
+async def test_with_an_embedder_publishing_stores_vectors_and_search_fuses_them(world):
+    h, http = world
+    h.rt.embedder = embedder = BagOfWordsEmbedder()
+    async with http() as api:
+        await put_file(api, "kb", "handbook.pdf", handbook_pdf(), PDF)
+        assert embedder.calls == []  # a draft is not embedded: a version is, once
+        version = (await api.put("/v1/resources/knowledge/kb", json={"spec": {"draft": True}})).json()
+        assert embedder.calls == [(3, "document")]
+        found = await api.post(
+            "/v1/resources/search", json={"uri": "resource://knowledge/kb", "query": "refunds"}
+        )
+        assert found.json()["mode"] == "hybrid"
+        assert found.json()["hits"][0]["citation"] == "[handbook.pdf p.2 — Billing > Refunds]"
+        assert version["resource"]["chunks"] == 3
+        # another model's vectors are not comparable: the version is searched by words alone
+        h.rt.embedder = BagOfWordsEmbedder()
+        h.rt.embedder.model = "another-model"
+        found = await api.post(
+            "/v1/resources/search", json={"uri": "resource://knowledge/kb", "query": "refunds"}
+        )
+        assert found.json()["mode"] == "words"
