@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentvm.ports.knowledge import KnowledgeLimits  # a value type (its defaults): a tiny module
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -223,6 +225,8 @@ class Runtime:
     knowledge_index: KnowledgeIndex | None = None
     # Turns text into vectors for the knowledge index (hybrid search). None: words only.
     embedder: Embedder | None = None
+    # What uploads may add to a knowledge resource (resources/uploads.py; AVM_KNOWLEDGE_*).
+    knowledge_limits: KnowledgeLimits = field(default_factory=KnowledgeLimits)
     # The config centre (agentvm/configcentre): layered settings applied per turn. None: only what
     # was read at start applies.
     config: ConfigLayers | None = None

@@ -12,26 +12,28 @@ another tenant's resource answers as a missing one (an empty draft, or ``not_fou
 from __future__ import annotations
 
 import re
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from fastapi import APIRouter, Path, Query, Request
 
 from agentvm.api.deps import Caller, RuntimeDep, admin
 from agentvm.api.errors import error_responses
-from agentvm.api.openapi import ok
+from agentvm.api.openapi import FILE_LIMIT, ok
 from agentvm.api.resources import MAX_URI, MAX_VERSION, centre
 from agentvm.errors import DocumentTooLarge
-from agentvm.resources import uploads
-from agentvm.resources.uploads import MAX_DOCUMENT_ID, MAX_FILE_BYTES
+from agentvm.resources.uploads import MAX_DOCUMENT_ID
+
+if TYPE_CHECKING:
+    from agentvm.runtime import Runtime
 
 router = APIRouter(prefix="/knowledge", tags=["knowledge"])
 
 UPLOAD_PATH = re.compile(r"/v1/knowledge/.+/documents")
 
 
-def upload_limits() -> tuple[tuple[str, re.Pattern[str], int], ...]:
+def upload_limits(runtime: Runtime) -> tuple[tuple[str, re.Pattern[str], int], ...]:
     """The upload route's own body limit (``api/body_limit.py``: ``wider``): the per-file limit."""
-    return (("POST", UPLOAD_PATH, uploads.MAX_FILE_BYTES),)
+    return (("POST", UPLOAD_PATH, runtime.knowledge_limits.max_file_bytes),)
 
 
 NAME = Path(min_length=1, max_length=MAX_URI, description="the knowledge resource's name")
@@ -54,10 +56,10 @@ _DOCUMENTS = {
 }
 
 
-async def _read_file(request: Request) -> bytes:
+async def _read_file(request: Request, limit: int) -> bytes:
     """The body, refused once it passes the per-file limit (``document_too_large``)."""
     parts: list[bytes] = []
-    size, limit = 0, uploads.MAX_FILE_BYTES
+    size = 0
     async for piece in request.stream():
         size += len(piece)
         if size > limit:
@@ -78,9 +80,8 @@ async def _read_file(request: Request) -> bytes:
         "requestBody": {
             "required": True,
             "content": {
-                "application/octet-stream": {
-                    "schema": {"type": "string", "format": "binary", "maxLength": MAX_FILE_BYTES}
-                }
+                # bytes, at most AVM_KNOWLEDGE_MAX_FILE_BYTES (413 past it)
+                "application/octet-stream": {"schema": {"type": "string", "format": "binary", **FILE_LIMIT}}
             },
         }
     },
@@ -98,7 +99,7 @@ async def upload_document(
 
     principal = admin(caller)
     registry = centre(runtime)
-    data = await _read_file(request)
+    data = await _read_file(request, runtime.knowledge_limits.max_file_bytes)
     return await upload(
         registry,
         runtime.storage_quota,
@@ -107,6 +108,7 @@ async def upload_document(
         filename=filename,
         content_type=request.headers.get("content-type"),
         data=data,
+        limits=runtime.knowledge_limits,
     )
 
 

@@ -40,6 +40,7 @@ from agentvm.ports.knowledge import (
     KnowledgeDocument,
     KnowledgeHit,
     KnowledgeIndex,
+    KnowledgeLimits,
 )
 from agentvm.ports.models import ModelClient, ModelResolver
 from agentvm.ports.observability import (
@@ -138,6 +139,7 @@ __all__ = [
     "KnowledgeDocument",
     "KnowledgeHit",
     "KnowledgeIndex",
+    "KnowledgeLimits",
     "LogPage",
     "LogQuery",
     "LogStore",

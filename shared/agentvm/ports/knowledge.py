@@ -21,6 +21,16 @@ if TYPE_CHECKING:
 
 DRAFT = "draft"  # the version key of the documents uploaded since the last publish
 
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeLimits:
+    """What uploads may add to one knowledge resource's draft (``AVM_KNOWLEDGE_*``)."""
+
+    max_file_bytes: int = 50 * 1024 * 1024  # one uploaded file, as sent
+    max_documents: int = 10_000  # documents in a draft
+    max_bytes: int = 200 * 1024 * 1024  # extracted text in a draft
+
+
 EmbedPurpose = Literal["document", "query"]
 
 
@@ -136,4 +146,5 @@ __all__ = [
     "KnowledgeDocument",
     "KnowledgeHit",
     "KnowledgeIndex",
+    "KnowledgeLimits",
 ]

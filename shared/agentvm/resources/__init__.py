@@ -99,9 +99,6 @@ if TYPE_CHECKING:
     )
     from agentvm.resources.uploads import (
         MAX_DOCUMENT_ID,
-        MAX_DOCUMENTS,
-        MAX_DRAFT_BYTES,
-        MAX_FILE_BYTES,
         document_id,
         document_wire,
         documents,
@@ -140,10 +137,7 @@ __all__ = [
     "LOCAL",
     "Locator",
     "MAX_CHARS",
-    "MAX_DOCUMENTS",
     "MAX_DOCUMENT_ID",
-    "MAX_DRAFT_BYTES",
-    "MAX_FILE_BYTES",
     "Passage",
     "RRF_K",
     "RegistryType",
@@ -269,10 +263,7 @@ __getattr__, __dir__ = lazy_exports(
             "for_the_model",
         ],
         "uploads": [
-            "MAX_DOCUMENTS",
             "MAX_DOCUMENT_ID",
-            "MAX_DRAFT_BYTES",
-            "MAX_FILE_BYTES",
             "document_id",
             "document_wire",
             "documents",

@@ -11,8 +11,9 @@ it. Each file is read (``resources/extract.py``) and cut into chunks (``resource
 off the event loop, and its text's bytes are charged to the tenant's storage account; removing it
 gives them back.
 
-Limits: a file of at most ``MAX_FILE_BYTES``; a draft of at most ``MAX_DOCUMENTS`` documents and
-``MAX_DRAFT_BYTES`` of extracted text (``document_too_large`` past either).
+Limits (``KnowledgeLimits``, the runtime's: ``AVM_KNOWLEDGE_MAX_FILE_BYTES``, ``..._DOCUMENTS``,
+``..._BYTES``): a file's size as sent; a draft's documents and extracted text
+(``document_too_large`` past any).
 """
 
 from __future__ import annotations
@@ -26,11 +27,14 @@ from agentvm.ports import DRAFT
 from agentvm.resources.uri import check_name
 
 if TYPE_CHECKING:
-    from agentvm.ports import KnowledgeDocument, KnowledgeIndex, ResourceRegistry, StorageAccount
+    from agentvm.ports import (
+        KnowledgeDocument,
+        KnowledgeIndex,
+        KnowledgeLimits,
+        ResourceRegistry,
+        StorageAccount,
+    )
 
-MAX_FILE_BYTES = 50 * 1024 * 1024
-MAX_DOCUMENTS = 10_000
-MAX_DRAFT_BYTES = 200 * 1024 * 1024  # of extracted text
 MAX_DOCUMENT_ID = 200
 _UNSAFE = re.compile(r"[^\w.\- ()+,@]+", re.UNICODE)
 
@@ -64,6 +68,7 @@ async def upload(
     filename: str,
     content_type: str | None,
     data: bytes,
+    limits: KnowledgeLimits,
 ) -> dict[str, Any]:
     """Read one file into the draft (replacing the document of the same name); what it became."""
     from agentvm.resources.chunking import chunk_sections
@@ -71,8 +76,10 @@ async def upload(
 
     check_name(name)
     knowledge = index_of(registry)
-    if len(data) > MAX_FILE_BYTES:
-        raise DocumentTooLarge(f"{filename}: {len(data)} bytes (a file may have at most {MAX_FILE_BYTES})")
+    if len(data) > limits.max_file_bytes:
+        raise DocumentTooLarge(
+            f"{filename}: {len(data)} bytes (a file may have at most {limits.max_file_bytes})"
+        )
     if not data:
         raise InvalidDocument(f"{filename}: the file is empty")
     doc_id = document_id(filename)
@@ -85,22 +92,24 @@ async def upload(
     existing = await knowledge.documents(tenant_id, name, DRAFT)
     previous = next((d for d in existing if d.document_id == doc_id), None)
     count = len(existing) + (0 if previous else 1)
-    if count > MAX_DOCUMENTS:
+    if count > limits.max_documents:
         raise DocumentTooLarge(
-            f"resource://knowledge/{name}: a draft holds at most {MAX_DOCUMENTS} documents"
+            f"resource://knowledge/{name}: a draft holds at most {limits.max_documents} documents"
         )
     total = sum(d.bytes for d in existing) - (previous.bytes if previous else 0) + size
-    if total > MAX_DRAFT_BYTES:
+    if total > limits.max_bytes:
         raise DocumentTooLarge(
-            f"resource://knowledge/{name}: {total} bytes of text with {filename} (at most {MAX_DRAFT_BYTES})"
+            f"resource://knowledge/{name}: {total} bytes of text with {filename} (at most {limits.max_bytes})"
         )
     reserved = 0 if quota is None else await quota.reserve(tenant_id, size)
+    freed = 0
     try:
-        freed = await knowledge.drop_document(tenant_id, name, DRAFT, doc_id) if previous else 0
+        if previous:  # the old text goes first (its bytes given back below, whatever happens next)
+            freed = await knowledge.drop_document(tenant_id, name, DRAFT, doc_id)
         await knowledge.add_chunks(tenant_id, name, DRAFT, chunks, None)
     except BaseException:
         if quota is not None:
-            await quota.give_back(tenant_id, reserved)
+            await quota.give_back(tenant_id, reserved + freed)
         raise
     if quota is not None and freed:
         await quota.give_back(tenant_id, freed)
@@ -142,10 +151,7 @@ async def remove(
 
 
 __all__ = [
-    "MAX_DOCUMENTS",
     "MAX_DOCUMENT_ID",
-    "MAX_DRAFT_BYTES",
-    "MAX_FILE_BYTES",
     "document_id",
     "document_wire",
     "documents",

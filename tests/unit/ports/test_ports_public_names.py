@@ -39,6 +39,7 @@ PUBLIC = [
     "KnowledgeDocument",
     "KnowledgeHit",
     "KnowledgeIndex",
+    "KnowledgeLimits",
     "LogPage",
     "LogQuery",
     "LogStore",

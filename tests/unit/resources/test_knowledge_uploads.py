@@ -11,7 +11,7 @@ import pytest
 
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.api.app import create_app
-from agentvm.resources import uploads
+from agentvm.ports import KnowledgeLimits
 from tests import knowledge_files as files
 from tests.harness import Harness
 from tests.knowledge_files import BagOfWordsEmbedder
@@ -184,10 +184,9 @@ async def test_unreadable_files_are_refused_with_their_code_and_nothing_is_kept(
     assert await h.rt.storage_quota.used("acme") == 0
 
 
-async def test_files_over_the_limits_are_refused(world, monkeypatch):
+async def test_files_over_the_limits_are_refused(world):
     h, http = world
-    monkeypatch.setattr(uploads, "MAX_FILE_BYTES", 1000)
-    monkeypatch.setattr(uploads, "MAX_DOCUMENTS", 2)
+    h.rt.knowledge_limits = KnowledgeLimits(max_file_bytes=1000, max_documents=2, max_bytes=40)
     async with http() as api:
         declared = await put_file(api, "kb", "big.txt", b"x " * 600)  # Content-Length: refused unread
         assert (declared.status_code, declared.json()["error"]["code"]) == (413, "payload_too_large")
@@ -205,6 +204,11 @@ async def test_files_over_the_limits_are_refused(world, monkeypatch):
         assert (await put_file(api, "kb", "b.txt", b"two again")).status_code == 201  # a replacement
         third = await put_file(api, "kb", "c.txt", b"three")
         assert (third.status_code, third.json()["error"]["code"]) == (400, "document_too_large")
+        assert "at most 2 documents" in third.json()["error"]["message"]
+        text = await put_file(api, "kb", "b.txt", b"a replacement with more text than the draft may hold")
+        assert (text.status_code, text.json()["error"]["code"]) == (400, "document_too_large")
+        listed = (await api.get("/v1/knowledge/kb/documents")).json()["documents"]
+        assert [d["bytes"] for d in listed] == [3, 9]
 
 
 async def test_uploads_count_in_the_storage_account_and_are_given_back(world):
