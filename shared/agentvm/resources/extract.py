@@ -7,9 +7,11 @@ Lambda import path never loads them; they are the ``knowledge`` extra):
 * **PDF**: ``pypdf`` (pure Python, no system library). One section per page, located ``p.<n>``;
   the heading path of a page is the PDF's outline (bookmarks) entry that starts at or before it.
   An encrypted PDF is refused (``encrypted_document``), and so is one whose pages hold no text
-  (``no_text_layer``: a scan needs OCR first, which this server does not run).
+  (``no_text_layer``: a scan needs OCR first, which this server does not run). pypdf's own limits
+  on decompressed streams stop PDF bombs (``document_too_large``).
 * **Word**: ``python-docx``. Paragraphs styled ``Heading <n>`` open sections (``Title`` names the
-  document); tables are read row by row, cells joined by `` | ``, in body order.
+  document); tables are read row by row, cells joined by `` | ``, in body order. A file whose zip
+  would expand past ``MAX_UNZIPPED_BYTES`` is refused unread (``document_too_large``).
 * **HTML**: ``beautifulsoup4`` with the ``lxml`` parser, rather than a main-content extractor
   such as trafilatura: knowledge pages are the author's own documents, not web pages with
   boilerplate to guess away, and the ``h1``–``h6`` structure is what the chunks' heading paths
@@ -30,7 +32,13 @@ import re
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from agentvm.errors import EncryptedDocument, InvalidDocument, NoTextLayer, UnsupportedDocumentType
+from agentvm.errors import (
+    DocumentTooLarge,
+    EncryptedDocument,
+    InvalidDocument,
+    NoTextLayer,
+    UnsupportedDocumentType,
+)
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -56,6 +64,7 @@ _BY_MEDIA_TYPE = {
     "text/plain": "text",
 }
 MIN_PDF_TEXT = 16  # characters of text a PDF must hold over all its pages to count as having text
+MAX_UNZIPPED_BYTES = 256 * 1024 * 1024  # a .docx is a zip: what it may expand to (zip bombs)
 
 
 @dataclass
@@ -119,7 +128,7 @@ def _decode(data: bytes) -> str:
 
 def _pdf(data: bytes) -> Extracted:
     from pypdf import PdfReader
-    from pypdf.errors import PdfReadError
+    from pypdf.errors import LimitReachedError, PyPdfError
 
     try:
         reader = PdfReader(io.BytesIO(data))
@@ -129,7 +138,9 @@ def _pdf(data: bytes) -> Extracted:
         outline = _pdf_outline(reader)
         meta = reader.metadata
         title = (meta.title if meta is not None else None) or None
-    except (PdfReadError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
+    except LimitReachedError:  # pypdf's guard against decompression bombs
+        raise DocumentTooLarge("the PDF's streams expand past what pypdf reads") from None
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError) as exc:
         raise InvalidDocument(f"the PDF cannot be read ({type(exc).__name__})") from None
     if sum(len(p.strip()) for p in pages) < MIN_PDF_TEXT:
         raise NoTextLayer(
@@ -191,6 +202,11 @@ def _docx(data: bytes) -> Extracted:
     from docx.text.paragraph import Paragraph
 
     try:
+        expanded = sum(item.file_size for item in zipfile.ZipFile(io.BytesIO(data)).infolist())
+        if expanded > MAX_UNZIPPED_BYTES:
+            raise DocumentTooLarge(
+                f"the .docx file expands to {expanded} bytes (at most {MAX_UNZIPPED_BYTES})"
+            )
         doc = open_docx(io.BytesIO(data))
     except (PackageNotFoundError, zipfile.BadZipFile, KeyError, ValueError) as exc:
         raise InvalidDocument(f"the .docx file cannot be read ({type(exc).__name__})") from None

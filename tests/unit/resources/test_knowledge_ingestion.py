@@ -6,6 +6,7 @@ from __future__ import annotations
 import pytest
 
 from agentvm.errors import (
+    DocumentTooLarge,
     EncryptedDocument,
     InvalidDocument,
     NoTextLayer,
@@ -117,6 +118,15 @@ def test_unreadable_files_are_refused_with_stable_codes(data, kind, error, code)
     with pytest.raises(error) as refused:
         read_document(data, kind)
     assert refused.value.code == code
+
+
+def test_a_docx_that_would_expand_past_the_limit_is_refused_unread(monkeypatch):
+    import agentvm.resources.extract as extract_module
+
+    monkeypatch.setattr(extract_module, "MAX_UNZIPPED_BYTES", 10_000)
+    with pytest.raises(DocumentTooLarge) as refused:
+        read_document(files.docx(), "docx")  # python-docx's template alone is ~30 KB unzipped
+    assert refused.value.code == "document_too_large"
 
 
 def test_chunks_pack_paragraphs_and_cut_long_ones_at_sentences():
