@@ -10,6 +10,7 @@ from agentvm.adapters.llm.scripted import ScriptedModelClient, SingleModelResolv
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite.config import SqliteConfigStore
+from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex
 from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
@@ -121,7 +122,10 @@ class Harness:
             self.rt.clock,
             platform_tenant="platform",
             storage=lambda: self.rt.storage_quota,
+            knowledge=lambda: self.rt.knowledge_index,
+            embedder=lambda: self.rt.embedder,
         )
+        self.rt.knowledge_index = SqliteKnowledgeIndex(":memory:")  # as the local host: FTS5 + sqlite-vec
         self.rt.tenants = SqliteTenantStore(":memory:")
         self.rt.usage = SqliteUsageRollups(self.store)
         self.rt.running = SqliteRunningTurns(":memory:", self.store)

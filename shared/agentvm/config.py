@@ -167,6 +167,10 @@ class Settings(BaseSettings):
     # protocol limits
     max_frame_bytes: int = 256 * 1024
     max_body_bytes: int = Field(default=1024 * 1024, ge=1024)  # HTTP request bodies, refused unread
+    # knowledge uploads (resources/uploads.py): a file as sent; documents and extracted text a draft
+    knowledge_max_file_bytes: int = Field(default=50 * 1024 * 1024, ge=1024)
+    knowledge_max_documents: int = Field(default=10_000, ge=1)
+    knowledge_max_bytes: int = Field(default=200 * 1024 * 1024, ge=1024)
     # A local WebSocket client that stops reading: closed (4008) once this many frames wait for it,
     # or one frame waits this long; it resumes from its last seq (adapters/local/ws_writer.py).
     ws_send_queue_frames: int = Field(default=1024, ge=16)

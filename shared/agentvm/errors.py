@@ -12,6 +12,11 @@
     │   ├── InvalidImport           invalid_import    a session export that cannot be imported; carries line
     │   │   └── ResourceUnavailable resource_unavailable  it names a resource the importer cannot read
     │   ├── InvalidQuery            invalid_query     search syntax this server does not support
+    │   ├── InvalidDocument         invalid_document  an uploaded file that cannot be read (corrupt)
+    │   │   ├── UnsupportedDocumentType  unsupported_document_type  not PDF, .docx, HTML, Markdown or text
+    │   │   ├── EncryptedDocument   encrypted_document  a password-protected PDF
+    │   │   ├── NoTextLayer         no_text_layer     a scanned PDF (images of pages, no text to index)
+    │   │   └── DocumentTooLarge    document_too_large  over the per-file or per-resource limit
     │   └── ExportTooLarge          export_too_large  a session too large to export in one answer
     ├── Unauthorized                unauthorized      no or invalid credentials
     ├── Forbidden                   forbidden         valid credentials, scope does not allow it
@@ -246,6 +251,36 @@ class InvalidQuery(BadRequest):
     code = "invalid_query"
 
 
+class InvalidDocument(BadRequest):
+    """The uploaded file cannot be read as the type it claims (corrupt or truncated)."""
+
+    code = "invalid_document"
+
+
+class UnsupportedDocumentType(InvalidDocument):
+    """The uploaded file is not a type knowledge ingests (PDF, .docx, HTML, Markdown, text)."""
+
+    code = "unsupported_document_type"
+
+
+class EncryptedDocument(InvalidDocument):
+    """The PDF is encrypted: upload it without its password protection."""
+
+    code = "encrypted_document"
+
+
+class NoTextLayer(InvalidDocument):
+    """The PDF has no text layer (a scan): run OCR on it first, then upload the result."""
+
+    code = "no_text_layer"
+
+
+class DocumentTooLarge(InvalidDocument):
+    """The file is over the per-file limit, or would take the resource over its limits."""
+
+    code = "document_too_large"
+
+
 class ExportTooLarge(BadRequest):
     """The session is too large to export in one answer."""
 
@@ -395,6 +430,11 @@ class ConnectionGone(AgentVMError):
 
 
 __all__ = [
+    "DocumentTooLarge",
+    "EncryptedDocument",
+    "InvalidDocument",
+    "NoTextLayer",
+    "UnsupportedDocumentType",
     "ExportTooLarge",
     "ImportInProgress",
     "KeyLimitReached",

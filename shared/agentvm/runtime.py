@@ -9,6 +9,8 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
+from agentvm.ports.knowledge import KnowledgeLimits  # a value type (its defaults): a tiny module
+
 if TYPE_CHECKING:
     from collections.abc import Callable
 
@@ -19,7 +21,9 @@ if TYPE_CHECKING:
         Clock,
         ConfigLayers,
         Connections,
+        Embedder,
         Ids,
+        KnowledgeIndex,
         LogStore,
         Metrics,
         ModelResolver,
@@ -216,6 +220,13 @@ class Runtime:
     sandbox_jobs: SandboxJobs | None = None
     # The resource centre (agentvm/resources). None: this host serves no /v1/resources.
     resources: ResourceRegistry | None = None
+    # Knowledge versions' chunks, searched by words and vectors (resources/indexing.py). None: a
+    # knowledge version keeps BM25 chunk offsets in its record, and nothing can be uploaded.
+    knowledge_index: KnowledgeIndex | None = None
+    # Turns text into vectors for the knowledge index (hybrid search). None: words only.
+    embedder: Embedder | None = None
+    # What uploads may add to a knowledge resource (resources/uploads.py; AVM_KNOWLEDGE_*).
+    knowledge_limits: KnowledgeLimits = field(default_factory=KnowledgeLimits)
     # The config centre (agentvm/configcentre): layered settings applied per turn. None: only what
     # was read at start applies.
     config: ConfigLayers | None = None

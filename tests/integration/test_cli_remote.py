@@ -156,3 +156,35 @@ def test_tenants_are_managed_from_the_command_line_by_a_platform_admin(server, c
     assert [t["tenantId"] for t in tombstones["tenants"]] == ["acme"]
     code, error = run(capsys, server, "tenants", "delete", "default")  # the platform tenant here
     assert code == 1 and "conflict" in error
+
+
+def test_documents_are_uploaded_listed_removed_and_published_from_the_command_line(server, capsys, tmp_path):
+    from tests import knowledge_files
+
+    guide = tmp_path / "guide.docx"
+    guide.write_bytes(knowledge_files.docx())
+    notes = tmp_path / "notes.md"
+    notes.write_text("# Notes\n\nThe office opens at nine.")
+    code = main(["resources", "upload", "kb", str(guide), str(notes), "--url", server.http, "--key", ADMIN])
+    out, _ = capsys.readouterr()
+    # one JSON answer per file, one after the other (top-level braces at the line start)
+    answers = [json.loads(part) for part in out.replace("\n}\n{", "\n}\x00{").split("\x00")]
+    assert code == 0 and [(a["document"]["id"], a["document"]["type"]) for a in answers] == [
+        ("guide.docx", "docx"),
+        ("notes.md", "markdown"),
+    ]
+    code, listed = run(capsys, server, "resources", "documents", "kb")
+    assert [d["id"] for d in listed["documents"]] == ["guide.docx", "notes.md"]
+    code, removed = run(capsys, server, "resources", "remove-document", "kb", "notes.md")
+    assert removed == {"deleted": "notes.md"}
+    code, published = run(capsys, server, "resources", "publish-draft", "kb", "--tag", "stable")
+    assert published["resource"]["uri"] == "resource://knowledge/kb@1"
+    assert [u["id"] for u in published["resource"]["spec"]["uploads"]] == ["guide.docx"]
+    code, found = run(
+        capsys, server, "resources", "search", "resource://knowledge/kb@stable", "refund window"
+    )
+    assert found["mode"] == "words" and found["hits"][0]["citation"] == "[guide.docx — Billing > Refunds]"
+    bad = tmp_path / "photo.jpg"
+    bad.write_bytes(b"\xff\xd8\xff\xe0")
+    code, error = run(capsys, server, "resources", "upload", "kb", str(bad))
+    assert code == 1 and "unsupported_document_type" in error

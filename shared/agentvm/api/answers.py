@@ -196,6 +196,8 @@ class Rendered(BaseModel):
 
 
 class SearchHit(BaseModel):
+    """A passage found on a host without a knowledge index (``mode``: ``bm25``)."""
+
     document: int = Field(description="index in the version's documents")
     documentId: str | None
     title: str | None
@@ -204,9 +206,55 @@ class SearchHit(BaseModel):
     text: str
 
 
+class SearchPassage(BaseModel):
+    """A passage found in the knowledge index (``mode``: ``hybrid`` or ``words``)."""
+
+    documentId: str = Field(description="the document's id (an uploaded file's name)")
+    title: str
+    headingPath: str = Field(description="the headings above it: Billing > Refunds")
+    location: str = Field(description="p.<n> in a PDF, else its section's heading")
+    chunk: int = Field(description="its place among its document's chunks")
+    score: float = Field(description="reciprocal rank fusion (hybrid), else BM25")
+    citation: str = Field(description="to show next to an answer: [handbook.pdf p.4 — Billing > Refunds]")
+    text: str
+
+
 class SearchHits(BaseModel):
     uri: str = Field(description="the exact version searched")
-    hits: list[SearchHit] = Field(description="best first")
+    mode: Literal["hybrid", "words", "bm25"] = Field(description="how the passages were found")
+    hits: list[SearchPassage | SearchHit] = Field(description="best first")
+
+
+class KnowledgeDocument(BaseModel):
+    id: str = Field(description="the file name it was uploaded as")
+    title: str
+    chunks: int
+    bytes: int = Field(description="of extracted text")
+
+
+class UploadedDocument(KnowledgeDocument):
+    type: Literal["pdf", "docx", "html", "markdown", "text"]
+    replaced: bool = Field(description="a document of the same name was in the draft")
+
+
+class DraftSize(BaseModel):
+    documents: int
+    bytes: int
+
+
+class Uploaded(BaseModel):
+    document: UploadedDocument
+    draft: DraftSize = Field(description="the draft the next version is published from")
+
+
+class KnowledgeDocuments(BaseModel):
+    resource: str
+    version: str = Field(description="draft, or a published version")
+    documents: list[KnowledgeDocument]
+
+
+class DeletedDocument(BaseModel):
+    deleted: str = Field(description="the document's id")
 
 
 class DeletedVersions(BaseModel):

@@ -38,6 +38,7 @@ from agentvm.api import (
     http_turns,
     images,
     keys,
+    knowledge,
     logs,
     mcp,
     metrics,
@@ -69,6 +70,7 @@ _DOMAINS = (
     budgets,
     workspaces,
     resources,
+    knowledge,
     registry,
     images,
     configcentre,
@@ -99,7 +101,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     app.state.runtime = runtime
     app.state.open_tenant = open_tenant
     # Bodies over the limit are refused before they are read, authenticated or not.
-    app.add_middleware(BodyLimit, max_bytes=runtime.turns.max_body_bytes)
+    app.add_middleware(
+        BodyLimit, max_bytes=runtime.turns.max_body_bytes, wider=knowledge.upload_limits(runtime)
+    )
     app.add_middleware(metrics.RequestMetrics, runtime=runtime)  # outermost: counts refusals (413) too
     app.add_exception_handler(AgentVMError, errors.agentvm_error)  # type: ignore[arg-type]
     app.add_exception_handler(RequestValidationError, errors.invalid_request)  # type: ignore[arg-type]

@@ -5,6 +5,10 @@ unauthenticated client could make the server buffer any amount of memory before 
 even looked at. A declared ``Content-Length`` over the limit is answered 413 at once; a body sent
 without one (chunked) is counted as it arrives and cut at the limit. On AWS, API Gateway and
 Lambda cap payloads too (10 MB and 6 MB); this limit is the tighter one.
+
+A few routes take files (``wider``: a method, a path pattern and their own limit): knowledge
+uploads (``api/knowledge.py``). Those handlers read the body themselves, after the caller is
+authenticated, so the wider limit never buffers anything for an unknown client.
 """
 
 from __future__ import annotations
@@ -17,7 +21,8 @@ from agentvm.errors import FrameTooLarge
 from agentvm.logs import log_refusal
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable, MutableMapping
+    import re
+    from collections.abc import Awaitable, Callable, MutableMapping, Sequence
 
     Scope = MutableMapping[str, Any]
     Message = MutableMapping[str, Any]
@@ -37,17 +42,28 @@ class BodyTooLarge(FrameTooLarge):
 class BodyLimit:
     """ASGI middleware: HTTP request bodies of at most ``max_bytes``."""
 
-    def __init__(self, app: ASGIApp, max_bytes: int) -> None:
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, wider: Sequence[tuple[str, re.Pattern[str], int]] = ()
+    ) -> None:
         self.app = app
         self.max_bytes = max_bytes
+        self.wider = tuple(wider)
+
+    def limit_of(self, scope: Scope) -> int:
+        """The route's own limit if it has one (``wider``), else ``max_bytes``."""
+        for method, path, limit in self.wider:
+            if scope.get("method") == method and path.fullmatch(scope.get("path", "")):
+                return limit
+        return self.max_bytes
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        limit = self.limit_of(scope)
         declared = _content_length(scope)
-        if declared is not None and declared > self.max_bytes:
-            await self._refuse(scope, send)
+        if declared is not None and declared > limit:
+            await self._refuse(scope, send, limit)
             return
         received = 0
         started = exceeded = False
@@ -57,9 +73,9 @@ class BodyLimit:
             message = await receive()
             if message["type"] == "http.request":
                 received += len(message.get("body", b""))
-                if received > self.max_bytes:
+                if received > limit:
                     exceeded = True
-                    raise BodyTooLarge(self._message())  # stops the reading; FastAPI may wrap it
+                    raise BodyTooLarge(_message(limit))  # stops the reading; FastAPI may wrap it
             return message
 
         async def tracking_send(message: Message) -> None:
@@ -67,7 +83,7 @@ class BodyLimit:
             if exceeded:  # whatever the app answers to a cut body (FastAPI: a 400), it is a 413
                 if message["type"] == "http.response.start" and not started:
                     started = True
-                    await self._refuse(scope, send)
+                    await self._refuse(scope, send, limit)
                 return
             started = started or message["type"] == "http.response.start"
             await send(message)
@@ -76,19 +92,20 @@ class BodyLimit:
             await self.app(scope, counting_receive, tracking_send)
         except BodyTooLarge:
             if not started:
-                await self._refuse(scope, send)
+                await self._refuse(scope, send, limit)
 
-    def _message(self) -> str:
-        return f"request body exceeds the limit of {self.max_bytes} bytes"
-
-    async def _refuse(self, scope: Scope, send: Send) -> None:
+    async def _refuse(self, scope: Scope, send: Send, limit: int) -> None:
         client = scope.get("client")
         source = client[0] if client else "?"
         log_refusal(log, "HTTP request body refused", source=source, status=413, path=scope.get("path", ""))
-        body = json.dumps({"error": {"code": BodyTooLarge.code, "message": self._message()}}).encode()
+        body = json.dumps({"error": {"code": BodyTooLarge.code, "message": _message(limit)}}).encode()
         headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode())]
         await send({"type": "http.response.start", "status": 413, "headers": headers})
         await send({"type": "http.response.body", "body": body})
+
+
+def _message(limit: int) -> str:
+    return f"request body exceeds the limit of {limit} bytes"
 
 
 def _content_length(scope: Scope) -> int | None:

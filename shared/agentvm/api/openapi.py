@@ -23,7 +23,8 @@ route never answers. So ``ok(...)`` and ``examples(...)`` also carry each exampl
 
 What only the server's settings tell (a request body's ``maxLength``: the server's
 ``AVM_MAX_BODY_BYTES``) a route states with ``BODY_LIMIT`` in its schema, which ``finish_document``
-replaces with the value: routes are declared at import, before any runtime exists.
+replaces with the value: routes are declared at import, before any runtime exists. Likewise
+``FILE_LIMIT``: a knowledge upload's ``AVM_KNOWLEDGE_MAX_FILE_BYTES``.
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ _ONE, _MANY, _MODEL = "x-example-json", "x-examples-json", "x-answer-model"
 _REF = "#/components/schemas/{model}"
 _BODY_LIMIT = "x-max-body-bytes"
 BODY_LIMIT = {_BODY_LIMIT: True}  # in a schema: ``maxLength``, the server's body limit (bytes)
+_FILE_LIMIT = "x-max-file-bytes"
+FILE_LIMIT = {_FILE_LIMIT: True}  # in a schema: ``maxLength``, the per-file limit of knowledge uploads
 
 
 def ok(
@@ -102,22 +105,29 @@ def openapi_document(app: FastAPI) -> dict[str, Any]:
                 operation.get("responses", {}).pop("422", None)
         for name in ("HTTPValidationError", "ValidationError"):
             schema.get("components", {}).get("schemas", {}).pop(name, None)
-        finish_document(schema, max_body_bytes=app.state.runtime.turns.max_body_bytes)
+        runtime = app.state.runtime
+        finish_document(
+            schema,
+            max_body_bytes=runtime.turns.max_body_bytes,
+            max_file_bytes=runtime.knowledge_limits.max_file_bytes,
+        )
     return app.openapi_schema  # type: ignore[return-value]
 
 
-def finish_document(schema: dict[str, Any], *, max_body_bytes: int) -> None:
+def finish_document(schema: dict[str, Any], *, max_body_bytes: int, max_file_bytes: int = 0) -> None:
     """Complete an OpenAPI document FastAPI made: the schemas of the answers named by ``ok(...)``
     (in ``components``), every example as written (nulls included), and the body limit where
     ``BODY_LIMIT`` stands."""
     components = schema.setdefault("components", {}).setdefault("schemas", {})
-    _finish(schema, components, max_body_bytes)
+    _finish(schema, components, max_body_bytes, max_file_bytes)
 
 
-def _finish(node: Any, components: dict[str, Any], max_body_bytes: int = 0) -> None:
+def _finish(node: Any, components: dict[str, Any], max_body_bytes: int = 0, max_file_bytes: int = 0) -> None:
     if isinstance(node, dict):
         if node.pop(_BODY_LIMIT, None):
             node["maxLength"] = max_body_bytes
+        if node.pop(_FILE_LIMIT, None):
+            node["maxLength"] = max_file_bytes
         if _ONE in node:
             node["example"] = json.loads(node.pop(_ONE))
         if _MANY in node:
@@ -125,10 +135,10 @@ def _finish(node: Any, components: dict[str, Any], max_body_bytes: int = 0) -> N
         if _MODEL in node:
             node["schema"] = _answer_schema(node.pop(_MODEL), components)
         for value in list(node.values()):
-            _finish(value, components, max_body_bytes)
+            _finish(value, components, max_body_bytes, max_file_bytes)
     elif isinstance(node, list):
         for value in node:
-            _finish(value, components, max_body_bytes)
+            _finish(value, components, max_body_bytes, max_file_bytes)
 
 
 def _answer_schema(name: str, components: dict[str, Any]) -> dict[str, Any]:
@@ -152,6 +162,7 @@ def _answer_schema(name: str, components: dict[str, Any]) -> dict[str, Any]:
 
 __all__ = [
     "BODY_LIMIT",
+    "FILE_LIMIT",
     "Responses",
     "error_examples",
     "examples",

@@ -136,13 +136,16 @@ _WITH_VERSIONS = {
 }
 _HITS = {
     "uri": "resource://knowledge/handbook@1",
+    "mode": "words",
     "hits": [
         {
-            "document": 0,
             "documentId": "refunds",
             "title": "Refunds",
+            "headingPath": "",
+            "location": "",
             "chunk": 0,
-            "score": 0.9104,
+            "score": 1.2e-05,
+            "citation": "[refunds]",
             "text": "Refunds are paid within 14 days of a return.",
         }
     ],
@@ -347,12 +350,13 @@ async def render_prompt(runtime: RuntimeDep, caller: Caller, body: Render) -> di
     responses={**ok(200, "SearchHits", _HITS, "the best passages"), **error_responses(400, 404)},
 )
 async def search(runtime: RuntimeDep, caller: Caller, body: Search) -> dict[str, Any]:
-    """The best passages of a knowledge resource for a query (BM25 over the chunks indexed at
-    publish): what an agent's ``search_<name>`` tool answers."""
-    version, hits = await centre(runtime).search(
-        caller.tenant_id, parse(body.uri, kind="knowledge"), body.query, body.limit
-    )
-    return {"uri": version.uri, "hits": [h.to_wire() for h in hits]}
+    """The best passages of a knowledge resource for a query: what an agent's ``search_<name>``
+    tool answers. ``mode``: ``hybrid`` (words and vectors fused), ``words`` (full text only) or
+    ``bm25`` (a host without a knowledge index)."""
+    registry = centre(runtime)
+    version = await registry.get_version(caller.tenant_id, parse(body.uri, kind="knowledge"))
+    hits, mode = await registry.search_in(version, body.query, body.limit)
+    return {"uri": version.uri, "mode": mode, "hits": [h.to_wire() for h in hits]}
 
 
 @router.post(

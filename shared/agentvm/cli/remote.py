@@ -54,6 +54,28 @@ def add_remote_commands(sub: Any) -> None:
     search.add_argument("uri")
     search.add_argument("query")
     search.add_argument("--limit", type=int, default=5)
+    up = res_sub.add_parser(
+        "upload",
+        parents=[server],
+        help="upload files (PDF, .docx, HTML, Markdown, text) to a knowledge draft",
+    )
+    up.add_argument("name", help="the knowledge resource's name")
+    up.add_argument("files", nargs="+", type=Path, help="each file's name is its document's id")
+    docs = res_sub.add_parser("documents", parents=[server], help="a knowledge resource's documents")
+    docs.add_argument("name")
+    docs.add_argument("--version", dest="res_version", help="a published version (default: the draft)")
+    rm = res_sub.add_parser("remove-document", parents=[server], help="remove a document from the draft")
+    rm.add_argument("name")
+    rm.add_argument("document_id")
+    draft = res_sub.add_parser(
+        "publish-draft", parents=[server], help="publish the draft as the next version"
+    )
+    draft.add_argument("name")
+    draft.add_argument(
+        "--version", dest="res_version", help="an integer or semver (default: the next integer)"
+    )
+    draft.add_argument("--description")
+    draft.add_argument("--tag", action="append", default=[], help="a tag moved to this version (repeatable)")
     tag = res_sub.add_parser("tag", parents=[server], help="point a tag at a version")
     tag.add_argument("uri", help="resource://<kind>s/<name>@<version>")
     tag.add_argument("tag")
@@ -108,6 +130,8 @@ def add_remote_commands(sub: Any) -> None:
 
 
 def run_remote(args: argparse.Namespace) -> int:
+    if args.command == "resources" and args.resources_command == "upload":
+        return _upload(args)
     try:
         method, path, body = {"resources": _resources, "config": _config, "tenants": _tenants}[args.command](
             args
@@ -118,15 +142,29 @@ def run_remote(args: argparse.Namespace) -> int:
     return call(args, method, path, body)
 
 
-def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> int:
-    """One request to the server; prints the answer (JSON) or the error. Shared by the remote commands."""
+def call(
+    args: argparse.Namespace,
+    method: str,
+    path: str,
+    body: Any = None,
+    *,
+    content: bytes | None = None,
+    content_type: str | None = None,
+) -> int:
+    """One request to the server; prints the answer (JSON) or the error. Shared by the remote commands.
+    ``content``: a raw body (a file) instead of ``body``'s JSON."""
     import httpx
 
     url = (args.url or os.environ.get("AVM_URL") or DEFAULT_URL).rstrip("/")
     key = args.key or os.environ.get("AVM_API_KEY")
     headers = {"Authorization": f"Bearer {key}"} if key else {}
+    if content_type:
+        headers["Content-Type"] = content_type
     try:
-        response = httpx.request(method, url + path, json=body, headers=headers, timeout=30)
+        if content is not None:
+            response = httpx.request(method, url + path, content=content, headers=headers, timeout=300)
+        else:
+            response = httpx.request(method, url + path, json=body, headers=headers, timeout=30)
     except httpx.HTTPError as exc:
         print(f"avm: cannot reach {url}: {type(exc).__name__}", file=sys.stderr)
         return 1
@@ -142,6 +180,31 @@ def call(args: argparse.Namespace, method: str, path: str, body: Any = None) -> 
         return 1
     print(json.dumps(answer, indent=2, ensure_ascii=False))
     return 0
+
+
+def _upload(args: argparse.Namespace) -> int:
+    """Each file into the knowledge draft, one request each (its type from its extension); stops at
+    the first refusal."""
+    import mimetypes
+
+    for file in args.files:
+        try:
+            data = file.read_bytes()
+        except OSError as exc:
+            print(f"avm: {file}: {exc.strerror}", file=sys.stderr)
+            return 2
+        path = f"/v1/knowledge/{_quote_path(args.name)}/documents?{urlencode({'filename': file.name})}"
+        kind = mimetypes.guess_type(file.name)[0] or "application/octet-stream"
+        code = call(args, "POST", path, content=data, content_type=kind)
+        if code:
+            return code
+    return 0
+
+
+def _quote_path(name: str) -> str:
+    from urllib.parse import quote
+
+    return quote(name, safe="/")
 
 
 def _path_of(uri: str) -> str:
@@ -192,6 +255,22 @@ def _resources(args: argparse.Namespace) -> tuple[str, str, Any]:
         return "POST", "/v1/resources/render", {"uri": args.uri, "arguments": arguments}
     if command == "search":
         return "POST", "/v1/resources/search", {"uri": args.uri, "query": args.query, "limit": args.limit}
+    if command == "documents":
+        version = f"?{urlencode({'version': args.res_version})}" if args.res_version else ""
+        return "GET", f"/v1/knowledge/{_quote_path(args.name)}/documents{version}", None
+    if command == "remove-document":
+        return (
+            "DELETE",
+            f"/v1/knowledge/{_quote_path(args.name)}/documents/{_quote_path(args.document_id)}",
+            None,
+        )
+    if command == "publish-draft":
+        body = {"spec": {"draft": True}, "tags": args.tag}
+        if args.res_version:
+            body["version"] = args.res_version
+        if args.description:
+            body["description"] = args.description
+        return "PUT", f"/v1/resources/knowledge/{_quote_path(args.name)}", body
     return "POST", "/v1/resources/tags", {"uri": args.uri, "tag": args.tag}
 
 

@@ -117,6 +117,18 @@ def local_runtime(settings: Settings) -> LocalHost:
         runtime.clock,
         platform_tenant=settings.platform_tenant,
         storage=lambda: runtime.storage_quota,
+        knowledge=lambda: runtime.knowledge_index,
+        embedder=lambda: runtime.embedder,
+    )
+    # Knowledge chunks in the same file: FTS5 words, sqlite-vec vectors (once an embedder is set)
+    from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex
+    from agentvm.ports import KnowledgeLimits
+
+    runtime.knowledge_index = SqliteKnowledgeIndex(settings.data_dir / "agentvm.db")
+    runtime.knowledge_limits = KnowledgeLimits(
+        max_file_bytes=settings.knowledge_max_file_bytes,
+        max_documents=settings.knowledge_max_documents,
+        max_bytes=settings.knowledge_max_bytes,
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")

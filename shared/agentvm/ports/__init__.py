@@ -10,6 +10,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``connections``: ``Connections``, ``Push`` and the protocol names;
 - ``replies``: ``ReplyCache`` (images' cached first replies);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
+- ``knowledge``: ``KnowledgeIndex``, ``Embedder`` and their value types;
 - ``models``: ``ModelClient``, ``ModelResolver``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
@@ -31,6 +32,16 @@ from agentvm.ports.connections import (
     Subscription,
 )
 from agentvm.ports.interrupts import CancelWatch
+from agentvm.ports.knowledge import (
+    DRAFT,
+    Embedder,
+    EmbedPurpose,
+    KnowledgeChunk,
+    KnowledgeDocument,
+    KnowledgeHit,
+    KnowledgeIndex,
+    KnowledgeLimits,
+)
 from agentvm.ports.models import ModelClient, ModelResolver
 from agentvm.ports.observability import (
     DEFAULT_LOG_LIMIT,
@@ -115,12 +126,20 @@ __all__ = [
     "DEFAULT_LOG_LIMIT",
     "DEFAULT_REPLY_SLOTS",
     "DEFAULT_REPLY_TTL_S",
+    "DRAFT",
+    "EmbedPurpose",
+    "Embedder",
     "FileChange",
     "HttpToolClient",
     "HttpToolResponse",
     "Ids",
     "Json",
     "KeyStore",
+    "KnowledgeChunk",
+    "KnowledgeDocument",
+    "KnowledgeHit",
+    "KnowledgeIndex",
+    "KnowledgeLimits",
     "LogPage",
     "LogQuery",
     "LogStore",

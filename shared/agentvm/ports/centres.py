@@ -13,6 +13,7 @@ if TYPE_CHECKING:
 
     from agentvm.config import Settings
     from agentvm.ports.clock import Clock
+    from agentvm.ports.knowledge import KnowledgeIndex
     from agentvm.records import ConfigChange, ConfigValues, ResourceHead, ResourceVersion
 
 
@@ -127,6 +128,14 @@ class ResourceRegistry(Protocol):
     async def search(
         self, tenant_id: str, ref: Any, query: str, limit: int = 5
     ) -> tuple[ResourceVersion, list[Any]]: ...
+    async def search_in(self, version: ResourceVersion, query: str, limit: int = 5) -> tuple[list[Any], str]:
+        """The best passages of one knowledge version, and the mode: ``hybrid``, ``words`` or ``bm25``."""
+        ...
+
+    def knowledge_index(self) -> KnowledgeIndex | None:
+        """The host's knowledge index (None: knowledge versions carry BM25 offsets)."""
+        ...
+
     async def heads(self, tenant_id: str, kind: str | None = None) -> list[tuple[ResourceHead, bool]]: ...
     async def discover(
         self,

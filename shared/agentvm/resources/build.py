@@ -122,11 +122,13 @@ def _knowledge_decl(v: ResourceVersion) -> dict[str, Any]:
     from agentvm.resources.knowledge_tool import tool_name
 
     about = v.description or f"the {v.name} knowledge base"
+    documents = len(v.spec.get("documents") or v.spec.get("uploads") or [])  # inline, or uploaded files
     return {
         "type": "knowledge",
         "name": tool_name(v.name),
-        "description": f"Search {about} ({len(v.spec['documents'])} documents): the best-matching "
-        "passages for a query, with their titles. Use it before answering questions it may cover.",
+        "description": f"Search {about} ({documents} documents): the best-matching "
+        "passages for a query, with their titles and a citation. Use it before answering questions it "
+        "may cover, and cite what you use.",
         "owner": v.tenantId,
         "resource": v.name,
         "version": v.version,

@@ -13,6 +13,12 @@ Every version is counted in its tenant's storage account (``security/storage_quo
 written, refused with ``storage_quota_exceeded`` past the account, and given back when it is
 deleted (the delete reads the versions anyway) or when its write fails or loses a race. This covers
 ``/v1/resources`` and the ResourceX registry (``/v1/registry``), which publish through here.
+
+Knowledge versions: on a host with a knowledge index (``Runtime.knowledge_index``), a version's
+chunks are indexed there at publish (vectors too with ``Runtime.embedder``), charged to the same
+account, searched with ``resources.hybrid.hybrid_search`` and dropped with the version
+(``resources/indexing.py``); elsewhere the version carries its BM25 chunk offsets
+(``resources/search.py``).
 """
 
 from __future__ import annotations
@@ -47,7 +53,7 @@ from agentvm.resources.uri import (
 if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
-    from agentvm.ports import Clock, ResourceStore, StorageAccount
+    from agentvm.ports import Clock, Embedder, KnowledgeChunk, KnowledgeIndex, ResourceStore, StorageAccount
 
 MAX_PAGE = 100
 _PUBLISH_ATTEMPTS = 5
@@ -80,7 +86,8 @@ def version_wire(v: ResourceVersion) -> dict[str, Any]:
         "createdAt": v.createdAt,
     }
     if v.index is not None:
-        out["chunks"] = len(v.index.get("chunks", []))
+        chunks = v.index.get("chunks", [])
+        out["chunks"] = chunks if isinstance(chunks, int) else len(chunks)
     return out
 
 
@@ -109,11 +116,18 @@ class ResourceCentre:
         *,
         platform_tenant: str | None = None,
         storage: Callable[[], StorageAccount | None] = lambda: None,
+        knowledge: Callable[[], KnowledgeIndex | None] = lambda: None,
+        embedder: Callable[[], Embedder | None] = lambda: None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.platform_tenant = platform_tenant
         self._storage = storage  # the storage accounts (the runtime's, attached with its security)
+        self._knowledge = knowledge  # the runtime's knowledge index and embedder (None: BM25 offsets)
+        self._embedder = embedder
+
+    def knowledge_index(self) -> KnowledgeIndex | None:
+        return self._knowledge()
 
     def _tenants(self, tenant_id: str) -> list[str]:
         if self.platform_tenant and self.platform_tenant != tenant_id:
@@ -146,10 +160,23 @@ class ResourceCentre:
         targets = [await self._target(tenant_id, kind, name, ref) for ref in refs]
         digest = hashlib.sha256(json.dumps(stored_spec, sort_keys=True).encode()).hexdigest()
         index = None
+        chunks: list[KnowledgeChunk] = []
+        knowledge, embedder = self._knowledge(), self._embedder()
         if kind == "knowledge":  # the search index is built now, once per version
-            from agentvm.resources.search import chunk_documents
+            if knowledge is not None:
+                from agentvm.resources.indexing import chunks_for, index_record
 
-            index = chunk_documents(stored_spec["documents"])
+                stored_spec, chunks = await chunks_for(knowledge, tenant_id, name, stored_spec)
+                digest = hashlib.sha256(json.dumps(stored_spec, sort_keys=True).encode()).hexdigest()
+                index = index_record(chunks, embedder)
+            elif stored_spec.get("draft"):
+                raise InvalidResource(
+                    "spec.draft: this server keeps no uploaded documents (no knowledge index)"
+                )
+            else:
+                from agentvm.resources.search import chunk_documents
+
+                index = chunk_documents(stored_spec["documents"])
         if kind == "file":
             await self._same_file_type(tenant_id, name, stored_spec["type"])
         record = None
@@ -175,6 +202,8 @@ class ResourceCentre:
                 index=index,
             )
             if await self._create_counted(record):
+                if knowledge is not None and kind == "knowledge":
+                    await self._index_or_undo(knowledge, embedder, record, chunks)
                 break
             if version is not None:
                 raise VersionExists(
@@ -214,6 +243,25 @@ class ResourceCentre:
             if quota is not None and not created:
                 await quota.give_back(record.tenantId, reserved)
         return created
+
+    async def _index_or_undo(
+        self,
+        knowledge: KnowledgeIndex,
+        embedder: Embedder | None,
+        record: ResourceVersion,
+        chunks: list[KnowledgeChunk],
+    ) -> None:
+        """Index a new knowledge version's chunks; if that fails, the version goes too."""
+        from agentvm.resources.indexing import index_version
+
+        try:
+            await index_version(knowledge, embedder, self._storage(), record, chunks)
+        except BaseException:
+            await self.store.delete_version(record.tenantId, record.kind, record.name, record.version)
+            quota = self._storage()
+            if quota is not None:
+                await quota.give_back(record.tenantId, stored_size(record))
+            raise
 
     async def _same_file_type(self, tenant_id: str, name: str, file_type: str) -> None:
         head = await self.store.get_head(tenant_id, "file", name)
@@ -285,11 +333,26 @@ class ResourceCentre:
     async def search(
         self, tenant_id: str, ref: ResourceRef, query: str, limit: int = 5
     ) -> tuple[ResourceVersion, list[Any]]:
-        """The best chunks of a knowledge resource for ``query`` (``agentvm.resources.search``)."""
+        """The best passages of a knowledge resource for ``query`` (``search_in``)."""
         if ref.kind != "knowledge":
             raise InvalidResource(f"{ref}: only knowledge resources can be searched")
         version = await self.get_version(tenant_id, ref)
-        return version, search_version(version, query, limit)
+        hits, _ = await self.search_in(version, query, limit)
+        return version, hits
+
+    async def search_in(self, version: ResourceVersion, query: str, limit: int = 5) -> tuple[list[Any], str]:
+        """The best passages of one knowledge version and how they were found: ``hybrid`` or
+        ``words`` from the knowledge index, ``bm25`` from the version's own chunk offsets."""
+        from agentvm.resources.indexing import is_indexed, search_indexed
+
+        if not query.strip():
+            raise InvalidResource("query: must not be empty")
+        knowledge = self._knowledge()
+        if is_indexed(version):
+            if knowledge is None:
+                raise InvalidResource(f"{version.uri} was indexed by a host with a knowledge index")
+            return await search_indexed(knowledge, self._embedder(), version, query, limit)
+        return search_version(version, query, limit), "bm25"
 
     async def heads(self, tenant_id: str, kind: str | None = None) -> list[tuple[ResourceHead, bool]]:
         """Every resource the tenant reads (its own, then the platform's) and whether it is the
@@ -366,10 +429,13 @@ class ResourceCentre:
                 dependents=sorted(set(blockers)),
             )
         quota = self._storage()
+        from agentvm.resources.indexing import unindex_version
+
         for v in doomed:
             await self.store.delete_version(tenant_id, kind, name, v.version)
             if quota is not None:
                 await quota.give_back(tenant_id, stored_size(v))
+            await unindex_version(self._knowledge(), quota, v)
             await self.store.remove_edges(f"{tenant_id}|{v.uri}", _edges(v))
         if not remaining:
             await self.store.delete_head(tenant_id, kind, name)
@@ -393,13 +459,19 @@ class ResourceCentre:
         """Delete every resource of a tenant being deleted (only its own resources can depend on
         them); returns how many versions. Edges go first and each head last, so an interrupted
         call leaves nothing unlisted: calling again finishes the job."""
+        from agentvm.resources.indexing import unindex_version
+
         deleted = 0
         for head in await self.store.list_heads(tenant_id):
             for v in await self.store.list_versions(tenant_id, head.kind, head.name):
                 await self.store.remove_edges(f"{tenant_id}|{v.uri}", _edges(v))
                 await self.store.delete_version(tenant_id, head.kind, head.name, v.version)
+                await unindex_version(self._knowledge(), None, v)  # the account goes with the tenant
                 deleted += 1
             await self.store.delete_head(tenant_id, head.kind, head.name)
+        knowledge = self._knowledge()
+        if knowledge is not None:  # drafts too, published or not
+            await knowledge.drop_owner(tenant_id)
         return deleted
 
 

@@ -10,7 +10,10 @@
   installed yet).
 * ``agent``: ``{systemPrompt | prompt: {uri, arguments}, model, tools: [uri], sandbox: uri,
   knowledge: [uri], maxSteps, approval}``: what an image is built from.
-* ``knowledge``: ``{documents: [{id, title, text}]}``: searchable by an agent.
+* ``knowledge``: ``{documents: [{id, title, text}]}`` (inline, small), or ``{draft: true}``: the
+  files uploaded to the resource since (``/v1/knowledge``, ``resources/uploads.py``), published as
+  ``{uploads: [{id, title, chunks, bytes}]}`` with their chunks in the knowledge index. Searchable
+  by an agent.
 * ``file``: ``{type, content}``: a named blob as ResourceX stores them (the ``/v1/registry``
   compatibility layer): ``text`` or ``skill`` (a string), ``json`` (any JSON value) or ``binary``
   (base64). A file keeps the type of its first version.
@@ -112,7 +115,8 @@ class Document(_Spec):
 
 
 class KnowledgeSpec(_Spec):
-    documents: list[Document] = Field(min_length=1, max_length=MAX_DOCUMENTS)
+    documents: list[Document] | None = Field(default=None, min_length=1, max_length=MAX_DOCUMENTS)
+    draft: Literal[True] | None = None  # publish the documents uploaded to the resource's draft
 
 
 class FileSpec(_Spec):
@@ -169,7 +173,9 @@ def _check(kind: str, spec: _Spec) -> None:
     elif isinstance(spec, FileSpec):
         _check_file(spec)
     elif isinstance(spec, KnowledgeSpec):
-        size = sum(len(d.text.encode()) for d in spec.documents)
+        if (spec.documents is None) == (spec.draft is None):
+            raise InvalidResource("spec: give exactly one of 'documents' and 'draft'")
+        size = sum(len(d.text.encode()) for d in spec.documents or [])
         if size > MAX_KNOWLEDGE_BYTES:
             raise InvalidResource(f"spec.documents: {size} bytes of text (at most {MAX_KNOWLEDGE_BYTES})")
 

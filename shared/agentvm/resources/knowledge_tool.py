@@ -7,8 +7,11 @@ the image's own, or the platform's). Only a build writes such a declaration; an 
 ``config.tools`` cannot (``agent.tools.declarations.ToolDecl`` has no ``knowledge`` type), so a tenant
 cannot point a tool at another tenant's resources.
 
-The tool takes ``{"query": str, "limit": int}`` and answers the best chunks, ranked
-(``agentvm.resources.search``), each with its document's title and id, so the model can cite them.
+The tool takes ``{"query": str, "limit": int}`` and answers the best passages, ranked by
+``ResourceCentre.search_in``: ``resources.hybrid.hybrid_search`` over the knowledge index (words and,
+with an embedder, vectors) on hosts that have one, else the version's BM25 offsets. Each passage
+comes with its title and a citation (``[handbook.pdf p.4 — Billing > Refunds]``) the model can
+quote and a client can show.
 """
 
 from __future__ import annotations
@@ -22,9 +25,10 @@ from agentvm.llm import ToolSpec
 from agentvm.ports import ToolOutput
 
 if TYPE_CHECKING:
-    from agentvm.ports import ResourceStore
+    from agentvm.ports import ResourceRegistry
 
 DEFAULT_RESULTS = 4
+MAX_RESULTS = 10
 
 
 class KnowledgeToolDecl(BaseModel):
@@ -57,7 +61,7 @@ class KnowledgeSearchTool:
     idempotent = True
     timeout_s = 10.0
 
-    def __init__(self, decl: KnowledgeToolDecl, resources: ResourceStore) -> None:
+    def __init__(self, decl: KnowledgeToolDecl, resources: ResourceRegistry) -> None:
         self.decl = decl
         self._resources = resources
         self._spec = ToolSpec(decl.name, decl.description, _INPUT)
@@ -67,17 +71,18 @@ class KnowledgeSearchTool:
         return self._spec
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
-        from agentvm.resources.centre import search_version  # on first call: the tool is built on every turn
-
         d = self.decl
-        version = await self._resources.get_version(d.owner, "knowledge", d.resource, d.version)
+        version = await self._resources.store.get_version(d.owner, "knowledge", d.resource, d.version)
         if version is None:
             raise ValueError(f"the knowledge resource {d.resource}@{d.version} is no longer available")
-        hits = search_version(
-            version, str(arguments["query"]), int(arguments.get("limit") or DEFAULT_RESULTS)
-        )
+        limit = max(1, min(int(arguments.get("limit") or DEFAULT_RESULTS), MAX_RESULTS))
+        hits, mode = await self._resources.search_in(version, str(arguments["query"]), limit)
         if not hits:
             return ToolOutput("No passage matches this query.")
+        if mode != "bm25":
+            from agentvm.resources.passages import for_the_model  # on first call: built on every turn
+
+            return ToolOutput(for_the_model(hits))
         parts = []
         for n, hit in enumerate(hits, 1):
             source = hit.title or hit.documentId or f"document {hit.document + 1}"
@@ -86,7 +91,7 @@ class KnowledgeSearchTool:
         return ToolOutput("\n\n".join(parts))
 
 
-def knowledge_tools(decls: list[dict[str, Any]], resources: ResourceStore) -> list[KnowledgeSearchTool]:
+def knowledge_tools(decls: list[dict[str, Any]], resources: ResourceRegistry) -> list[KnowledgeSearchTool]:
     return [KnowledgeSearchTool(KnowledgeToolDecl.model_validate(raw), resources) for raw in decls]
 
 

@@ -1,4 +1,6 @@
-"""Full-text search over a knowledge resource: documents cut into chunks, ranked with BM25.
+"""Full-text search over a knowledge resource on a host without a knowledge index (AWS, for now):
+documents cut into chunks, ranked with BM25. Hosts with a ``KnowledgeIndex`` (the local host)
+index and search versions there instead (``resources/indexing.py``, ``resources/hybrid.py``).
 
 **Index.** When a knowledge version is published, its documents are cut into chunks
 (``chunk_documents``): paragraphs (split at blank lines) packed into chunks of at most
@@ -13,7 +15,8 @@ English stop words dropped and a plural ``s`` folded (``invoices`` finds ``invoi
 document title counts as part of its text.
 
 Written here rather than taken from a library: the whole of BM25 is a few lines, and the Lambda
-package stays free of a search engine (SQLite's FTS5 is not in every Lambda runtime's sqlite3).
+package stays free of a search engine (the python3.11 runtime's sqlite3, SQLite 3.7.17 on Amazon
+Linux 2, has no FTS5; docs/resources.md has the plan for an index there).
 """
 
 from __future__ import annotations

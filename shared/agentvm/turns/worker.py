@@ -212,7 +212,7 @@ async def _toolbox(rt: Runtime, image: ImageRecord) -> Toolbox | None:
         from agentvm.agent.tools.toolbox import Toolbox
         from agentvm.resources.knowledge_tool import knowledge_tools
 
-        found = knowledge_tools(knowledge, rt.resources.store)
+        found = knowledge_tools(knowledge, rt.resources)
         if box is None:
             box = Toolbox(found)
         else:

@@ -55,6 +55,9 @@ ROUTE_ERRORS = {
     ("post", "/v1/resources/render"): {400, 404},
     ("post", "/v1/resources/tags"): {400, 404},
     ("post", "/v1/resources/search"): {400, 404},
+    ("post", "/v1/knowledge/{name}/documents"): {400, 404, 507},  # 507: the tenant's storage account
+    ("get", "/v1/knowledge/{name}/documents"): {400, 404},
+    ("delete", "/v1/knowledge/{name}/documents/{document_id}"): {400, 404},
     ("get", "/v1/registry/types"): set(),
     ("get", "/v1/registry/resource"): {400, 404},
     ("post", "/v1/registry/resolve"): {400, 404},

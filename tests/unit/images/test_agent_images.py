@@ -158,7 +158,7 @@ async def test_an_agent_answers_from_the_best_chunk_of_its_knowledge(h):
     first, second = h.model.requests[-2:]
     assert [t.name for t in first.tools] == ["search_handbook"]
     (result,) = second.messages[-1].tool_results
-    assert result.content.startswith("[1] Billing, id billing") and not result.is_error
+    assert result.content.startswith("[1] Billing [billing]\n") and not result.is_error
     assert "within 5 business days" in result.content.split("[2]")[0]
     history = (await client.request("image_messages", imageId=image["imageId"]))["messages"]
     assert history[-1]["content"][0]["text"] == "Within 5 days."
@@ -171,7 +171,7 @@ async def test_knowledge_ranking_prefers_the_chunk_with_the_rarer_matching_terms
     version, hits = await h.rt.resources.search(
         TENANT, parse("resource://knowledge/handbook"), "two-factor plans"
     )
-    assert version.index is not None and len(version.index["chunks"]) >= 3
+    assert version.index is not None and version.index["chunks"] >= 3  # in the knowledge index
     assert hits[0].documentId == "security" and "Two-factor" in hits[0].text
     assert all(hits[i].score >= hits[i + 1].score for i in range(len(hits) - 1))
     _, express = await h.rt.resources.search(

@@ -241,6 +241,12 @@ async def victim(world: World) -> Victim:
         )
     async with world.http("tenant-a") as http:
         await http.post("/v1/resources", json={"kind": "knowledge", "name": "private/kb", "spec": kb})
+        # a file in the draft of A's knowledge resource (a host with no knowledge index refuses it)
+        await http.post(
+            "/v1/knowledge/private/kb/documents?filename=notes.md",
+            content=b"# Plan\n\nA's draft plan: win the market.",
+            headers={"Content-Type": "text/markdown"},
+        )
     built = await a.request(
         "image_create", containerId="user-alice", config={"agent": "resource://agents/planner"}
     )
@@ -281,6 +287,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/resources/prompts/private/plan",
             "/v1/resources/resolve?uri=resource://agents/planner",
             "/v1/resources/knowledge/private/kb",
+            "/v1/knowledge/private/kb/documents",
+            "/v1/knowledge/private/kb/documents?version=1",
             "/v1/config",
             "/v1/config/audit",
             "/v1/registry/search",
@@ -432,6 +440,11 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         assert named.status_code == 400
 
         pairs = [
+            # knowledge uploads (api/knowledge.py): A's draft and versions are B's missing ones
+            ("GET", "/v1/knowledge/{}/documents", "private/kb", "private/none", None),
+            ("GET", "/v1/knowledge/{}/documents?version=1", "private/kb", "private/none", None),
+            ("DELETE", "/v1/knowledge/{}/documents/notes.md", "private/kb", "private/none", None),
+            ("POST", "/v1/knowledge/{}/documents?filename=notes.md", "private/kb", "private/none", None),
             ("DELETE", "/v1/auth/keys/{}", v.key_id, "zzzzzzzzzzzz", None),
             ("GET", "/v1/budgets/containers/{}", v.container, "user-missing", None),
             ("PUT", "/v1/budgets/containers/{}", v.container, "user-missing", {"daily_tokens": 1}),
@@ -580,6 +593,16 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         assert mine.status_code == 201 and mine.json()["uri"] == "resource://prompts/private/plan@1"
         resolved = await http.post("/v1/registry/resolve", json={"locator": "private/plan.prompt@1"})
         assert resolved.json()["content"] == "B"
+        # uploading at A's knowledge name fills B's own draft; A's stays as it was (the snapshot)
+        upload = await http.post(
+            "/v1/knowledge/private/kb/documents?filename=notes.md",
+            content=b"B's notes about the plan.",
+            headers={"Content-Type": "text/plain"},
+        )
+        if world.rt.knowledge_index is not None:
+            assert upload.status_code == 201 and upload.json()["draft"]["documents"] == 1
+            listed = (await http.get("/v1/knowledge/private/kb/documents")).json()["documents"]
+            assert [d["bytes"] for d in listed] == [len(b"B's notes about the plan.")]
         # the tenant registry is the platform's: B (an admin of its own tenant) lists nothing of it
         for path in ("/v1/tenants", "/v1/tenants/list", "/v1/tenants?status=all", "/v1/tenants/tenant-a"):
             refused = await http.get(path)

@@ -1,0 +1,182 @@
+"""The SQLite knowledge index (FTS5 words, sqlite-vec vectors) and hybrid search over it: ranks,
+tenant and version isolation, replacement and deletion, and the fusion of both lists."""
+
+from __future__ import annotations
+
+import pytest
+
+from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex, match_expression
+from agentvm.ports import DRAFT, KnowledgeChunk, KnowledgeHit
+from agentvm.resources.hybrid import RRF_K, hybrid_search, reciprocal_rank_fusion
+from tests.knowledge_files import BagOfWordsEmbedder
+
+
+def chunk(doc: str, ordinal: int, text: str, path: str = "", title: str = "Handbook") -> KnowledgeChunk:
+    return KnowledgeChunk(doc, title, path, path.rsplit(" > ", 1)[-1], ordinal, text)
+
+
+HANDBOOK = [
+    chunk("billing.md", 0, "Invoices are sent on the first day of each month.", "Billing"),
+    chunk(
+        "billing.md", 1, "Refunds are paid back to the original card within five days.", "Billing > Refunds"
+    ),
+    chunk("security.md", 0, "Two-factor authentication is available on every plan.", "Security"),
+    chunk("shipping.md", 0, "Orders ship from Rotterdam; express delivery takes two days.", "Shipping"),
+]
+
+
+@pytest.fixture
+async def index():
+    idx = SqliteKnowledgeIndex(":memory:")
+    await idx.add_chunks("acme", "handbook", "1", HANDBOOK, None)
+    yield idx
+    idx.close()
+
+
+async def test_words_rank_with_bm25_and_stem_with_porter(index):
+    hits = await index.search_words("acme", "handbook", "1", "how are refunds refunded?", 5)
+    assert [h.chunk.heading_path for h in hits] == ["Billing > Refunds"]
+    hits = await index.search_words("acme", "handbook", "1", "two days", 5)
+    # shipping has both words; security has "two", billing "day(s)" (stemmed): fewer matches rank lower
+    assert hits[0].chunk.document_id == "shipping.md"
+    assert {h.chunk.document_id for h in hits[1:]} == {"security.md", "billing.md"}
+    assert all(hits[0].score > h.score for h in hits[1:])
+    assert await index.search_words("acme", "handbook", "1", "zebra", 5) == []
+
+
+async def test_the_heading_path_counts_more_than_the_text():
+    idx = SqliteKnowledgeIndex(":memory:")
+    await idx.add_chunks(
+        "acme",
+        "kb",
+        "1",
+        [
+            chunk("a.md", 0, "Our team answers questions about refunds, shipping and invoices.", "Contact"),
+            chunk("b.md", 0, "Money goes back to the card used to pay.", "Refunds"),
+        ],
+        None,
+    )
+    hits = await idx.search_words("acme", "kb", "1", "refunds", 5)
+    assert [h.chunk.document_id for h in hits] == ["b.md", "a.md"]
+
+
+async def test_query_syntax_never_reaches_fts5(index):
+    assert match_expression('refund" OR scope:x NEAR(a b) *') == '"refund" OR "scope" OR "x" OR "near" OR "b"'
+    assert match_expression("the of") == '"the" OR "of"'  # only stop words: kept
+    assert match_expression("!!! ???") is None
+    assert await index.search_words("acme", "handbook", "1", '"*) OR (', 5) == []
+
+
+async def test_another_tenant_resource_or_version_never_returns_hits(index):
+    await index.add_chunks(
+        "other", "handbook", "1", [chunk("x.md", 0, "Refunds for the other tenant.")], None
+    )
+    mine = await index.search_words("acme", "handbook", "1", "refunds tenant", 10)
+    assert {h.chunk.document_id for h in mine} == {"billing.md"}
+    theirs = await index.search_words("other", "handbook", "1", "refunds invoices", 10)
+    assert [h.chunk.document_id for h in theirs] == ["x.md"]
+    assert await index.search_words("acme", "handbook", "2", "refunds", 10) == []
+    assert await index.search_words("acme", "manual", "1", "refunds", 10) == []
+    assert await index.search_words("nobody", "handbook", "1", "refunds", 10) == []
+
+
+async def test_documents_chunks_stats_and_dropping(index):
+    await index.add_chunks("acme", "handbook", DRAFT, HANDBOOK[:2], None)
+    assert [(d.document_id, d.chunks) for d in await index.documents("acme", "handbook", "1")] == [
+        ("billing.md", 2),
+        ("security.md", 1),
+        ("shipping.md", 1),
+    ]
+    assert await index.chunks("acme", "handbook", DRAFT) == HANDBOOK[:2]
+    size = sum(len(c.text.encode()) for c in HANDBOOK)
+    assert await index.stats("acme", "handbook") == (
+        4,
+        6,
+        size + sum(len(c.text.encode()) for c in HANDBOOK[:2]),
+    )
+    freed = await index.drop_document("acme", "handbook", DRAFT, "billing.md")
+    assert freed == sum(len(c.text.encode()) for c in HANDBOOK[:2])
+    assert await index.drop_document("acme", "handbook", DRAFT, "billing.md") == 0
+    assert await index.search_words("acme", "handbook", DRAFT, "refunds", 5) == []
+    assert len(await index.search_words("acme", "handbook", "1", "refunds", 5)) == 1  # the version keeps it
+    await index.drop_version("acme", "handbook", "1")
+    assert await index.stats("acme", "handbook") == (0, 0, 0)
+    assert await index.search_words("acme", "handbook", "1", "refunds", 5) == []
+
+
+async def test_dropping_an_owner_forgets_its_drafts_and_versions_only(index):
+    await index.add_chunks("acme", "never-published", DRAFT, HANDBOOK[:1], None)
+    await index.add_chunks("other", "handbook", "1", HANDBOOK[:1], None)
+    await index.drop_owner("acme")
+    assert await index.stats("acme", "handbook") == (0, 0, 0)
+    assert await index.stats("acme", "never-published") == (0, 0, 0)
+    assert await index.stats("other", "handbook") == (1, 1, len(HANDBOOK[0].text.encode()))
+
+
+async def test_a_chunk_of_the_same_document_and_ordinal_replaces_the_indexed_one(index):
+    await index.add_chunks(
+        "acme", "handbook", "1", [chunk("billing.md", 1, "Refunds take ten days now.")], None
+    )
+    hits = await index.search_words("acme", "handbook", "1", "refunds", 5)
+    assert [h.chunk.text for h in hits] == ["Refunds take ten days now."]
+    assert await index.search_words("acme", "handbook", "1", "original card", 5) == []
+
+
+async def test_vectors_find_the_nearest_chunks_per_version_and_tenant():
+    idx = SqliteKnowledgeIndex(":memory:")
+    assert idx.vectors  # sqlite-vec loaded (through sqlean.py where sqlite3 cannot load extensions)
+    embedder = BagOfWordsEmbedder()
+    texts = [c.text for c in HANDBOOK]
+    await idx.add_chunks("acme", "handbook", "1", HANDBOOK, embedder.embed(texts, purpose="document"))
+    await idx.add_chunks(
+        "other", "handbook", "1", HANDBOOK[:1], embedder.embed(texts[:1], purpose="document")
+    )
+    (query,) = embedder.embed(["express delivery from Rotterdam"], purpose="query")
+    hits = await idx.search_vectors("acme", "handbook", "1", query, 2)
+    assert hits[0].chunk.document_id == "shipping.md" and len(hits) == 2
+    assert hits[0].score > hits[1].score
+    theirs = await idx.search_vectors("other", "handbook", "1", query, 10)
+    assert [h.chunk.document_id for h in theirs] == ["billing.md"]
+    assert await idx.search_vectors("acme", "handbook", "2", query, 5) == []
+    assert await idx.search_vectors("acme", "handbook", "1", [1.0, 0.0, 0.0], 5) == []  # no such dimension
+    await idx.drop_version("acme", "handbook", "1")
+    assert await idx.search_vectors("acme", "handbook", "1", query, 5) == []
+
+
+async def test_vectors_of_one_call_must_match_the_chunks():
+    idx = SqliteKnowledgeIndex(":memory:")
+    with pytest.raises(ValueError, match="2 vectors for 1 chunks"):
+        await idx.add_chunks("acme", "kb", "1", HANDBOOK[:1], [[1.0], [2.0]])
+    with pytest.raises(ValueError, match="same dimensions"):
+        await idx.add_chunks("acme", "kb", "1", HANDBOOK[:2], [[1.0, 0.0], [1.0]])
+
+
+def test_reciprocal_rank_fusion_sums_one_over_k_plus_rank():
+    a, b, c = (KnowledgeHit(chunk(d, 0, d), 0.0) for d in ("a", "b", "c"))
+    fused = reciprocal_rank_fusion([a, b], [b, c])
+    assert [h.chunk.document_id for h in fused] == ["b", "a", "c"]
+    assert fused[0].score == pytest.approx(1 / (RRF_K + 2) + 1 / (RRF_K + 1))
+    assert fused[1].score == pytest.approx(1 / (RRF_K + 1))
+
+
+async def test_hybrid_search_without_an_embedder_says_it_ran_words_only(index):
+    result = await hybrid_search(index, None, "acme", "handbook", "1", "refunds", 3)
+    assert result.mode == "words"
+    assert [h.chunk.heading_path for h in result.hits] == ["Billing > Refunds"]
+
+
+async def test_hybrid_search_fuses_words_and_vectors():
+    idx = SqliteKnowledgeIndex(":memory:")
+    embedder = BagOfWordsEmbedder()
+    await idx.add_chunks(
+        "acme", "handbook", "1", HANDBOOK, embedder.embed([c.text for c in HANDBOOK], purpose="document")
+    )
+    # "refund" (singular) is only a word match through Porter stemming; "card" pulls the vector side
+    result = await hybrid_search(idx, embedder, "acme", "handbook", "1", "refund card", 3)
+    assert result.mode == "hybrid"
+    assert result.hits[0].chunk.heading_path == "Billing > Refunds"
+    assert result.hits[0].score > 1 / (RRF_K + 1)  # found by both lists: no single list scores that
+    assert embedder.calls[-1] == (1, "query")
+    # a version without vectors: words alone, and said so
+    await idx.add_chunks("acme", "handbook", "2", HANDBOOK, None)
+    assert (await hybrid_search(idx, embedder, "acme", "handbook", "2", "refund card", 3)).mode == "words"
