@@ -10,7 +10,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``connections``: ``Connections``, ``Push`` and the protocol names;
 - ``replies``: ``ReplyCache`` (images' cached first replies);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
-- ``models``: ``ModelClient``, ``ModelResolver``;
+- ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
 - ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
@@ -30,6 +30,7 @@ from agentvm.ports.connections import (
     Push,
     Subscription,
 )
+from agentvm.ports.embeddings import Embedder
 from agentvm.ports.interrupts import CancelWatch
 from agentvm.ports.models import ModelClient, ModelResolver
 from agentvm.ports.observability import (
@@ -115,6 +116,7 @@ __all__ = [
     "DEFAULT_LOG_LIMIT",
     "DEFAULT_REPLY_SLOTS",
     "DEFAULT_REPLY_TTL_S",
+    "Embedder",
     "FileChange",
     "HttpToolClient",
     "HttpToolResponse",
