@@ -63,8 +63,9 @@ def embedder_for(
     on_usage: Callable[[EmbeddingCall], None] | None = None,
 ) -> Embedder | None:
     """The embedder of ``choice`` (default: the server's), through ``settings``' provider keys;
-    None when no model is chosen. ``on_usage`` is called (from the calling thread) with each
-    provider request's tokens, to bill them (``agent.side_calls.bill_embeddings``).
+    None when no model is chosen. ``on_usage`` is called with each provider request's tokens, to
+    bill them (``agent.side_calls.bill_embeddings``), from the thread that made the request (Titan's
+    run on a small pool: ``list.append`` is safe).
 
     Raises ``InvalidConfig`` (naming the key) when the model's provider is not configured, the
     model is unknown to this server and no dimensions are given, or the dimensions do not fit it."""
