@@ -38,9 +38,10 @@ from __future__ import annotations
 import hashlib
 import math
 import re
-import struct
 import unicodedata
+from array import array
 from collections import Counter
+from functools import lru_cache
 
 _WORD = re.compile(r"[^\W_]+")
 _TOKEN = re.compile(r"[^\W_]+|[^\w\s]+|_+")
@@ -161,6 +162,7 @@ _SYNONYMS = {
 }
 
 
+@lru_cache(maxsize=1 << 14)
 def _fold(word: str) -> str:
     if word in _SYNONYMS:
         return _SYNONYMS[word]
@@ -185,14 +187,11 @@ def features(text: str) -> dict[str, float]:
     }
 
 
+@lru_cache(maxsize=1 << 16)
 def _slot(feature: str, dimensions: int) -> tuple[int, float]:
     digest = hashlib.blake2b(feature.encode(), digest_size=8).digest()
     value = int.from_bytes(digest, "little")
     return (value >> 1) % dimensions, (1.0 if value & 1 else -1.0)
-
-
-def _float32(value: float) -> float:
-    return float(struct.unpack("<f", struct.pack("<f", value))[0])
 
 
 def embed_text(text: str, dimensions: int, *, normalize: bool = True) -> list[float]:
@@ -207,7 +206,7 @@ def embed_text(text: str, dimensions: int, *, normalize: bool = True) -> list[fl
         norm = math.sqrt(math.fsum(v * v for v in vector))
         if norm > 0:
             vector = [v / norm for v in vector]
-    return [_float32(v) for v in vector]
+    return array("f", vector).tolist()  # each value rounded to float32
 
 
 __all__ = ["count_tokens", "embed_text", "features"]

@@ -19,6 +19,7 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from agentvm.adapters.embeddings.openai import OPENAI_EMBEDDING_MODELS, OpenAIEmbedder
 from agentvm.errors import BadRequest, InvalidConfig
 from agentvm.llm import ModelRef
 
@@ -31,12 +32,6 @@ if TYPE_CHECKING:
 
 MODEL_KEY = "embeddings.model"
 DIMENSIONS_KEY = "embeddings.dimensions"
-# OpenAI's embedding models: their size, and whether ``dimensions`` may shorten them
-OPENAI_EMBEDDING_MODELS = {
-    "text-embedding-3-small": (1536, True),
-    "text-embedding-3-large": (3072, True),
-    "text-embedding-ada-002": (1536, False),
-}
 
 
 @dataclass(frozen=True, slots=True)
@@ -132,8 +127,6 @@ def embedder_for(
             )
         key = compat.api_key.get_secret_value() if compat.api_key else "unused"
         base_url, native = compat.base_url, None
-    from agentvm.adapters.embeddings.openai import OpenAIEmbedder
-
     return OpenAIEmbedder(
         name,
         api_key=key,
@@ -185,4 +178,4 @@ def _bedrock_client(region: str, timeout: float, attempts: int) -> Any:
         return found
 
 
-__all__ = ["DIMENSIONS_KEY", "MODEL_KEY", "OPENAI_EMBEDDING_MODELS", "EmbeddingsChoice", "embedder_for"]
+__all__ = ["DIMENSIONS_KEY", "MODEL_KEY", "EmbeddingsChoice", "embedder_for"]

@@ -31,7 +31,12 @@ if TYPE_CHECKING:
 
 OPENAI_MAX_INPUTS = 2048
 OPENAI_MAX_REQUEST_TOKENS = 300_000
-# text-embedding-3-* take ``dimensions``; ada-002 refuses it
+# OpenAI's embedding models: their size, and whether ``dimensions`` may shorten them (ada-002 refuses it)
+OPENAI_EMBEDDING_MODELS = {
+    "text-embedding-3-small": (1536, True),
+    "text-embedding-3-large": (3072, True),
+    "text-embedding-ada-002": (1536, False),
+}
 _SHORTENS = ("text-embedding-3",)
 
 
@@ -89,7 +94,8 @@ class OpenAIEmbedder:
         self.model = model
         self.provider = provider
         self._send_dimensions = dimensions is not None and model.startswith(_SHORTENS)
-        size = dimensions or native_dimensions
+        known = OPENAI_EMBEDDING_MODELS.get(model) if provider == "openai" else None
+        size = dimensions or native_dimensions or (known[0] if known else None)
         if size is None:
             raise ValueError(f"say how many dimensions {provider}/{model} has")
         self.dimensions = size
