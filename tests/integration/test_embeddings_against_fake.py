@@ -14,7 +14,7 @@ import pytest
 from botocore.config import Config
 from botocore.exceptions import ClientError
 
-from agentvm.adapters.embeddings import EmbeddingsChoice, embedder_for
+from agentvm.adapters.embeddings import EmbeddingsChoice, embedder_for, tenant_embedder
 from agentvm.adapters.embeddings.bedrock import BedrockEmbedder
 from agentvm.adapters.embeddings.openai import OpenAIEmbedder
 from agentvm.agent.side_calls import bill_embeddings
@@ -330,6 +330,37 @@ async def test_a_tenants_embedder_from_settings_bills_its_tokens_once_at_list_pr
             (cell,) = await h.rt.usage.hour_cells(tenant, 0, 2**62)
             price = Pricing().price(model)
             assert price is not None and Pricing().cost(cell) == billed * price.input / 1_000_000
+    finally:
+        h.queue.close()
+        h.store.close()
+
+
+async def test_provider_keys_set_through_the_config_centre_reach_a_tenants_embedder(fake, tmp_path):
+    fake.configure(api_key=KEY)
+    h = Harness(tmp_path)
+    try:
+        settings = Settings(data_dir=tmp_path)  # no provider keys in the environment
+        assert tenant_embedder(settings, await h.rt.config.resolved("tenant-a")) is None
+        await h.rt.config.set(
+            {"llm.openai.apiKey": KEY, "llm.openai.baseUrl": fake.openai_base_url},
+            tenant_id=None,
+            by="platform",
+            platform_admin=True,
+        )
+        await h.rt.config.set(
+            {"embeddings.model": "openai/text-embedding-3-large", "embeddings.dimensions": 64},
+            tenant_id="tenant-a",
+            by="admin",
+            platform_admin=False,
+        )
+        calls: list = []
+        embedder = tenant_embedder(settings, await h.rt.config.resolved("tenant-a"), on_usage=calls.append)
+        assert embedder is not None and embedder.dimensions == 64
+        assert embedder.embed(["hello"], purpose="query") == [embed_text("hello", 64)]
+        assert calls[0].model == "openai/text-embedding-3-large"
+        assert (
+            tenant_embedder(settings, await h.rt.config.resolved("tenant-b")) is None
+        )  # its own choice: none
     finally:
         h.queue.close()
         h.store.close()

@@ -19,7 +19,10 @@ import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from pydantic import SecretStr
+
 from agentvm.adapters.embeddings.openai import OPENAI_EMBEDDING_MODELS, OpenAIEmbedder
+from agentvm.configcentre.keys import KEYS
 from agentvm.errors import BadRequest, InvalidConfig
 from agentvm.llm import ModelRef
 
@@ -30,6 +33,7 @@ if TYPE_CHECKING:
     from agentvm.llm import EmbeddingCall
     from agentvm.ports import Embedder
 
+_PROVIDER_KEYS = ("llm.timeoutS", "llm.openai.apiKey", "llm.openai.baseUrl")
 MODEL_KEY = "embeddings.model"
 DIMENSIONS_KEY = "embeddings.dimensions"
 
@@ -139,6 +143,34 @@ def embedder_for(
     )
 
 
+def tenant_embedder(
+    settings: Settings,
+    resolved: Mapping[str, tuple[Any, str]],
+    *,
+    on_usage: Callable[[EmbeddingCall], None] | None = None,
+) -> Embedder | None:
+    """The embedder of a tenant's turns and knowledge, from ``await ConfigCentre.resolved(tenant_id)``:
+    its ``embeddings.*`` choice (else the server's), through the provider keys, URLs and timeout the
+    server's settings file or ``/v1/config`` set over ``settings`` (as the chat models get them)."""
+    return embedder_for(
+        with_provider_settings(settings, resolved),
+        EmbeddingsChoice.from_resolved(resolved),
+        on_usage=on_usage,
+    )
+
+
+def with_provider_settings(settings: Settings, resolved: Mapping[str, tuple[Any, str]]) -> Settings:
+    """``settings`` with the OpenAI key and URL and the provider timeout that the settings file or
+    the API set (the config centre's layers over the environment)."""
+    updates: dict[str, Any] = {}
+    for name in _PROVIDER_KEYS:
+        value, source = resolved.get(name, (None, "default"))
+        if source in ("file", "server") and value is not None:
+            field = KEYS[name].field
+            updates[field] = SecretStr(value) if field.endswith("api_key") else value
+    return settings.model_copy(update=updates) if updates else settings
+
+
 def _not_configured(provider: str, hint: str) -> InvalidConfig:
     return InvalidConfig(f"{MODEL_KEY}: provider {provider!r} is not configured: {hint}", key=MODEL_KEY)
 
@@ -178,4 +210,11 @@ def _bedrock_client(region: str, timeout: float, attempts: int) -> Any:
         return found
 
 
-__all__ = ["DIMENSIONS_KEY", "MODEL_KEY", "EmbeddingsChoice", "embedder_for"]
+__all__ = [
+    "DIMENSIONS_KEY",
+    "MODEL_KEY",
+    "EmbeddingsChoice",
+    "embedder_for",
+    "tenant_embedder",
+    "with_provider_settings",
+]
