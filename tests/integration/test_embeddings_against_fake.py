@@ -178,6 +178,15 @@ def test_a_batch_refused_for_its_size_is_sent_again_in_halves(fake):
     assert [len(r["input"]) for r in requests_to(fake)] == [40, 20, 20]
 
 
+def test_embeddings_leave_scripted_replies_to_the_chat_requests(fake):
+    fake.state.add_script([{"text": "scripted answer"}])
+    sdk(fake).embeddings.create(model="text-embedding-3-small", input="x")
+    reply = sdk(fake).chat.completions.create(
+        model="fake", messages=[{"role": "user", "content": "hi"}], max_tokens=50
+    )
+    assert reply.choices[0].message.content == "scripted answer"
+
+
 def test_the_sdk_retries_a_rate_limit_then_the_adapter_answers(fake):
     fake.add_faults([{"kind": "429", "retry_after": 0.01}])
     embedder = OpenAIEmbedder(

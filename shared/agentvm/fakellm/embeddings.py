@@ -17,7 +17,8 @@
 Keys: with the config's ``api_key`` set, these endpoints refuse any other key as the provider does
 (OpenAI 401 ``invalid_api_key``; Bedrock 403 ``UnrecognizedClientException``, matched against
 the SigV4 access key id, the signature itself is not checked). Unset, any key is accepted. The
-faults (``/_fake/faults``: 429, 500, overloaded) apply to these requests too.
+faults (``/_fake/faults``: 429, 500, overloaded) apply to these requests too; scripted replies
+(``/_fake/script``) are left for the chat requests.
 """
 
 from __future__ import annotations
@@ -95,7 +96,7 @@ def _fault_reply(
     state: FakeLLMState, body: dict[str, Any], wire: OpenAIWire | BedrockWire
 ) -> JSONResponse | None:
     """Count the request; the next queued fault (429, 500, overloaded) as the provider answers it."""
-    _, fault, _ = state.begin_request(body)
+    fault = state.begin_embedding(body)
     if fault is None or fault.kind not in ("429", "500", "overloaded"):
         return None
     error = wire.error(fault.kind, fault.retry_after)

@@ -235,6 +235,14 @@ class FakeLLMState:
             scripted = self._script.popleft() if self._script and fault is None else None
             return self._config, fault, scripted
 
+    def begin_embedding(self, body: dict[str, Any]) -> Fault | None:
+        """Count (and record) an embeddings request and take the next fault; never a scripted
+        reply, which answers the next chat request."""
+        with self._lock:
+            self._counts["requests"] += 1
+            self._requests.append(body)
+            return self._faults.popleft() if self._faults else None
+
     def count(self, name: str, amount: int = 1) -> None:
         with self._lock:
             self._counts[name] += amount
