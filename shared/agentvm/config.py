@@ -67,6 +67,11 @@ class Settings(BaseSettings):
     bedrock_region: str | None = None  # enables provider "bedrock" (credentials from the AWS chain)
     openai_compatible: dict[str, CompatProvider] = Field(default_factory=dict)  # JSON in env
     provider_timeout_s: float = 60.0
+    # embeddings for knowledge search (adapters/embeddings/choice.py): "provider/model" through the
+    # providers above (openai/text-embedding-3-small, bedrock/amazon.titan-embed-text-v2:0, ...), and
+    # its vectors' length (None: the model's own); None: no embeddings, search runs on words alone
+    embeddings_model: str | None = Field(default=None, pattern=r"^[^/\s]+/\S+$")
+    embeddings_dimensions: int | None = Field(default=None, ge=1, le=8192)
     # the provider SDKs' HTTP transport (adapters/llm/transport.py): "lean" reads streams on demand
     # with httptools (the 1,000-stream local host); "sdk" keeps the SDKs' own; "auto": lean where
     # httptools is installed (avm serve), the SDKs' own elsewhere (the Lambda layer has no httptools)

@@ -258,6 +258,19 @@ def parse_tool_input(raw: str) -> tuple[dict[str, Any], str | None]:
 
 
 @dataclass(frozen=True, slots=True)
+class EmbeddingCall:
+    """One request to an embedding model, as its provider reported it: what to bill.
+
+    ``model`` is ``provider/name`` (the usage record's model); ``input_tokens`` the provider's count
+    (OpenAI ``usage.prompt_tokens``, Bedrock ``inputTextTokenCount`` or the token-count header)."""
+
+    model: str
+    input_tokens: int
+    texts: int
+    duration_ms: int
+
+
+@dataclass(frozen=True, slots=True)
 class ModelRef:
     """``"anthropic/claude-haiku-4-5"`` split into provider and the provider's model name."""
 
@@ -282,6 +295,7 @@ __all__ = [
     "IMAGE_MEDIA_TYPES",
     "Attachment",
     "ChatTurn",
+    "EmbeddingCall",
     "ModelEvent",
     "ModelRef",
     "ModelRequest",

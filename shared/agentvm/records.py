@@ -18,7 +18,7 @@ ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
 WaitKind = Literal["approval", "client", "sandbox"]
 WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
-UsageKind = Literal["turn", "step", "compaction", "title", "reply_cache"]
+UsageKind = Literal["turn", "step", "compaction", "title", "reply_cache", "embedding"]
 Scope = Literal["admin", "client"]
 TenantStatus = Literal["active", "deleting", "deleted"]
 
@@ -388,7 +388,8 @@ class UsageRecord(_Record):
     # "compaction": the tokens of summarising a session's older history (core/compaction.py),
     # billed like a turn's; its turnId is "<turn that triggered it>:compact:<upToSeq>".
     # "title": the tokens of naming a session after its first turn (turns/title.py), turnId
-    # "<turn>:title".
+    # "<turn>:title". "embedding": the input tokens of embedding texts (knowledge indexing and search,
+    # agent/side_calls.bill_embeddings), under the caller's key; no output tokens.
     kind: UsageKind = "turn"
     # True when the provider never reported the usage (an interrupted or cut stream): output is the
     # text deltas received, input what the provider said at the start, else a chars/4 estimate.

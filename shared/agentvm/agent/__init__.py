@@ -83,7 +83,9 @@ if TYPE_CHECKING:
         RetryingModelClient,
     )
     from agentvm.agent.side_calls import (
+        bill_embeddings,
         bill_side_call,
+        embedding_usage_key,
     )
     from agentvm.agent.side_model import (
         ANTHROPIC_HAIKU,
@@ -132,6 +134,7 @@ __all__ = [
     "StreamHooks",
     "TurnContext",
     "TurnOutcome",
+    "bill_embeddings",
     "bill_side_call",
     "blocks_of",
     "chat_turns",
@@ -142,6 +145,7 @@ __all__ = [
     "cut_seq",
     "diet_cut",
     "elided_note",
+    "embedding_usage_key",
     "enabled",
     "estimate_request_tokens",
     "estimate_tokens",
@@ -242,7 +246,9 @@ __getattr__, __dir__ = lazy_exports(
             "RetryingModelClient",
         ],
         "side_calls": [
+            "bill_embeddings",
             "bill_side_call",
+            "embedding_usage_key",
         ],
         "side_model": [
             "ANTHROPIC_HAIKU",

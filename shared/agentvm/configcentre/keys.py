@@ -25,7 +25,8 @@ from agentvm.errors import InvalidConfig
 from agentvm.observability.pricing import PriceTable
 
 MASK = "********"
-MODEL_KEYS = ("llm.defaultModel", "compaction.model", "sessions.titleModel")  # provider/model values
+MODEL_KEYS = ("llm.defaultModel", "compaction.model", "sessions.titleModel", "embeddings.model")
+NO_EMBEDDINGS = ("echo", "anthropic")  # providers with no embedding models  # provider/model values
 
 
 @dataclass(frozen=True)
@@ -174,6 +175,21 @@ KEYS: dict[str, Key] = {
             tenant=True,
         ),
         Key(
+            "embeddings.model",
+            "embeddings_model",
+            str,
+            "the model that embeds knowledge for search (provider/model, e.g. "
+            "openai/text-embedding-3-small; unset = search on words alone); a change needs a re-index",
+            tenant=True,
+        ),
+        Key(
+            "embeddings.dimensions",
+            "embeddings_dimensions",
+            int,
+            "the length of the embedding vectors (unset = the model's own); a change needs a re-index",
+            tenant=True,
+        ),
+        Key(
             "sessions.titleModel",
             "title_model",
             str,
@@ -192,6 +208,7 @@ BOUNDS: dict[str, tuple[float, float]] = {
     "turns.historyWindowStep": (0, 10_000),
     "compaction.thresholdTokens": (0, 10_000_000),
     "billing.markup": (0, 100),
+    "embeddings.dimensions": (1, 8192),
 }
 
 
@@ -224,6 +241,12 @@ def check(name: str, value: Any) -> Any:
             raise InvalidConfig(f"{name}: must be an http:// or https:// URL", key=name)
         if name in MODEL_KEYS and "/" not in checked:
             raise InvalidConfig(f"{name}: must be provider/model, e.g. anthropic/claude-haiku-4-5", key=name)
+        if name == "embeddings.model" and checked.partition("/")[0] in NO_EMBEDDINGS:
+            raise InvalidConfig(
+                f"{name}: {checked.partition('/')[0]} has no embedding models "
+                "(openai, bedrock or an OpenAI-compatible server do)",
+                key=name,
+            )
     return checked
 
 

@@ -1,4 +1,5 @@
-"""A fake LLM provider speaking the real Anthropic, OpenAI and Bedrock Converse streaming wire formats.
+"""A fake LLM provider speaking the real Anthropic, OpenAI and Bedrock Converse streaming wire formats,
+and their embedding endpoints (``embeddings.py``; deterministic vectors, ``vectors.py``).
 
 The official SDKs talk to it unchanged (point their base URL at it), so adapters, retries and
 cancellation are tested for real without internet or keys. Faults (429, 500, overloaded, cut

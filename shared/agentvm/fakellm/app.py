@@ -13,6 +13,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
+from agentvm.fakellm.embeddings import bedrock_invoke_model, openai_embeddings
 from agentvm.fakellm.prompt_cache import CacheUse, TooManyBreakpoints
 from agentvm.fakellm.shapes import request_problem
 from agentvm.fakellm.state import FakeLLMState, count_words, reply_tokens
@@ -390,6 +391,9 @@ def create_app(state: FakeLLMState | None = None) -> Starlette:
             Route("/v1/chat/completions", openai_chat_completions, methods=["POST"]),
             Route("/chat/completions", openai_chat_completions, methods=["POST"]),
             Route("/model/{model_id:path}/converse-stream", bedrock_converse_stream, methods=["POST"]),
+            Route("/v1/embeddings", openai_embeddings, methods=["POST"]),
+            Route("/embeddings", openai_embeddings, methods=["POST"]),
+            Route("/model/{model_id:path}/invoke", bedrock_invoke_model, methods=["POST"]),
             Route("/_fake/config", set_config, methods=["POST"]),
             Route("/_fake/faults", add_faults, methods=["POST"]),
             Route("/_fake/reset", reset, methods=["POST"]),

@@ -61,6 +61,8 @@ class FakeLLMConfig:
     prompt_cache: bool = True
     cache_min_tokens: int = 1024
     stamp_tokens: bool = False  # each token is " @<emit time, epoch seconds>" (latency benchmarks)
+    # the one key the embedding endpoints accept (OpenAI bearer key, Bedrock access key id); None: any
+    api_key: str | None = None
 
     def updated(self, fields: Mapping[str, Any]) -> FakeLLMConfig:
         """A copy with ``fields`` changed; unknown names or bad values raise ValueError."""
@@ -86,6 +88,8 @@ def _coerce(name: str, value: Any) -> Any:
     """Config values arrive as JSON: accept "20" for 20, keep None for an automatic input count."""
     if name == "input_tokens":
         return None if value is None else int(value)
+    if name == "api_key":
+        return None if value is None else str(value)
     if name in ("stamp_tokens", "prompt_cache"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
     integers = ("reply_tokens", "cache_read_tokens", "cache_write_tokens", "cache_min_tokens")
@@ -230,6 +234,14 @@ class FakeLLMState:
             fault = self._faults.popleft() if self._faults else None
             scripted = self._script.popleft() if self._script and fault is None else None
             return self._config, fault, scripted
+
+    def begin_embedding(self, body: dict[str, Any]) -> Fault | None:
+        """Count (and record) an embeddings request and take the next fault; never a scripted
+        reply, which answers the next chat request."""
+        with self._lock:
+            self._counts["requests"] += 1
+            self._requests.append(body)
+            return self._faults.popleft() if self._faults else None
 
     def count(self, name: str, amount: int = 1) -> None:
         with self._lock:

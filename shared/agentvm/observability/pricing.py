@@ -20,6 +20,9 @@ trailing ``-latest`` is dropped. Any other provider (echo, scripted, an OpenAI-c
 server) and any name the library does not know is **unpriced**: its tokens are counted in
 ``unpricedTokens`` and cost nothing, so a report never hides that its total is incomplete. Tiered
 (long-context) prices are taken at their base tier; the prices are the library's current ones.
+An embedding model (``embed`` in its name) the library prices by input alone has output at 0:
+genai-prices 0.2.3 knows OpenAI's text-embedding-3-small/-large and ada-002 and Bedrock's Titan
+Text Embeddings v1 and v2, not Cohere Embed v3 on Bedrock (unpriced unless overridden).
 
 **Overrides win.** The config centre's ``billing.prices`` (docs/usage.md, "Prices") gives a model
 its price (a negotiated rate, a model the library does not know, an OpenAI-compatible server);
@@ -245,6 +248,8 @@ def library_price(model: str) -> ModelPrice | None:
     found = info.get_prices(datetime.now(UTC))
     input_ = _base(found.input_mtok)
     output = _base(found.output_mtok)
+    if output is None and "embed" in name:  # an embedding model: input tokens only, no output
+        output = Decimal(0)
     if input_ is None or output is None:
         return None
     read = _base(found.cache_read_mtok)

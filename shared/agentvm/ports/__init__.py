@@ -10,8 +10,8 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``connections``: ``Connections``, ``Push`` and the protocol names;
 - ``replies``: ``ReplyCache`` (images' cached first replies);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
-- ``knowledge``: ``KnowledgeIndex``, ``Embedder`` and their value types;
-- ``models``: ``ModelClient``, ``ModelResolver``;
+- ``knowledge``: ``KnowledgeIndex`` and its value types;
+- ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
 - ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
@@ -31,11 +31,10 @@ from agentvm.ports.connections import (
     Push,
     Subscription,
 )
+from agentvm.ports.embeddings import Embedder, EmbedPurpose
 from agentvm.ports.interrupts import CancelWatch
 from agentvm.ports.knowledge import (
     DRAFT,
-    Embedder,
-    EmbedPurpose,
     KnowledgeChunk,
     KnowledgeDocument,
     KnowledgeHit,

@@ -14,7 +14,7 @@ host (``adapters/local/sqlite/knowledge.py``).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -29,9 +29,6 @@ class KnowledgeLimits:
     max_file_bytes: int = 50 * 1024 * 1024  # one uploaded file, as sent
     max_documents: int = 10_000  # documents in a draft
     max_bytes: int = 200 * 1024 * 1024  # extracted text in a draft
-
-
-EmbedPurpose = Literal["document", "query"]
 
 
 @dataclass(frozen=True)
@@ -67,20 +64,6 @@ class KnowledgeDocument:
     title: str
     chunks: int
     bytes: int  # UTF-8 bytes of its chunks' text
-
-
-class Embedder(Protocol):
-    """An embedding model: texts in, one vector of ``dimensions`` floats each out (in order).
-
-    ``purpose``: models that embed queries and documents differently (instruction prefixes,
-    input types) are told which; others ignore it. Synchronous: callers on the event loop run it
-    in a thread.
-    """
-
-    model: str
-    dimensions: int
-
-    def embed(self, texts: Sequence[str], *, purpose: EmbedPurpose) -> list[list[float]]: ...
 
 
 class KnowledgeIndex(Protocol):
@@ -140,8 +123,6 @@ class KnowledgeIndex(Protocol):
 
 __all__ = [
     "DRAFT",
-    "EmbedPurpose",
-    "Embedder",
     "KnowledgeChunk",
     "KnowledgeDocument",
     "KnowledgeHit",

@@ -103,6 +103,7 @@ MODULES = [
     "centres",
     "clock",
     "connections",
+    "embeddings",
     "interrupts",
     "knowledge",
     "models",
