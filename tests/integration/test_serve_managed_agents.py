@@ -156,6 +156,8 @@ def test_a_custom_tool_round_trip(served) -> None:
         until(stream, "session.status_idle", seen)
     [reply] = [e for e in seen if e.type == "agent.message"]
     assert reply.content[0].text == "Echo: lookup returned: shipped"
+    [answered] = [e for e in seen if e.type == "user.custom_tool_result"]
+    assert answered.custom_tool_use_id == use.id and answered.content[0].text == "shipped"
     with pytest.raises(anthropic.ConflictError):  # answered already
         client.beta.sessions.events.send(
             session_id,
@@ -195,8 +197,26 @@ def test_a_tool_confirmation_denied_and_allowed(served) -> None:
             ],
         )
         until(stream, "session.status_idle", seen)
-    [reply] = [e for e in seen if e.type == "agent.message"]
-    assert "denied" in reply.content[0].text
+        [reply] = [e for e in seen if e.type == "agent.message"]
+        assert "denied" in reply.content[0].text
+        client.beta.sessions.events.send(
+            session_id,
+            events=[
+                {"type": "user.message", "content": [{"type": "text", "text": '/tool ls {"path": "."}'}]}
+            ],
+        )
+        allowed = until(stream, "agent.tool_use", seen)
+        until(stream, "session.status_idle", seen)
+        client.beta.sessions.events.send(
+            session_id,
+            events=[{"type": "user.tool_confirmation", "tool_use_id": allowed.id, "result": "allow"}],
+        )
+        done = until(stream, "agent.tool_result", seen)
+        assert done.tool_use_id == allowed.id and done.is_error is False
+        until(stream, "session.status_idle", seen)
+    denied, ran = [e.content[0].text for e in seen if e.type == "agent.message"]
+    assert denied == "Echo: ls returned: Execution denied: no"
+    assert ran.startswith("Echo: ls returned") and "denied" not in ran
 
 
 def test_an_interrupt_stops_the_running_turn(served) -> None:

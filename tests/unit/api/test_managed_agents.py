@@ -49,6 +49,8 @@ def test_a_turns_frames_become_the_sdks_session_events() -> None:
         frame("tool_call_message", 100005, toolCall={"id": "call_1", "name": "lookup", "input": {"q": 1}}),
         frame("tool_call_message", 100006, toolCall={"id": "call_2", "name": "sh", "input": {}}),
         frame("turn_suspended", 100007, waitingFor=[{"toolCallId": "call_1"}, {"toolCallId": "call_2"}]),
+        frame("tool_result", 200001, toolCallId="call_1", result="shipped", isError=False),
+        frame("tool_result", 200002, toolCallId="call_2", result="Execution denied: no", isError=True),
         frame(
             "assistant_message",
             100008,
@@ -65,6 +67,8 @@ def test_a_turns_frames_become_the_sdks_session_events() -> None:
         "agent.custom_tool_use",
         "agent.tool_use",
         "session.status_idle",
+        "user.custom_tool_result",
+        "agent.tool_result",
         "agent.message",
         "span.model_request_end",
         "session.status_idle",
@@ -72,7 +76,9 @@ def test_a_turns_frames_become_the_sdks_session_events() -> None:
     assert parsed[0].id == "msg_u" and parsed[2].id == "turn_a.call_1"
     assert parsed[3].evaluated_permission == "ask"
     assert parsed[4].stop_reason.event_ids == ["turn_a.call_1", "turn_a.call_2"]
-    assert parsed[6].model_usage.output_tokens == 2
+    assert parsed[5].custom_tool_use_id == "turn_a.call_1" and parsed[5].content[0].text == "shipped"
+    assert parsed[6].tool_use_id == "turn_a.call_2" and parsed[6].is_error is True
+    assert parsed[8].model_usage.output_tokens == 2
     assert split_tool_use_id(parsed[2].id) == ("turn_a", "call_1")
 
 

@@ -8,18 +8,21 @@
   ``session.status_running``; ``assistant_message`` → ``agent.message`` (with a
   ``span.model_request_end`` carrying the step's usage); a call of a client-side tool →
   ``agent.custom_tool_use``; any other call → ``agent.tool_use`` (``evaluated_permission`` ``ask``
-  when it waits for approval); ``tool_result`` → ``agent.tool_result``; ``turn_suspended`` →
+  when it waits for approval); ``tool_result`` → ``agent.tool_result`` (a client-side tool's:
+  ``user.custom_tool_result``, the client's answer); ``turn_suspended`` →
   ``session.status_idle`` with ``requires_action``; ``conversation_end`` → ``session.status_idle``
   ``end_turn``; ``error_occurred`` → ``session.error`` then idle.
 
 A tool call's event id is ``<turnId>.<toolCallId>``: the ``custom_tool_use_id`` / ``tool_use_id`` a
-client sends back names the AgentVM wait to answer, with nothing more stored. Every other event's
-id is ``sevt_<seq>``, the frame's seq (the SSE ``id:`` a stream resumes after).
+client sends back names the AgentVM wait to answer, with nothing more stored. A ``user.message``'s id
+is the stored message's; every other event's id is ``sevt_<seq>``, the frame's seq (the SSE ``id:``
+a stream resumes after).
 """
 
 from __future__ import annotations
 
 import datetime as dt
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,6 +146,7 @@ class SessionView:
     client_tools: frozenset[str] = frozenset()
     ask_tools: frozenset[str] | None = frozenset()  # None: every tool
     user_texts: dict[str, str] = field(default_factory=dict)  # user message id → its text
+    calls: dict[str, str] = field(default_factory=dict)  # tool call id → the tool's name (seen so far)
 
     @classmethod
     def of(cls, tools: list[dict[str, Any]] | None, approval: dict[str, Any] | None) -> SessionView:
@@ -227,6 +231,7 @@ def events_of(frame: dict[str, Any], view: SessionView) -> list[dict[str, Any]]:
     if kind == "tool_call_message":
         call = data.get("toolCall") or {}
         name, call_id = call.get("name", ""), call.get("id", "")
+        view.calls[call_id] = name
         ids = {"id": tool_use_id(turn_id, call_id), "name": name, "input": call.get("input") or {}}
         if name in view.client_tools:
             return [one("agent.custom_tool_use", **ids)]
@@ -235,13 +240,24 @@ def events_of(frame: dict[str, Any], view: SessionView) -> list[dict[str, Any]]:
         return [
             one("agent.tool_use", **ids, evaluated_permission=permission, evaluation={"type": evaluation})
         ]
-    if kind == "tool_result" and data.get("toolName") not in view.client_tools:
-        call_id = data.get("toolCallId") or data.get("toolId") or ""
+    if kind == "tool_result":
+        call_id = str(data.get("toolCallId") or "")
+        result = data.get("result")
+        content = [{"type": "text", "text": result if isinstance(result, str) else json.dumps(result)}]
+        if view.calls.get(call_id) in view.client_tools:  # the client's own answer, as it sent it
+            return [
+                one(
+                    "user.custom_tool_result",
+                    custom_tool_use_id=tool_use_id(turn_id, call_id),
+                    content=content,
+                    is_error=bool(data.get("isError")),
+                )
+            ]
         return [
             one(
                 "agent.tool_result",
                 tool_use_id=tool_use_id(turn_id, call_id),
-                content=[{"type": "text", "text": str(data.get("result", data.get("content", "")))}],
+                content=content,
                 is_error=bool(data.get("isError")),
             )
         ]
