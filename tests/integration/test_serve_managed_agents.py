@@ -13,6 +13,9 @@ from typing import TYPE_CHECKING, Any
 import anthropic
 import httpx
 import pytest
+from anthropic.types.beta import BetaEnvironment, BetaManagedAgentsAgent, BetaManagedAgentsSession
+from anthropic.types.beta.sessions import BetaManagedAgentsStreamSessionEvents
+from pydantic import TypeAdapter
 
 from tests.integration.avm_process import avm_serve, base_env, free_port, run_avm
 
@@ -22,6 +25,7 @@ if TYPE_CHECKING:
     from tests.integration.avm_process import AvmServer
 
 ECHO = "echo/echo-1"
+STRICT = TypeAdapter(BetaManagedAgentsStreamSessionEvents)
 
 
 @pytest.fixture(scope="module")
@@ -49,6 +53,7 @@ def new_session(client: anthropic.Anthropic, **agent: Any) -> str:
 def until(stream: Any, kind: str, seen: list[Any]) -> Any:
     """Read the stream up to the first event of ``kind`` (every event read goes to ``seen``)."""
     for event in stream:
+        STRICT.validate_python(event.to_dict())  # the SDK only constructs: check each field here
         seen.append(event)
         if event.type == kind:
             return event
@@ -76,6 +81,8 @@ def test_send_while_streaming_gives_the_agent_message_then_idle(served) -> None:
     assert usage and usage[0].model_usage.output_tokens > 0
 
     listed = client.beta.sessions.events.list(session_id)
+    for event in listed.data:
+        STRICT.validate_python(event.to_dict())
     assert [e.type for e in listed.data if e.type in ("user.message", "agent.message")] == [
         "user.message",
         "agent.message",
@@ -87,7 +94,8 @@ def test_send_while_streaming_gives_the_agent_message_then_idle(served) -> None:
     only = client.beta.sessions.events.list(session_id, types=["agent.message"])
     assert [e.type for e in only.data] == ["agent.message"]
     session = client.beta.sessions.retrieve(session_id)
-    assert session.status == "idle" and session.usage.output_tokens > 0
+    assert session.status == "idle" and session.usage.output_tokens > 0 and session.usage.input_tokens > 0
+    assert session.stats.duration_seconds >= session.usage.active_seconds > 0
 
 
 def test_a_stream_cut_resumes_after_last_event_id(served) -> None:
@@ -272,6 +280,7 @@ def test_agents_versions_sessions_list_update_archive_delete(served) -> None:
     server, key, _ = served
     client = sdk(server, key)
     agent = client.beta.agents.create(name="Versioned", model=ECHO, metadata={"team": "a"})
+    BetaManagedAgentsAgent.model_validate(agent.to_dict())  # every field the SDK's type requires
     assert agent.version == 1 and agent.model.id == ECHO
     updated = client.beta.agents.update(agent.id, version=1, system="Be kind.", metadata={"team": None})
     assert (updated.version, updated.system, updated.metadata) == (2, "Be kind.", {})
@@ -288,6 +297,8 @@ def test_agents_versions_sessions_list_update_archive_delete(served) -> None:
     )
     second = client.beta.sessions.create(agent=agent.id, environment_id=env.id, metadata={"k": "v"})
     assert (first.agent.version, second.agent.version) == (1, 2)
+    BetaManagedAgentsSession.model_validate(second.to_dict())
+    BetaEnvironment.model_validate(env.to_dict())
     mine = client.beta.sessions.list(agent_id=agent.id)
     assert [s.id for s in mine.data] == [first.id, second.id]
     assert [s.id for s in client.beta.sessions.list(agent_id=agent.id, agent_version=2)] == [second.id]

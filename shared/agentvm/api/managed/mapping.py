@@ -24,9 +24,12 @@ from __future__ import annotations
 import datetime as dt
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from agentvm.errors import BadRequest
+
+if TYPE_CHECKING:
+    from agentvm.records import UsageRecord
 
 BETA = "managed-agents-2026-04-01"
 TOOLSET = "agent_toolset_20260401"
@@ -158,6 +161,20 @@ class SessionView:
         return self.ask_tools is None or tool in self.ask_tools
 
 
+def session_usage(records: list[UsageRecord]) -> dict[str, Any]:
+    """A session's usage from its metered usage records (every model call: turns, steps, titles,
+    compaction), as the API counts it: ``input_tokens`` without the cached ones."""
+    read = sum(r.cacheReadTokens for r in records)
+    written = sum(r.cacheWriteTokens for r in records)
+    return {
+        "input_tokens": sum(r.inputTokens for r in records) - read - written,
+        "output_tokens": sum(r.outputTokens for r in records),
+        "cache_read_input_tokens": read,
+        "cache_creation": {"ephemeral_5m_input_tokens": written, "ephemeral_1h_input_tokens": 0},
+        "active_seconds": sum(r.durationMs for r in records) / 1000,
+    }
+
+
 def user_text(content: Any) -> str:
     """The text of a ``user.message``'s content (text blocks; other blocks are refused)."""
     if isinstance(content, str):
@@ -222,8 +239,9 @@ def events_of(frame: dict[str, Any], view: SessionView) -> list[dict[str, Any]]:
                     model_usage={
                         "input_tokens": usage.get("inputTokens", 0),
                         "output_tokens": usage.get("outputTokens", 0),
-                        "cache_creation_input_tokens": usage.get("cacheWriteTokens", 0),
-                        "cache_read_input_tokens": usage.get("cacheReadTokens", 0),
+                        # a stored message carries no cache split (the session's usage has it)
+                        "cache_creation_input_tokens": 0,
+                        "cache_read_input_tokens": 0,
                     },
                 )
             )
@@ -294,6 +312,7 @@ __all__ = [
     "model_id",
     "ms_of",
     "result_text",
+    "session_usage",
     "split_tool_use_id",
     "tool_use_id",
     "toolset_tools",

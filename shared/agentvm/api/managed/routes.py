@@ -28,7 +28,7 @@ from agentvm.api.http_turns import EVENT_STREAM, AttachablePush, Feed, stored_fr
 from agentvm.api.managed import documents, mapping
 from agentvm.api.managed.errors import AnthropicRoute, NotServed
 from agentvm.errors import BadRequest, Conflict, NotFound
-from agentvm.messages import AssistantMessage, UserMessage
+from agentvm.messages import UserMessage
 from agentvm.security.auth import Principal  # noqa: TC001 (FastAPI reads the annotations)
 from agentvm.streaming.frames import TURN_SPAN
 
@@ -59,6 +59,20 @@ router = APIRouter(prefix="/anthropic/v1", route_class=AnthropicRoute, include_i
 
 
 # -- agents ------------------------------------------------------------------------------------
+# What a session shows of the agent version it runs (BetaManagedAgentsSessionAgent).
+SESSION_AGENT_FIELDS = (
+    "id",
+    "name",
+    "description",
+    "model",
+    "system",
+    "tools",
+    "mcp_servers",
+    "skills",
+    "execution_identity",
+    "multiagent",
+    "version",
+)
 AGENT_FIELDS = ("name", "description", "system", "model", "tools", "mcp_servers", "metadata")
 
 
@@ -79,6 +93,7 @@ async def create_agent(runtime: RuntimeDep, caller: Caller, body: JSONBody) -> d
         "skills": [],
         "metadata": _metadata(body.get("metadata"), {}),
         "multiagent": None,
+        "execution_identity": {"type": "service_account"},  # the server runs it, as the tenant
         "created_at": now,
         "updated_at": now,
         "archived_at": None,
@@ -189,9 +204,7 @@ def _check_agent(agent: dict[str, Any]) -> None:
 @router.post("/environments")
 async def create_environment(runtime: RuntimeDep, caller: Caller, body: JSONBody) -> dict[str, Any]:
     """A new environment: the AgentVM container its sessions run in (named after its id)."""
-    config = body.get("config") or {"type": "cloud", "networking": {"type": "unrestricted"}}
-    if not isinstance(config, dict) or config.get("type") != "cloud":
-        raise NotServed("config: only cloud environments are served (self-hosted ones are not)")
+    config = _environment_config(body.get("config"))
     now = mapping.iso(runtime.clock.now_ms())
     env = {
         "id": runtime.ids.new("env"),
@@ -227,10 +240,10 @@ async def update_environment(
     runtime: RuntimeDep, caller: Caller, environment_id: str, body: JSONBody
 ) -> dict[str, Any]:
     env = await documents.get(runtime, caller.tenant_id, "environments", environment_id)
-    if "config" in body and body["config"] is not None and body["config"].get("type") != "cloud":
-        raise NotServed("config: only cloud environments are served (self-hosted ones are not)")
     updated = {**env}
-    for name in ("name", "description", "config"):
+    if body.get("config") is not None:
+        updated["config"] = _environment_config(body["config"])
+    for name in ("name", "description"):
         if name in body and body[name] is not None:
             updated[name] = body[name]
     if "metadata" in body:
@@ -248,6 +261,25 @@ async def archive_environment(runtime: RuntimeDep, caller: Caller, environment_i
         env = {**env, "archived_at": now, "updated_at": now}
         await documents.put(runtime, caller.tenant_id, "environments", env, by=caller.key_id)
     return env
+
+
+PACKAGE_MANAGERS = ("apt", "cargo", "gem", "go", "npm", "pip")
+
+
+def _environment_config(given: Any) -> dict[str, Any]:
+    """A cloud config as the API shows it. Packages to install are refused (the sandbox installs
+    none); ``networking`` is recorded as given, not applied."""
+    given = given or {"type": "cloud"}
+    if not isinstance(given, dict) or given.get("type") != "cloud":
+        raise NotServed("config: only cloud environments are served (self-hosted ones are not)")
+    packages = given.get("packages") or {}
+    if any(packages.get(m) for m in PACKAGE_MANAGERS):
+        raise NotServed("config.packages: installing packages is not served (the sandbox has what it has)")
+    return {
+        "type": "cloud",
+        "networking": given.get("networking") or {"type": "unrestricted"},
+        "packages": {"type": "packages", **dict.fromkeys(PACKAGE_MANAGERS, [])},
+    }
 
 
 # -- sessions ----------------------------------------------------------------------------------
@@ -297,21 +329,7 @@ async def create_session(runtime: RuntimeDep, caller: Caller, body: JSONBody) ->
     doc: dict[str, Any] = {
         "id": image.sessionId,
         "type": "session",
-        "agent": {
-            k: agent[k]
-            for k in (
-                "id",
-                "name",
-                "description",
-                "model",
-                "system",
-                "tools",
-                "mcp_servers",
-                "skills",
-                "version",
-            )
-        }
-        | {"type": "agent"},
+        "agent": {k: agent.get(k) for k in SESSION_AGENT_FIELDS} | {"type": "agent"},
         "environment_id": env_id,
         "title": body.get("title"),
         "metadata": _metadata(body.get("metadata"), {}),
@@ -400,27 +418,23 @@ async def delete_session(runtime: RuntimeDep, caller: Caller, session_id: str) -
 
 
 async def _session_wire(rt: Runtime, tenant_id: str, doc: dict[str, Any]) -> dict[str, Any]:
-    """The session as the API shows it: its document, its status and its usage now."""
+    """The session as the API shows it: its document, its status, its metered usage and its age."""
     from agentvm.turns.interrupt import active_turn
 
     found = await _image_of(rt, tenant_id, doc["id"])
-    status, usage = "terminated", _usage([])
+    status, usage = "terminated", mapping.session_usage([])
+    created = mapping.ms_of(doc["created_at"])
     if found is not None:
         session, image = found
         turn = await active_turn(rt, tenant_id, image)
         status = "running" if turn is not None and turn.status in ("queued", "running") else "idle"
-        usage = _usage(await rt.store.recent_messages(session.sessionId, rt.turns.history_window))
-    return {**doc, "status": status, "usage": usage, "stats": {}}
-
-
-def _usage(messages: list[Any]) -> dict[str, int]:
-    totals = {"input_tokens": 0, "output_tokens": 0, "cache_read_input_tokens": 0}
-    for message in messages:
-        if isinstance(message, AssistantMessage) and message.usage is not None:
-            totals["input_tokens"] += message.usage.inputTokens
-            totals["output_tokens"] += message.usage.outputTokens
-            totals["cache_read_input_tokens"] += getattr(message.usage, "cacheReadTokens", 0) or 0
-    return totals
+        records = await rt.store.list_usage(tenant_id, image.containerId, since_ms=session.createdAt)
+        usage = mapping.session_usage([r for r in records if r.sessionId == session.sessionId])
+    stats = {
+        "duration_seconds": max(rt.clock.now_ms() - created, 0) / 1000,
+        "active_seconds": usage["active_seconds"],
+    }
+    return {**doc, "status": status, "usage": usage, "stats": stats}
 
 
 async def _image_of(rt: Runtime, tenant_id: str, session_id: str) -> tuple[SessionRecord, ImageRecord] | None:
