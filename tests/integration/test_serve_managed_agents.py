@@ -125,6 +125,26 @@ def test_a_stream_cut_resumes_after_last_event_id(served) -> None:
     assert [e.content[0].text for e in rest if e.type == "agent.message"] == [f"Echo: {words}"]
 
 
+def test_event_deltas_preview_the_agent_message(served) -> None:
+    server, key, _ = served
+    client = sdk(server, key)
+    session_id = new_session(client)
+    seen: list[Any] = []
+    with client.beta.sessions.events.stream(session_id, event_deltas=["agent.message"]) as stream:
+        client.beta.sessions.events.send(
+            session_id,
+            events=[{"type": "user.message", "content": [{"type": "text", "text": "one two three"}]}],
+        )
+        until(stream, "session.status_idle", seen)
+    [start] = [e for e in seen if e.type == "event_start"]
+    deltas = [e for e in seen if e.type == "event_delta"]
+    [final] = [e for e in seen if e.type == "agent.message"]
+    assert start.event.id == final.id and {d.event_id for d in deltas} == {final.id}
+    assert len(deltas) > 1 and "".join(d.delta.content.text for d in deltas) == final.content[0].text
+    kinds = [e.type for e in seen]
+    assert kinds.index("event_start") < kinds.index("event_delta") < kinds.index("agent.message")
+
+
 def test_a_custom_tool_round_trip(served) -> None:
     server, key, _ = served
     client = sdk(server, key)

@@ -127,3 +127,14 @@ def test_what_is_not_served_is_refused_with_a_reason() -> None:
         )
     with pytest.raises(BadRequest):
         split_tool_use_id("no-dot")
+
+
+def test_a_failed_turn_is_a_session_error_then_idle() -> None:
+    failed = frame("error_occurred", 100005, code="rate_limited", message="the provider kept refusing")
+    error, idle = (EVENTS.validate_python(e) for e in events_of(failed, SessionView()))
+    assert (error.type, error.error.type, error.error.message) == (
+        "session.error",
+        "model_rate_limited_error",
+        "the provider kept refusing",
+    )
+    assert idle.stop_reason.type == "retries_exhausted"

@@ -15,7 +15,8 @@
 
 A tool call's event id is ``<turnId>.<toolCallId>``: the ``custom_tool_use_id`` / ``tool_use_id`` a
 client sends back names the AgentVM wait to answer, with nothing more stored. A ``user.message``'s id
-is the stored message's; every other event's id is ``sevt_<seq>``, the frame's seq (the SSE ``id:``
+and an ``agent.message``'s are the stored messages' (the previews of ``event_deltas`` carry the
+latter); every other event's id is ``sevt_<seq>``, the frame's seq (the SSE ``id:``
 a stream resumes after).
 """
 
@@ -43,6 +44,13 @@ TOOLSET_TOOLS: dict[str, tuple[str, ...]] = {
     "grep": (),  # sh's grep does it
 }
 NOT_SERVED_TOOLS = frozenset({"web_fetch", "web_search"})
+# A failed turn's ``errorCode`` (docs/protocol.md) as a ``session.error``'s type (the turn is over:
+# AgentVM retried the provider already).
+ERROR_TYPES = {
+    "rate_limited": "model_rate_limited_error",
+    "provider_unavailable": "model_overloaded_error",
+    "provider_rejected": "model_request_failed_error",
+}
 STATUSES = ("idle", "running", "rescheduling", "terminated")
 
 
@@ -150,6 +158,9 @@ class SessionView:
     ask_tools: frozenset[str] | None = frozenset()  # None: every tool
     user_texts: dict[str, str] = field(default_factory=dict)  # user message id → its text
     calls: dict[str, str] = field(default_factory=dict)  # tool call id → the tool's name (seen so far)
+    deltas: frozenset[str] = frozenset()  # the stream's ``event_deltas`` (previews asked for)
+    message_id: str = ""  # the model message being streamed (``message_start``)
+    previewing: bool = False  # its ``event_start`` was sent
 
     @classmethod
     def of(cls, tools: list[dict[str, Any]] | None, approval: dict[str, Any] | None) -> SessionView:
@@ -223,11 +234,24 @@ def events_of(frame: dict[str, Any], view: SessionView) -> list[dict[str, Any]]:
         return [one("user.message", id=data["messageId"], content=[{"type": "text", "text": text}])]
     if kind == "conversation_start":
         return [one("session.status_running")]
+    if kind == "message_start":
+        view.message_id, view.previewing = str(data.get("messageId") or ""), False
+        return []
+    if kind == "text_delta" and "agent.message" in view.deltas and view.message_id:
+        out = []
+        if not view.previewing:
+            view.previewing = True
+            out.append({"type": "event_start", "event": {"id": view.message_id, "type": "agent.message"}})
+        text = {"type": "text", "text": str(data.get("text", ""))}
+        delta = {"type": "content_delta", "content": text}
+        out.append({"type": "event_delta", "event_id": view.message_id, "delta": delta})
+        return out
     if kind == "assistant_message":
         text = _text_of(data.get("content"))
         out = []
-        if text:
-            out.append(one("agent.message", content=[{"type": "text", "text": text}]))
+        if text:  # its id is the stored message's: the id its previews (event_deltas) carried
+            message_id = str(data.get("id") or eid)
+            out.append(one("agent.message", id=message_id, content=[{"type": "text", "text": text}]))
         usage = data.get("usage")
         if usage:
             out.append(
@@ -283,12 +307,13 @@ def events_of(frame: dict[str, Any], view: SessionView) -> list[dict[str, Any]]:
         waiting = [tool_use_id(turn_id, w["toolCallId"]) for w in data.get("waitingFor") or []]
         return [one("session.status_idle", stop_reason={"type": "requires_action", "event_ids": waiting})]
     if kind == "error_occurred":
-        message = str(data.get("message") or data.get("error") or "the turn failed")
+        message = str(data.get("message") or "the turn failed")
+        error = {"type": ERROR_TYPES.get(str(data.get("code")), "unknown_error"), "message": message}
         return [
-            one("session.error", error={"type": "unknown_error", "message": message}),
+            one("session.error", error={**error, "retry_status": {"type": "terminal"}}),
             one("session.status_idle", id=f"{eid}_idle", stop_reason={"type": "retries_exhausted"}),
         ]
-    if kind == "conversation_end" and data.get("reason") != "error":
+    if kind == "conversation_end":  # a failed turn ends with error_occurred instead
         return [one("session.status_idle", stop_reason={"type": "end_turn"})]
     return []
 

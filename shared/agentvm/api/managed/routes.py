@@ -551,6 +551,7 @@ async def list_events(
 
 @router.get("/sessions/{session_id}/events/stream")
 async def stream_events(
+    request: Request,
     runtime: RuntimeDep,
     caller: Caller,
     session_id: str,
@@ -563,6 +564,7 @@ async def stream_events(
     _doc, session, image = await _live_session(runtime, caller.tenant_id, session_id)
     cursor = _cursor(last_event_id) if last_event_id is not None else await _now_cursor(runtime, image)
     view = await _view(runtime, session, image)
+    view.deltas = frozenset(_many(request, "event_deltas"))
     if not isinstance(runtime.push, AttachablePush):  # AWS: what is stored, as one body
         frames = await stored_frames(runtime, session, after=cursor)
         return _sse(runtime, session, view, _listed(frames))
@@ -593,7 +595,9 @@ def _sse(
                 await _learn_user_text(rt, session, view, frame)
             seq = frame.get("seq")
             for event in mapping.events_of(frame, view):
-                head = f"id: {seq}\n" if isinstance(seq, int) else ""
+                # a preview is never resumed to (a reconnect gets the final event instead)
+                preview = event["type"] in ("event_start", "event_delta")
+                head = f"id: {seq}\n" if isinstance(seq, int) and not preview else ""
                 data = json.dumps(event, separators=(",", ":"), ensure_ascii=False)
                 yield f"{head}event: {event['type']}\ndata: {data}\n\n".encode()
 
