@@ -238,14 +238,16 @@ def events_of(frame: dict[str, Any], view: SessionView) -> list[dict[str, Any]]:
         view.message_id, view.previewing = str(data.get("messageId") or ""), False
         return []
     if kind == "text_delta" and "agent.message" in view.deltas and view.message_id:
-        out = []
+        previews: list[dict[str, Any]] = []
         if not view.previewing:
             view.previewing = True
-            out.append({"type": "event_start", "event": {"id": view.message_id, "type": "agent.message"}})
-        text = {"type": "text", "text": str(data.get("text", ""))}
-        delta = {"type": "content_delta", "content": text}
-        out.append({"type": "event_delta", "event_id": view.message_id, "delta": delta})
-        return out
+            previews.append(
+                {"type": "event_start", "event": {"id": view.message_id, "type": "agent.message"}}
+            )
+        block = {"type": "text", "text": str(data.get("text", ""))}
+        delta = {"type": "content_delta", "content": block}
+        previews.append({"type": "event_delta", "event_id": view.message_id, "delta": delta})
+        return previews
     if kind == "assistant_message":
         text = _text_of(data.get("content"))
         out = []
