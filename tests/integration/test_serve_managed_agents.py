@@ -339,6 +339,22 @@ def test_agents_versions_sessions_list_update_archive_delete(served) -> None:
         client.beta.sessions.create(agent=agent.id, environment_id=env.id)
 
 
+def test_initial_events_run_when_the_session_is_made(served) -> None:
+    server, key, _ = served
+    client = sdk(server, key)
+    agent = client.beta.agents.create(name="Starter", model=ECHO)
+    env = client.beta.environments.create(name="dev")
+    first = {"type": "user.message", "content": [{"type": "text", "text": "start here"}]}
+    session = client.beta.sessions.create(agent=agent.id, environment_id=env.id, initial_events=[first])
+    deadline = time.monotonic() + 10
+    texts: list[str] = []
+    while time.monotonic() < deadline and not texts:
+        listed = client.beta.sessions.events.list(session.id, types=["agent.message"])
+        texts = [e.content[0].text for e in listed.data]
+        time.sleep(0.05)
+    assert texts == ["Echo: start here"]
+
+
 def test_the_async_client_streams_too(served) -> None:
     import asyncio
 
