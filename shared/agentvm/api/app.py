@@ -40,6 +40,7 @@ from agentvm.api import (
     keys,
     knowledge,
     logs,
+    managed,
     mcp,
     metrics,
     registry,
@@ -115,6 +116,8 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
         app.mount(docs_pages.ASSETS_URL, StaticFiles(directory=assets), name="docs-assets")
         app.include_router(docs_pages.router)
     app.include_router(v1)
+    # Anthropic's Managed Agents API (api/managed/): the official SDK with base_url=<server>/anthropic
+    app.include_router(managed.router)
     # AgentVM as an MCP server (api/mcp.py): the MCP SDK's ASGI transport, authenticated as /v1 is.
     app.router.routes.append(Route(mcp.MCP_PATH, mcp.McpEndpoint(), include_in_schema=False))
     app.openapi = partial(openapi_document, app)  # type: ignore[method-assign]

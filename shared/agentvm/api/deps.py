@@ -66,6 +66,12 @@ async def principal_of(runtime: Runtime, headers: Any, open_tenant: str | None) 
 async def authenticate(request: Request, runtime: RuntimeDep) -> None:
     """Runs before every ``/v1`` route (unknown paths are plain 404s, as without a key). An
     address past its minute of 401s is answered 429 before its key is read (ratelimit.py)."""
+    await admit(request, runtime, request.headers)
+
+
+async def admit(request: Request, runtime: Runtime, headers: Any) -> Principal:
+    """The caller of ``request`` by these headers (``authenticate``'s, or the Managed Agents API's
+    ``x-api-key`` read as a bearer key), rate-limited and left on ``request.state.principal``."""
     limiter = runtime.rate_limiter
     source = request.client.host if request.client else "?"
     if limiter is not None:
@@ -75,7 +81,7 @@ async def authenticate(request: Request, runtime: RuntimeDep) -> None:
             if runtime.auth is None or not runtime.auth.recently_verified(request.headers):
                 raise
     try:
-        principal = await principal_of(runtime, request.headers, request.app.state.open_tenant)
+        principal = await principal_of(runtime, headers, request.app.state.open_tenant)
     except Unauthorized:
         if limiter is not None:
             await limiter.hit_unauthorized(source)  # the one past the limit is answered 429
@@ -84,12 +90,14 @@ async def authenticate(request: Request, runtime: RuntimeDep) -> None:
     if runtime.rate_limiter is not None:
         await runtime.rate_limiter.hit(principal)
     request.state.principal = principal
+    return principal
 
 
 __all__ = [
     "Caller",
     "RuntimeDep",
     "admin",
+    "admit",
     "authenticate",
     "bearer_scheme",
     "get_caller",

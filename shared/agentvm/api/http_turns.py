@@ -213,7 +213,7 @@ async def send_turn(
     key = _request_key(idempotency_key, body.requestId)
     session, image = await _session(runtime, caller, session_id)
     streams = _wants_stream(request)
-    feed = await _Feed.open(runtime, caller) if streams and isinstance(runtime.push, AttachablePush) else None
+    feed = await Feed.open(runtime, caller) if streams and isinstance(runtime.push, AttachablePush) else None
     try:
         sent = await send_message(
             runtime,
@@ -279,7 +279,7 @@ async def session_events(
     session, image = await _session(runtime, caller, session_id)
     if not isinstance(runtime.push, AttachablePush):
         return _event_stream(_once(await stored_frames(runtime, session, after=cursor)), None)
-    feed = await _Feed.open(runtime, caller)
+    feed = await Feed.open(runtime, caller)
     try:
         await subscribe_after(runtime, feed.connection_id, session, cursor)
     except BaseException:
@@ -305,7 +305,7 @@ async def interrupt(runtime: RuntimeDep, caller: Caller, session_id: str = SESSI
     return {"interrupted": await interrupt_image(runtime, caller.tenant_id, image)}
 
 
-class _Feed:
+class Feed:
     """A subscriber connection whose frames go to this HTTP response (through the host's push)."""
 
     def __init__(self, connection_id: str) -> None:
@@ -313,7 +313,7 @@ class _Feed:
         self.queue: asyncio.Queue[str] = asyncio.Queue(MAX_QUEUED_FRAMES)
 
     @classmethod
-    async def open(cls, rt: Runtime, caller: Principal) -> _Feed:
+    async def open(cls, rt: Runtime, caller: Principal) -> Feed:
         feed = cls(rt.ids.new("sse"))
         await rt.connections.register(
             ConnectionInfo(
@@ -340,16 +340,17 @@ class _Feed:
         await rt.connections.remove(self.connection_id)
 
     async def events(
-        self, rt: Runtime, image: ImageRecord, *, after: int, band: int | None
+        self, rt: Runtime, image: ImageRecord, *, after: int, band: int | None, follow: bool = False
     ) -> AsyncIterator[dict[str, Any]]:
         """The frames above ``after`` (of the turn answering user message ``band`` only, if given),
-        each once, in order; ``None`` for a keep-alive. Ends after the turn (or, without ``band``,
-        the session's live turns) ended or suspended, or after ``STREAM_MAX_S``."""
+        each once, in order; ``{}`` for a keep-alive. Ends after the turn (or, without ``band``,
+        the session's live turns) ended or suspended, or after ``STREAM_MAX_S``; with ``follow``,
+        only after ``STREAM_MAX_S`` (or when the client goes)."""
         loop = asyncio.get_running_loop()
         deadline = loop.time() + STREAM_MAX_S
         last = after
         try:
-            live = band is not None or await _live(rt, image)
+            live = follow or band is not None or await _live(rt, image)
             while (live or not self.queue.empty()) and loop.time() < deadline:
                 try:
                     payload = await asyncio.wait_for(self.queue.get(), KEEPALIVE_S)
@@ -364,7 +365,7 @@ class _Feed:
                         last = seq
                     yield frame
                     if frame.get("type") in TURN_END_FRAMES:
-                        live = band is None and await _live(rt, image)
+                        live = follow or (band is None and await _live(rt, image))
                         if band is not None:
                             return
         finally:
@@ -492,6 +493,7 @@ __all__ = [
     "containers",
     "TURN_END_FRAMES",
     "AttachablePush",
+    "Feed",
     "router",
     "sse_event",
     "stored_frames",

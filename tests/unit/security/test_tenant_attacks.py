@@ -864,3 +864,103 @@ async def test_tenant_b_sees_and_calls_none_of_tenant_a_agents_over_mcp(world):
     await world.run_turns()  # nothing B did may have queued work on A's sessions
     assert v.client.frames[a_frames:] == []
     assert await snapshot(world, v) == before
+
+
+async def test_tenant_b_cannot_see_or_touch_tenant_a_over_the_managed_agents_api(world):
+    """Anthropic's Managed Agents API (api/managed/): every route, with A's agent, environment and
+    session ids, answers B exactly as with ids that do not exist; B's lists hold none of A's; A's
+    objects stay as they were. ``x-api-key`` (what the SDK sends) authenticates as the bearer does."""
+    from agentvm.api.managed import served_routes
+
+    async with world.http("tenant-a") as a:
+        agent = (await a.post("/anthropic/v1/agents", json={"name": "A's", "model": "echo/echo-1"})).json()
+        env = (await a.post("/anthropic/v1/environments", json={"name": "A's env"})).json()
+        made = await a.post(
+            "/anthropic/v1/sessions", json={"agent": agent["id"], "environment_id": env["id"]}
+        )
+        assert made.status_code == 200, made.text
+        session = made.json()
+
+        async def a_state() -> list[Any]:
+            paths = ("agents", "environments", "sessions", f"sessions/{session['id']}/events")
+            pages = [(await a.get(f"/anthropic/v1/{p}?include_archived=true")).json() for p in paths]
+            for item in pages[2]["data"]:
+                item.pop("stats")  # the session's age: time, not state
+            return pages
+
+        before = await a_state()
+    message = {"events": [{"type": "user.message", "content": [{"type": "text", "text": "pwned"}]}]}
+    result = {"type": "user.custom_tool_result", "custom_tool_use_id": "{}.call_1", "content": []}
+    pairs = [
+        ("GET", "/agents/{}", agent["id"], "agent_missing_0000", None),
+        ("POST", "/agents/{}", agent["id"], "agent_missing_0000", {"system": "B's"}),
+        ("POST", "/agents/{}/archive", agent["id"], "agent_missing_0000", None),
+        ("GET", "/agents/{}/versions", agent["id"], "agent_missing_0000", None),
+        ("GET", "/environments/{}", env["id"], "env_missing_0000", None),
+        ("POST", "/environments/{}", env["id"], "env_missing_0000", {"name": "pwned"}),
+        ("POST", "/environments/{}/archive", env["id"], "env_missing_0000", None),
+        ("POST", "/sessions", agent["id"], "agent_missing_0000", "agent"),
+        ("POST", "/sessions", env["id"], "env_missing_0000", "environment"),
+        ("GET", "/sessions/{}", session["id"], "sess_missing_0000", None),
+        ("POST", "/sessions/{}", session["id"], "sess_missing_0000", {"title": "pwned"}),
+        ("POST", "/sessions/{}/archive", session["id"], "sess_missing_0000", None),
+        ("DELETE", "/sessions/{}", session["id"], "sess_missing_0000", None),
+        ("POST", "/sessions/{}/events", session["id"], "sess_missing_0000", message),
+        ("GET", "/sessions/{}/events", session["id"], "sess_missing_0000", None),
+        ("GET", "/sessions/{}/events/stream", session["id"], "sess_missing_0000", None),
+        ("GET", "/sessions?agent_id={}", agent["id"], "agent_missing_0000", None),
+    ]
+    sent: list[tuple[str, str]] = []
+    async with world.http("tenant-b") as http:
+        http.headers.pop("Authorization")
+        http.headers["x-api-key"] = world.tokens["tenant-b"]
+        http.event_hooks["request"].append(_recorder(sent))
+        own_agent = (
+            await http.post("/anthropic/v1/agents", json={"name": "B's", "model": "echo/echo-1"})
+        ).json()
+        own_env = (await http.post("/anthropic/v1/environments", json={"name": "B's env"})).json()
+        own = (
+            await http.post(
+                "/anthropic/v1/sessions", json={"agent": own_agent["id"], "environment_id": own_env["id"]}
+            )
+        ).json()
+        bodies = {
+            "agent": lambda name: {"agent": name, "environment_id": own_env["id"]},
+            "environment": lambda name: {"agent": own_agent["id"], "environment_id": name},
+        }
+        for method, path, mine, miss, body in pairs:
+            make = bodies.get(body) if isinstance(body, str) else None
+            answers = [
+                await http.request(method, "/anthropic/v1" + path.format(x), json=make(x) if make else body)
+                for x in (mine, miss)
+            ]
+            assert answers[0].status_code == answers[1].status_code, path
+            assert normalise(_body(answers[0]), mine) == normalise(_body(answers[1]), miss), path
+        # A's turn named in a tool result on B's own session reads like an unknown one
+        answers = [
+            await http.post(
+                f"/anthropic/v1/sessions/{own['id']}/events",
+                json={"events": [{**result, "custom_tool_use_id": f"{t}.call_1"}]},
+            )
+            for t in (f"turn_of_{session['id']}", "turn_missing_0000")
+        ]
+        assert answers[0].status_code == answers[1].status_code == 404
+        for collection in ("agents", "environments", "sessions"):
+            listed = (await http.get(f"/anthropic/v1/{collection}?include_archived=true")).json()["data"]
+            assert [x["id"] for x in listed] == [
+                {"agents": own_agent, "environments": own_env, "sessions": own}[collection]["id"]
+            ]
+        http.headers["x-api-key"] = "avm_zzzzzzzzzzzz_" + world.tokens["tenant-b"].split("_", 2)[2]
+        refused = await http.get("/anthropic/v1/agents")
+        assert (refused.status_code, refused.json()["error"]["type"]) == (401, "authentication_error")
+    async with world.http("tenant-a") as a:
+        assert await a_state() == before
+    templates = set(served_routes())
+    assert len(templates) >= 20
+    attacked = {
+        (method, template)
+        for method, template in templates
+        for sent_method, url in sent
+        if sent_method == method and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), url)
+    }
+    assert templates - attacked == set(), "Managed Agents routes tenant B does not try here"
