@@ -120,7 +120,7 @@ def test_openai_refusals_are_the_apis_own(fake):
         client.embeddings.create(model="text-embedding-3-small", input=[""])
     with pytest.raises(openai.BadRequestError, match="maximum context length is 8192"):
         client.embeddings.create(model="text-embedding-3-small", input="word " * 9000)
-    fake.configure(api_key=KEY)
+    fake.configure(embeddings_api_key=KEY)
     with pytest.raises(openai.AuthenticationError) as refused:
         sdk(fake, key="sk-wrong", max_retries=0).embeddings.create(model="text-embedding-3-small", input="x")
     assert refused.value.code == "invalid_api_key"
@@ -197,7 +197,7 @@ def test_the_sdk_retries_a_rate_limit_then_the_adapter_answers(fake):
 
 
 def test_a_bad_key_or_unknown_model_is_a_provider_rejection_that_never_shows_the_key(fake):
-    fake.configure(api_key=KEY)
+    fake.configure(embeddings_api_key=KEY)
     bad = OpenAIEmbedder(
         "text-embedding-3-small",
         api_key="sk-wrong-SECRET",
@@ -270,7 +270,7 @@ def test_the_bedrock_adapter_titan_and_cohere(fake):
 
 
 def test_bedrock_bad_credentials_and_throttling(fake):
-    fake.configure(api_key="AKIDGOOD")
+    fake.configure(embeddings_api_key="AKIDGOOD")
     with pytest.raises(ProviderRejected, match="UnrecognizedClientException"):
         BedrockEmbedder("amazon.titan-embed-text-v2:0", region="us-east-1", client=bedrock(fake)).embed(
             ["x"], purpose="query"
@@ -345,7 +345,7 @@ async def test_a_tenants_embedder_from_settings_bills_its_tokens_once_at_list_pr
 
 
 async def test_provider_keys_set_through_the_config_centre_reach_a_tenants_embedder(fake, tmp_path):
-    fake.configure(api_key=KEY)
+    fake.configure(embeddings_api_key=KEY)
     h = Harness(tmp_path)
     try:
         settings = Settings(data_dir=tmp_path)  # no provider keys in the environment

@@ -342,5 +342,6 @@ def test_fake_cli_flags_and_defaults():
         "no_prompt_cache": False,
         "cache_min_tokens": 1024,
         "stamp_tokens": False,
+        "embeddings_api_key": None,
     }
     assert (custom.port, custom.ttft_ms, custom.tokens_per_second, custom.reply_tokens) == (9000, 20, 2000, 7)

@@ -14,8 +14,8 @@
   ``X-Amzn-Bedrock-Input-Token-Count`` header, as Bedrock's does. An unknown model or a bad body
   is a 400 ``ValidationException``.
 
-Keys: with the config's ``api_key`` set, these endpoints refuse any other key as the provider does
-(OpenAI 401 ``invalid_api_key``; Bedrock 403 ``UnrecognizedClientException``, matched against
+Keys: with the config's ``embeddings_api_key`` set, these endpoints refuse any other key as the
+provider does (OpenAI 401 ``invalid_api_key``; Bedrock 403 ``UnrecognizedClientException``, matched against
 the SigV4 access key id, the signature itself is not checked). Unset, any key is accepted. The
 faults (``/_fake/faults``: 429, 500, overloaded) apply to these requests too; scripted replies
 (``/_fake/script``) are left for the chat requests.
@@ -139,7 +139,7 @@ def _openai_dimensions(body: dict[str, Any], model: str) -> int:
 
 
 def _openai_key_refused(request: Request, state: FakeLLMState) -> Refused | None:
-    wanted = state.config.api_key
+    wanted = state.config.embeddings_api_key
     if wanted is None or request.headers.get("authorization", "") == f"Bearer {wanted}":
         return None
     return Refused(401, "Incorrect API key provided.", "invalid_api_key")
@@ -284,7 +284,7 @@ _BEDROCK_MODELS = {TITAN_V2: _titan_v2, TITAN_V1: _titan_v1} | dict.fromkeys(COH
 
 
 def _bedrock_key_refused(request: Request, state: FakeLLMState) -> Refused | None:
-    wanted = state.config.api_key
+    wanted = state.config.embeddings_api_key
     if wanted is None:
         return None
     found = _SIGV4_KEY.search(request.headers.get("authorization", ""))

@@ -175,6 +175,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--stamp-tokens", action="store_true", help="send each token as its emit time (latency benchmarks)"
     )
+    parser.add_argument(
+        "--embeddings-api-key",
+        default=None,
+        help="the one key the embedding endpoints accept (OpenAI key, Bedrock access key id; default: any)",
+    )
 
 
 def run(args: argparse.Namespace) -> int:
@@ -195,6 +200,7 @@ def run(args: argparse.Namespace) -> int:
                 "stamp_tokens": args.stamp_tokens,
                 "prompt_cache": not args.no_prompt_cache,
                 "cache_min_tokens": args.cache_min_tokens,
+                "embeddings_api_key": args.embeddings_api_key,
             }
         )
     except ValueError as exc:
@@ -204,6 +210,7 @@ def run(args: argparse.Namespace) -> int:
     print(f"fake LLM provider on {url} (any API key is accepted)")
     print(f"  ANTHROPIC_BASE_URL={url}")
     print(f"  OPENAI_BASE_URL={url}/v1")
+    print(f"  AWS_ENDPOINT_URL_BEDROCK_RUNTIME={url}")
     print(f"  controls: POST {url}/_fake/config, /_fake/faults, /_fake/reset; GET {url}/_fake/stats")
     _quiet_uvicorn()
     _show_fake_events()

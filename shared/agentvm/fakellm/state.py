@@ -62,7 +62,7 @@ class FakeLLMConfig:
     cache_min_tokens: int = 1024
     stamp_tokens: bool = False  # each token is " @<emit time, epoch seconds>" (latency benchmarks)
     # the one key the embedding endpoints accept (OpenAI bearer key, Bedrock access key id); None: any
-    api_key: str | None = None
+    embeddings_api_key: str | None = None
 
     def updated(self, fields: Mapping[str, Any]) -> FakeLLMConfig:
         """A copy with ``fields`` changed; unknown names or bad values raise ValueError."""
@@ -88,7 +88,7 @@ def _coerce(name: str, value: Any) -> Any:
     """Config values arrive as JSON: accept "20" for 20, keep None for an automatic input count."""
     if name == "input_tokens":
         return None if value is None else int(value)
-    if name == "api_key":
+    if name == "embeddings_api_key":
         return None if value is None else str(value)
     if name in ("stamp_tokens", "prompt_cache"):
         return value if isinstance(value, bool) else str(value).lower() in ("1", "true", "yes")
