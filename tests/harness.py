@@ -30,6 +30,7 @@ from agentvm.observability.metrics import NoMetrics
 from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
 from agentvm.resources.centre import ResourceCentre
+from agentvm.resources.indexing import fixed_embedder
 from agentvm.runtime import Runtime, TurnSettings
 from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
@@ -123,7 +124,7 @@ class Harness:
             platform_tenant="platform",
             storage=lambda: self.rt.storage_quota,
             knowledge=lambda: self.rt.knowledge_index,
-            embedder=lambda: self.rt.embedder,
+            embedder=fixed_embedder(lambda: self.rt.embedder),
         )
         self.rt.knowledge_index = SqliteKnowledgeIndex(":memory:")  # as the local host: FTS5 + sqlite-vec
         self.rt.tenants = SqliteTenantStore(":memory:")

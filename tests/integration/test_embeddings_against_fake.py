@@ -373,3 +373,47 @@ async def test_provider_keys_set_through_the_config_centre_reach_a_tenants_embed
     finally:
         h.queue.close()
         h.store.close()
+
+
+# -- the host's wiring: a tenant's knowledge embedded and searched with its model, billed ----------
+
+
+async def test_a_tenants_knowledge_is_embedded_and_searched_with_its_model_and_billed(fake, tmp_path):
+    """``hosts.knowledge.tenant_embedders`` in the resource centre, as the local host wires it: a
+    tenant with an embedding model gets vectors at publish and hybrid search (through the OpenAI SDK
+    against the fake), each billed once as usage kind ``embedding``; a tenant without one gets
+    words alone, said so, and no bill."""
+    from agentvm.hosts.knowledge import tenant_embedders
+    from agentvm.resources.centre import ResourceCentre
+
+    settings = Settings(data_dir=tmp_path, openai_api_key=KEY, openai_base_url=fake.openai_base_url)
+    h = Harness(tmp_path)
+    try:
+        h.rt.resources = ResourceCentre(
+            h.rt.resources.store,
+            h.rt.clock,
+            knowledge=lambda: h.rt.knowledge_index,
+            embedder=tenant_embedders(h.rt, settings),
+        )
+        await h.rt.config.set(
+            {"embeddings.model": "openai/text-embedding-3-small", "embeddings.dimensions": 256},
+            tenant_id="acme",
+            by="test",
+            platform_admin=False,
+        )
+        spec = {"documents": [{"id": d, "title": d, "text": t} for d, t in zip("abc", TEXTS, strict=True)]}
+        for tenant in ("acme", "plain"):
+            version = await h.rt.resources.publish(tenant, "knowledge", "handbook", spec=spec)
+            assert version.index is not None
+            embedded = version.index.get("embedding")
+            assert (embedded or {}).get("model") == ("text-embedding-3-small" if tenant == "acme" else None)
+            hits, mode = await h.rt.resources.search_in(version, "when are refunds paid?", 2)
+            assert mode == ("hybrid" if tenant == "acme" else "words")
+            assert hits and "Refunds" in hits[0].text
+        acme = [r for r in await h.rt.store.list_usage("acme") if r.kind == "embedding"]
+        assert len(acme) == 2  # the index (three chunks), then the query: each once
+        assert all(r.inputTokens > 0 and r.model.endswith("text-embedding-3-small") for r in acme)
+        assert [r for r in await h.rt.store.list_usage("plain") if r.kind == "embedding"] == []
+    finally:
+        h.queue.close()
+        h.store.close()

@@ -112,13 +112,15 @@ def local_runtime(settings: Settings) -> LocalHost:
         progress=TurnProgress(),
         metrics=NoMetrics(),  # replaced below (PrometheusMetrics), as the field's default was
     )
+    from agentvm.hosts.knowledge import tenant_embedders
+
     runtime.resources = ResourceCentre(
         SqliteResourceStore(settings.data_dir / "agentvm.db"),
         runtime.clock,
         platform_tenant=settings.platform_tenant,
         storage=lambda: runtime.storage_quota,
         knowledge=lambda: runtime.knowledge_index,
-        embedder=lambda: runtime.embedder,
+        embedder=tenant_embedders(runtime, settings),  # each tenant's embedding model, billed
     )
     # Knowledge chunks in the same file: FTS5 words, sqlite-vec vectors (once an embedder is set)
     from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex

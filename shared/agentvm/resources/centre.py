@@ -15,8 +15,8 @@ deleted (the delete reads the versions anyway) or when its write fails or loses 
 ``/v1/resources`` and the ResourceX registry (``/v1/registry``), which publish through here.
 
 Knowledge versions: on a host with a knowledge index (``Runtime.knowledge_index``), a version's
-chunks are indexed there at publish (vectors too with ``Runtime.embedder``), charged to the same
-account, searched with ``resources.hybrid.hybrid_search`` and dropped with the version
+chunks are indexed there at publish (vectors too with the tenant's embedder: ``embedder``),
+charged to the same account, searched with ``resources.hybrid.hybrid_search`` and dropped with the version
 (``resources/indexing.py``); elsewhere the version carries its BM25 chunk offsets
 (``resources/search.py``).
 """
@@ -25,10 +25,13 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
+import secrets
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from agentvm.errors import (
+    AgentVMError,
     Conflict,
     DependencyCycle,
     InvalidResource,
@@ -54,6 +57,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Sequence
 
     from agentvm.ports import Clock, Embedder, KnowledgeChunk, KnowledgeIndex, ResourceStore, StorageAccount
+    from agentvm.resources.indexing import EmbedderFor, MeteredEmbedder
+
+log = logging.getLogger("agentvm.resources")
 
 MAX_PAGE = 100
 _PUBLISH_ATTEMPTS = 5
@@ -117,14 +123,29 @@ class ResourceCentre:
         platform_tenant: str | None = None,
         storage: Callable[[], StorageAccount | None] = lambda: None,
         knowledge: Callable[[], KnowledgeIndex | None] = lambda: None,
-        embedder: Callable[[], Embedder | None] = lambda: None,
+        embedder: EmbedderFor | None = None,
     ) -> None:
         self.store = store
         self.clock = clock
         self.platform_tenant = platform_tenant
         self._storage = storage  # the storage accounts (the runtime's, attached with its security)
         self._knowledge = knowledge  # the runtime's knowledge index and embedder (None: BM25 offsets)
-        self._embedder = embedder
+        # a tenant's embedder (None: words only), whose tokens are billed to it (resources/indexing.py)
+        self._embedder_for = embedder
+
+    async def _embedder(self, tenant_id: str) -> MeteredEmbedder | None:
+        """The tenant's embedder, or None (none chosen; or its choice cannot be used: logged, and
+        the knowledge is indexed and searched by words alone)."""
+        if self._embedder_for is None:
+            return None
+        try:
+            return await self._embedder_for(tenant_id)
+        except AgentVMError as exc:
+            log.warning(
+                "the tenant's embedding model cannot be used: words only",
+                extra={"tenant_id": tenant_id, "error": str(exc)},
+            )
+            return None
 
     def knowledge_index(self) -> KnowledgeIndex | None:
         return self._knowledge()
@@ -161,14 +182,15 @@ class ResourceCentre:
         digest = hashlib.sha256(json.dumps(stored_spec, sort_keys=True).encode()).hexdigest()
         index = None
         chunks: list[KnowledgeChunk] = []
-        knowledge, embedder = self._knowledge(), self._embedder()
+        knowledge, metered = self._knowledge(), None
         if kind == "knowledge":  # the search index is built now, once per version
             if knowledge is not None:
+                metered = await self._embedder(tenant_id)
                 from agentvm.resources.indexing import chunks_for, index_record
 
                 stored_spec, chunks = await chunks_for(knowledge, tenant_id, name, stored_spec)
                 digest = hashlib.sha256(json.dumps(stored_spec, sort_keys=True).encode()).hexdigest()
-                index = index_record(chunks, embedder)
+                index = index_record(chunks, metered.embedder if metered is not None else None)
             elif stored_spec.get("draft"):
                 raise InvalidResource(
                     "spec.draft: this server keeps no uploaded documents (no knowledge index)"
@@ -203,7 +225,11 @@ class ResourceCentre:
             )
             if await self._create_counted(record):
                 if knowledge is not None and kind == "knowledge":
-                    await self._index_or_undo(knowledge, embedder, record, chunks)
+                    await self._index_or_undo(
+                        knowledge, metered.embedder if metered is not None else None, record, chunks
+                    )
+                    if metered is not None:  # the chunks' embedding tokens, once per version
+                        await metered.bill(f"index:{name}:{record.version}")
                 break
             if version is not None:
                 raise VersionExists(
@@ -351,7 +377,13 @@ class ResourceCentre:
         if is_indexed(version):
             if knowledge is None:
                 raise InvalidResource(f"{version.uri} was indexed by a host with a knowledge index")
-            return await search_indexed(knowledge, self._embedder(), version, query, limit)
+            metered = await self._embedder(version.tenantId)
+            found = await search_indexed(
+                knowledge, metered.embedder if metered is not None else None, version, query, limit
+            )
+            if metered is not None:  # the query's embedding tokens, to the version's owner
+                await metered.bill(f"search:{version.name}:{secrets.token_hex(8)}")
+            return found
         return search_version(version, query, limit), "bm25"
 
     async def heads(self, tenant_id: str, kind: str | None = None) -> list[tuple[ResourceHead, bool]]:

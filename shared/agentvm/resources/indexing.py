@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
-from typing import TYPE_CHECKING, Any
+from collections.abc import Awaitable, Callable
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentvm.errors import InvalidResource
 from agentvm.ports import DRAFT
@@ -29,6 +30,38 @@ if TYPE_CHECKING:
 
 INDEX_FORMAT = "knowledge-index/1"
 EMBED_BATCH = 64  # texts per embedding call
+
+
+class MeteredEmbedder(Protocol):
+    """A tenant's embedder, with its tokens billed: ``bill(usage_id)`` records what its calls since
+    the last bill used (the host's ``hosts/knowledge.py``: usage kind ``embedding``)."""
+
+    embedder: Embedder
+
+    async def bill(self, usage_id: str) -> None: ...
+
+
+class Unmetered:
+    """An embedder whose calls are not billed (a host-wide embedder set on the runtime: tests)."""
+
+    def __init__(self, embedder: Embedder) -> None:
+        self.embedder = embedder
+
+    async def bill(self, usage_id: str) -> None:
+        pass
+
+
+EmbedderFor = Callable[[str], Awaitable["MeteredEmbedder | None"]]
+
+
+def fixed_embedder(get: Callable[[], Embedder | None]) -> EmbedderFor:
+    """``EmbedderFor`` that answers the same (unbilled) embedder for every tenant."""
+
+    async def embedder_for(tenant_id: str) -> MeteredEmbedder | None:
+        embedder = get()
+        return None if embedder is None else Unmetered(embedder)
+
+    return embedder_for
 
 
 def is_indexed(version: ResourceVersion) -> bool:
