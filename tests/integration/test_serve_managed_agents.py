@@ -353,6 +353,26 @@ def test_initial_events_run_when_the_session_is_made(served) -> None:
         texts = [e.content[0].text for e in listed.data]
         time.sleep(0.05)
     assert texts == ["Echo: start here"]
+    # a retried POST with the same Idempotency-Key sends its message once
+    again = {"type": "user.message", "content": [{"type": "text", "text": "once"}]}
+    answers = [
+        client.beta.sessions.events.send(
+            session.id, events=[again], extra_headers={"Idempotency-Key": "retry-1"}
+        )
+        for _ in range(2)
+    ]
+    assert answers[0].data[0].id == answers[1].data[0].id
+    # a request with one bad event acts on none of them
+    with pytest.raises(anthropic.BadRequestError):
+        client.beta.sessions.events.send(
+            session.id,
+            events=[{**again, "content": [{"type": "text", "text": "never"}]}, {"type": "user.message"}],
+        )
+    deadline = time.monotonic() + 10
+    while client.beta.sessions.retrieve(session.id).status != "idle" and time.monotonic() < deadline:
+        time.sleep(0.05)
+    users = [e.content[0].text for e in client.beta.sessions.events.list(session.id, types=["user.message"])]
+    assert users == ["start here", "once"]
 
 
 def test_the_async_client_streams_too(served) -> None:

@@ -11,10 +11,10 @@ from fastapi import Header, Request
 from fastapi.responses import StreamingResponse
 
 from agentvm.api.deps import RuntimeDep  # noqa: TC001
-from agentvm.api.http_turns import EVENT_STREAM, AttachablePush, Feed, stored_frames
+from agentvm.api.http_turns import EVENT_STREAM, IDEMPOTENCY_KEY, AttachablePush, Feed, stored_frames
 from agentvm.api.managed import mapping
 from agentvm.api.managed.common import Caller, JSONBody, created_between, managed_router, many, page
-from agentvm.api.managed.inputs import send_event
+from agentvm.api.managed.inputs import check_event, send_event
 from agentvm.api.managed.sessions import live_session
 from agentvm.errors import BadRequest
 from agentvm.messages import UserMessage
@@ -31,15 +31,38 @@ router = managed_router()
 
 # -- events ------------------------------------------------------------------------------------
 @router.post("/sessions/{session_id}/events")
-async def send_events(runtime: RuntimeDep, caller: Caller, session_id: str, body: JSONBody) -> dict[str, Any]:
-    """``user.message``, ``user.interrupt``, ``user.tool_confirmation``, ``user.custom_tool_result``."""
+async def send_events(
+    runtime: RuntimeDep,
+    caller: Caller,
+    session_id: str,
+    body: JSONBody,
+    idempotency_key: Annotated[str | None, Header(max_length=128)] = None,
+) -> dict[str, Any]:
+    """``user.message``, ``user.interrupt``, ``user.tool_confirmation``, ``user.custom_tool_result``,
+    all checked before any is acted on. ``Idempotency-Key``: a retried POST sends no message twice."""
     events = body.get("events")
     if not isinstance(events, list) or not events:
         raise BadRequest("events: a list of at least one event")
+    for event in events:
+        check_event(event)
+    if idempotency_key is not None and not IDEMPOTENCY_KEY.match(idempotency_key):
+        raise BadRequest("Idempotency-Key: 1-128 characters of letters, digits, '_', '.', ':' or '-'")
     doc, _session, image = await live_session(runtime, caller.tenant_id, session_id)
     if doc.get("archived_at"):
         raise BadRequest(f"session {session_id} is archived")
-    return {"data": [await send_event(runtime, caller, doc, image, event) for event in events]}
+    return {
+        "data": [
+            await send_event(
+                runtime,
+                caller,
+                doc,
+                image,
+                event,
+                key=None if idempotency_key is None else f"{idempotency_key}:{i}",
+            )
+            for i, event in enumerate(events)
+        ]
+    }
 
 
 @router.get("/sessions/{session_id}/events")

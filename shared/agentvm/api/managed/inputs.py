@@ -18,15 +18,48 @@ if TYPE_CHECKING:
     from agentvm.security.auth import Principal
 
 
-async def send_event(
-    rt: Runtime, caller: Principal, doc: dict[str, Any], image: ImageRecord, event: Any
-) -> dict[str, Any]:
-    from agentvm.turns.submit import Sender, send_message
-    from agentvm.turns.waits import answer, find_wait
+SERVED = ("user.message", "user.interrupt", "user.tool_confirmation", "user.custom_tool_result")
 
+
+def check_event(event: Any) -> None:
+    """Refuse an event that cannot be sent, before any of a request's events is acted on."""
     if not isinstance(event, dict):
         raise BadRequest("events: each event is an object with a type")
     kind = event.get("type")
+    if kind not in SERVED:
+        raise NotServed(f"events: {kind!r} is not served ({', '.join(SERVED)} are)")
+    if kind == "user.message":
+        mapping.user_text(event.get("content"))
+    if kind == "user.tool_confirmation":
+        if event.get("result") not in ("allow", "deny"):
+            raise BadRequest("result: allow or deny")
+        if not isinstance(event.get("deny_message"), str | None):
+            raise BadRequest("deny_message: a string")
+    field = {"user.tool_confirmation": "tool_use_id", "user.custom_tool_result": "custom_tool_use_id"}.get(
+        kind
+    )
+    if field is not None:
+        named = event.get(field)
+        if not isinstance(named, str) or not named:
+            raise BadRequest(f"{field}: the id of the tool use event to answer")
+        mapping.split_tool_use_id(named)
+
+
+async def send_event(
+    rt: Runtime,
+    caller: Principal,
+    doc: dict[str, Any],
+    image: ImageRecord,
+    event: dict[str, Any],
+    *,
+    key: str | None = None,
+) -> dict[str, Any]:
+    """Do what a checked event (``check_event``) says, on the session ``doc`` (its image); ``key``:
+    a message sent with the same key before is not sent again (its first sending answers)."""
+    from agentvm.turns.submit import Sender, send_message
+    from agentvm.turns.waits import answer, find_wait
+
+    kind = event["type"]
     now = mapping.iso(rt.clock.now_ms())
     if kind == "user.message":
         text = mapping.user_text(event.get("content"))
@@ -35,7 +68,7 @@ async def send_event(
             caller.tenant_id,
             image,
             text,
-            request_id=f"managed:{secrets.token_hex(8)}",
+            request_id=f"managed:{key or secrets.token_hex(8)}",
             sender=Sender(connection_id=f"http_{secrets.token_hex(8)}"),
             notices=[],
         )
@@ -47,17 +80,12 @@ async def send_event(
         return {"id": rt.ids.new("sevt"), "type": kind, "processed_at": now}
     if kind in ("user.tool_confirmation", "user.custom_tool_result"):
         field = "tool_use_id" if kind == "user.tool_confirmation" else "custom_tool_use_id"
-        named = event.get(field)
-        if not isinstance(named, str) or not named:
-            raise BadRequest(f"{field}: the id of the tool use event to answer")
-        turn_id, call_id = mapping.split_tool_use_id(named)
+        turn_id, call_id = mapping.split_tool_use_id(event[field])
         wait = await find_wait(rt, caller.tenant_id, turn_id, call_id)
         if wait.sessionId != doc["id"]:
             raise NotFound(f"No tool call {call_id} is waiting in turn {turn_id}")
         if kind == "user.tool_confirmation":
-            result = event.get("result")
-            if result not in ("allow", "deny"):
-                raise BadRequest("result: allow or deny")
+            result = event["result"]
             await answer(
                 rt,
                 caller.tenant_id,
@@ -81,10 +109,7 @@ async def send_event(
                 is_error=bool(event.get("is_error")),
             )
         return {**event, "id": rt.ids.new("sevt"), "processed_at": now}
-    raise NotServed(
-        f"events: {kind!r} is not served (user.message, user.interrupt, user.tool_confirmation and "
-        "user.custom_tool_result are)"
-    )
+    raise NotServed(f"events: {kind!r} is not served ({', '.join(SERVED)} are)")
 
 
-__all__ = ["send_event"]
+__all__ = ["SERVED", "check_event", "send_event"]

@@ -24,7 +24,7 @@ from agentvm.api.managed.common import (
     string_field,
 )
 from agentvm.api.managed.errors import NotServed
-from agentvm.api.managed.inputs import send_event
+from agentvm.api.managed.inputs import check_event, send_event
 from agentvm.errors import BadRequest, NotFound
 
 if TYPE_CHECKING:
@@ -43,6 +43,11 @@ async def create_session(runtime: RuntimeDep, caller: Caller, body: JSONBody) ->
     from agentvm.images import ImageConfig, create
 
     refuse_unserved(body, "resources", "vault_ids", "budget")
+    initial = body.get("initial_events") or []
+    for event in initial:  # refused before anything is made
+        if not isinstance(event, dict) or event.get("type") != "user.message":
+            raise NotServed("initial_events: user.message events only")
+        check_event(event)
     ref = body.get("agent")
     if isinstance(ref, str):
         agent_id, version = ref, None
@@ -93,7 +98,7 @@ async def create_session(runtime: RuntimeDep, caller: Caller, body: JSONBody) ->
         "archived_at": None,
     }
     await documents.put(runtime, caller.tenant_id, "sessions", doc, by=caller.key_id)
-    for event in body.get("initial_events") or []:
+    for event in initial:
         await send_event(runtime, caller, doc, image, event)
     return await session_wire(runtime, caller.tenant_id, doc)
 
