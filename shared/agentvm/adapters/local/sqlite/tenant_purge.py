@@ -41,10 +41,12 @@ class LocalTenantPurge:
         workspaces: Path | None = None,
         *,
         replies: PurgeableReplies | None = None,
+        memory: PurgeableReplies | None = None,
     ) -> None:
         self._store = store
         self._workspaces = workspaces  # the sandbox's root (None: this host has no workspaces)
         self._replies = replies  # the images' cached first replies (written from its conversations)
+        self._memory = memory  # what its agents kept about its end users (docs/memory.md)
 
     async def purge_tenant(self, tenant_id: str) -> int:
         # Workspaces first: they are found through the containers the store purges.
@@ -55,6 +57,8 @@ class LocalTenantPurge:
                 await asyncio.to_thread(shutil.rmtree, path, True)
         if self._replies is not None:
             await self._replies.purge_tenant(tenant_id)
+        if self._memory is not None:
+            await self._memory.purge_tenant(tenant_id)
         return await self._store.purge_tenant(tenant_id)
 
 
