@@ -120,7 +120,7 @@ class Memory:
         return item
 
     async def edit(
-        self, tenant_id: str, scope: str, memory_id: str, *, text: Any = None, topic: Any = ..., source: str
+        self, tenant_id: str, scope: str, memory_id: str, *, text: Any = None, topic: Any = ...
     ) -> MemoryItem:
         """Change an item's text and/or topic (``topic`` left out: kept; None: removed)."""
         current = await self.get(tenant_id, scope, memory_id)

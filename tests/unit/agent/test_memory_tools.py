@@ -152,7 +152,7 @@ async def test_a_tenant_whose_storage_is_full_is_refused_a_remember_and_keeps_it
     with pytest.raises(StorageQuotaExceeded):
         await memory.remember("tenant-a", "container:alice", "abcdef", source="api")
     assert await quota.used("tenant-a") == 6 and len(await memory.items("tenant-a", "container:alice")) == 1
-    edited = await memory.edit("tenant-a", "container:alice", item.id, text="1234", source="api")
+    edited = await memory.edit("tenant-a", "container:alice", item.id, text="1234")
     assert edited.text == "1234" and await quota.used("tenant-a") == 4
     assert await memory.clear("tenant-a", "container:alice") == 1 and await quota.used("tenant-a") == 0
 
