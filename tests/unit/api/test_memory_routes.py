@@ -133,3 +133,27 @@ async def test_what_a_tool_remembered_is_exported_and_deleted_then_forgotten_by_
     messages = (await c.request("image_messages", imageId=second["imageId"]))["messages"]
     result = next(m["toolResult"]["output"] for m in messages if m.get("toolResult"))
     assert json.loads(result["value"]) == {"memories": []}
+
+
+async def test_a_session_export_carries_its_containers_memory_and_an_import_brings_it_once(harness, app):
+    c = await harness.client("acme")
+    img = (await c.request("image_create", containerId="user-alice", config={"name": "A"}))["record"]
+    async with await _client(harness, app, "admin") as http:
+        await http.post(ALICE, json={"text": "Alice is vegetarian", "topic": "diet"})
+        exported = await http.get(f"/v1/sessions/{img['sessionId']}/export")
+        lines = [json.loads(line) for line in exported.text.splitlines()]
+        memory = [line for line in lines if line["type"] == "memory"]
+        assert [(m["text"], m["topic"], m["source"]) for m in memory] == [
+            ("Alice is vegetarian", "diet", "api")
+        ]
+        assert lines[-1]["memory"] == 1 and "scope" not in memory[0]
+        for status in (201, 200):  # imported twice (the second is the first's answer): remembered once
+            made = await http.post("/v1/containers/user-bob/sessions/import", content=exported.content)
+            assert made.status_code == status
+        bob = (await http.get("/v1/memory/containers/user-bob")).json()["items"]
+        assert [(i["text"], i["topic"], i["source"]) for i in bob] == [("Alice is vegetarian", "diet", "api")]
+        # an export whose memory lines were edited badly is refused before anything is written
+        broken = exported.text.replace('"Alice is vegetarian"', '""').replace(lines[-1]["sha256"], "")
+        broken = broken.replace(',"sha256":""', "")
+        refused = await http.post("/v1/containers/user-carol/sessions/import", content=broken.encode())
+        assert (refused.status_code, refused.json()["error"]["code"]) == (400, "invalid_import")
