@@ -176,3 +176,16 @@ async def test_an_image_memory_declaration_is_checked(tmp_path, tools, problem):
         assert answer["record"]["imageId"]
     else:
         assert problem in answer["error"], answer
+
+
+async def test_a_deleted_tenants_memory_is_purged_and_no_one_elses(tmp_path):
+    from agentvm.ports import MemoryItem
+
+    h = Harness(tmp_path)
+    for tenant in ("tenant-a", "tenant-b"):
+        item = MemoryItem(f"mem_{tenant}", tenant, "container:alice", "a fact", None, "api", 1, 1)
+        await h.memory.add(item, MemoryLimits())
+    assert h.rt.tenant_purge is not None
+    await h.rt.tenant_purge.purge_tenant("tenant-a")
+    assert await h.memory.items("tenant-a", "container:alice") == []
+    assert [i.id for i in await h.memory.items("tenant-b", "container:alice")] == ["mem_tenant-b"]
