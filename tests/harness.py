@@ -11,6 +11,7 @@ from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
 from agentvm.adapters.local.sqlite.config import SqliteConfigStore
 from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex
+from agentvm.adapters.local.sqlite.memory import SqliteMemoryStore
 from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
@@ -132,7 +133,11 @@ class Harness:
         self.rt.running = SqliteRunningTurns(":memory:", self.store)
         self.rt.sessions = SqliteSessionArchive(self.store)
         self.rt.replies = SqliteReplyCache(":memory:")  # images opt in (replyCache)
-        self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces", replies=self.rt.replies)
+        self.memory = SqliteMemoryStore(":memory:")  # images opt in (a memory tool)
+        self.rt.memory = self.memory
+        self.rt.tenant_purge = LocalTenantPurge(
+            self.store, tmp_path / "workspaces", replies=self.rt.replies, memory=self.memory
+        )
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

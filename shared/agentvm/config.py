@@ -217,6 +217,9 @@ class Settings(BaseSettings):
     rate_lease_max: int = Field(default=10, ge=1)
     # bytes one tenant may store, every write path (security/storage_quota.py); 0 = no quota
     tenant_storage_bytes: int = Field(default=1 << 30, ge=0)
+    # what one memory scope (an end user's container, or an image name) may hold (docs/memory.md)
+    memory_max_items: int = Field(default=500, ge=1, le=100_000)
+    memory_max_bytes: int = Field(default=256 * 1024, ge=1024, le=64 << 20)
     # frames (auth attempts included) a WebSocket may send before it has authenticated, per minute
     unauthenticated_frames_per_minute: int = Field(default=30, ge=1)
     # every frame of one local WebSocket, keyed or not: a token bucket of this rate, with a burst of

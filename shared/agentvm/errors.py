@@ -122,6 +122,22 @@ class KeyLimitReached(Conflict):
         return {"limit": self.limit}
 
 
+class MemoryFull(Conflict):
+    """A memory scope holds as many items (``what`` "items") or bytes (``what`` "bytes") as it may
+    (``limit``; ``used`` now): forget something first (docs/memory.md)."""
+
+    code = "memory_full"
+
+    def __init__(self, message: str, *, limit: int, used: int, what: str) -> None:
+        super().__init__(message)
+        self.limit = limit
+        self.used = used
+        self.what = what
+
+    def wire_fields(self) -> dict[str, object]:
+        return {"limit": self.limit, "used": self.used}
+
+
 class AlreadyAnswered(Conflict):
     """A tool call a turn waited on was approved, denied, answered, timed out or cancelled already."""
 
@@ -438,6 +454,7 @@ __all__ = [
     "ExportTooLarge",
     "ImportInProgress",
     "KeyLimitReached",
+    "MemoryFull",
     "InvalidImport",
     "InvalidQuery",
     "MessageNotFound",

@@ -25,6 +25,8 @@ if TYPE_CHECKING:
         Ids,
         KnowledgeIndex,
         LogStore,
+        MemoryLimits,
+        MemoryStore,
         Metrics,
         ModelResolver,
         PerTenantLimits,
@@ -254,6 +256,10 @@ class Runtime:
     sessions: SessionArchive | None = None
     # Images' cached first replies (turns/reply_cache.py; images opt in). None: no reply cache.
     replies: ReplyCache | None = None
+    # What agents keep about their end users across sessions (docs/memory.md). None: this host keeps
+    # no memory (the memory tools are left out, and /v1/memory answers 404).
+    memory: MemoryStore | None = None
+    memory_limits: MemoryLimits | None = None  # None: the defaults (AVM_MEMORY_MAX_ITEMS, _BYTES)
 
 
 __all__ = [

@@ -68,6 +68,13 @@ if TYPE_CHECKING:
         complete,
         run_turn,
     )
+    from agentvm.agent.memory import (
+        Memory,
+        clean_text,
+        clean_topic,
+        memory_of,
+        recall_limit,
+    )
     from agentvm.agent.model_policy import (
         DEFAULT_FAST_MAX_CHARS,
         SHORT_FIRST_MESSAGE,
@@ -105,6 +112,7 @@ if TYPE_CHECKING:
         read_bounds,
         start_seq,
     )
+
 
 __all__ = [
     "AFTER_ANCHOR_SLACK",
@@ -178,6 +186,11 @@ __all__ = [
     "turn_steps",
     "turns_of",
     "user_turn",
+    "Memory",
+    "clean_text",
+    "clean_topic",
+    "memory_of",
+    "recall_limit",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -275,6 +288,13 @@ __getattr__, __dir__ = lazy_exports(
             "previous_user",
             "read_bounds",
             "start_seq",
+        ],
+        "memory": [
+            "Memory",
+            "clean_text",
+            "clean_topic",
+            "memory_of",
+            "recall_limit",
         ],
     },
 )

@@ -117,6 +117,11 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.dynamodb.replies import DynamoDbReplyCache
 
     runtime.replies = DynamoDbReplyCache(settings.table_name)  # images opt in (replyCache)
+    from agentvm.adapters.aws.dynamodb.memory import DynamoDbMemoryStore
+    from agentvm.ports import MemoryLimits
+
+    runtime.memory = DynamoDbMemoryStore(settings.table_name)  # images opt in (a memory tool)
+    runtime.memory_limits = MemoryLimits(settings.memory_max_items, settings.memory_max_bytes)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre is given no sealer, so it refuses secrets.

@@ -60,6 +60,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
     from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
     from agentvm.adapters.postgres.config import PostgresConfigStore
+    from agentvm.adapters.postgres.memory import PostgresMemoryStore
     from agentvm.adapters.postgres.node_metrics import NodeMetricsBoard
     from agentvm.adapters.postgres.queue_gauges import QueueGaugeSnapshot
     from agentvm.adapters.postgres.replies import PostgresReplyCache
@@ -76,6 +77,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     from agentvm.observability.metrics import NoMetrics
     from agentvm.observability.running import TurnProgress
     from agentvm.observability.tracing import configure_tracing
+    from agentvm.ports import MemoryLimits
     from agentvm.resources.centre import ResourceCentre
     from agentvm.turns.cancel_poll import CancelPoll
 
@@ -133,8 +135,15 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     runtime.tenants = PostgresTenantStore(db)
     replies = PostgresReplyCache(db)
     runtime.replies = replies
+    memory = PostgresMemoryStore(db)  # images opt in (a memory tool)
+    runtime.memory = memory
+    runtime.memory_limits = MemoryLimits(settings.memory_max_items, settings.memory_max_bytes)
     runtime.tenant_purge = LocalTenantPurge(
-        store, settings.data_dir / "workspaces", replies=replies, stored_workspaces=stored_workspaces
+        store,
+        settings.data_dir / "workspaces",
+        replies=replies,
+        memory=memory,
+        stored_workspaces=stored_workspaces,
     )
     configure_tracing(settings)
     if settings.log_store_max_bytes > 0:  # /v1/logs: every node's lines in one table

@@ -137,7 +137,15 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 
     runtime.replies = SqliteReplyCache(settings.data_dir / "agentvm.db")  # images opt in (replyCache)
-    runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces", replies=runtime.replies)
+    from agentvm.adapters.local.sqlite.memory import SqliteMemoryStore
+    from agentvm.ports import MemoryLimits
+
+    memory = SqliteMemoryStore(settings.data_dir / "agentvm.db")  # images opt in (a memory tool)
+    runtime.memory = memory
+    runtime.memory_limits = MemoryLimits(settings.memory_max_items, settings.memory_max_bytes)
+    runtime.tenant_purge = LocalTenantPurge(
+        store, settings.data_dir / "workspaces", replies=runtime.replies, memory=memory
+    )
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
 
     runtime.metrics = PrometheusMetrics(

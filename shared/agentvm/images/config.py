@@ -102,8 +102,13 @@ class ImageConfig(BaseModel):
         from agentvm.agent.tools.sandbox import SPECS as SANDBOX_TOOLS
 
         names: list[str] = []
-        for decl in v or []:  # a sandbox declaration brings its own six tools
-            names += list(SANDBOX_TOOLS) if decl.type == "sandbox" else [decl.name]
+        for decl in v or []:  # a sandbox declaration brings its own six tools, a memory one its own
+            if decl.type == "sandbox":
+                names += list(SANDBOX_TOOLS)
+            elif decl.type == "memory":
+                names += list(decl.tools)
+            else:
+                names.append(decl.name)
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"tool names must be unique (repeated: {', '.join(duplicates)})")

@@ -9,6 +9,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``sessions``: ``SessionArchive`` (imports, forks, message search);
 - ``connections``: ``Connections``, ``Push`` and the protocol names;
 - ``replies``: ``ReplyCache`` (images' cached first replies);
+- ``memory``: ``MemoryStore`` (what agents keep about end users across sessions);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
 - ``knowledge``: ``KnowledgeIndex`` and its value types;
 - ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
@@ -40,6 +41,27 @@ from agentvm.ports.knowledge import (
     KnowledgeHit,
     KnowledgeIndex,
     KnowledgeLimits,
+)
+from agentvm.ports.memory import (
+    DEFAULT_MAX_BYTES,
+    DEFAULT_MAX_ITEMS,
+    DEFAULT_RECALL_LIMIT,
+    MAX_QUERY_WORDS,
+    MAX_RECALL_LIMIT,
+    MAX_TEXT_CHARS,
+    MAX_TOPIC_CHARS,
+    MEMORY_SOURCES,
+    MemoryItem,
+    MemoryLimits,
+    MemorySource,
+    MemoryStore,
+    check_memory_room,
+    container_scope,
+    image_scope,
+    item_size,
+    memory_id_for,
+    memory_words,
+    ranked_by_words,
 )
 from agentvm.ports.models import ModelClient, ModelResolver
 from agentvm.ports.observability import (
@@ -123,6 +145,9 @@ __all__ = [
     "CounterLease",
     "Counters",
     "DEFAULT_LOG_LIMIT",
+    "DEFAULT_MAX_BYTES",
+    "DEFAULT_MAX_ITEMS",
+    "DEFAULT_RECALL_LIMIT",
     "DEFAULT_REPLY_SLOTS",
     "DEFAULT_REPLY_TTL_S",
     "DRAFT",
@@ -142,11 +167,20 @@ __all__ = [
     "LogPage",
     "LogQuery",
     "LogStore",
+    "MAX_QUERY_WORDS",
+    "MAX_RECALL_LIMIT",
     "MAX_REPLY_TTL_S",
+    "MAX_TEXT_CHARS",
+    "MAX_TOPIC_CHARS",
+    "MEMORY_SOURCES",
     "McpConnector",
     "McpServerFailed",
     "McpSession",
     "McpSessionPool",
+    "MemoryItem",
+    "MemoryLimits",
+    "MemorySource",
+    "MemoryStore",
     "MessageHit",
     "Metrics",
     "MetricsQuery",
@@ -195,6 +229,13 @@ __all__ = [
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",
+    "check_memory_room",
+    "container_scope",
+    "image_scope",
+    "item_size",
+    "memory_id_for",
+    "memory_words",
+    "ranked_by_words",
     "reply_set",
     "way_for",
 ]

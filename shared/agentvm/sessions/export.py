@@ -2,9 +2,10 @@
 
 An export holds the session's whole history, the image's pinned config (the fields a build from
 an agent resource resolved, and the build record: what it was pinned to), the compaction summary
-and the session's usage records. It carries the image's tool declarations and MCP server configs
-as stored (secret header values stay ``{"secret": NAME}`` references; plain values are stored
-with the image, which the docs say is not for secrets): the route is for admin keys only.
+and the session's usage records, and its container's agent memory (docs/memory.md). It carries
+the image's tool declarations and MCP server configs as stored (secret header values stay
+``{"secret": NAME}`` references; plain values are stored with the image, which the docs say is not
+for secrets): the route is for admin keys only.
 
 **Size.** An export is at most ``MAX_EXPORT_BYTES`` (4 MiB): what one Lambda answer can carry once
 API Gateway base64-encodes it (Lambda caps answers at 6 MB). A larger session is refused with
@@ -15,7 +16,9 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from agentvm.agent.memory import memory_of
 from agentvm.errors import ExportTooLarge, NotFound
+from agentvm.ports import container_scope
 from agentvm.sessions.jsonl import write_export
 
 if TYPE_CHECKING:
@@ -45,6 +48,8 @@ async def export_session(rt: Runtime, tenant_id: str, session_id: str) -> bytes:
     since = max(0, image.createdAt - EXPORT_SKEW_MS)
     records = await rt.store.list_usage(tenant_id, image.containerId, since_ms=since)
     usage = [u for u in records if u.sessionId == session_id]
+    memory = memory_of(rt)
+    remembered = [] if memory is None else await memory.items(tenant_id, container_scope(image.containerId))
     body = write_export(
         export_id=rt.ids.new("exp"),
         exported_at=rt.clock.now_ms(),
@@ -52,6 +57,7 @@ async def export_session(rt: Runtime, tenant_id: str, session_id: str) -> bytes:
         messages=messages,
         summary=summary,
         usage=usage,
+        memory=[m.to_wire() for m in remembered],
     )
     if len(body) > MAX_EXPORT_BYTES:
         raise ExportTooLarge(

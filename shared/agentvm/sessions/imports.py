@@ -16,6 +16,10 @@ the search tool of a knowledge resource; it is kept only if the importing tenant
 exact version (its own, or a platform resource), else the import is refused with
 ``resource_unavailable`` (publish the knowledge in this tenant and build an agent on it instead).
 
+Memory lines (the exporting container's agent memory, docs/memory.md) go into the importing
+container's memory, each keyed on the export and its old id (imported once however often the export
+is); a memory that fills up refuses the rest with ``memory_full`` after the session was written.
+
 Usage lines are carried for the record and not imported: usage is what the exporting tenant was
 billed for. Size: the body is at most ``AVM_MAX_BODY_BYTES`` (``payload_too_large``, 413).
 """
@@ -26,7 +30,9 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import ValidationError
 
-from agentvm.errors import AgentVMError, InvalidImport, ResourceUnavailable
+from agentvm.agent.memory import clean_text, clean_topic, memory_of
+from agentvm.errors import AgentVMError, BadRequest, InvalidImport, ResourceUnavailable
+from agentvm.ports import MEMORY_SOURCES, container_scope
 from agentvm.records import DEFAULT_IMAGE_NAME, ImageRecord, SessionSummary
 from agentvm.sessions.jsonl import read_export
 from agentvm.sessions.writer import archive_of, fresh_copies, write_session
@@ -39,6 +45,11 @@ if TYPE_CHECKING:
 async def import_session(rt: Runtime, tenant_id: str, container_id: str, body: bytes) -> dict[str, Any]:
     archive_of(rt)  # no session centre: refused before reading the body
     export = read_export(body)
+    for m in export.memory:  # checked before anything is written
+        try:
+            clean_text(m["text"]), clean_topic(m.get("topic"))
+        except BadRequest as exc:
+            raise InvalidImport(f"memory {m['id']!r}: {exc.message}") from None
     fields = await _config(rt, tenant_id, export)
     messages = fresh_copies(export.messages, rt.ids)
     summary = None
@@ -74,12 +85,26 @@ async def import_session(rt: Runtime, tenant_id: str, container_id: str, body: b
         summary=summary,
         source={"exportId": export.export_id, **export.source, **_built(export)},
     )
+    await _import_memory(rt, tenant_id, container_id, export)
     return {
         "created": created,
         "exportId": export.export_id,
         "messages": len(export.messages),
         "record": image.to_wire(),
     }
+
+
+async def _import_memory(rt: Runtime, tenant_id: str, container_id: str, export: SessionExport) -> None:
+    """The export's memory items, into the container's memory: each keyed on the export and its old
+    id, so importing one export twice stores them once (a full memory refuses the rest)."""
+    memory = memory_of(rt)
+    if memory is None or not export.memory:
+        return
+    scope = container_scope(container_id)
+    for m in export.memory:
+        source = str(m["source"]) if m.get("source") in MEMORY_SOURCES else "api"
+        origin = f"import:{export.export_id}:{m['id']}"
+        await memory.remember(tenant_id, scope, m["text"], topic=m.get("topic"), source=source, origin=origin)
 
 
 def _built(export: SessionExport) -> dict[str, Any]:

@@ -11,9 +11,11 @@
     {"type": "message", "seq": 1, "message": {<the stored AgentX Message>}}    seq 1..n, in order
     {"type": "summary", "upToSeq", "text", "model", "messages", "createdAt"}    the summary, if any
     {"type": "usage", "turnId", "kind", "model", "inputTokens", ...}    one per usage record
-    {"type": "end", "messages": n, "usage": u, "sha256": "<hex of every byte before this line>"}
+    {"type": "memory", "id", "topic", "text", "source", "createdAt", "updatedAt"}    one per item of
+     the container's agent memory (docs/memory.md), if the host keeps memory
+    {"type": "end", "messages": n, "usage": u, "memory": m, "sha256": "<hex of every byte before this line>"}
 
-The header comes first, the image second, the messages in order, then the summary and usage lines,
+The header comes first, the image second, the messages in order, then the summary, usage and memory lines,
 and ``end`` last: an export cut short has no ``end`` line and is refused. ``sha256`` guards against
 damage in transit; a person editing an export (to drop a message, say) removes the field, and the
 rest is still checked (counts, order, message shapes). Records may gain fields within version 1:
@@ -80,6 +82,7 @@ def write_export(
     messages: Sequence[Message],
     summary: SessionSummary | None,
     usage: Sequence[UsageRecord],
+    memory: Sequence[dict[str, Any]] = (),
 ) -> bytes:
     """The export of one session as bytes (JSON Lines)."""
     out = bytearray()
@@ -116,8 +119,13 @@ def write_export(
         )
     for u in usage:
         out += _line({"type": "usage", **u.model_dump(exclude={"tenantId"})})
+    for m in memory:  # the container's memory items (their wire form names no tenant or scope)
+        out += _line({"type": "memory", **{k: v for k, v in m.items() if k != "scope"}})
     digest = hashlib.sha256(out).hexdigest()
-    out += _line({"type": "end", "messages": len(messages), "usage": len(usage), "sha256": digest})
+    end: dict[str, Any] = {"type": "end", "messages": len(messages), "usage": len(usage)}
+    if memory:
+        end["memory"] = len(memory)
+    out += _line({**end, "sha256": digest})
     return bytes(out)
 
 
@@ -132,6 +140,7 @@ class SessionExport:
     messages: list[Message] = field(default_factory=list)
     summary: dict[str, Any] | None = None
     usage: list[dict[str, Any]] = field(default_factory=list)
+    memory: list[dict[str, Any]] = field(default_factory=list)  # {id, topic, text, source, ...}
     image_line: int = 2
 
 
@@ -222,16 +231,27 @@ class _Reader:
         while item is not None and item[1]["type"] == "usage":
             out.usage.append(item[1])
             item = self._next()
+        while item is not None and item[1]["type"] == "memory":
+            number, record, _ = item
+            if not isinstance(record.get("text"), str) or not isinstance(record.get("id"), str):
+                raise InvalidImport("a memory line needs its id and text (strings)", line=number)
+            out.memory.append(record)
+            item = self._next()
         if item is None:
             raise InvalidImport('the export is cut short: its last line must be {"type": "end", ...}')
         number, end, end_offset = item
         if end["type"] != "end":
-            kinds = "message, summary, usage or end"
+            kinds = "message, summary, usage, memory or end"
             raise InvalidImport(
                 f"unexpected {end['type']!r} line here (expected {kinds}, in that order)", line=number
             )
         if self._next() is not None:
             raise InvalidImport("nothing may follow the end line", line=self.records[self.i - 1][0])
+        if end.get("memory", len(out.memory)) != len(out.memory):
+            raise InvalidImport(
+                f"the end line counts {end.get('memory')!r} memory items; the export holds {len(out.memory)}",
+                line=number,
+            )
         if end.get("messages") != len(out.messages) or end.get("usage", len(out.usage)) != len(out.usage):
             raise InvalidImport(
                 f"the end line counts {end.get('messages')!r} messages and {end.get('usage')!r} usage "

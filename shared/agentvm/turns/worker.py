@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 from agentvm.agent.compaction import compact_after_turn, prepare_context
 from agentvm.agent.history import result_of, turn_steps
 from agentvm.agent.loop import TurnOutcome, run_turn
+from agentvm.agent.memory import memory_of
 from agentvm.agent.model_policy import route_turn
 from agentvm.agent.tools.declarations import DEFAULT_MAX_STEPS
 from agentvm.errors import AgentVMError, ProviderError, ProviderRejected, SessionBusy, StorageUnavailable
@@ -61,6 +62,7 @@ if TYPE_CHECKING:
     from agentvm.agent.context import TurnContext
     from agentvm.agent.tools.toolbox import Toolbox
     from agentvm.events import Json
+    from agentvm.ports import Tool
     from agentvm.records import ImageRecord, TurnJob, TurnStatus
     from agentvm.runtime import Runtime
 
@@ -187,7 +189,7 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
             sink.emit("message_stop", {"stopReason": "end_turn"})
             sink.emit("conversation_end", {"reason": "interrupted"})
         started_ms = rt.clock.now_ms()
-        toolbox = await _toolbox(rt, image)
+        toolbox = await _toolbox(rt, image, job.turnId)
         try:
             outcome, hooks = await _run(rt, job, image, context, sink, toolbox, started_ms, cancelled)
         finally:
@@ -201,18 +203,28 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
     return await ended(rt, job, sink, run, attempt, started_ms)
 
 
-async def _toolbox(rt: Runtime, image: ImageRecord) -> Toolbox | None:
+async def _toolbox(rt: Runtime, image: ImageRecord, turn_id: str) -> Toolbox | None:
     """The image's tools for this turn (None: it declares none, or the host runs no tools), plus
-    the search tools of the knowledge resources it was built with (``agent.knowledge_tools``)."""
+    the search tools of the knowledge resources it was built with (``agent.knowledge_tools``) and
+    its memory tools (``agent.tools.memory``, when the host keeps memory)."""
     box = None
     if rt.tools is not None and (image.tools or image.mcpServers):
         box = await rt.tools.toolbox(rt.store, image, storage=rt.storage_quota)
+    found: list[Tool] = []
     knowledge = [t for t in image.tools or [] if t.get("type") == "knowledge"]
     if knowledge and rt.resources is not None:
-        from agentvm.agent.tools.toolbox import Toolbox
         from agentvm.resources.knowledge_tool import knowledge_tools
 
-        found = knowledge_tools(knowledge, rt.resources)
+        found += knowledge_tools(knowledge, rt.resources)
+    remembering = [t for t in image.tools or [] if t.get("type") == "memory"]
+    memory = memory_of(rt) if remembering else None
+    if memory is not None:
+        from agentvm.agent.tools.memory import memory_tools
+
+        found += memory_tools(remembering, memory, image, turn_id)
+    if found:
+        from agentvm.agent.tools.toolbox import Toolbox
+
         if box is None:
             box = Toolbox(found)
         else:

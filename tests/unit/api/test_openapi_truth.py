@@ -49,6 +49,15 @@ ROUTE_ERRORS = {
     ("post", "/v1/turns/{turn_id}/cancel"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace/file"): {400, 404},
+    # agent memory (api/memory.py): 404 a missing container or a host without memory; 409
+    # memory_full; 507 the tenant's storage used up
+    ("get", "/v1/memory/{kind}/{owner}"): {400, 404},
+    ("post", "/v1/memory/{kind}/{owner}"): {400, 404, 409, 507},
+    ("delete", "/v1/memory/{kind}/{owner}"): {400, 404},
+    ("get", "/v1/memory/{kind}/{owner}/export"): {400, 404},
+    ("get", "/v1/memory/{kind}/{owner}/{memory_id}"): {400, 404},
+    ("patch", "/v1/memory/{kind}/{owner}/{memory_id}"): {400, 404, 409, 507},
+    ("delete", "/v1/memory/{kind}/{owner}/{memory_id}"): {400, 404},
     ("post", "/v1/resources"): {400, 404, 409},
     ("get", "/v1/resources"): {400},
     ("get", "/v1/resources/resolve"): {400, 404},

@@ -155,7 +155,7 @@ async def world(request, tmp_path):
 
 
 # -- normalisation ------------------------------------------------------------------------------
-_GENERATED = re.compile(r"\b(img|sess|agent|msg|conn|turn)_[0-9a-z_]+")
+_GENERATED = re.compile(r"\b(img|sess|agent|msg|conn|turn|mem)_[0-9a-z_]+")
 _TIMES = {
     "timestamp",
     "createdAt",
@@ -165,6 +165,7 @@ _TIMES = {
     "dayResetAt",
     "monthResetAt",
     "ageMs",
+    "exportedAt",
 }
 
 
@@ -199,6 +200,8 @@ class Victim:
     turn_id: str  # a suspended turn of A's, waiting for approval of ``call_id``
     call_id: str
     built: str  # an image of A's built from A's agent resource
+    memory_id: str = ""  # an item of A's end user's memory (container scope)
+    image_memory_id: str = ""  # an item of the memory of A's images named "A"
 
 
 async def victim(world: World) -> Victim:
@@ -250,6 +253,9 @@ async def victim(world: World) -> Victim:
     built = await a.request(
         "image_create", containerId="user-alice", config={"agent": "resource://agents/planner"}
     )
+    async with world.http("tenant-a") as http:  # A's agent memory: its end user's, and its image's
+        mem = (await http.post("/v1/memory/containers/user-alice", json={"text": "Alice's secret"})).json()
+        note = (await http.post("/v1/memory/images/A", json={"text": "A's private note"})).json()
     return Victim(
         a,
         "user-alice",
@@ -259,6 +265,8 @@ async def victim(world: World) -> Victim:
         wait["turnId"],
         wait["toolCallId"],
         built["record"]["imageId"],
+        mem["id"],
+        note["id"],
     )
 
 
@@ -293,6 +301,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/config/audit",
             "/v1/registry/search",
             "/v1/registry/resource?locator=private/plan.prompt@1",
+            "/v1/memory/containers/user-alice",
+            "/v1/memory/images/A",
         ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
@@ -534,6 +544,23 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ),
             ("GET", "/v1/sessions/{}/events", v.image["sessionId"], "sess_missing_0000", None),
             ("POST", "/v1/sessions/{}/interrupt", v.image["sessionId"], "sess_missing_0000", None),
+            # agent memory (api/memory.py): A's end user's and A's image's, by container, name and id
+            ("GET", "/v1/memory/containers/{}", v.container, "user-missing", None),
+            ("GET", "/v1/memory/containers/{}?q=secret", v.container, "user-missing", None),
+            ("GET", "/v1/memory/containers/{}/export", v.container, "user-missing", None),
+            ("POST", "/v1/memory/containers/{}", v.container, "user-missing", {"text": "pwned"}),
+            ("GET", "/v1/memory/containers/user-alice/{}", v.memory_id, "mem_missing_0000", None),
+            ("PATCH", "/v1/memory/containers/user-alice/{}", v.memory_id, "mem_missing_0000", {"text": "x"}),
+            ("DELETE", "/v1/memory/containers/user-alice/{}", v.memory_id, "mem_missing_0000", None),
+            ("DELETE", "/v1/memory/containers/{}", v.container, "user-missing", None),
+            ("GET", "/v1/memory/images/{}", "A", "nobody", None),
+            ("GET", "/v1/memory/images/{}?q=private", "A", "nobody", None),
+            ("GET", "/v1/memory/images/{}/export", "A", "nobody", None),
+            ("GET", "/v1/memory/images/A/{}", v.image_memory_id, "mem_missing_0000", None),
+            ("PATCH", "/v1/memory/images/A/{}", v.image_memory_id, "mem_missing_0000", {"text": "x"}),
+            ("DELETE", "/v1/memory/images/A/{}", v.image_memory_id, "mem_missing_0000", None),
+            ("DELETE", "/v1/memory/images/{}", "A", "nobody", None),
+            ("POST", "/v1/memory/images/{}", "A", "nobody", {"text": "B's own note"}),  # B's own scope
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -685,11 +712,18 @@ def _recorder(sent: list[tuple[str, str]]) -> Callable[[httpx.Request], Awaitabl
 def _route(schema: dict[str, Any], method: str, path: str) -> tuple[str, str] | None:
     """The OpenAPI operation a request path reaches: the matching template with the fewest
     parameters (``/v1/tenants/list`` is its own route, not ``/v1/tenants/{tenant_id}``)."""
-    matches = [
-        template
-        for template, ops in schema["paths"].items()
-        if method.lower() in ops and re.fullmatch(re.sub(r"\\\{[^}]+\\\}", ".+", re.escape(template)), path)
-    ]
+
+    def matching(param: str) -> list[str]:
+        return [
+            template
+            for template, ops in schema["paths"].items()
+            if method.lower() in ops
+            and re.fullmatch(re.sub(r"\\\{[^}]+\\\}", param, re.escape(template)), path)
+        ]
+
+    # a template whose parameters each take one segment first (``/v1/memory/{kind}/{owner}/export``
+    # is not ``/v1/memory/{kind}/{owner}`` with an owner "x/export"), then ones whose take several
+    matches = matching("[^/]+") or matching(".+")
     return (method, min(matches, key=lambda t: t.count("{"))) if matches else None
 
 

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
         DEFAULT_MAX_STEPS,
         MAX_TOOLS,
         MAX_WAIT_S,
+        MEMORY_TOOLS,
         TOOL_NAME,
         ApprovalConfig,
         BuiltinToolDecl,
@@ -30,6 +31,7 @@ if TYPE_CHECKING:
         HttpToolDecl,
         McpRemoteServer,
         McpStdioServer,
+        MemoryToolDecl,
         SandboxToolDecl,
         SecretRef,
         ToolDecl,
@@ -44,6 +46,12 @@ if TYPE_CHECKING:
         DEFAULT_MAX_BLOCK_BYTES,
         DEFAULT_MAX_RESULT_BYTES,
         bounded_blocks,
+    )
+    from agentvm.agent.tools.memory import (
+        MEMORY_SPECS,
+        MemoryTool,
+        memory_scope,
+        memory_tools,
     )
     from agentvm.agent.tools.reports import (
         MCP_SERVER_FAILED,
@@ -85,6 +93,7 @@ if TYPE_CHECKING:
         tool_output,
     )
 
+
 __all__ = [
     "ApprovalConfig",
     "BUILTIN_TOOLS",
@@ -115,6 +124,8 @@ __all__ = [
     "RemoteSandboxTool",
     "SPECS",
     "SandboxTool",
+    "MEMORY_TOOLS",
+    "MemoryToolDecl",
     "SandboxToolDecl",
     "SecretRef",
     "TOOL_NAME",
@@ -141,6 +152,10 @@ __all__ = [
     "set_current_progress",
     "tenant_secrets",
     "tool_output",
+    "MEMORY_SPECS",
+    "MemoryTool",
+    "memory_scope",
+    "memory_tools",
 ]
 
 __getattr__, __dir__ = lazy_exports(
@@ -162,6 +177,8 @@ __getattr__, __dir__ = lazy_exports(
             "MAX_WAIT_S",
             "McpRemoteServer",
             "McpStdioServer",
+            "MEMORY_TOOLS",
+            "MemoryToolDecl",
             "SandboxToolDecl",
             "SecretRef",
             "TOOL_NAME",
@@ -216,6 +233,12 @@ __getattr__, __dir__ = lazy_exports(
             "output_text",
             "schema_problem",
             "tool_output",
+        ],
+        "memory": [
+            "MEMORY_SPECS",
+            "MemoryTool",
+            "memory_scope",
+            "memory_tools",
         ],
     },
 )

@@ -9,7 +9,9 @@ Three sources, all in the image's ``config``:
   ``{"type": "sandbox", wallS, cpuS, memoryMb, outputBytes, processes}`` (``agent.sandbox_tools``: the tools
   ``sh``, ``python``, ``read``, ``write``, ``edit``, ``ls`` on the container's workspace), or
   ``{"type": "client", name, description, inputSchema, timeoutS}``: a tool the *client* runs (the
-  turn suspends until it sends the result, at most ``timeoutS``, default 600 s).
+  turn suspends until it sends the result, at most ``timeoutS``, default 600 s), or
+  ``{"type": "memory", scope: "container" | "image", tools: ["remember", "recall", "forget"]}``:
+  what the agent keeps across sessions (``agent.tools.memory``, docs/memory.md).
 * ``approval``: ``{"tools": ["name", ...] | "*", "timeoutS": 3600}``: which tools (by the name the
   model sees) wait for a person's approval before they run; the turn suspends meanwhile.
 * ``maxSteps``: how many model calls one turn may make (default 20).
@@ -125,6 +127,29 @@ class ClientToolDecl(_Decl):
     _schema = field_validator("inputSchema")(HttpToolDecl._schema.__func__)  # type: ignore[attr-defined]
 
 
+MemoryToolName = Literal["remember", "recall", "forget"]
+MEMORY_TOOLS: tuple[MemoryToolName, ...] = ("remember", "recall", "forget")
+
+
+class MemoryToolDecl(_Decl):
+    """The memory tools (``agent/tools/memory.py``) on one scope: ``container`` (what the agent keeps
+    about this end user, shared by the container's images) or ``image`` (what it keeps for all end
+    users of images of this name); ``tools``: which of ``remember``, ``recall``, ``forget``."""
+
+    type: Literal["memory"]
+    scope: Literal["container", "image"] = "container"
+    tools: list[MemoryToolName] = Field(
+        default_factory=lambda: list(MEMORY_TOOLS), min_length=1, max_length=3
+    )
+
+    @field_validator("tools")
+    @classmethod
+    def _distinct(cls, v: list[str]) -> list[str]:
+        if len(set(v)) != len(v):
+            raise ValueError("each memory tool at most once")
+        return v
+
+
 class ApprovalConfig(_Decl):
     """Tools that need a person's approval: by the name the model sees, or ``"*"`` for all."""
 
@@ -133,7 +158,8 @@ class ApprovalConfig(_Decl):
 
 
 ToolDecl = Annotated[
-    HttpToolDecl | BuiltinToolDecl | SandboxToolDecl | ClientToolDecl, Field(discriminator="type")
+    HttpToolDecl | BuiltinToolDecl | SandboxToolDecl | ClientToolDecl | MemoryToolDecl,
+    Field(discriminator="type"),
 ]
 
 
@@ -211,6 +237,8 @@ __all__ = [
     "ApprovalConfig",
     "ClientToolDecl",
     "MAX_TOOLS",
+    "MEMORY_TOOLS",
+    "MemoryToolDecl",
     "TOOL_NAME",
     "BuiltinToolDecl",
     "HttpToolDecl",

@@ -81,6 +81,11 @@ class CallProgress:
         self.received = 0  # reports the tool made
         self.sent = 0  # events they became
 
+    @property
+    def call_id(self) -> str:
+        """The running call's id (the model's tool call id): what a tool keys a retried write on."""
+        return self._call_id
+
     def __call__(self, progress: float, total: float | None, message: str | None) -> None:
         self.received += 1
         now = self._clock()

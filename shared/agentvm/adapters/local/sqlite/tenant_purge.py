@@ -42,12 +42,14 @@ class LocalTenantPurge:
         *,
         replies: PurgeableReplies | None = None,
         stored_workspaces: PurgeableReplies | None = None,
+        memory: PurgeableReplies | None = None,
     ) -> None:
         self._store = store
         self._workspaces = workspaces  # the sandbox's root (None: this host has no workspaces)
         self._replies = replies  # the images' cached first replies (written from its conversations)
         # the cluster's shared copy of the workspaces (adapters/postgres/workspaces.py), if any
         self._stored_workspaces = stored_workspaces
+        self._memory = memory  # what its agents kept about its end users (docs/memory.md)
 
     async def purge_tenant(self, tenant_id: str) -> int:
         # Workspaces first: they are found through the containers the store purges.
@@ -60,6 +62,8 @@ class LocalTenantPurge:
             await self._stored_workspaces.purge_tenant(tenant_id)
         if self._replies is not None:
             await self._replies.purge_tenant(tenant_id)
+        if self._memory is not None:
+            await self._memory.purge_tenant(tenant_id)
         return await self._store.purge_tenant(tenant_id)
 
 
