@@ -14,6 +14,7 @@ from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite.running import SqliteRunningTurns
+from agentvm.adapters.local.sqlite.schedules import SqliteSchedules
 from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
 from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
@@ -127,6 +128,7 @@ class Harness:
         self.rt.running = SqliteRunningTurns(":memory:", self.store)
         self.rt.sessions = SqliteSessionArchive(self.store)
         self.rt.replies = SqliteReplyCache(":memory:")  # images opt in (replyCache)
+        self.rt.schedules = SqliteSchedules(":memory:")
         self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces", replies=self.rt.replies)
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),

@@ -31,6 +31,7 @@ if TYPE_CHECKING:
         RunningTurns,
         Sandbox,
         SandboxJobs,
+        Schedules,
         SessionArchive,
         StorageAccount,
         Store,
@@ -243,6 +244,8 @@ class Runtime:
     sessions: SessionArchive | None = None
     # Images' cached first replies (turns/reply_cache.py; images opt in). None: no reply cache.
     replies: ReplyCache | None = None
+    # Tenants' cron schedules and their runs (turns/schedules.py). None: this host runs no schedules.
+    schedules: Schedules | None = None
 
 
 __all__ = [

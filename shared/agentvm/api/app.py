@@ -43,6 +43,7 @@ from agentvm.api import (
     metrics,
     registry,
     resources,
+    schedules,
     sessions,
     tenants,
     turns,
@@ -79,6 +80,7 @@ _DOMAINS = (
     turns,
     sessions,
     http_turns,
+    schedules,
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)

@@ -119,6 +119,9 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = PostgresTenantStore(db)
+    from agentvm.adapters.postgres.schedules import PostgresSchedules
+
+    runtime.schedules = PostgresSchedules(db)  # every node's scheduler claims a tick once
     replies = PostgresReplyCache(db)
     runtime.replies = replies
     runtime.tenant_purge = LocalTenantPurge(store, settings.data_dir / "workspaces", replies=replies)

@@ -120,6 +120,9 @@ def local_runtime(settings: Settings) -> LocalHost:
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
+    from agentvm.adapters.local.sqlite.schedules import SqliteSchedules
+
+    runtime.schedules = SqliteSchedules(settings.data_dir / "agentvm.db")  # turns/schedules.py
     from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 
     runtime.replies = SqliteReplyCache(settings.data_dir / "agentvm.db")  # images opt in (replyCache)

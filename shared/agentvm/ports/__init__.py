@@ -10,6 +10,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``connections``: ``Connections``, ``Push`` and the protocol names;
 - ``replies``: ``ReplyCache`` (images' cached first replies);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
+- ``schedules``: ``Schedules`` (cron schedules and their runs);
 - ``models``: ``ModelClient``, ``ModelResolver``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
@@ -69,6 +70,7 @@ from agentvm.ports.sandbox import (
     WorkspaceQuota,
     WorkspaceScan,
 )
+from agentvm.ports.schedules import Schedules
 from agentvm.ports.security import (
     Authentication,
     BudgetStore,
@@ -151,6 +153,7 @@ __all__ = [
     "SandboxJobs",
     "SandboxLimits",
     "SandboxRun",
+    "Schedules",
     "SearchPage",
     "SearchPosition",
     "SearchTerm",

@@ -62,6 +62,16 @@ if TYPE_CHECKING:
         answer_job,
         run_sandbox_job,
     )
+    from agentvm.turns.schedules import (
+        CLAIM_STALE_MS,
+        check_cron,
+        day_start,
+        fire_due,
+        latest_tick,
+        next_tick,
+        schedules_of,
+        tokens_since,
+    )
     from agentvm.turns.status import (
         answer_send,
         attempt_of,
@@ -110,6 +120,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "CLAIM_STALE_MS",
     "CacheLookup",
     "CancelPoll",
     "Ending",
@@ -139,16 +150,19 @@ __all__ = [
     "cached_reply",
     "cancel_turn_waits",
     "charge_storage",
+    "check_cron",
     "clean_title",
     "config_digest",
     "context_for",
     "continue_turn",
+    "day_start",
     "decide",
     "emit_terminal",
     "end",
     "ended",
     "find_wait",
     "finish_turn",
+    "fire_due",
     "first_question",
     "first_seq_of",
     "fits_the_quota",
@@ -158,6 +172,8 @@ __all__ = [
     "interrupt_image",
     "interrupt_turns",
     "is_withdrawn",
+    "latest_tick",
+    "next_tick",
     "normalise_question",
     "pending_step",
     "process_turn",
@@ -167,6 +183,7 @@ __all__ = [
     "resolution_of",
     "run_sandbox_job",
     "sandbox_job",
+    "schedules_of",
     "send_message",
     "set_status",
     "set_title",
@@ -175,6 +192,7 @@ __all__ = [
     "sweep_waits",
     "title_after_turn",
     "token_usage",
+    "tokens_since",
     "wait_event_data",
     "withdraw",
 ]
@@ -230,6 +248,16 @@ __getattr__, __dir__ = lazy_exports(
         "sandbox_jobs": [
             "answer_job",
             "run_sandbox_job",
+        ],
+        "schedules": [
+            "CLAIM_STALE_MS",
+            "check_cron",
+            "day_start",
+            "fire_due",
+            "latest_tick",
+            "next_tick",
+            "schedules_of",
+            "tokens_since",
         ],
         "status": [
             "answer_send",

@@ -199,6 +199,7 @@ class Victim:
     turn_id: str  # a suspended turn of A's, waiting for approval of ``call_id``
     call_id: str
     built: str  # an image of A's built from A's agent resource
+    schedule: str = "sch_none"  # a schedule of A's (hosts without schedules: none)
 
 
 async def victim(world: World) -> Victim:
@@ -244,6 +245,14 @@ async def victim(world: World) -> Victim:
     built = await a.request(
         "image_create", containerId="user-alice", config={"agent": "resource://agents/planner"}
     )
+    schedule = "sch_none"
+    if world.rt.schedules is not None:
+        async with world.http("tenant-a") as http:
+            made = await http.post(
+                "/v1/schedules",
+                json={"imageId": img["imageId"], "cron": "0 9 * * *", "message": "A's morning"},
+            )
+            schedule = made.json()["schedule"]["scheduleId"]
     return Victim(
         a,
         "user-alice",
@@ -253,6 +262,7 @@ async def victim(world: World) -> Victim:
         wait["turnId"],
         wait["toolCallId"],
         built["record"]["imageId"],
+        schedule,
     )
 
 
@@ -285,6 +295,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/config/audit",
             "/v1/registry/search",
             "/v1/registry/resource?locator=private/plan.prompt@1",
+            "/v1/schedules",
+            f"/v1/schedules/{v.schedule}/runs",
         ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
@@ -521,6 +533,12 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ),
             ("GET", "/v1/sessions/{}/events", v.image["sessionId"], "sess_missing_0000", None),
             ("POST", "/v1/sessions/{}/interrupt", v.image["sessionId"], "sess_missing_0000", None),
+            # schedules (api/schedules.py): none of A's read, changed, deleted, nor made on A's image
+            ("GET", "/v1/schedules/{}", v.schedule, "sch_missing_0000", None),
+            ("GET", "/v1/schedules/{}/runs", v.schedule, "sch_missing_0000", None),
+            ("PATCH", "/v1/schedules/{}", v.schedule, "sch_missing_0000", {"paused": True}),
+            ("DELETE", "/v1/schedules/{}", v.schedule, "sch_missing_0000", None),
+            ("POST", "/v1/schedules", v.image["imageId"], "img_missing", None),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -549,8 +567,11 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             "/v1/turns/cancel?by=turnIds": lambda name: {"turnIds": [name]},
             "/v1/turns/cancel?by=containerId": lambda name: {"containerId": name},
             "/v1/turns/cancel?by=tenantId": lambda name: {"all": True, "tenantId": name},
+            "/v1/schedules": lambda name: {"imageId": name, "cron": "* * * * *", "message": "pwned"},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
+        listed = await http.get("/v1/schedules")  # B lists none of A's schedules
+        assert world.rt.schedules is None or listed.json() == {"schedules": []}
         empty = {"results": [], "total": 0, "limit": 20, "offset": 0}
         assert (await http.get("/v1/registry/search?query=plan")).json() == empty
         for method, path, own, miss, body in pairs:
@@ -661,13 +682,14 @@ def _recorder(sent: list[tuple[str, str]]) -> Callable[[httpx.Request], Awaitabl
 
 def _route(schema: dict[str, Any], method: str, path: str) -> tuple[str, str] | None:
     """The OpenAPI operation a request path reaches: the matching template with the fewest
-    parameters (``/v1/tenants/list`` is its own route, not ``/v1/tenants/{tenant_id}``)."""
+    parameters (``/v1/tenants/list`` is its own route, not ``/v1/tenants/{tenant_id}``), then the
+    longest (``/v1/schedules/{id}/runs`` is not ``/v1/schedules/{id}``)."""
     matches = [
         template
         for template, ops in schema["paths"].items()
         if method.lower() in ops and re.fullmatch(re.sub(r"\\\{[^}]+\\\}", ".+", re.escape(template)), path)
     ]
-    return (method, min(matches, key=lambda t: t.count("{"))) if matches else None
+    return (method, min(matches, key=lambda t: (t.count("{"), -len(t)))) if matches else None
 
 
 def _body(response: httpx.Response) -> Any:
