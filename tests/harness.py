@@ -21,6 +21,7 @@ from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
 from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
 from agentvm.adapters.local.sqlite.usage import SqliteUsageRollups
 from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
+from agentvm.adapters.local.sqlite.webhooks import SqliteWebhooks
 from agentvm.config import Settings
 from agentvm.configcentre.centre import ConfigCentre
 from agentvm.configcentre.sealing import SecretSealer
@@ -129,6 +130,8 @@ class Harness:
         self.rt.sessions = SqliteSessionArchive(self.store)
         self.rt.replies = SqliteReplyCache(":memory:")  # images opt in (replyCache)
         self.rt.schedules = SqliteSchedules(":memory:")
+        self.rt.webhooks = SqliteWebhooks(":memory:", SecretSealer(lambda: [HARNESS_SERVER_SECRET]))
+        self.rt.webhooks_allow_private = True  # receivers in tests listen on loopback
         self.rt.tenant_purge = LocalTenantPurge(self.store, tmp_path / "workspaces", replies=self.rt.replies)
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),

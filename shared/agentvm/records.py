@@ -530,7 +530,46 @@ class ScheduleRun(_Record):
     tokens: int | None = None  # the run's turn's input + output tokens, once known
 
 
+WebhookEventType = Literal["turn.ended", "turn.failed", "approval.needed", "budget.reached"]
+DeliveryStatus = Literal["pending", "delivered", "failed"]
+
+
+class WebhookEndpoint(_Record):
+    """A tenant's webhook endpoint (``turns/webhooks.py``, docs/webhooks.md). Its signing secret is
+    stored sealed (``configcentre.sealing``), never in this record."""
+
+    tenantId: str
+    endpointId: str
+    url: str
+    events: list[WebhookEventType]
+    description: str | None = None
+    createdAt: int
+
+
+class WebhookDelivery(_Record):
+    """One event for one endpoint: stored once per (endpoint, event) in the outbox, sent until a 2xx
+    or ``failed`` after the last attempt. ``deliveryId`` is the ``webhook-id`` header."""
+
+    tenantId: str
+    endpointId: str
+    deliveryId: str
+    eventId: str
+    eventType: WebhookEventType
+    payload: str  # the JSON body, as signed
+    status: DeliveryStatus = "pending"
+    attempts: int = 0
+    nextAttemptAt: int
+    lastStatusCode: int | None = None
+    lastError: str | None = None
+    createdAt: int
+    deliveredAt: int | None = None
+
+
 __all__ = [
+    "DeliveryStatus",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEventType",
     "RunStatus",
     "ScheduleRecord",
     "ScheduleRun",

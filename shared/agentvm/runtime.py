@@ -43,6 +43,7 @@ if TYPE_CHECKING:
         ToolWaits,
         TurnQueue,
         UsageRollups,
+        Webhooks,
     )
 
 
@@ -246,6 +247,10 @@ class Runtime:
     replies: ReplyCache | None = None
     # Tenants' cron schedules and their runs (turns/schedules.py). None: this host runs no schedules.
     schedules: Schedules | None = None
+    # Tenants' webhook endpoints and the outbox of deliveries (turns/webhooks.py). None: no webhooks.
+    webhooks: Webhooks | None = None
+    # Webhook URLs may reach loopback and private addresses (AVM_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: dev, tests)
+    webhooks_allow_private: bool = False
 
 
 __all__ = [

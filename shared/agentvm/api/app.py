@@ -48,6 +48,7 @@ from agentvm.api import (
     tenants,
     turns,
     usage,
+    webhooks,
     workspaces,
 )
 from agentvm.api.body_limit import BodyLimit, BodyTooLarge
@@ -81,6 +82,7 @@ _DOMAINS = (
     sessions,
     http_turns,
     schedules,
+    webhooks,
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)

@@ -10,7 +10,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``connections``: ``Connections``, ``Push`` and the protocol names;
 - ``replies``: ``ReplyCache`` (images' cached first replies);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
-- ``schedules``: ``Schedules`` (cron schedules and their runs);
+- ``schedules``: ``Schedules`` (cron schedules and their runs);  ``webhooks``: ``Webhooks``;
 - ``models``: ``ModelClient``, ``ModelResolver``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
@@ -100,6 +100,7 @@ from agentvm.ports.tools import (
     ToolOutput,
 )
 from agentvm.ports.waits import ToolWaits
+from agentvm.ports.webhooks import Webhooks
 
 __all__ = [
     "AppendResult",
@@ -177,6 +178,7 @@ __all__ = [
     "TurnTokens",
     "UsageCell",
     "UsageRollups",
+    "Webhooks",
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",

@@ -101,6 +101,13 @@ ROUTE_ERRORS = {
     ("patch", "/v1/schedules/{schedule_id}"): {400, 404},
     ("delete", "/v1/schedules/{schedule_id}"): {400, 404},
     ("get", "/v1/schedules/{schedule_id}/runs"): {400, 404},
+    # webhooks (api/webhooks.py): 400 also when this host has none
+    ("post", "/v1/webhooks/endpoints"): {400},
+    ("get", "/v1/webhooks/endpoints"): {400},
+    ("get", "/v1/webhooks/endpoints/{endpoint_id}"): {400, 404},
+    ("delete", "/v1/webhooks/endpoints/{endpoint_id}"): {400, 404},
+    ("get", "/v1/webhooks/endpoints/{endpoint_id}/deliveries"): {400, 404},
+    ("post", "/v1/webhooks/deliveries/{delivery_id}/replay"): {400, 404},
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 

@@ -86,6 +86,7 @@ PUBLIC = [
     "TurnTokens",
     "UsageCell",
     "UsageRollups",
+    "Webhooks",
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",
@@ -108,6 +109,7 @@ MODULES = [
     "store",
     "tools",
     "waits",
+    "webhooks",
 ]
 # What ports and the runtime may import from agentvm: the vocabulary, and the ports themselves.
 BELOW = {"errors", "records", "messages", "events", "llm", "config", "logs", "addresses", "ports"}

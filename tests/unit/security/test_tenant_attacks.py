@@ -200,6 +200,8 @@ class Victim:
     call_id: str
     built: str  # an image of A's built from A's agent resource
     schedule: str = "sch_none"  # a schedule of A's (hosts without schedules: none)
+    endpoint: str = "whe_none"  # a webhook endpoint of A's, and one of its deliveries
+    delivery: str = "msg_none"
 
 
 async def victim(world: World) -> Victim:
@@ -253,6 +255,17 @@ async def victim(world: World) -> Victim:
                 json={"imageId": img["imageId"], "cron": "0 9 * * *", "message": "A's morning"},
             )
             schedule = made.json()["schedule"]["scheduleId"]
+    endpoint = delivery = "none"
+    if world.rt.webhooks is not None:
+        from agentvm.turns.webhooks import record_event
+
+        async with world.http("tenant-a") as http:
+            hook = {"url": "http://127.0.0.1:9/a-private-hook", "events": ["turn.ended"]}
+            endpoint = (await http.post("/v1/webhooks/endpoints", json=hook)).json()["endpoint"]["endpointId"]
+            await record_event(world.rt, "tenant-a", "turn.ended", "evt-a", {"secret": "A's"})
+            delivery = (await http.get(f"/v1/webhooks/endpoints/{endpoint}/deliveries")).json()["deliveries"][
+                0
+            ]["deliveryId"]
     return Victim(
         a,
         "user-alice",
@@ -263,6 +276,8 @@ async def victim(world: World) -> Victim:
         wait["toolCallId"],
         built["record"]["imageId"],
         schedule,
+        endpoint,
+        delivery,
     )
 
 
@@ -297,6 +312,8 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/registry/resource?locator=private/plan.prompt@1",
             "/v1/schedules",
             f"/v1/schedules/{v.schedule}/runs",
+            "/v1/webhooks/endpoints",
+            f"/v1/webhooks/endpoints/{v.endpoint}/deliveries",
         ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
@@ -539,6 +556,11 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("PATCH", "/v1/schedules/{}", v.schedule, "sch_missing_0000", {"paused": True}),
             ("DELETE", "/v1/schedules/{}", v.schedule, "sch_missing_0000", None),
             ("POST", "/v1/schedules", v.image["imageId"], "img_missing", None),
+            # webhooks (api/webhooks.py): none of A's endpoints or deliveries read, replayed or deleted
+            ("GET", "/v1/webhooks/endpoints/{}", v.endpoint, "whe_missing_0000", None),
+            ("GET", "/v1/webhooks/endpoints/{}/deliveries", v.endpoint, "whe_missing_0000", None),
+            ("POST", "/v1/webhooks/deliveries/{}/replay", v.delivery, "msg_missing_0000", None),
+            ("DELETE", "/v1/webhooks/endpoints/{}", v.endpoint, "whe_missing_0000", None),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -572,6 +594,17 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
         listed = await http.get("/v1/schedules")  # B lists none of A's schedules
         assert world.rt.schedules is None or listed.json() == {"schedules": []}
+        hooks = await http.get("/v1/webhooks/endpoints")  # nor webhook endpoints
+        assert world.rt.webhooks is None or hooks.json() == {"endpoints": []}
+        # an endpoint B registers is B's own, and gets none of A's events
+        mine = await http.post(
+            "/v1/webhooks/endpoints", json={"url": "http://127.0.0.1:9/b", "events": ["turn.ended"]}
+        )
+        if world.rt.webhooks is not None:
+            b_endpoint = mine.json()["endpoint"]["endpointId"]
+            assert (await http.get(f"/v1/webhooks/endpoints/{b_endpoint}/deliveries")).json() == {
+                "deliveries": []
+            }
         empty = {"results": [], "total": 0, "limit": 20, "offset": 0}
         assert (await http.get("/v1/registry/search?query=plan")).json() == empty
         for method, path, own, miss, body in pairs:
