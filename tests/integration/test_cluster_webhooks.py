@@ -41,17 +41,27 @@ async def test_an_event_is_delivered_once_across_nodes(tmp_path):
             assert a.webhooks is not None and b.webhooks is not None
             secret = new_secret()
             endpoint = WebhookEndpoint(
-                tenantId="acme", endpointId="whe_1", url=receiver.url, events=["turn.ended"], createdAt=clock.now_ms()
+                tenantId="acme",
+                endpointId="whe_1",
+                url=receiver.url,
+                events=["turn.ended"],
+                createdAt=clock.now_ms(),
             )
             await a.webhooks.put_endpoint(endpoint, secret)
             data = {"turnId": "turn_1", "status": "completed"}
-            stored = [await record_event(rt, "acme", "turn.ended", "turn_1.completed.1", data) for rt in (a, b)]
+            stored = [
+                await record_event(rt, "acme", "turn.ended", "turn_1.completed.1", data) for rt in (a, b)
+            ]
             assert stored == [1, 0]  # one delivery per event per endpoint, whichever node records it
             async with httpx.AsyncClient() as client:
-                made = await asyncio.gather(*(deliver_due(rt, client, allow_private=True) for rt in (a, b, a, b)))
+                made = await asyncio.gather(
+                    *(deliver_due(rt, client, allow_private=True) for rt in (a, b, a, b))
+                )
                 assert sum(made) == 1  # the 500
                 clock.offset_ms += int(BACKOFF_BASE_S * 1000) + 1
-                made = await asyncio.gather(*(deliver_due(rt, client, allow_private=True) for rt in (a, b, a, b)))
+                made = await asyncio.gather(
+                    *(deliver_due(rt, client, allow_private=True) for rt in (a, b, a, b))
+                )
                 assert sum(made) == 1
             [delivery] = await b.webhooks.list_deliveries("acme", "whe_1", 10)
             assert (delivery.status, delivery.attempts) == ("delivered", 2)
