@@ -100,6 +100,9 @@ class ScheduleChanges(BaseModel):
     paused: StrictBool | None = None
 
 
+_CLEARABLE = frozenset({"tokensPerRun", "tokensPerDay"})
+
+
 def view(schedule: ScheduleRecord) -> dict[str, Any]:
     return schedule.model_dump(exclude={"tenantId", "createdBy"})
 
@@ -178,7 +181,10 @@ async def update_schedule(
     the ticks while paused are not run)."""
     principal = admin(caller)
     current = await _schedule(runtime, principal.tenant_id, schedule_id)
-    changes = body.model_dump(exclude_unset=True)
+    # null clears a budget; for the other fields it means "keep"
+    changes = {
+        k: v for k, v in body.model_dump(exclude_unset=True).items() if v is not None or k in _CLEARABLE
+    }
     updated = current.model_copy(update=changes)
     check_cron(updated.cron, updated.timezone)
     now = runtime.clock.now_ms()

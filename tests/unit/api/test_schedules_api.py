@@ -37,6 +37,8 @@ async def test_a_schedule_is_made_paused_resumed_listed_and_deleted(tmp_path):
 
         paused = (await http.patch(f"/v1/schedules/{sid}", json={"paused": True})).json()["schedule"]
         assert paused["paused"] is True
+        kept = (await http.patch(f"/v1/schedules/{sid}", json={"paused": None, "tokensPerDay": None})).json()
+        assert (kept["schedule"]["paused"], kept["schedule"]["tokensPerDay"]) == (True, None)
         clock.ms += 3 * 3600_000  # 15:00: three ticks pass while paused
         assert await fire_due(h.rt) == 0
         resumed = (await http.patch(f"/v1/schedules/{sid}", json={"paused": False})).json()["schedule"]
