@@ -129,10 +129,12 @@ async def _fire(rt: Runtime, schedule: ScheduleRecord, now: int) -> int:
 
 async def _run(rt: Runtime, schedule: ScheduleRecord, run: ScheduleRun) -> None:
     """Send the claimed run's message (or record why not). Never raises for the run's own failure."""
+    from agentvm.security.tenants import refuse_deleted
     from agentvm.turns.submit import Sender, send_message
 
     assert rt.schedules is not None
     try:
+        await refuse_deleted(rt, schedule.tenantId)  # a deleted tenant's schedules spend nothing
         await _settle_budget(rt, schedule)
         if schedule.tokensPerDay is not None:
             used = await tokens_since(rt, schedule, day_start(schedule.timezone, run.tickAt))

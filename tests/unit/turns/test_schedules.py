@@ -179,3 +179,23 @@ async def test_a_schedules_own_budget_stops_its_runs(tmp_path, budget):
         assert await fire_due(rt) == 1
         assert (await rt.schedules.list_runs("tenant-a", schedule.scheduleId))[0].status == "sent"
     host.queue.close()
+
+
+async def test_a_deleted_tenants_schedule_sends_nothing(tmp_path):
+    from agentvm.records import TenantRecord
+
+    clock = ManualClock(ms("2026-01-15T09:59:30"))
+    host = host_at(tmp_path, clock)
+    rt = host.runtime
+    assert rt.schedules is not None and rt.tenants is not None
+    image = await image_of(host)
+    schedule = await schedule_on(host, image)
+    await rt.tenants.create_tenant(
+        TenantRecord(tenantId="tenant-a", name="A", status="deleted", createdAt=1, updatedAt=1)
+    )
+    clock.ms = ms("2026-01-15T10:00:01")
+    assert await fire_due(rt) == 1
+    [run] = await rt.schedules.list_runs("tenant-a", schedule.scheduleId)
+    assert (run.status, run.turnId) == ("failed", None) and "deleted" in (run.reason or "")
+    assert await user_messages(host, image) == []
+    host.queue.close()
