@@ -16,12 +16,14 @@ from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
 from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
 from agentvm.adapters.local.sqlite.running import SqliteRunningTurns
+from agentvm.adapters.local.sqlite.schedules import SqliteSchedules
 from agentvm.adapters.local.sqlite.sessions import SqliteSessionArchive
 from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
 from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
 from agentvm.adapters.local.sqlite.usage import SqliteUsageRollups
 from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
+from agentvm.adapters.local.sqlite.webhooks import SqliteWebhooks
 from agentvm.config import Settings
 from agentvm.configcentre.centre import ConfigCentre
 from agentvm.configcentre.sealing import SecretSealer
@@ -138,6 +140,9 @@ class Harness:
         self.rt.tenant_purge = LocalTenantPurge(
             self.store, tmp_path / "workspaces", replies=self.rt.replies, memory=self.memory
         )
+        self.rt.schedules = SqliteSchedules(":memory:")
+        self.rt.webhooks = SqliteWebhooks(":memory:", SecretSealer(lambda: [HARNESS_SERVER_SECRET]))
+        self.rt.webhooks_allow_private = True  # receivers in tests listen on loopback
         self.rt.config = ConfigCentre(
             SqliteConfigStore(":memory:"),
             Settings(data_dir=tmp_path),

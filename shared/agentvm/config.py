@@ -125,6 +125,13 @@ class Settings(BaseSettings):
     # How often the local server looks for suspended turns' waits past their deadline (turns/waits.py);
     # on AWS the WaitSweeperFunction runs every minute.
     wait_sweep_s: float = Field(default=5.0, gt=0)
+    # How often the local server's scheduler fires schedules' due ticks (turns/schedules.py); each
+    # cluster node runs it too (a tick is claimed once).
+    schedule_tick_s: float = Field(default=10.0, gt=0)
+    # How often the local server's webhook sender looks at the outbox (turns/webhooks.py), and whether
+    # webhook URLs may reach loopback and private addresses (dev and tests; docs/webhooks.md, SSRF).
+    webhook_send_s: float = Field(default=1.0, gt=0)
+    webhooks_allow_private_networks: bool = False
     # Local turn slots (adapters/local/sqlite/queue.py): turns running at once, and at most this
     # many of one tenant, so one tenant's flood leaves slots to the others (not in the open mode,
     # which has one tenant). On AWS, Lambda concurrency plays this part (SECURITY.md).

@@ -489,7 +489,92 @@ class BudgetRecord(_Record):
     updatedAt: int = 0
 
 
+SessionPolicy = Literal["same", "new"]
+RunStatus = Literal["claimed", "sent", "skipped", "failed"]
+
+
+class ScheduleRecord(_Record):
+    """A tenant's cron schedule: at each tick of ``cron`` (in ``timezone``) send ``message`` to an
+    image's session (``same``), or to a new image made from its config each run (``new``)
+    (``turns/schedules.py``, docs/schedules.md). ``nextAt``: the next tick, epoch ms."""
+
+    tenantId: str
+    scheduleId: str
+    imageId: str
+    containerId: str
+    cron: str
+    timezone: str = "UTC"
+    message: str
+    sessionPolicy: SessionPolicy = "same"
+    tokensPerRun: int | None = None  # a run that used more pauses the schedule
+    tokensPerDay: int | None = None  # ticks past it (in the schedule's day) are skipped
+    paused: bool = False
+    pausedReason: str | None = None
+    nextAt: int
+    createdAt: int
+    updatedAt: int
+    createdBy: str | None = None
+
+
+class ScheduleRun(_Record):
+    """One tick of a schedule, claimed exactly once (its key: ``scheduleId`` and ``tickAt``)."""
+
+    tenantId: str
+    scheduleId: str
+    tickAt: int
+    status: RunStatus = "claimed"
+    claimedAt: int
+    imageId: str | None = None
+    sessionId: str | None = None
+    turnId: str | None = None
+    reason: str | None = None
+    tokens: int | None = None  # the run's turn's input + output tokens, once known
+
+
+WebhookEventType = Literal["turn.ended", "turn.failed", "approval.needed", "budget.reached"]
+DeliveryStatus = Literal["pending", "delivered", "failed"]
+
+
+class WebhookEndpoint(_Record):
+    """A tenant's webhook endpoint (``turns/webhooks.py``, docs/webhooks.md). Its signing secret is
+    stored sealed (``configcentre.sealing``), never in this record."""
+
+    tenantId: str
+    endpointId: str
+    url: str
+    events: list[WebhookEventType]
+    description: str | None = None
+    createdAt: int
+
+
+class WebhookDelivery(_Record):
+    """One event for one endpoint: stored once per (endpoint, event) in the outbox, sent until a 2xx
+    or ``failed`` after the last attempt. ``deliveryId`` is the ``webhook-id`` header."""
+
+    tenantId: str
+    endpointId: str
+    deliveryId: str
+    eventId: str
+    eventType: WebhookEventType
+    payload: str  # the JSON body, as signed
+    status: DeliveryStatus = "pending"
+    attempts: int = 0
+    nextAttemptAt: int
+    lastStatusCode: int | None = None
+    lastError: str | None = None
+    createdAt: int
+    deliveredAt: int | None = None
+
+
 __all__ = [
+    "DeliveryStatus",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEventType",
+    "RunStatus",
+    "ScheduleRecord",
+    "ScheduleRun",
+    "SessionPolicy",
     "ApiKeyRecord",
     "BudgetRecord",
     "ConcurrencyPolicy",

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
         RunningTurns,
         Sandbox,
         SandboxJobs,
+        Schedules,
         SessionArchive,
         StorageAccount,
         Store,
@@ -48,6 +49,7 @@ if TYPE_CHECKING:
         ToolWaits,
         TurnQueue,
         UsageRollups,
+        Webhooks,
     )
 
 
@@ -260,6 +262,12 @@ class Runtime:
     # no memory (the memory tools are left out, and /v1/memory answers 404).
     memory: MemoryStore | None = None
     memory_limits: MemoryLimits | None = None  # None: the defaults (AVM_MEMORY_MAX_ITEMS, _BYTES)
+    # Tenants' cron schedules and their runs (turns/schedules.py). None: this host runs no schedules.
+    schedules: Schedules | None = None
+    # Tenants' webhook endpoints and the outbox of deliveries (turns/webhooks.py). None: no webhooks.
+    webhooks: Webhooks | None = None
+    # Webhook URLs may reach loopback and private addresses (AVM_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: dev, tests)
+    webhooks_allow_private: bool = False
 
 
 __all__ = [

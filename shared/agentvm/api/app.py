@@ -46,10 +46,12 @@ from agentvm.api import (
     metrics,
     registry,
     resources,
+    schedules,
     sessions,
     tenants,
     turns,
     usage,
+    webhooks,
     workspaces,
 )
 from agentvm.api.body_limit import BodyLimit, BodyTooLarge
@@ -84,6 +86,8 @@ _DOMAINS = (
     turns,
     sessions,
     http_turns,
+    schedules,
+    webhooks,
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)

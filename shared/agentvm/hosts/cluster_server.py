@@ -133,6 +133,14 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = PostgresTenantStore(db)
+    from agentvm.adapters.postgres.schedules import PostgresSchedules
+
+    runtime.schedules = PostgresSchedules(db)  # every node's scheduler claims a tick once
+    from agentvm.adapters.postgres.webhooks import PostgresWebhooks
+
+    webhook_sealer = SecretSealer(lambda: local_server_secrets(settings).newest_first())
+    runtime.webhooks = PostgresWebhooks(db, webhook_sealer)  # every node's sender leases an attempt
+    runtime.webhooks_allow_private = settings.webhooks_allow_private_networks
     replies = PostgresReplyCache(db)
     runtime.replies = replies
     memory = PostgresMemoryStore(db)  # images opt in (a memory tool)

@@ -134,6 +134,15 @@ def local_runtime(settings: Settings) -> LocalHost:
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = SqliteTenantStore(settings.data_dir / "agentvm.db")
+    from agentvm.adapters.local.sqlite.schedules import SqliteSchedules
+
+    runtime.schedules = SqliteSchedules(settings.data_dir / "agentvm.db")  # turns/schedules.py
+    from agentvm.adapters.local.sqlite.webhooks import SqliteWebhooks
+
+    # endpoints' signing secrets sealed as the config centre's are (configcentre/sealing.py)
+    webhook_sealer = SecretSealer(lambda: local_server_secrets(settings).newest_first())
+    runtime.webhooks = SqliteWebhooks(settings.data_dir / "agentvm.db", webhook_sealer)
+    runtime.webhooks_allow_private = settings.webhooks_allow_private_networks
     from agentvm.adapters.local.sqlite.replies import SqliteReplyCache
 
     runtime.replies = SqliteReplyCache(settings.data_dir / "agentvm.db")  # images opt in (replyCache)

@@ -84,6 +84,35 @@ async def _sweep_waits(rt: Runtime, every_s: float) -> None:
         await asyncio.sleep(every_s)
 
 
+async def _fire_schedules(rt: Runtime, every_s: float) -> None:
+    """The scheduler: schedules' due ticks fire (``turns.schedules``; each tick once, whichever
+    process or node claims it). The first step runs at start: a tick missed while down runs once."""
+    from agentvm.turns.schedules import fire_due
+
+    while True:
+        try:
+            await fire_due(rt)
+        except Exception as exc:  # the store is busy: the next step tries again
+            log.warning("firing schedules failed", extra={"error": type(exc).__name__})
+        await asyncio.sleep(every_s)
+
+
+async def _send_webhooks(rt: Runtime, every_s: float, *, allow_private: bool) -> None:
+    """The webhook sender: due deliveries of the outbox (``turns.webhooks``), with one HTTP client."""
+    import httpx
+
+    from agentvm.turns.webhooks import deliver_due
+
+    async with httpx.AsyncClient(follow_redirects=False) as client:
+        while True:
+            try:
+                while await deliver_due(rt, client, allow_private=allow_private) > 0:
+                    pass
+            except Exception as exc:  # the store is busy: the next step tries again
+                log.warning("sending webhooks failed", extra={"error": type(exc).__name__})
+            await asyncio.sleep(every_s)
+
+
 async def _upgrade_principal(rt: Runtime, websocket: WebSocket) -> Principal | None:
     """The key of the upgrade request (header, else ``?token=``); None if it carries none."""
     if rt.auth is None:
@@ -110,6 +139,11 @@ def create_local_app(host: LocalHost) -> FastAPI:
         if relay is not None:  # one of several workers: the others reach our sockets through it
             await relay.start()
         tasks = [asyncio.create_task(_sweep_waits(rt, settings.wait_sweep_s))]
+        if rt.schedules is not None:
+            tasks.append(asyncio.create_task(_fire_schedules(rt, settings.schedule_tick_s)))
+        if rt.webhooks is not None:
+            sender = _send_webhooks(rt, settings.webhook_send_s, allow_private=rt.webhooks_allow_private)
+            tasks.append(asyncio.create_task(sender))
         tasks += [asyncio.create_task(run()) for run in host.background]
         if settings.run_turns:  # false: a cluster node that only serves (the others run the turns)
             tasks.append(asyncio.create_task(host.queue.run(run_job)))

@@ -12,6 +12,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``memory``: ``MemoryStore`` (what agents keep about end users across sessions);
 - ``queue``: ``TurnQueue``;  ``waits``: ``ToolWaits``;  ``interrupts``: ``CancelWatch``;
 - ``knowledge``: ``KnowledgeIndex`` and its value types;
+- ``schedules``: ``Schedules`` (cron schedules and their runs);  ``webhooks``: ``Webhooks``;
 - ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
@@ -101,6 +102,7 @@ from agentvm.ports.sandbox import (
     WorkspaceQuota,
     WorkspaceScan,
 )
+from agentvm.ports.schedules import Schedules
 from agentvm.ports.security import (
     Authentication,
     BudgetStore,
@@ -130,6 +132,7 @@ from agentvm.ports.tools import (
     ToolOutput,
 )
 from agentvm.ports.waits import ToolWaits
+from agentvm.ports.webhooks import Webhooks
 
 __all__ = [
     "AppendResult",
@@ -203,6 +206,7 @@ __all__ = [
     "SandboxJobs",
     "SandboxLimits",
     "SandboxRun",
+    "Schedules",
     "SearchPage",
     "SearchPosition",
     "SearchTerm",
@@ -226,6 +230,7 @@ __all__ = [
     "TurnTokens",
     "UsageCell",
     "UsageRollups",
+    "Webhooks",
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",

@@ -119,6 +119,10 @@ async def finish_turn(rt: Runtime, job: TurnJob, end: Ending) -> None:
     if end.store:
         frames = None if sink is None else sink.frame_map()
         await set_status(rt, job, end.status, attempt=end.attempt, frames=frames)
+        if rt.webhooks is not None:  # the tenant's endpoints get the event (turns/webhooks.py)
+            from agentvm.turns.webhooks import record_turn_event
+
+            await record_turn_event(rt, job, end.status, end.error, attempt=end.attempt)
     if sink is not None:
         sink.release()
         await charge_storage(rt, job, end.stored_bytes)

@@ -106,6 +106,20 @@ ROUTE_ERRORS = {
     ("get", "/v1/sessions/{session_id}/events"): {400, 404},  # 400: a Last-Event-ID that is no id
     ("post", "/v1/sessions/{session_id}/interrupt"): {404},
     ("post", "/v1/containers/{container_id}/sessions"): {400, 404},  # a bad model; no such agent
+    # schedules (api/schedules.py): 400 also when this host has none; 404 no such schedule or image
+    ("post", "/v1/schedules"): {400, 404},
+    ("get", "/v1/schedules"): {400},
+    ("get", "/v1/schedules/{schedule_id}"): {400, 404},
+    ("patch", "/v1/schedules/{schedule_id}"): {400, 404},
+    ("delete", "/v1/schedules/{schedule_id}"): {400, 404},
+    ("get", "/v1/schedules/{schedule_id}/runs"): {400, 404},
+    # webhooks (api/webhooks.py): 400 also when this host has none
+    ("post", "/v1/webhooks/endpoints"): {400},
+    ("get", "/v1/webhooks/endpoints"): {400},
+    ("get", "/v1/webhooks/endpoints/{endpoint_id}"): {400, 404},
+    ("delete", "/v1/webhooks/endpoints/{endpoint_id}"): {400, 404},
+    ("get", "/v1/webhooks/endpoints/{endpoint_id}/deliveries"): {400, 404},
+    ("post", "/v1/webhooks/deliveries/{delivery_id}/replay"): {400, 404},
 }
 ERROR_REF = "#/components/schemas/ErrorBody"
 

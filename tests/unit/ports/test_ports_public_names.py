@@ -82,6 +82,7 @@ PUBLIC = [
     "SandboxJobs",
     "SandboxLimits",
     "SandboxRun",
+    "Schedules",
     "SearchPage",
     "SearchPosition",
     "SearchTerm",
@@ -105,6 +106,7 @@ PUBLIC = [
     "TurnTokens",
     "UsageCell",
     "UsageRollups",
+    "Webhooks",
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",
@@ -131,11 +133,13 @@ MODULES = [
     "queue",
     "replies",
     "sandbox",
+    "schedules",
     "security",
     "sessions",
     "store",
     "tools",
     "waits",
+    "webhooks",
 ]
 # What ports and the runtime may import from agentvm: the vocabulary, and the ports themselves.
 BELOW = {"errors", "records", "messages", "events", "llm", "config", "logs", "addresses", "ports"}

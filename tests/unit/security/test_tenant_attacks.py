@@ -202,6 +202,9 @@ class Victim:
     built: str  # an image of A's built from A's agent resource
     memory_id: str = ""  # an item of A's end user's memory (container scope)
     image_memory_id: str = ""  # an item of the memory of A's images named "A"
+    schedule: str = "sch_none"  # a schedule of A's (hosts without schedules: none)
+    endpoint: str = "whe_none"  # a webhook endpoint of A's, and one of its deliveries
+    delivery: str = "msg_none"
 
 
 async def victim(world: World) -> Victim:
@@ -256,6 +259,25 @@ async def victim(world: World) -> Victim:
     async with world.http("tenant-a") as http:  # A's agent memory: its end user's, and its image's
         mem = (await http.post("/v1/memory/containers/user-alice", json={"text": "Alice's secret"})).json()
         note = (await http.post("/v1/memory/images/A", json={"text": "A's private note"})).json()
+    schedule = "sch_none"
+    if world.rt.schedules is not None:
+        async with world.http("tenant-a") as http:
+            made = await http.post(
+                "/v1/schedules",
+                json={"imageId": img["imageId"], "cron": "0 9 * * *", "message": "A's morning"},
+            )
+            schedule = made.json()["schedule"]["scheduleId"]
+    endpoint = delivery = "none"
+    if world.rt.webhooks is not None:
+        from agentvm.turns.webhooks import record_event
+
+        async with world.http("tenant-a") as http:
+            hook = {"url": "http://127.0.0.1:9/a-private-hook", "events": ["turn.ended"]}
+            endpoint = (await http.post("/v1/webhooks/endpoints", json=hook)).json()["endpoint"]["endpointId"]
+            await record_event(world.rt, "tenant-a", "turn.ended", "evt-a", {"secret": "A's"})
+            delivery = (await http.get(f"/v1/webhooks/endpoints/{endpoint}/deliveries")).json()["deliveries"][
+                0
+            ]["deliveryId"]
     return Victim(
         a,
         "user-alice",
@@ -267,6 +289,9 @@ async def victim(world: World) -> Victim:
         built["record"]["imageId"],
         mem["id"],
         note["id"],
+        schedule,
+        endpoint,
+        delivery,
     )
 
 
@@ -303,6 +328,10 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
             "/v1/registry/resource?locator=private/plan.prompt@1",
             "/v1/memory/containers/user-alice",
             "/v1/memory/images/A",
+            "/v1/schedules",
+            f"/v1/schedules/{v.schedule}/runs",
+            "/v1/webhooks/endpoints",
+            f"/v1/webhooks/endpoints/{v.endpoint}/deliveries",
         ):
             out[path] = (await http.get(path)).json()
         notes = await http.get(f"/v1/containers/{v.container}/workspace/file?path=notes.txt")
@@ -561,6 +590,17 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("DELETE", "/v1/memory/images/A/{}", v.image_memory_id, "mem_missing_0000", None),
             ("DELETE", "/v1/memory/images/{}", "A", "nobody", None),
             ("POST", "/v1/memory/images/{}", "A", "nobody", {"text": "B's own note"}),  # B's own scope
+            # schedules (api/schedules.py): none of A's read, changed, deleted, nor made on A's image
+            ("GET", "/v1/schedules/{}", v.schedule, "sch_missing_0000", None),
+            ("GET", "/v1/schedules/{}/runs", v.schedule, "sch_missing_0000", None),
+            ("PATCH", "/v1/schedules/{}", v.schedule, "sch_missing_0000", {"paused": True}),
+            ("DELETE", "/v1/schedules/{}", v.schedule, "sch_missing_0000", None),
+            ("POST", "/v1/schedules", v.image["imageId"], "img_missing", None),
+            # webhooks (api/webhooks.py): none of A's endpoints or deliveries read, replayed or deleted
+            ("GET", "/v1/webhooks/endpoints/{}", v.endpoint, "whe_missing_0000", None),
+            ("GET", "/v1/webhooks/endpoints/{}/deliveries", v.endpoint, "whe_missing_0000", None),
+            ("POST", "/v1/webhooks/deliveries/{}/replay", v.delivery, "msg_missing_0000", None),
+            ("DELETE", "/v1/webhooks/endpoints/{}", v.endpoint, "whe_missing_0000", None),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -589,8 +629,22 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             "/v1/turns/cancel?by=turnIds": lambda name: {"turnIds": [name]},
             "/v1/turns/cancel?by=containerId": lambda name: {"containerId": name},
             "/v1/turns/cancel?by=tenantId": lambda name: {"all": True, "tenantId": name},
+            "/v1/schedules": lambda name: {"imageId": name, "cron": "* * * * *", "message": "pwned"},
         }
         assert (await http.get("/v1/resources")).json() == {"resources": [], "next": None}
+        listed = await http.get("/v1/schedules")  # B lists none of A's schedules
+        assert world.rt.schedules is None or listed.json() == {"schedules": []}
+        hooks = await http.get("/v1/webhooks/endpoints")  # nor webhook endpoints
+        assert world.rt.webhooks is None or hooks.json() == {"endpoints": []}
+        # an endpoint B registers is B's own, and gets none of A's events
+        mine = await http.post(
+            "/v1/webhooks/endpoints", json={"url": "http://127.0.0.1:9/b", "events": ["turn.ended"]}
+        )
+        if world.rt.webhooks is not None:
+            b_endpoint = mine.json()["endpoint"]["endpointId"]
+            assert (await http.get(f"/v1/webhooks/endpoints/{b_endpoint}/deliveries")).json() == {
+                "deliveries": []
+            }
         empty = {"results": [], "total": 0, "limit": 20, "offset": 0}
         assert (await http.get("/v1/registry/search?query=plan")).json() == empty
         for method, path, own, miss, body in pairs:
@@ -711,7 +765,8 @@ def _recorder(sent: list[tuple[str, str]]) -> Callable[[httpx.Request], Awaitabl
 
 def _route(schema: dict[str, Any], method: str, path: str) -> tuple[str, str] | None:
     """The OpenAPI operation a request path reaches: the matching template with the fewest
-    parameters (``/v1/tenants/list`` is its own route, not ``/v1/tenants/{tenant_id}``)."""
+    parameters (``/v1/tenants/list`` is its own route, not ``/v1/tenants/{tenant_id}``), then the
+    longest (``/v1/schedules/{id}/runs`` is not ``/v1/schedules/{id}``)."""
 
     def matching(param: str) -> list[str]:
         return [
@@ -724,7 +779,7 @@ def _route(schema: dict[str, Any], method: str, path: str) -> tuple[str, str] | 
     # a template whose parameters each take one segment first (``/v1/memory/{kind}/{owner}/export``
     # is not ``/v1/memory/{kind}/{owner}`` with an owner "x/export"), then ones whose take several
     matches = matching("[^/]+") or matching(".+")
-    return (method, min(matches, key=lambda t: t.count("{"))) if matches else None
+    return (method, min(matches, key=lambda t: (t.count("{"), -len(t)))) if matches else None
 
 
 def _body(response: httpx.Response) -> Any:
