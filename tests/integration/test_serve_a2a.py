@@ -157,3 +157,28 @@ async def test_wrong_key_and_another_tenant_answer_like_missing(served, image) -
         f"{server.http}/a2a/{image['imageId']}", json=rpc, headers={"Authorization": f"Bearer {acme}"}
     )
     assert posted.status_code == 404 and posted.json()["error"]["code"] == missing.json()["error"]["code"]
+
+
+def test_the_documented_json_rpc_body_and_a_foreign_context(served, image) -> None:
+    """docs/a2a.md's curl body works as written; a contextId other than the image's session is refused."""
+    server, token, _ = served
+    headers = {"Authorization": f"Bearer {token}", "A2A-Version": "1.0"}
+
+    def send(context_id: str | None) -> dict[str, Any]:
+        message: dict[str, Any] = {
+            "role": "ROLE_USER",
+            "messageId": f"doc-{context_id}",
+            "parts": [{"text": "hi"}],
+        }
+        if context_id is not None:
+            message["contextId"] = context_id
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
+        return httpx.post(
+            f"{server.http}/a2a/{image['imageId']}", json=rpc, headers=headers, timeout=60
+        ).json()
+
+    task = send(None)["result"]["task"]
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED" and task["contextId"] == image["sessionId"]
+    assert "".join(part["text"] for part in task["artifacts"][0]["parts"]) == "Echo: hi"  # the deltas
+    foreign = send("ctx-of-someone-else")
+    assert foreign["error"]["code"] == -32602 and image["sessionId"] in foreign["error"]["message"]
