@@ -30,6 +30,7 @@ from starlette.staticfiles import StaticFiles
 
 from agentvm import __version__
 from agentvm.api import (
+    a2a,
     budgets,
     configcentre,
     docs_pages,
@@ -126,6 +127,9 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     app.include_router(managed.router)
     # AgentVM as an MCP server (api/mcp.py): the MCP SDK's ASGI transport, authenticated as /v1 is.
     app.router.routes.append(Route(mcp.MCP_PATH, mcp.McpEndpoint(), include_in_schema=False))
+    # Each image as an A2A agent (api/a2a.py): the a2a-sdk's JSON-RPC handler, authenticated as /v1 is.
+    a2a_endpoint = a2a.A2aEndpoint()
+    app.router.routes.append(Route(a2a.A2A_PREFIX + "/{rest:path}", a2a_endpoint, include_in_schema=False))
     app.openapi = partial(openapi_document, app)  # type: ignore[method-assign]
     return app
 

@@ -1053,3 +1053,38 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_the_managed_agents_api
         if sent_method == method and re.fullmatch(re.sub(r"\{[^}]+\}", "[^/]+", template), url)
     }
     assert templates - attacked == set(), "Managed Agents routes tenant B does not try here"
+
+
+async def test_tenant_b_reaches_none_of_tenant_a_agents_over_a2a(world):
+    """``/a2a/{image_id}`` (each image as an A2A agent, api/a2a.py): B's key on A's image, for its
+    card and every JSON-RPC method, is answered exactly as an image that does not exist; A's data
+    is as before and no turn ran on A's sessions."""
+    import httpx
+
+    v = await victim(world)
+    before = await snapshot(world, v)
+    a_frames = len(v.client.frames)
+    headers = {"Authorization": f"Bearer {world.tokens['tenant-b']}", "A2A-Version": "1.0"}
+    message = {"role": "ROLE_USER", "messageId": "m1", "parts": [{"text": "hijack"}]}
+    calls = [
+        ("SendMessage", {"message": message}),
+        ("SendStreamingMessage", {"message": message}),
+        ("GetTask", {"id": "t1"}),
+        ("CancelTask", {"id": "t1"}),
+    ]
+    transport = httpx.ASGITransport(app=create_app(world.rt))
+    async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http:
+        for target in (v.image["imageId"], "img_nobody_at_all"):
+            card = await http.get(f"/a2a/{target}/.well-known/agent-card.json")
+            answers = [card]
+            for method, params in calls:
+                rpc = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                answers.append(await http.post(f"/a2a/{target}", json=rpc))
+            shown = [(a.status_code, a.text.replace(target, "<ID>")) for a in answers]
+            if target == v.image["imageId"]:
+                foreign = shown
+            else:
+                assert foreign == shown and {status for status, _ in shown} == {404}
+    await world.run_turns()  # nothing B did may have queued work on A's sessions
+    assert v.client.frames[a_frames:] == []
+    assert await snapshot(world, v) == before
