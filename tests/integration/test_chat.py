@@ -15,6 +15,7 @@ import pty
 import re
 import select
 import signal
+import subprocess
 import sys
 import time
 
@@ -118,8 +119,8 @@ def test_a_chat_streams_replies_renders_tools_interrupts_and_shows_history(serve
         t.expect(r"\[chat\] container c1, image (img_\S+) \(Chat\)")
         t.expect("you> ")
 
-        t.line("Hello there")
-        t.expect(r"\nEcho: Hello there\n")  # the reply, streamed, then a new prompt
+        t.line("Hello there")  # a waiting line until the first token, erased by the reply
+        t.expect(r"\n\[waiting for the model…\]\r\x1b\[KEcho: Hello there\n")
         t.expect("you> ")
 
         t.line('/tool calculator {"expression": "6*7"}')
@@ -137,7 +138,7 @@ def test_a_chat_streams_replies_renders_tools_interrupts_and_shows_history(serve
         t.line(LONG)  # Ctrl-C mid-stream interrupts the turn, not the chat
         t.expect(r"Echo: word0 word1 word2 ")
         t.send("\x03")
-        t.expect(r"\^C \[chat\] interrupting the turn")
+        t.expect(r"\^C\n\[chat\] interrupting the turn")  # ^C: the terminal's echo, shown once
         t.expect(r"\[interrupted\]\n")
         t.expect("you> ")
         t.line("still here?")
@@ -174,6 +175,7 @@ def test_a_chat_streams_replies_renders_tools_interrupts_and_shows_history(serve
         t.expect(r"press Ctrl-C again to quit")
         t.send("\x03")
         assert t.wait() == 0
+        assert t.output.count("^C") == 3  # three Ctrl-C, each echoed once (by the terminal)
 
 
 def test_a_chat_with_its_own_local_server(tmp_path):
@@ -194,3 +196,65 @@ def test_a_bad_key_is_reported_and_the_chat_exits(server):
     with chat("--url", server.url, "--key", "avm_nope") as t:
         t.expect(r"AuthenticationFailed: the server refused the key \(HTTP 401\)")
         assert t.wait() == 1
+
+
+def test_no_key_says_how_to_get_one(server):
+    with chat("--url", server.url) as t:
+        t.expect(r"the server wants an API key: give --key")
+        t.expect(r"avm keys create --tenant default")
+        assert t.wait() == 1
+        assert "Traceback" not in t.output
+        assert "connection is not authenticated" not in t.output
+
+
+def test_piped_input_sends_each_line_and_prints_the_replies(server):
+    lines = 'first line\nsecond line\n/tool calculator {"expression": "2+3"}\n'
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "agentvm.cli.main",
+            "chat",
+            "--url",
+            server.url,
+            "--key",
+            server.admin_token(),
+            "--config",
+            CONFIG,
+        ],
+        input=lines,
+        capture_output=True,
+        text=True,
+        env=base_env(),
+        timeout=60,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout
+    assert "Echo: first line\n" in out
+    assert "Echo: second line\n" in out
+    assert "[tool] calculator -> 5\n" in out
+    assert out.index("Echo: first line") < out.index("Echo: second line")  # in order, none dropped
+    assert "you> " not in out and "waiting" not in out  # no prompt, no indicator into a pipe
+    assert "Traceback" not in done.stderr
+
+
+def test_config_applies_to_a_container_that_already_has_an_image(server):
+    key = server.admin_token()
+    with chat("--url", server.url, "--key", key, "--container", "c2") as t:  # no tools
+        first = t.expect(r"image (img_\S+) \(Chat\)").group(1)
+        t.expect("you> ")
+        t.line("/quit")
+        assert t.wait() == 0
+    with chat("--url", server.url, "--key", key, "--container", "c2", "--config", CONFIG) as t:
+        second = t.expect(r"image (img_\S+) \(Chat\)").group(1)
+        assert second != first  # a new image, made with the asked config
+        t.expect("you> ")
+        t.line('/tool calculator {"expression": "6*7"}')
+        t.expect(r"\[tool\] calculator -> 42\n")
+        t.expect("you> ")
+        t.line("/quit")
+        assert t.wait() == 0
+    with chat("--url", server.url, "--key", key, "--image", first, "--config", CONFIG) as t:
+        t.expect(r"--image chats with an existing image, whose config is fixed")
+        assert t.wait() == 2

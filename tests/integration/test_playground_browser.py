@@ -407,3 +407,103 @@ def test_an_mcp_tools_image_result_is_shown_as_an_image(page, server):
     shot(page, "09-tool-image")
     page.reload()  # the history shows it again
     expect(page.locator("#transcript .message.tool .tool-result img.tool-image")).to_have_count(1)
+
+
+def in_view(page: Page, selector: str) -> bool:
+    """The element's box lies within the transcript's visible part and within the window."""
+    return page.evaluate(
+        """(selector) => {
+            const node = document.querySelector(selector);
+            const list = document.querySelector('#transcript').getBoundingClientRect();
+            const box = node.getBoundingClientRect();
+            return box.height > 0 && box.top >= list.top - 1 && box.bottom <= list.bottom + 1
+                && box.bottom <= window.innerHeight + 1;
+        }""",
+        selector,
+    )
+
+
+def test_the_view_follows_a_long_turn_renders_markdown_sanitised_and_keeps_approve_in_view(browser, server):
+    context = browser.new_context(viewport={"width": 1000, "height": 520})  # a short window
+    page = context.new_page()
+    page.set_default_timeout(WAIT_MS)
+    errors: list[str] = []
+    page.on("pageerror", lambda error: errors.append(str(error)))
+    try:
+        sign_in(page, server)
+        open_new_image(page, "follow", approval=True)
+
+        # Markdown, sanitised: bold becomes <strong>, a script or an onerror= never runs.
+        send(
+            page,
+            "**bold** and `code` <script>window.__pwned=1</script>"
+            '<img src="data:image/png;base64,AAAA" onerror="window.__pwned=2">',
+        )
+        expect(page.locator("#transcript .message.assistant .text strong")).to_have_text("bold")
+        expect(page.locator("#transcript .message.assistant .text code")).to_have_text("code")
+        expect(page.locator("#transcript .message.streaming")).to_have_count(0)
+        assert page.evaluate("window.__pwned") is None
+        assert page.locator("#transcript .message.assistant script").count() == 0
+        assert page.locator("#transcript .message.assistant [onerror]").count() == 0
+
+        # Fill the transcript past the window, then a long reply: its latest words stay in view.
+        for n in range(3):
+            send(page, f"filler {n} " + LONG)
+            expect(replies(page).last).to_have_text(f"Echo: filler {n} " + LONG)
+        send(page, "LONG " + LONG + " " + LONG)
+        expect(page.locator("#transcript .message.waiting")).to_have_count(0)
+        streaming = page.locator("#transcript .message.assistant.streaming")
+        expect(streaming).to_contain_text("word12")
+        assert in_view(page, "#transcript .message.assistant.streaming")
+        expect(streaming).to_contain_text("word29 word0")  # the second half (it scrolled on)
+        assert in_view(page, "#transcript .message.assistant.streaming")
+        expect(replies(page).last).to_have_text("Echo: LONG " + LONG + " " + LONG)
+        assert in_view(page, "#transcript > li:last-child")
+
+        # A tool call asking for approval: its buttons are in view, and approving runs it.
+        send(page, '/tool calculator {"expression": "6*7"}')
+        approve = page.get_by_role("button", name="Approve calculator")
+        expect(approve).to_be_visible()
+        assert in_view(page, "#transcript .approval .approve")
+        assert in_view(page, "#transcript .approval .deny")
+        shot(page, "10-approval-in-view")
+        approve.click()
+        expect(replies(page).last).to_have_text("Echo: calculator returned: 42")
+        assert in_view(page, "#transcript > li:last-child")
+
+        # Scrolled up while a reply streams: it stops following (the user's place is kept) and
+        # offers the jump, which goes back to the latest.
+        send(page, "while scrolled up " + LONG)
+        expect(page.locator("#transcript .message.assistant.streaming")).to_contain_text("word3")
+        page.locator("#transcript").evaluate("list => list.scrollTo(0, 0)")
+        jump = page.get_by_role("button", name="Jump to latest")
+        expect(jump).to_be_visible()
+        expect(replies(page).last).to_have_text("Echo: while scrolled up " + LONG)
+        assert page.locator("#transcript").evaluate("list => list.scrollTop") == 0
+        assert not in_view(page, "#transcript > li:last-child")
+        jump.click()
+        expect(jump).to_be_hidden()
+        assert in_view(page, "#transcript > li:last-child")
+    finally:
+        context.close()
+    assert errors == []
+
+
+def test_a_waiting_line_shows_until_the_first_token(page, server):
+    sign_in(page, server)
+    open_new_image(page, "waiting")
+    page.evaluate(
+        """() => {
+          window.added = [];
+          new MutationObserver((records) => {
+            for (const r of records)
+              for (const n of r.addedNodes) if (n.className) window.added.push(n.className);
+          }).observe(document.getElementById('transcript'), {childList: true});
+        }"""
+    )
+    send(page, "hello")
+    expect(replies(page).last).to_have_text("Echo: hello")
+    added = page.evaluate("window.added")
+    assert added[:2] == ["message user", "message note waiting"], added
+    assert added[2].startswith("message assistant"), added
+    expect(page.locator("#transcript .message.waiting")).to_have_count(0)  # gone with the first token

@@ -26,6 +26,10 @@ FILES = {
     "protocol.js": "text/javascript; charset=utf-8",
     "view.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    # vendored, unmodified but for the source-map line (docs/playground.md): marked 15.0.12 (MIT,
+    # LICENSE.marked.md) and DOMPurify 3.2.6 (Apache-2.0 or MPL-2.0, LICENSE.dompurify.txt)
+    "marked.esm.js": "text/javascript; charset=utf-8",
+    "purify.es.js": "text/javascript; charset=utf-8",
     "config.json": "application/json",
 }
 

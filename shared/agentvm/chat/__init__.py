@@ -71,15 +71,25 @@ def add_chat_command(sub: Any) -> None:
     chat.add_argument("--data-dir", type=Path, help="with --local: keep the server's data here")
     chat.add_argument("--container", default="chat", help="the container to chat in (default: chat)")
     chat.add_argument(
-        "--image", help="an image id to chat with (default: the container's newest, or a new one)"
+        "--image",
+        help="an image id to chat with (default: the container's newest, or a new one; "
+        "a new one whenever --config, --model or --system is given)",
     )
     chat.add_argument("--model", help="provider/model of images the chat creates (default: the server's)")
     chat.add_argument("--system", help="system prompt of images the chat creates")
     chat.add_argument(
         "--config",
-        help='image_create config (JSON, or @file) for images the chat creates, e.g. \'{"tools": '
-        '[{"type": "builtin", "name": "calculator"}]}\'',
+        help="image_create config (JSON, or @file): the chat starts on a new image with it, e.g. "
+        '\'{"tools": [{"type": "builtin", "name": "calculator"}]}\' (not with --image)',
     )
+
+
+NO_KEY = (
+    "avm: the server wants an API key: give --key avm_... (or set AVM_API_KEY). The first `avm serve` "
+    "printed an admin key; `avm keys create --tenant default` makes a new one (--scope admin for "
+    "/usage), or start the server with `avm serve --open` (loopback only, no key), or use "
+    "`avm chat --local`."
+)
 
 
 def run_chat(args: argparse.Namespace) -> int:
@@ -92,6 +102,14 @@ def run_chat(args: argparse.Namespace) -> int:
         config = image_config(args.config, args.model, args.system)
     except (ValueError, OSError) as exc:
         print(f"avm: {exc}", file=sys.stderr)
+        return 2
+    if config and args.image:
+        print(
+            "avm: --image chats with an existing image, whose config is fixed; --config, --model "
+            "and --system shape a new one: give one or the other (`/image new` in the chat also "
+            "creates one with them)",
+            file=sys.stderr,
+        )
         return 2
     if args.local:
         from agentvm.chat.local import LocalServerError, local_server
@@ -111,7 +129,7 @@ def run_chat(args: argparse.Namespace) -> int:
 
 async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dict[str, Any]) -> int:
     from agentvm.chat.app import ChatApp, http_url_of
-    from agentvm.client import AgentVMClient, AgentVMClientError
+    from agentvm.client import AgentVMClient, AgentVMClientError, RequestFailed
 
     try:
         batch, cadence = connection_mode(args.frames, url, economy=args.economy)
@@ -122,8 +140,15 @@ async def _chat(args: argparse.Namespace, url: str, key: str | None, config: dic
                 image_config=config,
                 http_url=args.http_url or http_url_of(url),
                 key=key,
+                new_image=bool(config) and args.image is None,
             )
             return await app.run(args.image)
+    except RequestFailed as exc:
+        if exc.code == "unauthorized" and not key:
+            print(NO_KEY, file=sys.stderr)
+        else:
+            print(f"avm: {exc.message} ({exc.code})", file=sys.stderr)
+        return 1
     except (AgentVMClientError, OSError) as exc:
         print(f"avm: {type(exc).__name__}: {exc}", file=sys.stderr)
         return 1

@@ -5,8 +5,17 @@ Decisions (docs/sdk.md, "avm chat"):
 - A line is sent as a message unless its first word is one of the chat's commands (``/help``,
   ``/image``, ``/history``, ``/interrupt``, ``/usage``, ``/quit``, ``/exit``): ``/tool ...`` and
   any other text go to the model as they are (the echo model reads ``/tool <name> <JSON>``).
+- ``--config``, ``--model`` or ``--system`` start the chat on a new image made with them (an
+  image's config is fixed once made, so the container's newest could not honour them); with
+  ``--image`` they are refused.
 - **Ctrl-C** during a turn interrupts the turn (the chat goes on); at the prompt it asks for a
   second Ctrl-C within 2 s to quit (so a late Ctrl-C after a turn ended does not end the chat).
+  The terminal itself echoes ``^C``: the chat's note does not repeat it.
+- Input that is not a terminal (``echo hi | avm chat``): no prompt; each line is sent in turn,
+  lines read while a turn runs wait for it (none is dropped), and end of input ends the chat after
+  the running turn (it does not interrupt it).
+- Until a turn's first event, a terminal shows ``[waiting for the model…]`` (erased when the reply
+  starts).
   ``/interrupt`` typed while a turn streams does the same as Ctrl-C; Ctrl-D (end of input) quits.
 - A turn that asks for approval shows the call and reads ``y``/``n``; a client-side tool's call
   reads its result as a line (the chat has no functions of its own to run).
@@ -89,12 +98,14 @@ class ChatApp:
         key: str | None,
         out: TextIO = sys.stdout,
         stdin: TextIO = sys.stdin,
+        new_image: bool = False,
     ) -> None:
         self.client = client
         self.container_id = container_id
         self.image_config = image_config
         self.http_url = http_url
         self.key = key
+        self.new_image = new_image  # --config/--model/--system: start on a new image made with them
         self.render = Renderer(out)
         self._stdin = stdin
         self.image: ImageInfo | None = None
@@ -106,6 +117,8 @@ class ChatApp:
         self._last_sigint = 0.0
         self._quit = False
         self._lines: Lines | None = None
+        self.interactive = _isatty(stdin)  # False: piped input (no prompt, nothing dropped)
+        self._pending: list[str | None] = []  # piped lines read while a turn ran, in order
 
     # -- the session ---------------------------------------------------------------------------------
     async def run(self, image_id: str | None = None) -> int:
@@ -121,12 +134,17 @@ class ChatApp:
             "/help for commands"
         )
         while not self._quit:
-            self.render.write(PROMPT)
-            line = await self._lines.queue.get()
+            if self._pending:
+                line = self._pending.pop(0)
+            else:
+                if self.interactive:
+                    self.render.write(PROMPT)
+                line = await self._lines.queue.get()
             if line is None:
                 self.render.end_line()
                 break
-            self.render.at_line_start = True  # the Enter that ended the line moved the cursor
+            if self.interactive:
+                self.render.at_line_start = True  # the Enter that ended the line moved the cursor
             try:
                 await self._handle(line.strip())
             except RequestFailed as exc:
@@ -157,7 +175,7 @@ class ChatApp:
 
     def _on_sigint(self) -> None:
         if self.turn is not None and not self.turn.done:
-            self.render.note("^C [chat] interrupting the turn")
+            self.render.note("[chat] interrupting the turn")  # (the terminal echoed the ^C)
             if self._answer is not None and not self._answer.done():
                 self._answer.set_result(None)  # a question the turn asked: left unanswered
             asyncio.ensure_future(self._interrupt())
@@ -171,8 +189,9 @@ class ChatApp:
             self._lines.queue.put_nowait(None)
             return
         self._last_sigint = now
-        self.render.note("^C [chat] press Ctrl-C again to quit (or /quit)")
-        self.render.write(PROMPT)
+        self.render.note("[chat] press Ctrl-C again to quit (or /quit)")
+        if self.interactive:
+            self.render.write(PROMPT)
 
     async def _interrupt(self) -> None:
         if self.turn is not None:
@@ -185,6 +204,7 @@ class ChatApp:
         turn = self.client.send(self.image.imageId, content)
         self.turn = turn
         watcher = asyncio.create_task(self._lines_during_turn())
+        self.render.waiting()
         try:
             async for event in turn:
                 self.render.event(event)
@@ -195,6 +215,7 @@ class ChatApp:
         finally:
             watcher.cancel()
             self.turn = None
+            self.render.stop_waiting()
             self.render.end_line()
         self._turns += 1
         if turn.usage is not None:
@@ -207,9 +228,12 @@ class ChatApp:
         assert self._lines is not None
         while True:
             line = await self._lines.queue.get()
-            self.render.at_line_start = True  # (the terminal echoed the line and its Enter)
+            if self.interactive:
+                self.render.at_line_start = True  # (the terminal echoed the line and its Enter)
             if self._answer is not None and not self._answer.done():
                 self._answer.set_result(line)
+            elif not self.interactive:
+                self._pending.append(line)  # piped: sent after this turn (None: then the end)
             elif line is None:
                 self._quit = True
                 asyncio.ensure_future(self._interrupt())
@@ -258,6 +282,9 @@ class ChatApp:
             if found is None:
                 raise RequestFailed("image_get", {"error": f"no image {image_id}", "code": "not_found"})
             self.image = found
+            return
+        if self.new_image:  # an image's config is fixed once made: the asked one needs a new image
+            self.image = await self._create_image("Chat")
             return
         images = await self.client.list_images(self.container_id)
         self.image = images[0] if images else await self._create_image("Chat")
@@ -324,6 +351,13 @@ class ChatApp:
             f"{totals.get('inputTokens', 0)} input + {totals.get('outputTokens', 0)} output = "
             f"{totals.get('totalTokens', 0)} tokens (GET /v1/usage)"
         )
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):  # a closed or non-file stream
+        return False
 
 
 def http_url_of(ws_url: str) -> str | None:

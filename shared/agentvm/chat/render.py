@@ -37,6 +37,8 @@ if TYPE_CHECKING:
     from agentvm.client import Frame, Message
 
 CUT = 200
+WAITING = "[waiting for the model…]"
+WAITING_DIM = f"\x1b[2m{WAITING}\x1b[0m"
 
 
 def short(value: Any) -> str:
@@ -54,10 +56,12 @@ class Renderer:
         self.color = color
         self.at_line_start = True
         self._tool_names: dict[str, str] = {}
+        self._waiting_shown = False
 
     # -- primitives ----------------------------------------------------------------------------------
     def write(self, text: str) -> None:
         if text:
+            self.stop_waiting()  # the first thing a turn shows replaces the waiting line
             self.out.write(text)
             self.out.flush()
             self.at_line_start = text.endswith("\n")
@@ -75,6 +79,22 @@ class Renderer:
             self.write("\n")
 
     # -- a turn --------------------------------------------------------------------------------------
+    def waiting(self) -> None:
+        """``[waiting for the model…]`` until the turn's first event, on a terminal only (erased
+        then, so a pipe or a log never holds it)."""
+        if self.out.isatty():
+            self.end_line()
+            self.out.write(WAITING_DIM if self.color else WAITING)
+            self.out.flush()
+            self._waiting_shown = True
+
+    def stop_waiting(self) -> None:
+        if self._waiting_shown:
+            self.out.write("\r\x1b[K")  # back to the line's start, and erase it
+            self.out.flush()
+            self._waiting_shown = False
+            self.at_line_start = True
+
     def event(self, event: Frame) -> None:
         if isinstance(event, TextDeltaEvent):
             self.write(event.data.text)

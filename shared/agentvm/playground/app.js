@@ -215,10 +215,13 @@ function onEvent(frame) {
 
 async function send(text) {
   transcript.user(text);
+  transcript.following = true; // a sent message follows its turn
+  transcript.waiting();
   setRunning(true);
   try {
     await conn.request("message_send", { imageId: image.imageId, content: text });
   } catch (error) {
+    transcript.stopWaiting();
     transcript.note(`Not sent (${error.code}): ${error.message}`, "error");
     setRunning(false);
   }

@@ -1,8 +1,28 @@
 // The transcript: stored messages (history) and live turn events rendered into one list.
 //
-// Everything from the server or the model is set with textContent, never as HTML. A reply is
-// streamed into its bubble by text_delta frames, then replaced by the assistant_message's full
-// text (what was stored), so a page that resumed mid-turn still ends with the exact reply.
+// Everything from the server or the model is set with textContent, never as HTML, except an
+// assistant reply's text: Markdown, parsed by marked and sanitised by DOMPurify (both vendored in
+// the package, versions in docs/playground.md), so a <script> or an onerror= in a reply never
+// runs (and the page's CSP allows no inline script either). A reply is streamed into its bubble
+// by text_delta frames, then replaced by the assistant_message's full text (what was stored), so
+// a page that resumed mid-turn still ends with the exact reply.
+//
+// The view follows the turn: while the user is at the bottom of the transcript, every change
+// (streamed text, a tool card, the Approve/Deny buttons) keeps the latest in view; scrolling up
+// stops following and shows "Jump to latest", which scrolls down and follows again.
+
+import { marked } from "./marked.esm.js";
+import DOMPurify from "./purify.es.js";
+
+export function markdown(text) {
+  const html = marked.parse(text || "", { async: false, gfm: true, breaks: true }).trimEnd();
+  return DOMPurify.sanitize(html);
+}
+
+function setMarkdown(node, text) {
+  node.dataset.raw = text;
+  node.innerHTML = markdown(text);
+}
 
 function el(tag, className, text) {
   const node = document.createElement(tag);
@@ -26,23 +46,76 @@ function pretty(value) {
   return JSON.stringify(value, null, 2);
 }
 
+// The frames that show something of the turn: the first of them ends "Waiting for the model…".
+const SHOWN = [
+  "text_delta", "assistant_message", "tool_use_start", "tool_use_stop", "tool_result",
+  "tool_approval_requested", "client_tool_requested", "tool_progress", "interrupted",
+  "conversation_end", "error_message", "error_occurred", "session_destroyed",
+];
+
 export class Transcript {
   // onAnswer(turnId, toolCallId, approved): the user approved or denied a tool call.
   constructor(list, { onAnswer }) {
     this.list = list;
     this.onAnswer = onAnswer;
+    this.following = true;
+    this.jump = el("button", "jump-latest", "↓ Jump to latest");
+    this.jump.type = "button";
+    this.jump.hidden = true;
+    this.jump.addEventListener("click", () => {
+      this.following = true;
+      this.follow();
+    });
+    list.after(this.jump);
+    list.addEventListener("scroll", () => {
+      if (this.programmatic) return;
+      this.following = this.atBottom();
+      this.jump.hidden = this.following;
+    });
     this.clear();
+  }
+
+  atBottom() {
+    const l = this.list;
+    return l.scrollHeight - l.scrollTop - l.clientHeight < 48;
+  }
+
+  // Keeps the latest in view while following; otherwise offers the jump.
+  follow() {
+    if (!this.following) {
+      this.jump.hidden = false;
+      return;
+    }
+    this.programmatic = true;
+    this.list.scrollTop = this.list.scrollHeight;
+    const last = this.list.lastElementChild;
+    if (last) last.scrollIntoView({ block: "end" }); // the page too, when the list does not scroll
+    this.jump.hidden = true;
+    requestAnimationFrame(() => (this.programmatic = false));
+  }
+
+  // "Waiting for the model…" from a sent message until the turn's first frame.
+  waiting() {
+    this.stopWaiting();
+    this.waitNote = this.note("Waiting for the model…", "note waiting");
+  }
+
+  stopWaiting() {
+    if (this.waitNote) this.waitNote.remove();
+    this.waitNote = null;
   }
 
   clear() {
     this.list.replaceChildren();
     this.reply = null; // the assistant bubble being streamed
+    this.waitNote = null;
     this.cards = new Map(); // toolCallId -> tool card
   }
 
   add(node) {
-    this.list.append(node);
-    node.scrollIntoView({ block: "end" });
+    if (this.waitNote && node !== this.waitNote) this.waitNote.before(node);
+    else this.list.append(node);
+    this.follow();
     return node;
   }
 
@@ -54,7 +127,9 @@ export class Transcript {
 
   assistant(text = "") {
     const item = el("li", "message assistant");
-    item.append(el("span", "who", "Agent"), el("p", "text", text));
+    const body = el("div", "text markdown");
+    setMarkdown(body, text);
+    item.append(el("span", "who", "Agent"), body);
     return this.add(item);
   }
 
@@ -151,10 +226,18 @@ export class Transcript {
         } else this.toolResult(m.toolCallId, m.toolResult.name, out.value, failed);
       } else if (m.subtype === "error") this.note(`Error (${m.errorCode || "error"}): ${m.content}`, "error");
     }
+    this.following = true;
+    this.follow();
   }
 
   // One live frame of the current session.
   event(frame) {
+    if (this.waitNote && SHOWN.includes(frame.type)) this.stopWaiting();
+    this.apply(frame);
+    this.follow();
+  }
+
+  apply(frame) {
     const d = frame.data || {};
     switch (frame.type) {
       case "message_start":
@@ -163,11 +246,14 @@ export class Transcript {
       case "text_delta":
         if (!this.reply) this.reply = this.assistant();
         this.reply.classList.add("streaming");
-        this.reply.querySelector(".text").textContent += d.text;
+        {
+          const body = this.reply.querySelector(".text");
+          setMarkdown(body, (body.dataset.raw || "") + d.text);
+        }
         break;
       case "assistant_message":
         if (!this.reply) this.reply = this.assistant();
-        this.reply.querySelector(".text").textContent = textOf(d.content);
+        setMarkdown(this.reply.querySelector(".text"), textOf(d.content));
         this.reply.classList.remove("streaming");
         break;
       case "message_stop":
