@@ -488,16 +488,14 @@ def _where(image: ImageRecord) -> dict[str, str]:
     return {"Location": f"/v1/sessions/{image.sessionId}/events"}
 
 
-Feed = _Feed  # api/a2a.py streams a turn's text deltas the same way
 
 
 __all__ = [
     "EVENT_STREAM",
-    "Feed",
-    "containers",
     "TURN_END_FRAMES",
     "AttachablePush",
     "Feed",
+    "containers",
     "router",
     "sse_event",
     "stored_frames",
