@@ -91,6 +91,7 @@ if TYPE_CHECKING:
         for_the_model,
     )
     from agentvm.resources.search import (
+        STOP_WORDS,
         Bm25,
         Hit,
         cached_index,
@@ -120,6 +121,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "BUILT_FIELDS",
+    "STOP_WORDS",
     "Bm25",
     "Build",
     "CANDIDATES",
@@ -289,6 +291,7 @@ __getattr__, __dir__ = lazy_exports(
             "type_of",
         ],
         "search": [
+            "STOP_WORDS",
             "Bm25",
             "Hit",
             "cached_index",

@@ -37,7 +37,7 @@ _CACHE_SIZE = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
 _PARAGRAPH = re.compile(r"\n\s*\n")
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+")
-_STOP = frozenset(
+STOP_WORDS = frozenset(  # English words too common to rank by (also the local index's queries)
     [
         "a",
         "an",
@@ -84,7 +84,7 @@ _STOP = frozenset(
 def tokens(text: str) -> list[str]:
     out = []
     for word in _WORD.findall(text.lower()):
-        if word in _STOP:
+        if word in STOP_WORDS:
             continue
         if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
             word = word[:-1]
@@ -219,4 +219,4 @@ def cached_index(key: str, documents: list[dict[str, Any]], index: dict[str, Any
     return found
 
 
-__all__ = ["Bm25", "Hit", "cached_index", "chunk_documents", "tokens"]
+__all__ = ["STOP_WORDS", "Bm25", "Hit", "cached_index", "chunk_documents", "tokens"]

@@ -37,6 +37,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.local.sqlite.checkpoint import in_background
 from agentvm.ports import KnowledgeChunk, KnowledgeDocument, KnowledgeHit
+from agentvm.resources.search import STOP_WORDS
 
 if TYPE_CHECKING:
     from collections.abc import Iterator, Sequence
@@ -71,48 +72,6 @@ _COLUMNS = "document_id, title, heading_path, location, ordinal, text"
 _WEIGHTS = "0.0, 2.0, 3.0, 1.0"
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
-_STOP = frozenset(
-    (
-        "a",
-        "an",
-        "and",
-        "are",
-        "as",
-        "at",
-        "be",
-        "but",
-        "by",
-        "for",
-        "from",
-        "has",
-        "have",
-        "how",
-        "i",
-        "in",
-        "is",
-        "it",
-        "its",
-        "of",
-        "on",
-        "or",
-        "that",
-        "the",
-        "this",
-        "to",
-        "was",
-        "were",
-        "what",
-        "when",
-        "where",
-        "which",
-        "who",
-        "why",
-        "will",
-        "with",
-        "you",
-        "your",
-    )
-)
 
 
 def scope_of(owner: str, resource: str, version: str) -> str:
@@ -124,7 +83,7 @@ def match_expression(query: str) -> str | None:
     """The FTS5 query for free text: its words (stop words dropped unless nothing else is left),
     each quoted (no FTS5 syntax gets through), any of them matching. None: no word at all."""
     words = [w.lower() for w in _WORD.findall(query)]
-    kept = [w for w in words if w not in _STOP] or words
+    kept = [w for w in words if w not in STOP_WORDS] or words
     unique = list(dict.fromkeys(kept))[:MAX_QUERY_TERMS]
     if not unique:
         return None
