@@ -29,6 +29,42 @@ async def harness(tmp_path: Any) -> Harness:
     h.store.close()
 
 
+# Files whose tests measure time (pacing and cadence windows, leases, deadlines, process kills, a
+# terminal's timing): ``./dev test`` runs them after the parallel run, in one process, so that no
+# other worker's load moves their clocks (AVM_TEST_PHASE: "parallel" leaves them out, "serial" runs
+# only them; unset, as under a plain ``pytest``, runs everything).
+SERIAL_FILES = frozenset(
+    {
+        "tests/contract/test_turn_queue_contract.py",
+        "tests/functions/test_observability_aws.py",
+        "tests/integration/test_chat.py",
+        "tests/integration/test_cluster_acceptance.py",
+        "tests/integration/test_mcp_events.py",
+        "tests/integration/test_mcp_sessions.py",
+        "tests/integration/test_paced_reads.py",
+        "tests/integration/test_playground_browser.py",
+        "tests/integration/test_sandbox_job_lifecycle.py",
+        "tests/unit/agent/test_pacing.py",
+        "tests/unit/streaming/test_batch_cadence.py",
+        "tests/unit/streaming/test_batched_frames.py",
+        "tests/unit/streaming/test_cadence_choice.py",
+    }
+)
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    phase = os.environ.get("AVM_TEST_PHASE")
+    if phase not in ("parallel", "serial"):
+        return
+    keep, drop = [], []
+    for item in items:
+        serial = item.nodeid.split("::", 1)[0] in SERIAL_FILES
+        (keep if serial == (phase == "serial") else drop).append(item)
+    if drop:
+        config.hook.pytest_deselected(items=drop)
+        items[:] = keep
+
+
 @pytest.fixture(scope="session", autouse=True)
 def _postgres_server_stops() -> Iterator[None]:
     """The test PostgreSQL (tests/postgres_server.py) starts on first use and stops here, at the
