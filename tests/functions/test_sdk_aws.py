@@ -107,7 +107,9 @@ def test_avm_chat_against_the_aws_host(bridge):
         term.expect(r"\[chat\] container chat, image img_\S+ \(Chat\)")
         term.expect("you> ")  # typed before the prompt, the line's echo lands ahead of it
         term.line("Hello AWS")
-        term.expect(r"\nEcho: Hello AWS\nyou> ")
+        term.expect(
+            r"\n\[waiting for the model…\]\r\x1b\[KEcho: Hello AWS\nyou> "
+        )  # the waiting line, erased
         term.line('/tool calculator {"expression": "2+3"}')
         term.expect(r"\[tool\] calculator -> 5\n")
         term.expect(r"Echo: calculator returned: 5\nyou> ")

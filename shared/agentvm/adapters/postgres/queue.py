@@ -75,6 +75,8 @@ ON CONFLICT (job_key) DO NOTHING
 
 # Up to %(per_tenant)s ready heads of each tenant with waiting rows: a row is a head when no earlier
 # row of its session is live. One index probe per candidate (turn_jobs_live_by_session).
+HAND_BACK_S = 5.0  # a stop waits at most this long for its cancelled turns to end
+
 _READY_HEADS = """
 SELECT h.seq, h.tenant_id FROM (SELECT DISTINCT tenant_id FROM turn_jobs WHERE state = 'queued') AS w,
 LATERAL (
@@ -250,7 +252,12 @@ class PostgresTurnQueue:
         entries = list(self._inflight.items())
         for _, (_, _, task) in entries:
             task.cancel()
-        await asyncio.gather(*(task for _, (_, _, task) in entries), return_exceptions=True)
+        # Bounded: a turn cut off while it writes to a database that is away (a failover) may not
+        # finish cancelling until the pool gives up; the stop must not wait that long. What it had
+        # not written is resumed from the lease, as after a crash.
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(HAND_BACK_S):
+                await asyncio.gather(*(task for _, (_, _, task) in entries), return_exceptions=True)
         self._inflight.clear()
         unsettled, self._unsettled = self._unsettled, {}
         entries = [entry for entry in entries if entry[0] not in unsettled]  # finished: not handed back
