@@ -488,8 +488,6 @@ def _where(image: ImageRecord) -> dict[str, str]:
     return {"Location": f"/v1/sessions/{image.sessionId}/events"}
 
 
-
-
 __all__ = [
     "EVENT_STREAM",
     "TURN_END_FRAMES",
