@@ -44,6 +44,7 @@ SERIAL_FILES = frozenset(
         "tests/integration/test_paced_reads.py",
         "tests/integration/test_playground_browser.py",
         "tests/integration/test_sandbox_job_lifecycle.py",
+        "tests/integration/test_serve_workers.py",
         "tests/unit/agent/test_pacing.py",
         "tests/unit/streaming/test_batch_cadence.py",
         "tests/unit/streaming/test_batched_frames.py",
