@@ -113,13 +113,23 @@ async def test_one_sessions_turns_keep_their_order_across_workers(tmp_path):
     assert [t for t in texts if t.startswith("Echo")] == [f"Echo: turn {i}" for i in range(6)]
 
 
+def _listeners(port: int) -> int:
+    """How many sockets listen on ``port`` (Linux's /proc/net/tcp; state 0A is LISTEN). A worker
+    binds its socket early but listens only once its app has started, and the kernel spreads new
+    connections only over the sockets that listen: its relay socket existing says nothing yet."""
+    with open("/proc/net/tcp") as table:
+        rows = [line.split() for line in table.readlines()[1:]]
+    return sum(int(local.rsplit(":", 1)[1], 16) == port and state == "0A" for _, local, _, state, *_ in rows)
+
+
 async def test_avm_serve_workers_share_one_port(tmp_path):
     port = free_port()
     with avm_serve(tmp_path, port, "--open", "--workers", "2", env=base_env(**ENV)) as server:
-        for _ in range(100):  # until both workers listen (the supervisor answers nothing itself)
-            if len(list((tmp_path / "workers").glob("*.sock"))) == 2:
+        for _ in range(200):  # until both workers listen (the supervisor answers nothing itself)
+            if _listeners(port) == 2:
                 break
             await asyncio.sleep(0.1)
+        assert _listeners(port) == 2
         clients = [await AgentVMClient.open(server.url) for _ in range(24)]
         try:
             images = await asyncio.gather(*(_image(c) for c in clients))
