@@ -21,6 +21,7 @@ if TYPE_CHECKING:
         Clock,
         ConfigLayers,
         Connections,
+        Counters,
         Embedder,
         Ids,
         KnowledgeIndex,
@@ -210,6 +211,9 @@ class Runtime:
     budgets: TokenBudgets | None = None
     rate_limiter: RateLimits | None = None
     storage_quota: StorageAccount | None = None  # bytes a tenant may store (None: no quota)
+    # The security stores' atomic counters, also for claims every worker and node sees (a session's
+    # compaction runs once: agent/compaction.py). None: claims are not shared (one process's tests).
+    counters: Counters | None = None
     # Connections, keys and requests per tenant (security/tenant_limits.py). None: not bounded per
     # tenant (the open dev mode has one tenant).
     tenant_limits: PerTenantLimits | None = None

@@ -13,6 +13,7 @@ from agentvm.lazy import lazy_exports
 
 if TYPE_CHECKING:
     from agentvm.agent.compaction import (
+        CLAIM_S,
         SUMMARY_SYSTEM,
         compact_after_turn,
         count_trigger,
@@ -119,6 +120,7 @@ __all__ = [
     "ANTHROPIC_HAIKU",
     "BEDROCK_HAIKU",
     "CHARS_PER_TOKEN",
+    "CLAIM_S",
     "ContextDiet",
     "DEFAULT_FAST_MAX_CHARS",
     "DEFAULT_HEAD_CHARS",
@@ -126,6 +128,7 @@ __all__ = [
     "DEFAULT_MAX_RESULT_CHARS",
     "INTERRUPTED_RESULT",
     "LEAD_S",
+    "Memory",
     "NO_RESULT",
     "OPENAI_MINI",
     "PendingStep",
@@ -147,6 +150,8 @@ __all__ = [
     "blocks_of",
     "chat_turns",
     "cheap_sibling",
+    "clean_text",
+    "clean_topic",
     "compact_after_turn",
     "complete",
     "count_trigger",
@@ -160,6 +165,7 @@ __all__ = [
     "fold_count",
     "keep_max",
     "load_context",
+    "memory_of",
     "model_text",
     "open_step",
     "pace_reads_by",
@@ -169,6 +175,7 @@ __all__ = [
     "previous_user",
     "read_bounds",
     "read_pause",
+    "recall_limit",
     "reference_note",
     "resolve_side_model",
     "result_of",
@@ -177,26 +184,22 @@ __all__ = [
     "side_model_ref",
     "start_seq",
     "steps_of",
+    "stored_output",
     "summary_max_tokens",
     "summary_request",
     "system_prompt",
-    "stored_output",
     "tool_result_of",
     "turn_context",
     "turn_steps",
     "turns_of",
     "user_turn",
-    "Memory",
-    "clean_text",
-    "clean_topic",
-    "memory_of",
-    "recall_limit",
 ]
 
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
         "compaction": [
+            "CLAIM_S",
             "SUMMARY_SYSTEM",
             "compact_after_turn",
             "count_trigger",

@@ -4,7 +4,8 @@ A turn reads the session's summary and the messages after it (``core/context.py`
 reads, whatever the length of the history. This module decides when to fold older messages into
 the summary, and does it.
 
-**When.** After a turn's terminal events were sent (never delaying the reply), if either
+**When.** After a turn's terminal events were sent (never delaying the reply; on hosts with a
+long-lived process also never delaying the session's next turn: ``turns/after_reply.py``), if either
 
 - the estimated context (chars/4 of system prompt + summary + unsummarised messages + the reply)
   passes ``compaction_threshold_tokens``, or
@@ -31,6 +32,13 @@ input is bounded (the previous summary, at most one window of messages, each cut
 twice the threshold); its output is capped at an eighth of the threshold (at least 256 tokens).
 A compaction that fails is logged and skipped: the turn it follows has already ended, and the
 next turn tries again.
+
+**Once.** Off the session's queue slot, the next turn may end (on any worker or node) while the
+previous turn's compaction still runs, and find the context still over the threshold. So a
+compaction after a turn decides again from a fresh read, and first claims its base (the session
+and the summary it starts from, ``Runtime.counters``: every worker and node sees the claim): of
+two compactions from the same summary, one calls the model. A claim expires after ``CLAIM_S``, so
+one whose worker died is tried again by a later turn.
 """
 
 from __future__ import annotations
@@ -69,6 +77,7 @@ SUMMARY_SYSTEM = (
     "the summary only."
 )
 MIN_SUMMARY_TOKENS = 256
+CLAIM_S = 300  # a claimed compaction base is taken this long (its worker may have died)
 
 
 def enabled(rt: Runtime) -> bool:
@@ -128,20 +137,47 @@ async def compact_after_turn(
     """Called once the turn's terminal events are out; never raises (but for cancellation)."""
     if not enabled(rt) or outcome is None:
         return None
-    threshold = rt.turns.compaction_threshold_tokens
-    tokens = context.estimated_tokens(image.systemPrompt) + estimate_tokens(outcome.text)
-    count = len(context.entries) + (1 if outcome.text.strip() else 0)
-    if tokens <= threshold and count < count_trigger(context.window):
+    if not _due(rt, image, context, reply=outcome.text):
         return None  # the common case: decided from what the turn read, no further I/O
     return await _safely(_after_turn(rt, job, image), job)
+
+
+def _due(rt: Runtime, image: ImageRecord, context: TurnContext, *, reply: str = "") -> bool:
+    """Past the threshold's tokens, or the window's count trigger (the module docstring)."""
+    tokens = context.estimated_tokens(image.systemPrompt) + estimate_tokens(reply)
+    count = len(context.entries) + (1 if reply.strip() else 0)
+    return tokens > rt.turns.compaction_threshold_tokens or count >= count_trigger(context.window)
 
 
 async def _after_turn(rt: Runtime, job: TurnJob, image: ImageRecord) -> SessionSummary | None:
     fresh = await load_context(rt.store, job.sessionId, rt.turns.history_window)
     if not any(m.id == job.userMessageId for m in fresh.messages):
         return None  # the turn's own message is no longer in view: nothing is safe to fold
+    if not _due(rt, image, fresh):
+        return None  # another turn's compaction got there first
+    if not await _claim(rt, job, fresh):
+        log.info(
+            "compaction skipped: another worker compacts this session", extra={"session_id": job.sessionId}
+        )
+        return None
     first_unrun = _next_user_id(fresh.messages, job.userMessageId)
     return await _compact(rt, job, image, fresh, first_unrun_id=first_unrun)
+
+
+async def _claim(rt: Runtime, job: TurnJob, context: TurnContext) -> bool:
+    """Whether this compaction is the one from the session's current summary (see "Once")."""
+    if rt.counters is None:
+        return True
+    base = context.summary.upToSeq if context.summary is not None else 0
+    lease = await rt.counters.lease(
+        f"compaction:{job.tenantId}:{job.sessionId}:{base}",
+        "claim",
+        1,
+        limit=1,
+        expires_at=int(rt.clock.now_ms() / 1000) + CLAIM_S,
+        whole=True,
+    )
+    return lease.granted == 1
 
 
 async def _safely(
@@ -312,6 +348,7 @@ async def _compact(
 
 
 __all__ = [
+    "CLAIM_S",
     "SUMMARY_SYSTEM",
     "compact_after_turn",
     "count_trigger",

@@ -18,6 +18,7 @@ from agentvm.hosts.tools import local_sandbox, tool_sources
 from agentvm.runtime import Runtime, turn_settings
 from agentvm.security.apikeys import ServerSecrets
 from agentvm.security.setup import Security, build_security, server_secrets
+from agentvm.turns.after_reply import AfterReplyTasks
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
@@ -53,6 +54,8 @@ class LocalHost:
     on_shutdown: list[Callable[[], Awaitable[None]]] = field(default_factory=list)
     # run as tasks while the server runs, cancelled at its shutdown (a cluster node's queue gauges)
     background: list[Callable[[], Coroutine[Any, Any, None]]] = field(default_factory=list)
+    # the work after turns' replies (compactions, titles), off the sessions' queue slots
+    after_reply: AfterReplyTasks = field(default_factory=AfterReplyTasks)
 
 
 def local_runtime(settings: Settings) -> LocalHost:

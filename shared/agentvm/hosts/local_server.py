@@ -129,7 +129,8 @@ def create_local_app(host: LocalHost) -> FastAPI:
     open_tenant = LOCAL_TENANT if host.settings.open else None
 
     async def run_job(job: TurnJob) -> None:
-        await process_turn(rt, job)
+        # the work after the reply (a compaction, a title) must not hold the session's queue slot
+        await process_turn(rt, job, later=host.after_reply.start)
 
     @asynccontextmanager
     async def lifespan(_app: FastAPI) -> AsyncIterator[None]:
@@ -156,6 +157,7 @@ def create_local_app(host: LocalHost) -> FastAPI:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError):
                     await task
+            await host.after_reply.aclose()
             if relay is not None:
                 await relay.aclose()
             await _kill_sandbox_jobs(rt)

@@ -40,6 +40,7 @@ class Security:
     rate_limiter: RateLimiter
     storage_quota: StorageQuota | None = None
     tenant_limits: TenantLimits | None = None
+    counters: Counters | None = None
 
     def attach(self, rt: Runtime) -> None:
         rt.auth = self.auth
@@ -50,6 +51,7 @@ class Security:
         if self.tenant_limits is not None:
             self.tenant_limits.read_overrides_from(lambda: rt.tenants)  # the registry, set after this
         rt.tenant_limits = self.tenant_limits
+        rt.counters = self.counters
 
 
 def server_secrets(settings: Settings) -> ServerSecrets:
@@ -140,6 +142,7 @@ def build_security(
             counters, limit_bytes=settings.tenant_storage_bytes, tenant_limits=tenant_limits
         ),
         tenant_limits=tenant_limits,
+        counters=counters,
     )
 
 

@@ -13,6 +13,10 @@ from typing import TYPE_CHECKING
 from agentvm.lazy import lazy_exports
 
 if TYPE_CHECKING:
+    from agentvm.turns.after_reply import (
+        STOP_WAIT_S,
+        AfterReplyTasks,
+    )
     from agentvm.turns.cancel_poll import (
         CancelPoll,
     )
@@ -134,6 +138,7 @@ if TYPE_CHECKING:
     )
 
 __all__ = [
+    "AfterReplyTasks",
     "CLAIM_STALE_MS",
     "CacheLookup",
     "CancelPoll",
@@ -149,6 +154,7 @@ __all__ = [
     "MAX_TURN_MESSAGES",
     "REPLY_CACHE_KIND",
     "RETRY_MS",
+    "STOP_WAIT_S",
     "Sender",
     "Sent",
     "StaleMarks",
@@ -226,6 +232,10 @@ __all__ = [
 __getattr__, __dir__ = lazy_exports(
     __name__,
     {
+        "after_reply": [
+            "STOP_WAIT_S",
+            "AfterReplyTasks",
+        ],
         "cancel_poll": [
             "CancelPoll",
         ],

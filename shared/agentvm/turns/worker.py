@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import contextlib
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.compaction import compact_after_turn, prepare_context
 from agentvm.agent.history import result_of, turn_steps
@@ -57,7 +57,7 @@ from agentvm.turns.suspend import hold_suspended, pending_step, suspended_before
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Iterator
+    from collections.abc import Callable, Coroutine, Iterator
 
     from agentvm.agent.context import TurnContext
     from agentvm.agent.tools.toolbox import Toolbox
@@ -69,8 +69,13 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.turns")
 
 
-async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
+async def process_turn(
+    rt: Runtime, job: TurnJob, *, later: Callable[[Coroutine[Any, Any, None]], None] | None = None
+) -> TurnOutcome | None:
     """Run one turn job to completion. Returns None when there was nothing to do.
+
+    ``later``: where the work after the reply goes (a compaction, a title: ``turns/after_reply.py``)
+    so that it does not hold the session's queue slot; None: it is awaited before this returns.
 
     If storage cannot be written (a full disk), the session's subscribers are told at once with a
     ``system_error`` (``storage_unavailable``, not stored: nothing can be), and the error goes to
@@ -82,7 +87,7 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         tenant_id=job.tenantId, container_id=job.containerId, session_id=job.sessionId, turn_id=job.turnId
     )
     try:
-        return await _process_turn(rt, job)
+        return await _process_turn(rt, job, later)
     except Exception as exc:  # the attempt failed (the queue retries it): counted as failed
         failure = exc if isinstance(exc, AgentVMError) else AgentVMError("internal error")
         record_turn(
@@ -112,7 +117,9 @@ async def process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
         rt.progress.forget(job.turnId)
 
 
-async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
+async def _process_turn(
+    rt: Runtime, job: TurnJob, later: Callable[[Coroutine[Any, Any, None]], None] | None
+) -> TurnOutcome | None:
     end = await _attempt(rt, job)
     if end is None:
         return None
@@ -123,12 +130,21 @@ async def _process_turn(rt: Runtime, job: TurnJob) -> TurnOutcome | None:
     if end.status == "suspended":
         log.info("turn suspended", extra={"turn_id": job.turnId, "waiting": len(run.outcome.waiting)})
         return run.outcome
-    await compact_after_turn(rt, job, run.image, run.context, run.outcome)  # after the reply; never raises
-    if rt.turns.auto_title:  # name an untitled session (opt-in; turns/title.py); never raises
+    work = _after_reply(rt, job, run)
+    if later is None:
+        await work
+    else:
+        later(work)
+    return run.outcome
+
+
+async def _after_reply(rt: Runtime, job: TurnJob, run: LoopRun) -> None:
+    """Compact, then name an untitled session (opt-in; turns/title.py); neither raises."""
+    await compact_after_turn(rt, job, run.image, run.context, run.outcome)
+    if rt.turns.auto_title:
         from agentvm.turns.title import title_after_turn
 
         await title_after_turn(rt, job, run.image, run.context, run.outcome)
-    return run.outcome
 
 
 async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:

@@ -6,6 +6,7 @@ with a model that answers summary requests with a numbered summary and turns wit
 
 from __future__ import annotations
 
+import asyncio
 import json
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
@@ -18,6 +19,7 @@ from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.adapters.llm.scripted import SingleModelResolver
 from agentvm.adapters.local.memory_connections import InMemoryConnections
 from agentvm.adapters.local.push import LocalPush
+from agentvm.adapters.local.sqlite.counters import SqliteCounters
 from agentvm.adapters.local.sqlite.store import SqliteStore
 from agentvm.agent.compaction import SUMMARY_SYSTEM, fold_count
 from agentvm.agent.context import SUMMARY_HEADING, estimate_tokens
@@ -29,6 +31,7 @@ from agentvm.observability.running import TurnProgress
 from agentvm.ports import ConnectionInfo
 from agentvm.records import ImageRecord, SessionRecord, TurnJob, turn_id_for
 from agentvm.runtime import Runtime, TurnSettings
+from agentvm.turns.after_reply import AfterReplyTasks
 from agentvm.turns.cancel_poll import CancelPoll
 from agentvm.turns.worker import process_turn
 from tests.contract.conftest import CONTRACT_TABLE
@@ -50,6 +53,7 @@ class SummarisingModel:
         self.requests: list[ModelRequest] = []
         self.fail_summaries = False
         self.on_summary: list[Any] = []  # callbacks run when a summary request arrives
+        self.summaries_held: asyncio.Event | None = None  # set: summary requests wait until it is
 
     def summary_requests(self) -> list[ModelRequest]:
         return [r for r in self.requests if r.system == SUMMARY_SYSTEM]
@@ -65,6 +69,8 @@ class SummarisingModel:
                 callback()
             if self.fail_summaries:
                 raise ProviderUnavailable("summariser down")
+            if self.summaries_held is not None:
+                await self.summaries_held.wait()
         text = f"summary {len(self.summary_requests())}" if summarising else self.reply
         yield ModelStart(message_id=f"msg_m{len(self.requests)}", model=request.model, input_tokens=7)
         for i, word in enumerate(text.split()):
@@ -153,7 +159,7 @@ class Session:
             for message in messages:
                 await store.append_message(self.session_id, message)
 
-    async def turn(self, content: str = "how are you?") -> TurnJob:
+    async def turn(self, content: str = "how are you?", later: Any = None) -> TurnJob:
         self.turns += 1
         user = UserMessage(id=f"msg_s{self.n}t{self.turns}", timestamp=1, content=content)
         await self.rt.store.append_message(self.session_id, user)
@@ -168,7 +174,7 @@ class Session:
             requestId=f"req_{self.turns}",
             enqueuedAt=1,
         )
-        await process_turn(self.rt, job)
+        await process_turn(self.rt, job, later=later)
         return job
 
 
@@ -315,6 +321,50 @@ async def test_compaction_runs_after_the_turns_terminal_events(sqlite_store):
     assert len(seen_at_summary) == 1
     assert seen_at_summary[0][-1] == "conversation_end"  # the client had the whole reply first
     assert frames == seen_at_summary[0]  # and compaction sends nothing
+
+
+async def test_the_next_turn_does_not_wait_for_the_previous_turns_compaction(sqlite_store):
+    """Off the session's queue slot (``turns/after_reply.py``, as ``avm serve`` runs it): the next
+    turn runs while the compaction's model call is still out, and its own compaction, from the
+    same summary, is left to the one running (the claim): one summary call, not two."""
+    model = SummarisingModel()
+    rt = _runtime(sqlite_store, model, compaction_threshold_tokens=100)
+    rt.counters = SqliteCounters(":memory:")
+    session = await Session(rt, model).create()
+    await session.seed(3, text="y" * 200)
+    model.summaries_held = asyncio.Event()
+    after = AfterReplyTasks()
+
+    first = await session.turn(later=after.start)  # returns with its compaction still out
+    while not model.summary_requests():
+        await asyncio.sleep(0.01)
+    second = await session.turn(later=after.start)  # runs meanwhile: nothing waits for the summary
+
+    for job in (first, second):
+        assert (await sqlite_store.get_turn(job.turnId)).status == "completed"
+    assert await sqlite_store.get_summary(session.session_id) is None
+    model.summaries_held.set()
+    await after.wait()
+    assert (await sqlite_store.get_summary(session.session_id)).text == "summary 1"
+    assert len(model.summary_requests()) == 1  # the second turn's compaction found it claimed
+    assert len(model.turn_requests()) == 2
+
+
+async def test_a_stopping_host_cancels_a_compaction_that_does_not_end(sqlite_store):
+    model = SummarisingModel()
+    rt = _runtime(sqlite_store, model, compaction_threshold_tokens=100)
+    session = await Session(rt, model).create()
+    await session.seed(3, text="y" * 200)
+    model.summaries_held = asyncio.Event()  # never set: the summary call hangs
+    after = AfterReplyTasks()
+    await session.turn(later=after.start)
+    while not model.summary_requests():
+        await asyncio.sleep(0.01)
+
+    await after.aclose(timeout_s=0.05)
+
+    assert len(after) == 0
+    assert await sqlite_store.get_summary(session.session_id) is None
 
 
 async def test_a_failing_summariser_never_fails_the_turn_and_the_next_turn_retries(sqlite_store):
