@@ -62,7 +62,7 @@ _QUERY = (
 _INSERT = (
     "INSERT INTO knowledge_chunks (tenant_id, resource, version, document_id, ordinal, title,"
     " heading_path, location, text, embedding, dimensions, norm)"
-    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s::real[], %s, %s)"
+    " VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %b::real[], %s, %s)"
     " ON CONFLICT (tenant_id, resource, version, document_id, ordinal) DO UPDATE SET"
     " title = excluded.title, heading_path = excluded.heading_path, location = excluded.location,"
     " text = excluded.text, embedding = excluded.embedding, dimensions = excluded.dimensions,"
@@ -147,7 +147,7 @@ class PostgresKnowledgeIndex:
         async with self._db.connection() as conn:
             cur = await conn.execute(
                 f"SELECT {_COLUMNS},"
-                " (SELECT sum(a::float8 * b) FROM unnest(embedding, %s::real[]) AS t(a, b))"
+                " (SELECT sum(a::float8 * b) FROM unnest(embedding, %b::real[]) AS t(a, b))"
                 " / (NULLIF(norm, 0) * %s) AS similarity"
                 f" FROM knowledge_chunks WHERE {_SCOPE} AND dimensions = %s"
                 " ORDER BY similarity DESC NULLS LAST, document_id, ordinal LIMIT %s",
