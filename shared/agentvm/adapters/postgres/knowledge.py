@@ -21,6 +21,9 @@ stemmer as the rows, no tokenizer here) and its lexemes are ORed, as the local i
 a paraphrase sharing two of five words still finds the chunk, and ``ts_rank_cd`` (cover density,
 with the weights above) ranks chunks matching more of them higher. ``websearch_to_tsquery`` and
 ``plainto_tsquery`` AND every word, so a question with one word absent from a chunk would miss it.
+Plans depend on statistics: right after a large version is indexed and before autovacuum's
+ANALYZE, the planner may filter the version's rows through the primary key instead of reading
+the GIN index (a rare word: 285 ms instead of 6.5 ms at 10,000 chunks; BENCHMARKS.md).
 
 **Vectors.** pgvector is not packaged for Debian bookworm's PostgreSQL (nor available on every
 managed database), so a vector is a ``real[]`` with its ``norm`` stored beside it, and
