@@ -89,12 +89,7 @@ def test_the_cluster_node_wires_every_port_the_local_host_wires_on_postgresql(tm
         finally:
             run_sync(node.aclose())
     wired = {f.name for f in dataclasses.fields(local) if getattr(local, f.name) is not None}
-    # Not built on PostgreSQL yet (docs/resources.md): the knowledge index (tsvector + pgvector); a
-    # cluster's knowledge versions keep their BM25 chunk offsets, as on AWS.
-    not_yet = {"knowledge_index"}
-    assert wired - not_yet <= {
-        f.name for f in dataclasses.fields(cluster) if getattr(cluster, f.name) is not None
-    }
+    assert wired <= {f.name for f in dataclasses.fields(cluster) if getattr(cluster, f.name) is not None}
     on_sqlite = {
         f.name: type(getattr(cluster, f.name)).__name__
         for f in dataclasses.fields(cluster)
@@ -103,6 +98,7 @@ def test_the_cluster_node_wires_every_port_the_local_host_wires_on_postgresql(tm
     # the purge is the local host's code over the PostgreSQL store and reply cache
     assert on_sqlite == {"tenant_purge": "LocalTenantPurge"}
     assert type(cluster.store).__module__ == "agentvm.adapters.postgres.store"
+    assert type(cluster.knowledge_index).__module__ == "agentvm.adapters.postgres.knowledge"
     assert cluster.queue is node.queue and cluster.push is node.push and cluster.signals is node.signals
 
 

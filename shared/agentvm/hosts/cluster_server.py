@@ -125,11 +125,25 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     metrics.source = board
     runtime.metrics = metrics
     runtime.signals = node.signals  # interrupts to every node (NOTIFY avm_cancel)
+    from agentvm.hosts.knowledge import tenant_embedders
+
     runtime.resources = ResourceCentre(
         PostgresResourceStore(db),
         runtime.clock,
         platform_tenant=settings.platform_tenant,
         storage=lambda: runtime.storage_quota,
+        knowledge=lambda: runtime.knowledge_index,
+        embedder=tenant_embedders(runtime, settings),  # each tenant's embedding model, billed
+    )
+    # Knowledge chunks in PostgreSQL: a tsvector for words, real[] vectors (adapters/postgres/knowledge.py)
+    from agentvm.adapters.postgres.knowledge import PostgresKnowledgeIndex
+    from agentvm.ports import KnowledgeLimits
+
+    runtime.knowledge_index = PostgresKnowledgeIndex(db)
+    runtime.knowledge_limits = KnowledgeLimits(
+        max_file_bytes=settings.knowledge_max_file_bytes,
+        max_documents=settings.knowledge_max_documents,
+        max_bytes=settings.knowledge_max_bytes,
     )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = PostgresTenantStore(db)

@@ -1,4 +1,5 @@
-"""Knowledge uploads over HTTP (``/v1/knowledge``) on the local wiring: real files into a draft,
+"""Knowledge uploads over HTTP (``/v1/knowledge``) on the local wiring, with the local host's
+knowledge index (SQLite) and the cluster host's (PostgreSQL): real files into a draft,
 published as a version, searched with citations, reached by an agent's search tool through the
 scripted model; refusals with stable codes, limits, and the tenant's storage account."""
 
@@ -21,23 +22,48 @@ PDF = "application/pdf"
 DOCX = "application/vnd.openxmlformats-officedocument.wordprocessingml.document"
 
 
-@pytest.fixture
-async def world(tmp_path):
-    h = Harness(tmp_path)
-    secure(h, ManualClock(), storage_bytes=10**7)
-    tokens = {t: await new_key(h.rt, t, "admin") for t in ("acme", "other")}
-    tokens["acme-client"] = await new_key(h.rt, "acme", "client")
+@asynccontextmanager
+async def sqlite_index(tmp_path):
+    yield Harness(tmp_path)  # the harness's own index: SqliteKnowledgeIndex, as the local host's
 
-    @asynccontextmanager
-    async def http(who: str = "acme"):
-        transport = httpx.ASGITransport(app=create_app(h.rt))
-        headers = {"Authorization": f"Bearer {tokens[who]}"}
-        async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as client:
-            yield client
 
-    yield h, http
-    h.queue.close()
-    h.store.close()
+@asynccontextmanager
+async def postgres_index(tmp_path):
+    # the cluster host's index (adapters/postgres/knowledge.py) in place of the harness's SQLite one
+    from agentvm.adapters.postgres.knowledge import PostgresKnowledgeIndex
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        h = Harness(tmp_path)
+        h.rt.knowledge_index.close()  # type: ignore[union-attr]
+        h.rt.knowledge_index = PostgresKnowledgeIndex(database)
+        yield h
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(sqlite_index, id="sqlite"),
+        pytest.param(postgres_index, id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+async def world(request, tmp_path):
+    async with request.param(tmp_path) as h:
+        secure(h, ManualClock(), storage_bytes=10**7)
+        tokens = {t: await new_key(h.rt, t, "admin") for t in ("acme", "other")}
+        tokens["acme-client"] = await new_key(h.rt, "acme", "client")
+
+        @asynccontextmanager
+        async def http(who: str = "acme"):
+            transport = httpx.ASGITransport(app=create_app(h.rt))
+            headers = {"Authorization": f"Bearer {tokens[who]}"}
+            async with httpx.AsyncClient(
+                transport=transport, base_url="http://avm", headers=headers
+            ) as client:
+                yield client
+
+        yield h, http
+        h.queue.close()
+        h.store.close()
 
 
 async def put_file(http, name: str, filename: str, data: bytes, media: str | None = None) -> httpx.Response:

@@ -1,7 +1,11 @@
-"""The SQLite knowledge index (FTS5 words, sqlite-vec vectors) and hybrid search over it: ranks,
-tenant and version isolation, replacement and deletion, and the fusion of both lists."""
+"""The ``KnowledgeIndex`` port's contract, on SQLite (FTS5 words, sqlite-vec vectors) and PostgreSQL
+(tsvector words, real[] vectors), and hybrid search over each: ranks, stemming, tenant and version
+isolation, replacement and deletion, and the fusion of both lists."""
 
 from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
@@ -9,6 +13,40 @@ from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex, match_
 from agentvm.ports import DRAFT, KnowledgeChunk, KnowledgeHit
 from agentvm.resources.hybrid import RRF_K, hybrid_search, reciprocal_rank_fusion
 from tests.knowledge_files import BagOfWordsEmbedder
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator
+
+
+@asynccontextmanager
+async def on_sqlite() -> AsyncIterator[Any]:
+    idx = SqliteKnowledgeIndex(":memory:")
+    try:
+        yield idx
+    finally:
+        idx.close()
+
+
+@asynccontextmanager
+async def on_postgres() -> AsyncIterator[Any]:
+    # imported here: a session that runs no PostgreSQL test never imports psycopg
+    from agentvm.adapters.postgres.knowledge import PostgresKnowledgeIndex
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        yield PostgresKnowledgeIndex(database)
+
+
+@pytest.fixture(
+    params=[
+        pytest.param(on_sqlite, id="sqlite"),
+        pytest.param(on_postgres, id="postgres", marks=pytest.mark.postgres),
+    ]
+)
+async def empty(request):
+    """An empty index of each host."""
+    async with request.param() as idx:
+        yield idx
 
 
 def chunk(doc: str, ordinal: int, text: str, path: str = "", title: str = "Handbook") -> KnowledgeChunk:
@@ -26,14 +64,12 @@ HANDBOOK = [
 
 
 @pytest.fixture
-async def index():
-    idx = SqliteKnowledgeIndex(":memory:")
-    await idx.add_chunks("acme", "handbook", "1", HANDBOOK, None)
-    yield idx
-    idx.close()
+async def index(empty):
+    await empty.add_chunks("acme", "handbook", "1", HANDBOOK, None)
+    return empty
 
 
-async def test_words_rank_with_bm25_and_stem_with_porter(index):
+async def test_words_rank_by_matches_and_stem(index):
     hits = await index.search_words("acme", "handbook", "1", "how are refunds refunded?", 5)
     assert [h.chunk.heading_path for h in hits] == ["Billing > Refunds"]
     hits = await index.search_words("acme", "handbook", "1", "two days", 5)
@@ -44,8 +80,8 @@ async def test_words_rank_with_bm25_and_stem_with_porter(index):
     assert await index.search_words("acme", "handbook", "1", "zebra", 5) == []
 
 
-async def test_the_heading_path_counts_more_than_the_text():
-    idx = SqliteKnowledgeIndex(":memory:")
+async def test_the_heading_path_counts_more_than_the_text(empty):
+    idx = empty
     await idx.add_chunks(
         "acme",
         "kb",
@@ -60,11 +96,18 @@ async def test_the_heading_path_counts_more_than_the_text():
     assert [h.chunk.document_id for h in hits] == ["b.md", "a.md"]
 
 
-async def test_query_syntax_never_reaches_fts5(index):
+def test_query_syntax_never_reaches_fts5():
     assert match_expression('refund" OR scope:x NEAR(a b) *') == '"refund" OR "scope" OR "x" OR "near" OR "b"'
     assert match_expression("the of") == '"the" OR "of"'  # only stop words: kept
     assert match_expression("!!! ???") is None
+
+
+async def test_query_syntax_is_only_words(index):
     assert await index.search_words("acme", "handbook", "1", '"*) OR (', 5) == []
+    assert await index.search_words("acme", "handbook", "1", "!!! ???", 5) == []
+    for hostile in ("refunds' | 'x", "refunds\\' & !card:*", "refunds ) OR scope:x NEAR(a b) <-> *"):
+        hits = await index.search_words("acme", "handbook", "1", hostile, 5)
+        assert [h.chunk.heading_path for h in hits] == ["Billing > Refunds"]
 
 
 async def test_another_tenant_resource_or_version_never_returns_hits(index):
@@ -122,8 +165,8 @@ async def test_a_chunk_of_the_same_document_and_ordinal_replaces_the_indexed_one
     assert await index.search_words("acme", "handbook", "1", "original card", 5) == []
 
 
-async def test_vectors_find_the_nearest_chunks_per_version_and_tenant():
-    idx = SqliteKnowledgeIndex(":memory:")
+async def test_vectors_find_the_nearest_chunks_per_version_and_tenant(empty):
+    idx = empty
     assert idx.vectors  # sqlite-vec loaded (through sqlean.py where sqlite3 cannot load extensions)
     embedder = BagOfWordsEmbedder()
     texts = [c.text for c in HANDBOOK]
@@ -143,8 +186,8 @@ async def test_vectors_find_the_nearest_chunks_per_version_and_tenant():
     assert await idx.search_vectors("acme", "handbook", "1", query, 5) == []
 
 
-async def test_vectors_of_one_call_must_match_the_chunks():
-    idx = SqliteKnowledgeIndex(":memory:")
+async def test_vectors_of_one_call_must_match_the_chunks(empty):
+    idx = empty
     with pytest.raises(ValueError, match="2 vectors for 1 chunks"):
         await idx.add_chunks("acme", "kb", "1", HANDBOOK[:1], [[1.0], [2.0]])
     with pytest.raises(ValueError, match="same dimensions"):
@@ -165,13 +208,13 @@ async def test_hybrid_search_without_an_embedder_says_it_ran_words_only(index):
     assert [h.chunk.heading_path for h in result.hits] == ["Billing > Refunds"]
 
 
-async def test_hybrid_search_fuses_words_and_vectors():
-    idx = SqliteKnowledgeIndex(":memory:")
+async def test_hybrid_search_fuses_words_and_vectors(empty):
+    idx = empty
     embedder = BagOfWordsEmbedder()
     await idx.add_chunks(
         "acme", "handbook", "1", HANDBOOK, embedder.embed([c.text for c in HANDBOOK], purpose="document")
     )
-    # "refund" (singular) is only a word match through Porter stemming; "card" pulls the vector side
+    # "refund" (singular) is only a word match through stemming; "card" pulls the vector side
     result = await hybrid_search(idx, embedder, "acme", "handbook", "1", "refund card", 3)
     assert result.mode == "hybrid"
     assert result.hits[0].chunk.heading_path == "Billing > Refunds"
