@@ -118,6 +118,34 @@ async def test_image_update_list_stop_delete(harness):
     assert (await c.call("image.get", imageId=a["imageId"]))["record"] is None
 
 
+async def test_custom_data_is_stored_and_returned_and_an_update_replaces_it(harness):
+    c = await v2_client(harness)
+    img = await _image(c, customData={"favorited": True, "tags": ["work"]})
+    assert img["customData"] == {"favorited": True, "tags": ["work"]}
+    plain = await _image(c)
+    assert "customData" not in plain  # none given, none shown (2.x: "no customData")
+    updated = await c.call("image.update", imageId=img["imageId"], updates={"customData": {"sortOrder": 2}})
+    assert updated["record"]["customData"] == {"sortOrder": 2}
+    got = await c.call("image.get", imageId=img["imageId"])
+    assert got["record"]["customData"] == {"sortOrder": 2}
+    listed = {r["imageId"]: r.get("customData") for r in (await c.call("image.list"))["records"]}
+    assert listed == {img["imageId"]: {"sortOrder": 2}, plain["imageId"]: None}
+    for bad in ("favorited", {"x": "y" * 16_400}):
+        error = (await c.call_raw("image.create", {"name": "Bad", "customData": bad}))["error"]
+        assert error["code"] == -32602 and error["message"].startswith("invalid params: customData"), error
+
+
+async def test_a_bare_model_name_is_that_model_on_the_provider_of_the_default_model(harness):
+    c = await v2_client(harness)
+    provider = harness.rt.models.resolve(None)[2].partition("/")[0]
+    img = await _image(c, model="claude-sonnet-4-6")  # agentxjs 2.9's README names models so
+    assert img["model"] == f"{provider}/claude-sonnet-4-6"
+    full = await _image(c, model="echo/echo-1")  # a provider/model ref stays as it is
+    assert full["model"] == "echo/echo-1"
+    updated = await c.call("image.update", imageId=full["imageId"], updates={"model": "gpt-4o-mini"})
+    assert updated["record"]["model"] == f"{provider}/gpt-4o-mini"
+
+
 # -- a turn ----------------------------------------------------------------------------------------
 async def test_message_send_streams_2x_events_and_answers_when_the_turn_ends(harness):
     c = await v2_client(harness)

@@ -9,7 +9,10 @@ errors and dispatch are in ``gateway/v2/rpc.py``.
 * ``image.create|get|list|delete|run|stop|update|messages``. ``image.create`` takes the config
   flattened, as 2.x does (``{name, systemPrompt, model, tools, …}``; a 2.0-style ``config`` object is
   accepted too), plus an optional ``containerId``: without one the image goes to the caller's
-  container ``"default"`` (2.8+ clients have no containers), created on first use;
+  container ``"default"`` (2.8+ clients have no containers), created on first use. A bare
+  ``model`` (``claude-sonnet-4-6``, as 2.x names them) is that model on the provider of the server's
+  default model; ``customData`` is stored and returned; ``thinking``, ``providerOptions`` and
+  ``roleId`` are accepted and ignored;
 * ``instance.get|list|destroy|destroyAll|interrupt`` (2.7+) and their 2.0–2.6 names ``agent.*``:
   an instance is AgentVM's agent (its id, ``agent_…``, is both ``instanceId`` and ``agentId``);
 * ``message.send``: answered when the turn ends, as in 2.x (``status: "completed" | "failed" |
@@ -142,9 +145,20 @@ async def container_list(ctx: CommandContext, p: Json, _: Any) -> Json:
     return await _v1(ctx, "container_list", {})
 
 
+def _qualified(ctx: CommandContext, config: Json) -> Json:
+    """2.x names a model bare (``claude-sonnet-4-6``) and its server picks the provider: a bare
+    ``model`` is that model on the provider of this server's default model."""
+    model = config.get("model")
+    if not isinstance(model, str) or not model or "/" in model:
+        return config
+    provider = ctx.rt.models.resolve(None)[2].partition("/")[0]
+    return {**config, "model": f"{provider}/{model}"}
+
+
 async def image_create(ctx: CommandContext, p: Json, _: Any) -> Json:
     nested = isinstance(p.get("config"), dict)  # 2.0-style {containerId, config}
     config = p["config"] if nested else {k: v for k, v in p.items() if k not in ("containerId", "requestId")}
+    config = _qualified(ctx, config)
     data = {"containerId": p.get("containerId", DEFAULT_CONTAINER), "config": config}
     out = await _v1(ctx, "image_create", data, flat=not nested)
     await _subscribe_all(ctx, out.pop("__subscriptions", []))
@@ -184,7 +198,10 @@ async def image_stop(ctx: CommandContext, p: Json, _: Any) -> Json:
 
 
 async def image_update(ctx: CommandContext, p: Json, _: Any) -> Json:
-    out = await _v1(ctx, "image_update", _ids(p, "imageId", "updates"))
+    data = _ids(p, "imageId", "updates")
+    if isinstance(data.get("updates"), dict):
+        data["updates"] = _qualified(ctx, data["updates"])
+    out = await _v1(ctx, "image_update", data)
     return {"record": _record(out["record"])}
 
 
