@@ -1,0 +1,127 @@
+"""The official AgentX 2.9.0 client against a real ``avm serve``: ``agentxjs`` built from its public
+source (``agentx2_client``), used as its README's remote mode uses it (``createAgentX().connect``
+with the key in its headers, ``chat.list``, ``chat.create``, ``send`` with the ``text_delta``
+stream, ``history``, ``chat.get``, ``delete``), with a client key of a tenant of its own. The same
+flow runs against the AWS handlers on moto in ``tests/functions/test_agentx29_client_aws.py``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.integration.agentx2_client import missing_tools, run_client
+from tests.integration.avm_process import TOKEN_RE, avm_serve, base_env, free_port, run_avm
+
+pytestmark = pytest.mark.skipif(missing_tools() is not None, reason=missing_tools() or "")
+
+MESSAGES = ["Hello from agentxjs 2.9", "A second message"]
+FOLLOW_UP = "And one through chat.get"
+CUSTOM_DATA = {"favorited": True, "sortOrder": 1, "tags": ["work"]}
+UPDATED_CUSTOM_DATA = {"favorited": False}
+
+
+def flow_scenario(url: str, token: str | None) -> dict[str, Any]:
+    return {
+        "name": "flow",
+        "url": url,
+        "token": token,
+        "agentName": "Aristotle",
+        "systemPrompt": "Answer briefly.",
+        "customData": CUSTOM_DATA,
+        "messages": MESSAGES,
+        "followUp": FOLLOW_UP,
+        "bareModel": "claude-sonnet-4-6",
+        "updatedCustomData": UPDATED_CUSTOM_DATA,
+    }
+
+
+def _text(message: dict[str, Any]) -> str:
+    content = message["content"]
+    return content if isinstance(content, str) else "".join(p["text"] for p in content if p["type"] == "text")
+
+
+def check_turn(turn: dict[str, Any], message: str, instance_id: str, image_id: str) -> None:
+    """One ``agent.send``: answered when the turn ended, its text streamed in order."""
+    answer = turn["answer"]
+    assert (answer["status"], answer["instanceId"], answer["imageId"]) == ("completed", instance_id, image_id)
+    assert turn["deltas"] == f"Echo: {message}"
+    kinds = turn["types"]
+    assert kinds.count("conversation_end") == 1 and turn["end"]["data"] == {"reason": "completed"}
+    first_text, last_text = kinds.index("text_delta"), len(kinds) - 1 - kinds[::-1].index("text_delta")
+    assert kinds.index("message_start") < first_text
+    assert last_text < kinds.index("message_stop") < kinds.index("assistant_message")
+    assert kinds.index("assistant_message") < kinds.index("conversation_end")
+
+
+def check_flow(steps: list[dict[str, Any]], default_provider: str) -> None:
+    """What the stock client's flow saw, step by step (``agentx2_client/driver.mjs``)."""
+    by_step: dict[str, list[dict[str, Any]]] = {}
+    for step in steps:
+        by_step.setdefault(step["step"], []).append(step)
+    assert "error" not in by_step, by_step["error"]
+    assert [s["step"] for s in steps][-1] == "done"
+
+    assert by_step["connect"] == [{"step": "connect", "connected": True}]
+    assert by_step["list"][0]["records"] == []  # a tenant of its own: nothing yet
+    [created] = by_step["create"]
+    instance_id, image_id = created["instanceId"], created["imageId"]
+    assert instance_id.startswith("agent_") and image_id.startswith("img_") and instance_id != image_id
+    assert created["containerId"] == "default" and created["sessionId"].startswith("sess_")
+
+    sends = by_step["send"]
+    assert [s["message"] for s in sends] == MESSAGES
+    for turn in sends:
+        check_turn(turn, turn["message"], instance_id, image_id)
+
+    [history] = by_step["history"]
+    assert [(m["role"], _text(m)) for m in history["messages"]] == [
+        pair for m in MESSAGES for pair in (("user", m), ("assistant", f"Echo: {m}"))
+    ]
+    [listed] = by_step["list_after"]
+    assert listed["records"] == [{"imageId": image_id, "name": "Aristotle", "customData": CUSTOM_DATA}]
+
+    [again] = by_step["get"]  # chat.get runs the image again: the same running agent
+    assert again == {
+        "step": "get",
+        "instanceId": instance_id,
+        "imageId": image_id,
+        "sessionId": created["sessionId"],
+    }
+    [follow_up] = by_step["send_again"]
+    check_turn(follow_up, FOLLOW_UP, instance_id, image_id)
+    [history_again] = by_step["history_again"]
+    assert [_text(m) for m in history_again["messages"][-2:]] == [FOLLOW_UP, f"Echo: {FOLLOW_UP}"]
+
+    assert by_step["get_missing"] == [{"step": "get_missing", "handle": None}]  # 2.x: record null
+    # a bare model is that model on the server's default provider (here the echo model, which
+    # answers for any name); an update replaces the customData
+    assert by_step["bare_model"] == [
+        {
+            "step": "bare_model",
+            "model": f"{default_provider}/claude-sonnet-4-6",
+            "customData": UPDATED_CUSTOM_DATA,
+            "status": "completed",
+            "deltas": "Echo: Hi Plato",
+        }
+    ]
+    assert by_step["delete"] == [{"step": "delete", "records": []}]
+
+
+@pytest.fixture
+def server(tmp_path):
+    with avm_serve(tmp_path / "data", free_port(), env=base_env()) as running:
+        running.admin_token()  # the first start's key is printed: the server is set up
+        yield running
+
+
+def client_key(data_dir, tenant: str) -> str:
+    made = run_avm("keys", "create", "--data-dir", str(data_dir), "--tenant", tenant, "--scope", "client")
+    [key] = TOKEN_RE.findall(made.stdout + made.stderr)
+    return key
+
+
+def test_the_stock_2_9_client_creates_a_chat_streams_its_replies_and_reads_history(server, tmp_path):
+    key = client_key(tmp_path / "data", "acme")
+    check_flow(run_client(flow_scenario(server.url, key), tmp_path), default_provider="echo")
