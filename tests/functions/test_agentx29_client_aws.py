@@ -13,15 +13,21 @@ from agentvm.adapters.llm.scripted import SingleModelResolver
 from tests.functions.aws_host import aws_host
 from tests.functions.ws_bridge import ws_bridge
 from tests.integration.agentx2_client import missing_tools, run_client
-from tests.integration.test_agentx29_client import check_flow, flow_scenario
+from tests.integration.test_agentx29_client import (
+    check_flow,
+    check_interrupt,
+    flow_scenario,
+    interrupt_scenario,
+)
 
 pytestmark = [pytest.mark.aws, pytest.mark.skipif(missing_tools() is not None, reason=missing_tools() or "")]
 
 
 @pytest.fixture
-def bridge(monkeypatch):
+def bridge(request, monkeypatch):
+    delay_ms = getattr(request, "param", 2)  # the echo model's pause between words
     with mock_aws():
-        host = next(aws_host(SingleModelResolver(EchoModelClient(delay_ms=2), ref="echo/echo-1")))
+        host = next(aws_host(SingleModelResolver(EchoModelClient(delay_ms=delay_ms), ref="echo/echo-1")))
         with ws_bridge(host, monkeypatch) as bridge:
             yield bridge
 
@@ -29,3 +35,8 @@ def bridge(monkeypatch):
 def test_the_stock_2_9_client_creates_a_chat_streams_its_replies_and_reads_history_on_aws(bridge, tmp_path):
     # the bridge's connections are authenticated at $connect, as API Gateway's are: no key to send
     check_flow(run_client(flow_scenario(bridge.url, None), tmp_path), default_provider="echo")
+
+
+@pytest.mark.parametrize("bridge", [25], indirect=True)
+def test_the_stock_2_9_client_interrupts_a_reply_on_aws_and_history_keeps_what_was_streamed(bridge, tmp_path):
+    check_interrupt(run_client(interrupt_scenario(bridge.url, None), tmp_path))

@@ -125,3 +125,46 @@ def client_key(data_dir, tenant: str) -> str:
 def test_the_stock_2_9_client_creates_a_chat_streams_its_replies_and_reads_history(server, tmp_path):
     key = client_key(tmp_path / "data", "acme")
     check_flow(run_client(flow_scenario(server.url, key), tmp_path), default_provider="echo")
+
+
+@pytest.fixture
+def slow_server(tmp_path):
+    env = base_env(AVM_ECHO_DELAY_MS="25")  # the echo model streams a word every 25 ms
+    with avm_serve(tmp_path / "data", free_port(), env=env) as running:
+        running.admin_token()
+        yield running
+
+
+LONG_MESSAGE = " ".join(f"word{n}" for n in range(200))
+
+
+def interrupt_scenario(url: str, token: str | None) -> dict[str, Any]:
+    return {
+        "name": "interrupt",
+        "url": url,
+        "token": token,
+        "message": LONG_MESSAGE,
+        "interruptAfterChars": 40,
+    }
+
+
+def check_interrupt(steps: list[dict[str, Any]]) -> None:
+    """``agent.interrupt()`` mid-reply: the send answered ``interrupted``, no text after the end,
+    and the history keeps exactly the partial text the client was streamed."""
+    assert [s["step"] for s in steps] == ["connect", "interrupt", "done"], steps
+    turn = steps[1]
+    assert turn["answer"]["status"] == "interrupted"
+    assert turn["interrupted"]["instanceId"] == turn["answer"]["instanceId"]
+    assert turn["end"]["data"] == {"reason": "interrupted"}
+    kinds = turn["types"]
+    assert "text_delta" not in kinds[kinds.index("conversation_end") :]
+    streamed = turn["deltas"]
+    assert 40 <= len(streamed) < len(f"Echo: {LONG_MESSAGE}")
+    user, assistant = turn["history"]
+    assert (user["role"], _text(user)) == ("user", LONG_MESSAGE)
+    assert (assistant["role"], _text(assistant)) == ("assistant", streamed)
+
+
+def test_the_stock_2_9_client_interrupts_a_reply_and_history_keeps_what_was_streamed(slow_server, tmp_path):
+    key = client_key(tmp_path / "data", "acme")
+    check_interrupt(run_client(interrupt_scenario(slow_server.url, key), tmp_path))

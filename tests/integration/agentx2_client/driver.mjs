@@ -10,7 +10,8 @@
 // Usage: node driver.mjs <entry.js> <scenario.json>. Writes one JSON line per step to
 // scenario.output (not stdout: the client logs there). Scenario "flow": connect, list, create,
 // send each message and collect its stream, history, get the agent again, send once more through
-// the handle that returns; a second chat with a bare model name, updated; delete both.
+// the handle that returns; a second chat with a bare model name, updated; delete both. Scenario
+// "interrupt": see interruptFlow.
 
 const [entryPath, scenarioPath] = process.argv.slice(2);
 const { createAgentX } = await import(entryPath);
@@ -56,6 +57,33 @@ async function sendAndStream(client, agent, events, message) {
   return { answer, deltas, types: turn.map((e) => e.type), end: turn.find((e) => e.type === "conversation_end") };
 }
 
+// Scenario "interrupt": agent.interrupt() while the reply streams; the send is answered
+// "interrupted" and the history keeps the partial text that was streamed.
+async function interruptFlow(client) {
+  const agent = await client.chat.create({ name: "Interrupted" });
+  const events = collect(client, agent.imageId);
+  let deltas = "";
+  client.on("text_delta", (event) => {
+    if (event.context?.imageId === agent.imageId) deltas += event.data.text;
+  });
+  const answer = agent.send(scenario.message);
+  await waitFor(() => deltas.length >= scenario.interruptAfterChars, "text to interrupt");
+  const interrupted = await agent.interrupt();
+  const sent = await answer;
+  await waitFor(() => events.some((e) => e.type === "conversation_end"), "conversation_end");
+  record("interrupt", {
+    interrupted,
+    answer: sent,
+    deltas,
+    types: events.map((e) => e.type),
+    end: events.find((e) => e.type === "conversation_end"),
+    history: await agent.history(),
+  });
+  await client.dispose();
+  record("done");
+  process.exit(0);
+}
+
 let client;
 try {
   const ax = createAgentX();
@@ -65,6 +93,7 @@ try {
     autoReconnect: false,
   });
   record("connect", { connected: client.connected });
+  if (scenario.name === "interrupt") await interruptFlow(client);
 
   const before = await client.chat.list();
   record("list", { records: before.records.map((r) => r.imageId) });
