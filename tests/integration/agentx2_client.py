@@ -17,6 +17,7 @@ the client as an application does: ``createAgentX().connect(url, {headers})``, `
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import hashlib
 import json
 import os
@@ -50,12 +51,22 @@ def _source_digest() -> str:
 
 
 def ensure_client() -> Path:
-    """The bundled client's entry module (ESM), built on first use and when the source changes."""
+    """The bundled client's entry module (ESM), built on first use and when the source changes;
+    one build at a time (test workers starting together wait for the first one's)."""
     outdir = CACHE / f"agentx-{_source_digest()}"
     entry_module = outdir / "entry.js"
     if entry_module.exists():
         return entry_module
     CACHE.mkdir(parents=True, exist_ok=True)
+    with (CACHE / ".build.lock").open("w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not entry_module.exists():
+            _build(outdir)
+    return entry_module
+
+
+def _build(outdir: Path) -> None:
+    """npm installs the build tool and the runtime dependencies; esbuild bundles into ``outdir``."""
     if not (CACHE / "package.json").exists():
         (CACHE / "package.json").write_text('{"name": "agentx-2-cache", "private": true, "type": "module"}\n')
     installed = CACHE / "node_modules"
@@ -100,7 +111,6 @@ def ensure_client() -> Path:
             os.rename(staging, outdir)
     finally:
         shutil.rmtree(staging, ignore_errors=True)
-    return entry_module
 
 
 def node_command() -> list[str]:
