@@ -40,3 +40,23 @@ def test_the_stock_2_9_client_creates_a_chat_streams_its_replies_and_reads_histo
 @pytest.mark.parametrize("bridge", [25], indirect=True)
 def test_the_stock_2_9_client_interrupts_a_reply_on_aws_and_history_keeps_what_was_streamed(bridge, tmp_path):
     check_interrupt(run_client(interrupt_scenario(bridge.url, None), tmp_path))
+
+
+def test_the_stock_2_9_presentation_loads_history_and_renders_replies_on_aws(bridge, tmp_path):
+    steps = run_client(
+        {"name": "present", "url": bridge.url, "messages": ["First one", "Second one"]}, tmp_path
+    )
+    assert [s["step"] for s in steps] == ["connect", "present", "done"], steps
+    shown = steps[1]
+    rendered = [
+        (c["role"], "".join(b["content"] for b in c["blocks"] if b["type"] == "text"))
+        for c in shown["conversations"]
+    ]
+    assert rendered == [
+        ("user", "First one"),
+        ("assistant", "Echo: First one"),
+        ("user", "Second one"),
+        ("assistant", "Echo: Second one"),
+    ]
+    assert shown["loaded"] == shown["conversations"][:2]
+    assert (shown["status"], shown["files"]) == ("idle", [])  # an image without a sandbox has no files

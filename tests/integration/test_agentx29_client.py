@@ -168,3 +168,54 @@ def check_interrupt(steps: list[dict[str, Any]]) -> None:
 def test_the_stock_2_9_client_interrupts_a_reply_and_history_keeps_what_was_streamed(slow_server, tmp_path):
     key = client_key(tmp_path / "data", "acme")
     check_interrupt(run_client(interrupt_scenario(slow_server.url, key), tmp_path))
+
+
+WRITE = '/tool write {"path": "notes/a.txt", "content": "hello file"}'  # the echo model calls the tool
+
+
+def _blocks_text(conversation: dict[str, Any]) -> str:
+    return "".join(b["content"] for b in conversation["blocks"] if b["type"] == "text")
+
+
+def test_the_stock_2_9_presentation_loads_history_renders_replies_and_lists_the_workspace(server, tmp_path):
+    """``agent.present()``, the client's UI layer: the conversations it loads from the history and
+    those it renders live from the stream; its file list is the image's sandbox workspace (an
+    image without one has no files: the presentation still works, in Node too)."""
+    key = client_key(tmp_path / "data", "acme")
+    base = {"name": "present", "url": server.url, "token": key}
+    (tmp_path / "plain").mkdir()
+    (tmp_path / "boxed").mkdir()
+    plain = run_client({**base, "messages": ["First one", "Second one"]}, tmp_path / "plain")
+    boxed = run_client(
+        {
+            **base,
+            "messages": [WRITE, "Second one"],
+            "tools": [{"type": "sandbox"}],
+            "readPath": "notes/a.txt",
+        },
+        tmp_path / "boxed",
+    )
+
+    for steps in (plain, boxed):
+        assert [s["step"] for s in steps] == ["connect", "present", "done"], steps
+    shown = plain[1]
+    assert [(c["role"], _blocks_text(c)) for c in shown["conversations"]] == [
+        ("user", "First one"),
+        ("assistant", "Echo: First one"),
+        ("user", "Second one"),
+        ("assistant", "Echo: Second one"),
+    ]
+    assert shown["loaded"] == shown["conversations"][:2]  # what present() loaded from the history
+    assert [_text(m) for m in shown["history"] if m["role"] == "assistant"] == [
+        _blocks_text(c) for c in shown["conversations"] if c["role"] == "assistant"
+    ]
+    assert (shown["status"], shown["files"], shown["read"]) == ("idle", [], None)
+
+    tool_turn = boxed[1]
+    [tool, text] = tool_turn["loaded"][1]["blocks"]
+    assert (tool["type"], tool["toolName"], tool["status"]) == ("tool", "write", "completed")
+    assert tool["toolInput"] == {"path": "notes/a.txt", "content": "hello file"}
+    assert text == {"type": "text", "content": f"Echo: write returned: {tool['toolResult']}"}
+    assert _blocks_text(tool_turn["conversations"][-1]) == "Echo: Second one"
+    assert tool_turn["files"] == [{"name": "notes", "path": "notes", "type": "directory"}]
+    assert tool_turn["read"] == "hello file"

@@ -11,7 +11,7 @@
 // scenario.output (not stdout: the client logs there). Scenario "flow": connect, list, create,
 // send each message and collect its stream, history, get the agent again, send once more through
 // the handle that returns; a second chat with a bare model name, updated; delete both. Scenario
-// "interrupt": see interruptFlow.
+// "interrupt": see interruptFlow; "present": see presentFlow.
 
 const [entryPath, scenarioPath] = process.argv.slice(2);
 const { createAgentX } = await import(entryPath);
@@ -84,6 +84,34 @@ async function interruptFlow(client) {
   process.exit(0);
 }
 
+// Scenario "present": the client's UI layer (agent.present(), a Presentation as a React app's
+// useSyncExternalStore reads it). One reply is stored before the presentation exists (it loads the
+// history), one is sent through it; what it holds is recorded with the stored history.
+async function presentFlow(client) {
+  const agent = await client.chat.create({ name: "Presented", ...(scenario.tools ? { tools: scenario.tools } : {}) });
+  await agent.send(scenario.messages[0]);
+  const presentation = await agent.present();
+  if (scenario.readPath) await waitFor(() => presentation.os?.files.length > 0, "the presentation's file list");
+  const loaded = JSON.parse(JSON.stringify(presentation.getSnapshot().conversations));
+  await presentation.send(scenario.messages[1]);
+  await waitFor(() => {
+    const last = presentation.conversations.at(-1);
+    return last?.role === "assistant" && !last.isStreaming && presentation.status === "idle";
+  }, "the presentation's reply");
+  record("present", {
+    loaded,
+    conversations: presentation.getSnapshot().conversations,
+    status: presentation.status,
+    files: presentation.os?.files ?? null,
+    read: scenario.readPath ? await presentation.os.read(scenario.readPath) : null,
+    history: await agent.history(),
+  });
+  presentation.dispose();
+  await client.dispose();
+  record("done");
+  process.exit(0);
+}
+
 let client;
 try {
   const ax = createAgentX();
@@ -94,6 +122,7 @@ try {
   });
   record("connect", { connected: client.connected });
   if (scenario.name === "interrupt") await interruptFlow(client);
+  if (scenario.name === "present") await presentFlow(client);
 
   const before = await client.chat.list();
   record("list", { records: before.records.map((r) => r.imageId) });

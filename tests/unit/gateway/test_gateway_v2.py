@@ -146,6 +146,33 @@ async def test_a_bare_model_name_is_that_model_on_the_provider_of_the_default_mo
     assert updated["record"]["model"] == f"{provider}/gpt-4o-mini"
 
 
+async def test_os_list_and_read_show_an_images_workspace_and_nothing_without_one(harness, tmp_path):
+    from agentvm.adapters.sandbox.process import LocalSandbox
+
+    c = await v2_client(harness)
+    plain = await _image(c)  # no sandbox tools: no workspace (2.x: an image without an OS)
+    assert await c.call("os.list", imageId=plain["imageId"]) == {"files": []}
+    error = (await c.call_raw("os.read", {"imageId": plain["imageId"], "path": "a.txt"}))["error"]
+    assert error["data"] == {"code": "not_found"}
+    harness.rt.sandbox = LocalSandbox(tmp_path / "workspaces", isolate=False)
+    boxed = await _image(c, containerId="box", tools=[{"type": "sandbox"}])
+    await harness.rt.sandbox.write("tenant-a", "box", "notes/a.txt", b"hello")
+    assert await c.call("os.list", imageId=boxed["imageId"]) == {
+        "files": [{"name": "notes", "path": "notes", "type": "directory"}]
+    }
+    listed = await c.call("os.list", imageId=boxed["imageId"], path="notes")
+    assert listed == {"files": [{"name": "a.txt", "path": "notes/a.txt", "type": "file"}]}
+    assert await c.call("os.read", imageId=boxed["imageId"], path="notes/a.txt") == {"content": "hello"}
+    for params, code in [
+        ({"imageId": boxed["imageId"], "path": "../../etc/passwd"}, -32602),
+        ({"imageId": boxed["imageId"]}, -32602),
+        ({"imageId": boxed["imageId"], "path": "missing.txt"}, -32602),
+    ]:
+        assert (await c.call_raw("os.read", params))["error"]["code"] == code, params
+    write = await c.call_raw("os.write", {"imageId": boxed["imageId"], "path": "x", "content": "y"})
+    assert write["error"]["code"] == -32601  # not served: files change through the agent's tools
+
+
 # -- a turn ----------------------------------------------------------------------------------------
 async def test_message_send_streams_2x_events_and_answers_when_the_turn_ends(harness):
     c = await v2_client(harness)
