@@ -127,7 +127,7 @@ def run_client(scenario: dict, workdir: Path, timeout: float = 120) -> list[dict
     spec = workdir / f"{scenario['name']}-scenario.json"
     spec.write_text(json.dumps({**scenario, "output": str(output)}))
     done = subprocess.run(
-        [*node_command(), *scenario.get("nodeFlags", []), str(DRIVER), entry.as_uri(), str(spec)],
+        [*node_command(), str(DRIVER), entry.as_uri(), str(spec)],
         cwd=CACHE,
         capture_output=True,
         text=True,
