@@ -1,7 +1,8 @@
 """Third-party tools from npm that the suite drives (the MCP Inspector's CLI mode, dclint, the reference
 MCP servers ``server-everything`` and ``server-filesystem``), pinned and
 installed into ``.artifacts/npm/`` (git-ignored): by ``.ci/run`` before the suite, or by the first
-test that needs one. ``python -m tests.npm_tools`` installs them all (nothing without node and npm)."""
+test that needs one. ``python -m tests.npm_tools`` installs them all and builds the AgentX 1.9.0 and
+2.9.0 clients from their vendored source into ``.cache/`` (nothing without node and npm)."""
 
 from __future__ import annotations
 
@@ -66,6 +67,12 @@ def main() -> None:
     print(installed(*DCLINT))
     print(installed(*SERVER_EVERYTHING))
     print(installed(*SERVER_FILESYSTEM))
+    # the AgentX clients built from their public source (agentxjs 1.9.0 and 2.9.0), before the
+    # suite: a build that fails here fails CI instead of the first test that needs it
+    from tests.integration import agentx2_client, agentx_ui_client
+
+    print(agentx_ui_client.ensure_client())
+    print(agentx2_client.ensure_client())
 
 
 if __name__ == "__main__":

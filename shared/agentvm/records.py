@@ -89,6 +89,8 @@ class ImageRecord(_Record):
     # Built from an agent resource (``agentvm.resources.build``): the definition as written, the
     # exact versions it is pinned to, the dependency edges it holds, and the earlier builds.
     build: dict[str, Any] | None = None
+    # An application's own data (AgentX 2.x customData): stored and returned, never read
+    customData: dict[str, Any] | None = None
     agentId: str | None = None  # set while the image is "running" (online)
     createdAt: int
     updatedAt: int
@@ -104,7 +106,7 @@ class ImageRecord(_Record):
             "updatedAt": self.updatedAt,
             "online": self.agentId is not None,
         }
-        for key in ("description", "systemPrompt", "model", "agentId"):
+        for key in ("description", "systemPrompt", "model", "customData", "agentId"):
             value = getattr(self, key)
             if value is not None:
                 out[key] = value

@@ -176,6 +176,18 @@ async def test_a_refused_message_raises_with_the_servers_code(server):
         await first
 
 
+async def test_an_images_custom_data_is_kept_returned_and_replaced_by_an_update(server):
+    async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
+        image = await client.create_image("u", name="Tagged", custom_data={"favorited": True, "tags": ["a"]})
+        assert image.customData == {"favorited": True, "tags": ["a"]}
+        updated = await client.update_image(image.imageId, custom_data={"sortOrder": 3})
+        assert updated.customData == {"sortOrder": 3}
+        got = await client.get_image(image.imageId)
+        assert got is not None and got.customData == {"sortOrder": 3}
+        plain = await client.create_image("u")
+        assert plain.customData is None
+
+
 def test_the_sync_client_streams_a_turn_and_reads_history(server):
     with SyncAgentVMClient.connect(server.url, token=server.admin_token()) as client:
         image = client.create_image("u", name="Sync")

@@ -533,6 +533,7 @@ class AgentVMClient:
         fast_max_chars: int | None = None,
         reply_cache: dict[str, Any] | None = None,
         context_diet: dict[str, Any] | None = None,
+        custom_data: dict[str, Any] | None = None,
     ) -> ImageInfo:
         """A new image (an agent config with its own session) in ``container_id`` (created if
         needed). ``tools`` may hold ``ClientTool``s (``client.add_tool``): their declarations go in.
@@ -544,7 +545,8 @@ class AgentVMClient:
         ``{"enabled": True, "ttlS": 86400}`` answers common first questions from the cache
         (docs/protocol.md "Reply cache"). ``context_diet``: ``{"keepSteps": 4, "maxResultChars":
         8000, "headChars": 2000}`` elides old tool results and shows large ones by reference
-        (docs/protocol.md "Context diet")."""
+        (docs/protocol.md "Context diet"). ``custom_data``: the application's own JSON object,
+        stored and returned as ``ImageInfo.customData``, never read by AgentVM."""
         config = _image_config(
             name=name,
             description=description,
@@ -562,6 +564,7 @@ class AgentVMClient:
             fastMaxChars=fast_max_chars,
             replyCache=reply_cache,
             contextDiet=context_diet,
+            customData=custom_data,
         )
         data = await self._call("image_create", containerId=container_id, config=config)
         return ImageCreateResult.model_validate(data).record
@@ -745,6 +748,7 @@ _WIRE_NAMES = {
     "fast_max_chars": "fastMaxChars",
     "reply_cache": "replyCache",
     "context_diet": "contextDiet",
+    "custom_data": "customData",
 }
 
 

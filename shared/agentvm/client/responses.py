@@ -35,6 +35,7 @@ class ImageInfo(WireModel):
     online: bool
     agentId: str | None = None
     build: dict[str, Any] | None = None  # images built from an agent resource (docs/resources.md)
+    customData: dict[str, Any] | None = None  # an application's own data (AgentX 2.x customData)
 
 
 class AgentInfo(WireModel):

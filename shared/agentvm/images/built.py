@@ -56,6 +56,7 @@ async def create_built(
         fastMaxChars=config.fastMaxChars,
         replyCache=reply_cache_policy(config),
         contextDiet=context_diet_policy(config),
+        customData=config.customData,
         createdAt=now,
         updatedAt=now,
     )

@@ -8,6 +8,7 @@ MCP servers run a command on the server: admin only).
 
 from __future__ import annotations
 
+import json
 from typing import TYPE_CHECKING, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictBool, StrictStr, field_validator
@@ -27,6 +28,8 @@ from agentvm.records import ConcurrencyPolicy
 if TYPE_CHECKING:
     from agentvm.records import ImageRecord
     from agentvm.runtime import Runtime
+
+MAX_CUSTOM_DATA_CHARS = 16_384  # an image's customData, as compact JSON
 
 
 class ReplyCachePolicy(BaseModel):
@@ -88,6 +91,16 @@ class ImageConfig(BaseModel):
     # Opt-in: elide old tool results and show large ones by reference (agent/diet.py),
     # {"enabled": true, "keepSteps": 4, "maxResultChars": 8000, "headChars": 2000}; None = off
     contextDiet: ContextDietPolicy | None = None
+    # An application's own data on the image (favorites, sort order, tags: AgentX 2.x's
+    # ``customData``), stored and returned as given, never read by AgentVM; an update replaces it
+    customData: dict[str, Any] | None = None
+
+    @field_validator("customData", mode="after")
+    @classmethod
+    def _custom_data(cls, v: dict[str, Any] | None) -> dict[str, Any] | None:
+        if v is not None and len(json.dumps(v, separators=(",", ":"))) > MAX_CUSTOM_DATA_CHARS:
+            raise ValueError(f"at most {MAX_CUSTOM_DATA_CHARS} characters as JSON")
+        return v
 
     @field_validator("mcpServers", mode="after")
     @classmethod

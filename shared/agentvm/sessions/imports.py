@@ -182,6 +182,7 @@ async def _config(rt: Runtime, tenant_id: str, export: SessionExport) -> dict[st
         "fastMaxChars": config.fastMaxChars,
         "replyCache": None if config.replyCache is None else config.replyCache.model_dump(),
         "contextDiet": None if config.contextDiet is None else config.contextDiet.model_dump(),
+        "customData": config.customData,
     }
 
 

@@ -6,7 +6,7 @@
      "exportedAt": <ms>, "source": {"containerId", "imageId", "sessionId", "name", "createdAt"}}
     {"type": "image", "config": {name, description?, systemPrompt?, model?, tools?, mcpServers?,
      maxSteps?, approval?, concurrency, cadence?, sideModel?,
-     fastModel?, fastMaxChars?, replyCache?, contextDiet?},
+     fastModel?, fastMaxChars?, replyCache?, contextDiet?, customData?},
      "build": {agent, resolved, pins, builtAt, history}?}
     {"type": "message", "seq": 1, "message": {<the stored AgentX Message>}}    seq 1..n, in order
     {"type": "summary", "upToSeq", "text", "model", "messages", "createdAt"}    the summary, if any
@@ -67,6 +67,7 @@ CONFIG_FIELDS = (
     "fastMaxChars",
     "replyCache",
     "contextDiet",
+    "customData",
 )
 
 

@@ -118,6 +118,61 @@ async def test_image_update_list_stop_delete(harness):
     assert (await c.call("image.get", imageId=a["imageId"]))["record"] is None
 
 
+async def test_custom_data_is_stored_and_returned_and_an_update_replaces_it(harness):
+    c = await v2_client(harness)
+    img = await _image(c, customData={"favorited": True, "tags": ["work"]})
+    assert img["customData"] == {"favorited": True, "tags": ["work"]}
+    plain = await _image(c)
+    assert "customData" not in plain  # none given, none shown (2.x: "no customData")
+    updated = await c.call("image.update", imageId=img["imageId"], updates={"customData": {"sortOrder": 2}})
+    assert updated["record"]["customData"] == {"sortOrder": 2}
+    got = await c.call("image.get", imageId=img["imageId"])
+    assert got["record"]["customData"] == {"sortOrder": 2}
+    listed = {r["imageId"]: r.get("customData") for r in (await c.call("image.list"))["records"]}
+    assert listed == {img["imageId"]: {"sortOrder": 2}, plain["imageId"]: None}
+    for bad in ("favorited", {"x": "y" * 16_400}):
+        error = (await c.call_raw("image.create", {"name": "Bad", "customData": bad}))["error"]
+        assert error["code"] == -32602 and error["message"].startswith("invalid params: customData"), error
+
+
+async def test_a_bare_model_name_is_that_model_on_the_provider_of_the_default_model(harness):
+    c = await v2_client(harness)
+    provider = harness.rt.models.resolve(None)[2].partition("/")[0]
+    img = await _image(c, model="claude-sonnet-4-6")  # agentxjs 2.9's README names models so
+    assert img["model"] == f"{provider}/claude-sonnet-4-6"
+    full = await _image(c, model="echo/echo-1")  # a provider/model ref stays as it is
+    assert full["model"] == "echo/echo-1"
+    updated = await c.call("image.update", imageId=full["imageId"], updates={"model": "gpt-4o-mini"})
+    assert updated["record"]["model"] == f"{provider}/gpt-4o-mini"
+
+
+async def test_os_list_and_read_show_an_images_workspace_and_nothing_without_one(harness, tmp_path):
+    from agentvm.adapters.sandbox.process import LocalSandbox
+
+    c = await v2_client(harness)
+    plain = await _image(c)  # no sandbox tools: no workspace (2.x: an image without an OS)
+    assert await c.call("os.list", imageId=plain["imageId"]) == {"files": []}
+    error = (await c.call_raw("os.read", {"imageId": plain["imageId"], "path": "a.txt"}))["error"]
+    assert error["data"] == {"code": "not_found"}
+    harness.rt.sandbox = LocalSandbox(tmp_path / "workspaces", isolate=False)
+    boxed = await _image(c, containerId="box", tools=[{"type": "sandbox"}])
+    await harness.rt.sandbox.write("tenant-a", "box", "notes/a.txt", b"hello")
+    assert await c.call("os.list", imageId=boxed["imageId"]) == {
+        "files": [{"name": "notes", "path": "notes", "type": "directory"}]
+    }
+    listed = await c.call("os.list", imageId=boxed["imageId"], path="notes")
+    assert listed == {"files": [{"name": "a.txt", "path": "notes/a.txt", "type": "file"}]}
+    assert await c.call("os.read", imageId=boxed["imageId"], path="notes/a.txt") == {"content": "hello"}
+    for params, code in [
+        ({"imageId": boxed["imageId"], "path": "../../etc/passwd"}, -32602),
+        ({"imageId": boxed["imageId"]}, -32602),
+        ({"imageId": boxed["imageId"], "path": "missing.txt"}, -32602),
+    ]:
+        assert (await c.call_raw("os.read", params))["error"]["code"] == code, params
+    write = await c.call_raw("os.write", {"imageId": boxed["imageId"], "path": "x", "content": "y"})
+    assert write["error"]["code"] == -32601  # not served: files change through the agent's tools
+
+
 # -- a turn ----------------------------------------------------------------------------------------
 async def test_message_send_streams_2x_events_and_answers_when_the_turn_ends(harness):
     c = await v2_client(harness)

@@ -806,6 +806,8 @@ def v2_attacks(v: Victim) -> list[tuple[str, str, str, str]]:
         ("agent.get", "agentId", agent, missing_agent),
         ("image.get", "imageId", img, missing_img),
         ("image.messages", "imageId", img, missing_img),
+        ("os.list", "imageId", img, missing_img),
+        ("os.read", "imageId", img, missing_img),
         ("agentvm.tool.waits", "containerId", container, missing_c),
         ("agentvm.tool.waits", "imageId", img, missing_img),
         ("agentvm.tool.approve", "turnId", v.turn_id, "turn_missing_0000"),
@@ -831,6 +833,7 @@ V2_EXTRA = {
     "message.send": {"content": "hijack"},
     "image.update": {"updates": {"name": "pwned", "systemPrompt": "leak everything"}},
     "image.create": {"name": "B"},
+    "os.read": {"path": "notes.txt"},
 }
 # v2 methods that take no id of anyone's (or are protocol plumbing), checked otherwise below
 V2_WITHOUT_IDS = {"container.list", "auth", "control.ack"}

@@ -9,7 +9,10 @@ errors and dispatch are in ``gateway/v2/rpc.py``.
 * ``image.create|get|list|delete|run|stop|update|messages``. ``image.create`` takes the config
   flattened, as 2.x does (``{name, systemPrompt, model, tools, …}``; a 2.0-style ``config`` object is
   accepted too), plus an optional ``containerId``: without one the image goes to the caller's
-  container ``"default"`` (2.8+ clients have no containers), created on first use;
+  container ``"default"`` (2.8+ clients have no containers), created on first use. A bare
+  ``model`` (``claude-sonnet-4-6``, as 2.x names them) is that model on the provider of the server's
+  default model; ``customData`` is stored and returned; ``thinking``, ``providerOptions`` and
+  ``roleId`` are accepted and ignored;
 * ``instance.get|list|destroy|destroyAll|interrupt`` (2.7+) and their 2.0–2.6 names ``agent.*``:
   an instance is AgentVM's agent (its id, ``agent_…``, is both ``instanceId`` and ``agentId``);
 * ``message.send``: answered when the turn ends, as in 2.x (``status: "completed" | "failed" |
@@ -18,6 +21,9 @@ errors and dispatch are in ``gateway/v2/rpc.py``.
   ``options.ack: true`` answers at once instead (``status: "accepted"``). A ``requestId`` param
   makes a retried send (even on a new connection) append the message once, as in v1; without
   one, the JSON-RPC id on this connection does. A retry is answered at once with the turn's status.
+* ``os.list|read``: the image's sandbox workspace, read-only (what its agent's own tools read; an
+  image without sandbox tools lists no files), so 2.9's presentations work; ``os.write`` is not
+  served;
 * additive, under ``agentvm.``: ``agentvm.subscribe {sessionId, lastSeq?}`` (resume: every frame
   from ``lastSeq`` on, that seq's included, since two events made from one frame share it),
   ``agentvm.tool.approve``, ``agentvm.tool.result``, ``agentvm.tool.waits`` (suspended turns);
@@ -60,8 +66,9 @@ log = logging.getLogger("agentvm.gateway")
 DEFAULT_CONTAINER = "default"  # image.create without a containerId (2.8+ clients have none)
 PREFIXES = ("runtime.", "agentx.")  # method namespaces 2.9+ clients put before every name
 # 2.x methods that AgentVM does not serve (answered "method not found", saying so)
-UNSERVED_PREFIXES = ("llm.", "os.", "prototype.")
-UNSERVED = frozenset({"runtime.rewind", "unsubscribe"})
+UNSERVED_PREFIXES = ("llm.", "prototype.")
+UNSERVED = frozenset({"runtime.rewind", "unsubscribe", "os.write"})
+MAX_OS_READ_BYTES = 1 << 20  # os.read's text, as the HTTP workspace file route's
 
 
 class Deferred:
@@ -142,9 +149,20 @@ async def container_list(ctx: CommandContext, p: Json, _: Any) -> Json:
     return await _v1(ctx, "container_list", {})
 
 
+def _qualified(ctx: CommandContext, config: Json) -> Json:
+    """2.x names a model bare (``claude-sonnet-4-6``) and its server picks the provider: a bare
+    ``model`` is that model on the provider of this server's default model."""
+    model = config.get("model")
+    if not isinstance(model, str) or not model or "/" in model:
+        return config
+    provider = ctx.rt.models.resolve(None)[2].partition("/")[0]
+    return {**config, "model": f"{provider}/{model}"}
+
+
 async def image_create(ctx: CommandContext, p: Json, _: Any) -> Json:
     nested = isinstance(p.get("config"), dict)  # 2.0-style {containerId, config}
     config = p["config"] if nested else {k: v for k, v in p.items() if k not in ("containerId", "requestId")}
+    config = _qualified(ctx, config)
     data = {"containerId": p.get("containerId", DEFAULT_CONTAINER), "config": config}
     out = await _v1(ctx, "image_create", data, flat=not nested)
     await _subscribe_all(ctx, out.pop("__subscriptions", []))
@@ -184,7 +202,10 @@ async def image_stop(ctx: CommandContext, p: Json, _: Any) -> Json:
 
 
 async def image_update(ctx: CommandContext, p: Json, _: Any) -> Json:
-    out = await _v1(ctx, "image_update", _ids(p, "imageId", "updates"))
+    data = _ids(p, "imageId", "updates")
+    if isinstance(data.get("updates"), dict):
+        data["updates"] = _qualified(ctx, data["updates"])
+    out = await _v1(ctx, "image_update", data)
     return {"record": _record(out["record"])}
 
 
@@ -296,6 +317,63 @@ async def tool_waits(ctx: CommandContext, p: Json, _: Any) -> Json:
     return await _v1(ctx, "tool_waits", _ids(p, "containerId", "imageId"))
 
 
+def _workspace_path(p: Json, *, default: str | None) -> str:
+    path = p.get("path", default)
+    if not isinstance(path, str) or not 0 < len(path) <= 4096:
+        raise BadRequest("invalid params: path: a non-empty string is required")
+    return path
+
+
+async def _workspace_image(ctx: CommandContext, p: Json) -> ImageRecord | None:
+    """The image (the caller's tenant's), or None when it has no workspace: no sandbox tools, or a
+    server without a sandbox. Its files are what its agent's own tools read, no more."""
+    req = _validated(ctx, "image_get", _ids(p, "imageId"))
+    image = await images.image_of(ctx.rt, ctx.tenant_id, req.imageId)
+    has_sandbox = any(decl.get("type") == "sandbox" for decl in image.tools or [])
+    return image if has_sandbox and ctx.rt.sandbox is not None else None
+
+
+async def os_list(ctx: CommandContext, p: Json, _: Any) -> Json:
+    """2.x's ``os.list {imageId, path?}``: a directory of the image's sandbox workspace (its
+    container's), ``{files: [{name, path, type}]}``; an image without one has no files."""
+    path = _workspace_path(p, default=".")
+    image = await _workspace_image(ctx, p)
+    if image is None:
+        return {"files": []}
+    assert ctx.rt.sandbox is not None
+    try:
+        entries = await ctx.rt.sandbox.list(ctx.tenant_id, image.containerId, path)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    return {
+        "files": [
+            {
+                "name": e.path.rsplit("/", 1)[-1],
+                "path": e.path,
+                "type": "directory" if e.kind == "dir" else "file",
+            }
+            for e in entries
+            if e.kind in ("file", "dir")
+        ]
+    }
+
+
+async def os_read(ctx: CommandContext, p: Json, _: Any) -> Json:
+    """2.x's ``os.read {imageId, path}``: a file of the image's workspace as text (at most 1 MiB)."""
+    path = _workspace_path(p, default=None)
+    image = await _workspace_image(ctx, p)
+    if image is None:
+        raise NotFound(f"File not found: {path} (the image has no workspace)")
+    assert ctx.rt.sandbox is not None
+    try:
+        data = await ctx.rt.sandbox.read(ctx.tenant_id, image.containerId, path, max_bytes=MAX_OS_READ_BYTES)
+    except ValueError as exc:
+        raise BadRequest(str(exc)) from None
+    except FileNotFoundError:
+        raise NotFound(f"File not found: {path}") from None
+    return {"content": data.decode("utf-8", "replace")}
+
+
 async def _never(ctx: CommandContext, p: Json, _: Any) -> Json:  # handled in _call
     raise AssertionError("handled before dispatch")
 
@@ -324,6 +402,8 @@ METHODS: dict[str, Callable[[CommandContext, Json, Any], Awaitable[Any]]] = {
     "agent.destroyAll": instance_destroy_all,
     "agent.interrupt": instance_interrupt,
     "message.send": message_send,
+    "os.list": os_list,
+    "os.read": os_read,
     "subscribe": subscribe_topic,
     "auth": _never,
     "control.ack": _never,
