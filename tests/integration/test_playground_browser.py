@@ -539,3 +539,30 @@ def test_a_provider_retry_shows_as_a_status_line_until_the_reply_starts(page, bu
     shot(page, "11-provider-retry")
     expect(replies(page).last).to_have_text("".join(reply_tokens(6)))
     expect(status).to_have_count(0)  # gone with the retry's first token
+
+
+def test_a_tool_steps_text_shows_before_its_card_live_and_after_a_reload(page, busy_server):
+    sign_in(page, busy_server)
+    open_new_image(page, "ordered")  # with the calculator
+    busy_server.fake.state.add_script(
+        [
+            {
+                "text": "Let me compute.",
+                "tool_calls": [{"name": "calculator", "input": {"expression": "6*7"}}],
+            },
+            {"text": "It is 42."},
+        ]
+    )
+    send(page, "6*7?")
+    expect(replies(page).last).to_have_text("It is 42.")
+    live = transcript(page)
+    kinds = page.locator("#transcript > li").evaluate_all("items => items.map(i => i.className)")
+    assert [k.split()[1] for k in kinds if "assistant" in k or "tool" in k] == [
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+    page.reload()
+    expect(page.locator("#transcript .message.tool .tool-result pre")).to_have_text("42")
+    assert transcript(page) == live  # the history reads in the order the turn streamed
