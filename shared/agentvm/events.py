@@ -48,6 +48,8 @@ AGENT_EVENT_CATEGORY: dict[str, str] = {
     # additive: a running tool call's progress, an MCP server that failed (docs/protocol.md)
     "tool_progress": "state",
     "mcp_server_failed": "state",
+    # additive: a model call failed before answering and is retried after a wait (docs/protocol.md)
+    "model_retry": "state",
 }
 
 

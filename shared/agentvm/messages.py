@@ -3,7 +3,8 @@
 Field names are the protocol's own camelCase names, so a stored message is byte-for-byte what a
 client receives in ``image_messages_response`` and ``assistant_message``. New fields always get
 defaults so stored history keeps validating. ``chains`` groups a stored history into turns (the
-messages answering each user message), for the worker's history and for resume alike.
+messages answering each user message), for the worker's history and for resume alike;
+``reading_order`` puts a stored history in the order its turns were streamed, for clients.
 """
 
 from __future__ import annotations
@@ -174,6 +175,41 @@ def chains(history: Sequence[Message]) -> dict[str, list[Message]]:
     return out
 
 
+def reading_order(history: Sequence[Message]) -> list[Message]:
+    """A stored history in the order its turns streamed: a tool step's text before its calls.
+
+    A tool step stores each call as soon as the model has streamed it (its frames are made from
+    the stored message) and the step's text when the model's message ends, with the step's usage,
+    which is known only then. So in store order the text follows the calls it was written before;
+    the worker reads that order (``agent.history.steps_of``: a step is its calls, its text, its
+    results) and sessions stored before now hold it too. Clients are given the order the stream
+    showed: the step's text message moved to just before the step's first call. Nothing else moves
+    (a final reply comes after its results; a step cut before its calls were answered keeps its
+    text after them). What the model is sent does not depend on this order: a step is one
+    assistant turn, its text then its tool calls, for every provider.
+    """
+    out: list[Message] = []
+    open_steps: dict[str, int] = {}  # turn (its user message id) -> where its open step's calls begin
+    call_turn: dict[str, str] = {}  # call id -> its turn
+    for m in history:
+        if isinstance(m, ToolCallMessage) and m.parentId:
+            call_turn[m.toolCall.id] = m.parentId
+            open_steps.setdefault(m.parentId, len(out))
+        elif isinstance(m, AssistantMessage) and m.parentId and m.parentId in open_steps:
+            at = open_steps.pop(m.parentId)
+            out.insert(at, m)
+            for turn, index in open_steps.items():  # (another turn's open step: not while one runs)
+                if index >= at:
+                    open_steps[turn] = index + 1
+            continue
+        elif isinstance(m, ToolResultMessage) and m.toolCallId in call_turn:
+            open_steps.pop(call_turn[m.toolCallId], None)
+        elif isinstance(m, ErrorMessage) and m.parentId:
+            open_steps.pop(m.parentId, None)
+        out.append(m)
+    return out
+
+
 __all__ = [
     "AssistantContentPart",
     "AssistantMessage",
@@ -195,5 +231,6 @@ __all__ = [
     "message_adapter",
     "message_from_wire",
     "message_to_wire",
+    "reading_order",
     "text_of",
 ]

@@ -268,8 +268,8 @@ def test_aws_host_persists_what_the_turns_streamed(aws, load_event, context):
         "user",
         "assistant",
         "user",
+        "assistant",  # the tool step's text, before its call, as streamed
         "tool-call",
-        "assistant",
         "tool-result",
         "assistant",
     ]

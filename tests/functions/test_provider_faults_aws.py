@@ -72,7 +72,7 @@ def test_provider_fault_on_the_aws_host(host, fake, provider, name, caplog):
     elapsed = time.monotonic() - started
 
     assert response == {"batchItemFailures": []}  # a provider error is an outcome, not a retry
-    check_turn(case, host.session_events(conn), elapsed, fake.stats()["requests"])
+    check_turn(case, host.session_events(conn), elapsed, fake.stats()["requests"], provider)
     host.request(conn, "message_send", imageId=img["imageId"], content="again")
     host.run_turns()
     assert host.session_events(conn)[-1]["type"] == "conversation_end"

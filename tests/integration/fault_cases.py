@@ -95,10 +95,43 @@ CASE_PARAMS = [pytest.param(name, id=name) for name in CASES]
 PROVIDER_PARAMS = [pytest.param(name, id=name) for name in MODELS]
 
 
-def check_turn(case: Case, events: list[dict[str, Any]], elapsed_s: float, requests: int) -> None:
+# The reason code a retry of each fault kind is announced with (``model_retry``): Anthropic says
+# overloaded with its own status (529), OpenAI with a plain 503.
+RETRY_REASON = {
+    "429": "rate_limited",
+    "overloaded": "overloaded",
+    "500": "unavailable",
+    "hang": "unavailable",
+}
+OPENAI_RETRY_REASON = {**RETRY_REASON, "overloaded": "unavailable"}
+
+
+def check_retries(case: Case, events: list[dict[str, Any]], provider: str = "anthropic") -> None:
+    """Each retry was announced before it was made, with its attempt, wait and the fault's reason,
+    and never with the provider's words; none once text has streamed (no retry then)."""
+    types = [e["type"] for e in events]
+    retries = [e["data"] for e in events if e["type"] == "model_retry"]
+    if case.partial:
+        assert retries == []
+        return
+    assert [r["attempt"] for r in retries] == list(range(2, case.requests + 1))
+    reasons = OPENAI_RETRY_REASON if provider == "openai" else RETRY_REASON
+    assert [r["reason"] for r in retries] == [reasons[f["kind"]] for f in case.faults[: len(retries)]]
+    for retry, fault in zip(retries, case.faults, strict=False):
+        assert set(retry) == {"attempt", "delayMs", "reason"}
+        if fault["kind"] == "429":  # the provider's Retry-After is the least the server waits
+            assert retry["delayMs"] >= round(fault["retry_after"] * 1000)
+    if retries and "message_start" in types:  # announced while waiting, before the reply began
+        assert max(i for i, t in enumerate(types) if t == "model_retry") < types.index("message_start")
+
+
+def check_turn(
+    case: Case, events: list[dict[str, Any]], elapsed_s: float, requests: int, provider: str = "anthropic"
+) -> None:
     """The first turn's session events, its duration and the model requests the fake saw."""
     types = [e["type"] for e in events]
     assert requests == case.requests, (requests, types)
+    check_retries(case, events, provider)
     assert case.min_s <= elapsed_s <= case.max_s, elapsed_s
     text = "".join(e["data"]["text"] for e in events if e["type"] == "text_delta")
     if case.code is None:
@@ -137,7 +170,9 @@ __all__ = [
     "MODELS",
     "PROVIDER_KEY",
     "PROVIDER_PARAMS",
+    "RETRY_REASON",
     "Case",
+    "check_retries",
     "check_turn",
     "expected_history",
     "fake_config",

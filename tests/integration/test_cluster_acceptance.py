@@ -228,7 +228,7 @@ async def test_kill_9_after_a_tool_step_the_turn_ends_elsewhere_and_the_tool_ran
 
     assert effects.calls == [{"table": "t1"}]  # the tool step ran once, not again on resume
     assert len(requests) == 3  # the tool call, the cut-off reply, the resumed one
-    assert [m["subtype"] for m in history] == ["user", "tool-call", "assistant", "tool-result", "assistant"]
+    assert [m["subtype"] for m in history] == ["user", "assistant", "tool-call", "tool-result", "assistant"]
     assert _text(history[-1]) == REPLY  # the full reply, stored once
     for name, frames in streams.items():
         seqs = _seqs(frames)

@@ -507,3 +507,62 @@ def test_a_waiting_line_shows_until_the_first_token(page, server):
     assert added[:2] == ["message user", "message note waiting"], added
     assert added[2].startswith("message assistant"), added
     expect(page.locator("#transcript .message.waiting")).to_have_count(0)  # gone with the first token
+
+
+@pytest.fixture(scope="module")
+def busy_server(tmp_path_factory):
+    """A server whose default model is Anthropic's, played by ``avm fake-llm``, which a test can
+    make answer 429 first."""
+    from agentvm.fakellm import FakeLLMConfig, FakeLLMServer
+
+    with FakeLLMServer(FakeLLMConfig(ttft_ms=5, tokens_per_second=50, reply_tokens=6)) as fake:
+        env = base_env(
+            **ENV,
+            ANTHROPIC_API_KEY="sk-ant-playground-test-key",
+            ANTHROPIC_BASE_URL=fake.base_url,
+            AVM_PROVIDER_RETRY_BASE_MS="10",
+        )
+        with avm_serve(tmp_path_factory.mktemp("busy"), free_port(), env=env) as running:
+            running.fake = fake
+            yield running
+
+
+def test_a_provider_retry_shows_as_a_status_line_until_the_reply_starts(page, busy_server):
+    from agentvm.fakellm import reply_tokens
+
+    sign_in(page, busy_server)
+    open_new_image(page, "busy")
+    busy_server.fake.add_faults([{"kind": "429", "retry_after": 2}])
+    send(page, "hello")
+    status = page.locator("#transcript .message.waiting.retrying")
+    expect(status).to_have_text("Provider busy (rate limited), retrying in 2s (attempt 2)…")
+    shot(page, "11-provider-retry")
+    expect(replies(page).last).to_have_text("".join(reply_tokens(6)))
+    expect(status).to_have_count(0)  # gone with the retry's first token
+
+
+def test_a_tool_steps_text_shows_before_its_card_live_and_after_a_reload(page, busy_server):
+    sign_in(page, busy_server)
+    open_new_image(page, "ordered")  # with the calculator
+    busy_server.fake.state.add_script(
+        [
+            {
+                "text": "Let me compute.",
+                "tool_calls": [{"name": "calculator", "input": {"expression": "6*7"}}],
+            },
+            {"text": "It is 42."},
+        ]
+    )
+    send(page, "6*7?")
+    expect(replies(page).last).to_have_text("It is 42.")
+    live = transcript(page)
+    kinds = page.locator("#transcript > li").evaluate_all("items => items.map(i => i.className)")
+    assert [k.split()[1] for k in kinds if "assistant" in k or "tool" in k] == [
+        "assistant",
+        "tool",
+        "assistant",
+    ]
+
+    page.reload()
+    expect(page.locator("#transcript .message.tool .tool-result pre")).to_have_text("42")
+    assert transcript(page) == live  # the history reads in the order the turn streamed

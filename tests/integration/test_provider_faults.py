@@ -48,7 +48,7 @@ async def test_provider_fault_on_the_local_host(harness, fake, provider, name, c
     await harness.run_turns()
     elapsed = time.monotonic() - started
 
-    check_turn(case, c.session_events(), elapsed, fake.stats()["requests"])
+    check_turn(case, c.session_events(), elapsed, fake.stats()["requests"], provider)
     # the session stays usable: the next turn completes
     await c.request("message_send", imageId=img["imageId"], content="again")
     await harness.run_turns()

@@ -101,10 +101,10 @@ async def test_one_tool_call_runs_and_the_model_answers_with_its_result(harness,
     assert types[-3:] == ["message_stop", "assistant_message", "conversation_end"]
     stop = next(f["data"] for f in c.session_events() if f["type"] == "tool_use_stop")
     assert stop["toolName"] == "get_weather" and stop["input"] == {"city": "Paris"} and stop["toolCallId"]
-    assert [m["subtype"] for m in await _stored(c, img)] == [
+    assert [m["subtype"] for m in await _stored(c, img)] == [  # the step's text first, as streamed
         "user",
-        "tool-call",
         "assistant",
+        "tool-call",
         "tool-result",
         "assistant",
     ]

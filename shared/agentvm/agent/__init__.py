@@ -88,7 +88,12 @@ if TYPE_CHECKING:
         read_pause,
     )
     from agentvm.agent.retry import (
+        OVERLOADED,
+        RATE_LIMITED,
+        UNAVAILABLE,
         RetryingModelClient,
+        report_retries_to,
+        retry_reason,
     )
     from agentvm.agent.side_calls import (
         bill_embeddings,
@@ -131,8 +136,10 @@ __all__ = [
     "Memory",
     "NO_RESULT",
     "OPENAI_MINI",
+    "OVERLOADED",
     "PendingStep",
     "PrefixBreak",
+    "RATE_LIMITED",
     "Resolution",
     "RetryingModelClient",
     "Route",
@@ -145,6 +152,7 @@ __all__ = [
     "StreamHooks",
     "TurnContext",
     "TurnOutcome",
+    "UNAVAILABLE",
     "bill_embeddings",
     "bill_side_call",
     "blocks_of",
@@ -177,8 +185,10 @@ __all__ = [
     "read_pause",
     "recall_limit",
     "reference_note",
+    "report_retries_to",
     "resolve_side_model",
     "result_of",
+    "retry_reason",
     "route_turn",
     "run_turn",
     "side_model_ref",
@@ -259,7 +269,12 @@ __getattr__, __dir__ = lazy_exports(
             "read_pause",
         ],
         "retry": [
+            "OVERLOADED",
+            "RATE_LIMITED",
+            "UNAVAILABLE",
             "RetryingModelClient",
+            "report_retries_to",
+            "retry_reason",
         ],
         "side_calls": [
             "bill_embeddings",

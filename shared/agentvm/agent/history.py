@@ -2,10 +2,11 @@
 
 A turn's stored messages (its *chain*) all point at the user message they answer: assistant and
 error messages and tool calls by ``parentId``, tool results through their call's id. A tool step
-is stored in the order its events were sent: the step's tool-call messages, then its text (if any),
-then the results. So a chain reads as steps: ``[calls, text?, results]`` for each tool step, then
-the final ``text`` (or an error). The turn is finished when its chain ends with an assistant or
-error message and every call has its result (``result_of``).
+is stored as it completes: the step's tool-call messages (each as soon as the model has streamed
+it), then its text (if any, when the message ends, with its usage), then the results; clients
+read the text first (``messages.reading_order``). So a chain reads as steps: ``[calls, text?,
+results]`` for each tool step, then the final ``text`` (or an error). The turn is finished when
+its chain ends with an assistant or error message and every call has its result (``result_of``).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Literal, Protocol
 
 from agentvm.agent.context import estimate_request_tokens
 from agentvm.agent.pacing import pace_reads_by
+from agentvm.agent.retry import report_retries_to
 from agentvm.errors import AgentVMError, ProviderUnavailable, StepLimitReached, TurnDeadlineExceeded
 from agentvm.llm import (
     ChatTurn,
@@ -436,6 +437,9 @@ async def _stream_step(
         next_send_at = getattr(hooks, "next_send_at", None)
         if next_send_at is not None:  # this task's context: the adapter's reads (agent/pacing.py)
             pace_reads_by(next_send_at, hooks.send_text_now)  # type: ignore[attr-defined]
+        on_retry = getattr(hooks, "on_model_retry", None)
+        if on_retry is not None:  # this task's context: the retrying client's waits (agent/retry.py)
+            report_retries_to(on_retry)
         async for ev in client.stream(request):
             if isinstance(ev, TextDelta):
                 if step.ttft_s is None:

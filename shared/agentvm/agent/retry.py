@@ -2,6 +2,12 @@
 
 A call is retried only while nothing has reached the caller: once a ``ModelStart`` or a text
 delta has been yielded, a retry would duplicate output, so the error propagates instead.
+
+Before each wait the caller is told (``model_retry`` events, docs/protocol.md): whoever consumes
+the stream registers a listener in its own task with ``report_retries_to`` (the turn's hooks do,
+``turns/hooks.py``), as ``agent/pacing.py`` does for read pacing, because one client serves every
+turn of a process. The listener gets the attempt about to be made, the wait in milliseconds and a
+reason code (``retry_reason``): never the provider's message.
 """
 
 from __future__ import annotations
@@ -10,9 +16,10 @@ import asyncio
 import logging
 import random
 import time
+from contextvars import ContextVar
 from typing import TYPE_CHECKING
 
-from agentvm.errors import ProviderError
+from agentvm.errors import ProviderError, ProviderRateLimited
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Awaitable, Callable
@@ -21,6 +28,32 @@ if TYPE_CHECKING:
     from agentvm.ports import ModelClient
 
 logger = logging.getLogger("agentvm.retry")
+
+RATE_LIMITED = "rate_limited"
+OVERLOADED = "overloaded"
+UNAVAILABLE = "unavailable"
+
+_listener: ContextVar[Callable[[int, int, str], None] | None] = ContextVar(
+    "agentvm_model_retry_listener", default=None
+)
+
+
+def report_retries_to(listener: Callable[[int, int, str], None] | None) -> None:
+    """In the task that consumes a model stream: call ``listener(attempt, wait_ms, reason)`` before
+    each retry's wait (``attempt``: the number of the call about to be made, 2 for the first retry)."""
+    _listener.set(listener)
+
+
+def retry_reason(error: ProviderError) -> str:
+    """A safe code for why a call is retried: ``rate_limited`` (429), ``overloaded`` (Anthropic's
+    529, an ``overloaded_error``) or ``unavailable`` (any other 5xx, a timeout, a cut connection).
+    The adapters build their messages from the status and error type only (adapters/llm/errors.py)."""
+    if isinstance(error, ProviderRateLimited):
+        return RATE_LIMITED
+    message = error.message.lower()
+    if "overloaded" in message or "(529" in message:
+        return OVERLOADED
+    return UNAVAILABLE
 
 
 class RetryingModelClient:
@@ -78,6 +111,9 @@ class RetryingModelClient:
                     self._max_attempts - 1,
                     delay,
                 )
+                listener = _listener.get()
+                if listener is not None:
+                    listener(attempt + 1, round(delay * 1000), retry_reason(error))
             finally:
                 # Closing the inner stream closes the provider connection, also when our caller
                 # stops early (aclose raises GeneratorExit at our yield).
@@ -88,4 +124,11 @@ class RetryingModelClient:
             attempt += 1
 
 
-__all__ = ["RetryingModelClient"]
+__all__ = [
+    "OVERLOADED",
+    "RATE_LIMITED",
+    "UNAVAILABLE",
+    "RetryingModelClient",
+    "report_retries_to",
+    "retry_reason",
+]

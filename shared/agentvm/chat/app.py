@@ -15,7 +15,8 @@ Decisions (docs/sdk.md, "avm chat"):
   lines read while a turn runs wait for it (none is dropped), and end of input ends the chat after
   the running turn (it does not interrupt it).
 - Until a turn's first event, a terminal shows ``[waiting for the model…]`` (erased when the reply
-  starts).
+  starts); a provider retry (``model_retry``) shows as ``[retry] provider busy (rate limited),
+  retrying in 2s (attempt 2)``, then the waiting line again.
   ``/interrupt`` typed while a turn streams does the same as Ctrl-C; Ctrl-D (end of input) quits.
 - A turn that asks for approval shows the call and reads ``y``/``n``; a client-side tool's call
   reads its result as a line (the chat has no functions of its own to run).

@@ -21,6 +21,7 @@ from agentvm.client import (
     ErrorOccurredEvent,
     FileChangedEvent,
     McpServerFailedEvent,
+    ModelRetryEvent,
     SystemErrorEvent,
     TextDeltaEvent,
     ToolCallMessage,
@@ -113,6 +114,9 @@ class Renderer:
             self.note(f"[progress] {event.data.toolName} {_progress(event.data)}")
         elif isinstance(event, McpServerFailedEvent):
             self.note(f"[mcp] {event.data.server} {event.data.reason}")
+        elif isinstance(event, ModelRetryEvent):
+            self.note(f"[retry] {_retrying(event.data)}")
+            self.waiting()  # still nothing to show: the indicator comes back until the retry answers
         elif isinstance(event, FileChangedEvent):
             self.note(f"[file] {event.data.change} {event.data.path} ({event.data.size} bytes)")
         elif isinstance(event, ErrorOccurredEvent):
@@ -154,6 +158,22 @@ def _progress(data: Any) -> str:
     if data.total:
         value += f"/{data.total:g} ({100 * data.progress / data.total:.0f}%)"
     return value + (f" {short(data.message)}" if data.message else "")
+
+
+_BUSY = {"rate_limited": "rate limited", "overloaded": "overloaded", "unavailable": "unavailable"}
+
+
+def _retrying(data: Any) -> str:
+    """``provider busy (rate limited), retrying in 2s (attempt 2)``."""
+    why = _BUSY.get(data.reason, "unavailable")
+    return f"provider busy ({why}), retrying in {_seconds(data.delayMs)} (attempt {data.attempt})"
+
+
+def _seconds(ms: int) -> str:
+    """``0.5s``, ``2s``, ``12s``: a tenth of a second under ten seconds, whole seconds above."""
+    if ms >= 10_000:
+        return f"{round(ms / 1000)}s"
+    return f"{ms / 1000:.1f}".removesuffix(".0") + "s"
 
 
 def _content_text(content: str | list[Any]) -> str:

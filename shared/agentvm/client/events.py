@@ -405,6 +405,22 @@ class McpServerFailedEvent(Event):
     data: McpServerFailedData
 
 
+class ModelRetryData(WireModel):
+    attempt: int  # the model call about to be made (2: the first retry)
+    delayMs: int  # how long the server waits before it
+    reason: Literal["rate_limited", "overloaded", "unavailable"] | str
+
+
+class ModelRetryEvent(Event):
+    """A model call failed before answering (rate limited, overloaded, unavailable) and is made
+    again after ``delayMs`` (additive). Never carries the provider's message."""
+
+    type: Literal["model_retry"] = "model_retry"
+    source: str = "agent"
+    category: str = "state"
+    data: ModelRetryData
+
+
 class WaitingFor(WireModel):
     toolCallId: str
     toolName: str
@@ -649,6 +665,7 @@ EVENT_MODELS: dict[str, type[Event]] = {
         TurnSuspendedEvent,
         ToolProgressEvent,
         McpServerFailedEvent,
+        ModelRetryEvent,
         AssistantMessageEvent,
         ToolCallMessageEvent,
         ToolResultMessageEvent,
@@ -693,6 +710,7 @@ AgentEvent = (
     | TurnSuspendedEvent
     | ToolProgressEvent
     | McpServerFailedEvent
+    | ModelRetryEvent
     | AssistantMessageEvent
     | ToolCallMessageEvent
     | ToolResultMessageEvent
@@ -789,6 +807,8 @@ __all__ = [
     "ToolProgressEvent",
     "McpServerFailedData",
     "McpServerFailedEvent",
+    "ModelRetryData",
+    "ModelRetryEvent",
     "UnknownFrame",
     "WaitingFor",
 ]

@@ -100,6 +100,16 @@ export class Transcript {
     this.waitNote = this.note("Waiting for the model…", "note waiting");
   }
 
+  // A failed model call waits to be made again (model_retry): the waiting line says so (made
+  // again if the reply had started a step before), and goes with the retry's first frame shown.
+  retrying(d) {
+    const why = { rate_limited: "rate limited", overloaded: "overloaded" }[d.reason] || "unavailable";
+    const seconds = d.delayMs >= 10000 ? Math.round(d.delayMs / 1000) : Math.round(d.delayMs / 100) / 10;
+    if (!this.waitNote) this.waitNote = this.note("", "note waiting");
+    this.waitNote.classList.add("retrying");
+    this.waitNote.textContent = `Provider busy (${why}), retrying in ${seconds}s (attempt ${d.attempt})…`;
+  }
+
   stopWaiting() {
     if (this.waitNote) this.waitNote.remove();
     this.waitNote = null;
@@ -281,6 +291,9 @@ export class Transcript {
         this.card(d.toolId, d.toolName).querySelector(".tool-state").textContent = text;
         break;
       }
+      case "model_retry":
+        this.retrying(d);
+        break;
       case "mcp_server_failed":
         this.note(`MCP server ${d.server} ${d.reason}`, "error");
         break;

@@ -258,27 +258,35 @@ def _calls_message(calls: list[Json]) -> Json:
 
 
 def v2_history(messages: Iterable[Json]) -> list[Json]:
-    """Stored messages (as ``image_messages`` returns them) the 2.x way: each step's tool-call
-    messages folded into its assistant message (the step's text message right after them), or
-    into one of their own, with the first call's id (as ``V2Renderer`` sends them live)."""
+    """Messages as ``image_messages`` returns them (reading order: a step's text message, then its
+    tool-call messages) the 2.x way: each step's calls folded into its text message, as parts after
+    the text, or into one message of their own, with the first call's id, for a step that wrote
+    nothing (as ``V2Renderer`` sends them live)."""
     out: list[Json] = []
+    text: Json | None = None  # the last assistant message, until what follows it is known
     calls: list[Json] = []
 
     def flush() -> None:
-        if calls:
+        nonlocal text
+        if text is not None:
+            out.append(_with_calls(text, calls))
+        elif calls:
             out.append(_calls_message(calls))
-            calls.clear()
+        text = None
+        calls.clear()
 
     for message in messages:
         if message.get("subtype") == "tool-call":
+            owner = text if text is not None else (calls[0] if calls else None)
+            if owner is not None and owner.get("parentId") != message.get("parentId"):
+                flush()  # another turn's calls
             calls.append(message)
             continue
-        if calls and message.get("subtype") == "assistant":
-            out.append(_with_calls(message, calls))
-            calls.clear()
-            continue
         flush()
-        out.append(message)
+        if message.get("subtype") == "assistant":
+            text = message
+        else:
+            out.append(message)
     flush()
     return out
 

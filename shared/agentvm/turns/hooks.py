@@ -118,6 +118,11 @@ class TurnHooks:
         """Send the buffered text at once (a paced read that came after its window)."""
         self.sink.flush()
 
+    def on_model_retry(self, attempt: int, delay_ms: int, reason: str) -> None:
+        """The model call failed before answering and is made again after ``delay_ms``
+        (``agent/retry.py``): the client can say so instead of showing seconds of silence."""
+        self.sink.emit("model_retry", {"attempt": attempt, "delayMs": delay_ms, "reason": reason})
+
     def on_tool_start(self, call_id: str, name: str) -> None:
         self.sink.emit("tool_use_start", {"toolCallId": call_id, "toolName": name})
         self.sink.emit("tool_planned", {"toolId": call_id, "toolName": name})

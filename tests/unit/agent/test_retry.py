@@ -1,10 +1,18 @@
 from __future__ import annotations
 
+import asyncio
 import logging
 
 import pytest
 
-from agentvm.agent.retry import RetryingModelClient
+from agentvm.agent.retry import (
+    OVERLOADED,
+    RATE_LIMITED,
+    UNAVAILABLE,
+    RetryingModelClient,
+    report_retries_to,
+    retry_reason,
+)
 from agentvm.errors import ProviderRateLimited, ProviderRejected, ProviderUnavailable
 from agentvm.llm import ChatTurn, ModelRequest, ModelStart, ModelStop, TextDelta
 
@@ -179,3 +187,48 @@ async def test_each_retry_is_logged_with_the_error_code(caplog):
     [record] = [r for r in caplog.records if r.name == "agentvm.retry"]
     assert "rate_limited" in record.getMessage()
     assert "retry 1 of 3" in record.getMessage()
+
+
+async def test_the_consumers_listener_hears_each_retry_before_its_wait():
+    fake_time = FakeTime()
+    heard: list[tuple[int, int, str, int]] = []
+    inner = ScriptedClient(
+        ([], ProviderRateLimited("anthropic: rate limited (429 rate_limit_error)", retry_after=1.5)),
+        ([], ProviderUnavailable("anthropic: unavailable (529 overloaded_error)")),
+        (REPLY, None),
+    )
+
+    async def consume() -> list:
+        report_retries_to(lambda attempt, ms, why: heard.append((attempt, ms, why, len(fake_time.sleeps))))
+        return await _collect(_retrying(inner, fake_time, rand=0.5))
+
+    assert await asyncio.create_task(consume()) == REPLY
+    # attempt about to be made, the wait in ms (Retry-After wins over the jitter), the reason, and
+    # how many waits had happened when it was heard (none of this retry's own)
+    assert heard == [(2, 1500, "rate_limited", 0), (3, 500, "overloaded", 1)]
+
+
+async def test_a_stream_consumed_in_another_task_reports_to_no_one():
+    heard: list[int] = []
+
+    async def listening() -> None:
+        report_retries_to(lambda attempt, ms, why: heard.append(attempt))
+
+    await asyncio.create_task(listening())  # its context var dies with its task
+    inner = ScriptedClient(([], ProviderUnavailable("openai: unavailable (503)")), (REPLY, None))
+    assert await _collect(_retrying(inner, FakeTime())) == REPLY
+    assert heard == []
+
+
+@pytest.mark.parametrize(
+    ("error", "reason"),
+    [
+        (ProviderRateLimited("openai: rate limited (429)"), RATE_LIMITED),
+        (ProviderUnavailable("anthropic: unavailable (529 overloaded_error)"), OVERLOADED),
+        (ProviderUnavailable("anthropic: unavailable (529)"), OVERLOADED),
+        (ProviderUnavailable("openai: unavailable (503 server_error)"), UNAVAILABLE),
+        (ProviderUnavailable("model stream failed: ReadTimeout"), UNAVAILABLE),
+    ],
+)
+def test_the_reason_is_a_code_from_the_errors_kind(error, reason):
+    assert retry_reason(error) == reason

@@ -88,8 +88,9 @@ async def test_a_tool_turn_streams_the_documented_events_and_stores_the_exchange
     assert all("seq" in f and f["context"]["imageId"] == img["imageId"] for f in c.session_events())
 
     messages = await _messages(c, img)
-    assert [m["subtype"] for m in messages] == ["user", "tool-call", "assistant", "tool-result", "assistant"]
-    call, result = messages[1], messages[3]
+    # in the order the stream showed them: the step's text, then its call (reading_order)
+    assert [m["subtype"] for m in messages] == ["user", "assistant", "tool-call", "tool-result", "assistant"]
+    call, result = messages[2], messages[3]
     assert call["toolCall"] == {
         "type": "tool-call",
         "id": "call_1_0",
@@ -307,3 +308,53 @@ async def _only_job(h):
 
 async def _collect(jobs, job):
     jobs.append(job)
+
+
+async def test_a_tool_turns_history_lists_each_steps_text_before_its_calls_as_the_stream_did(tmp_path):
+    weather = FakeTool("get_weather")
+    h, c, img = await _setup(tmp_path, weather)
+    h.model.add(
+        Calls(("get_weather", {"city": "Paris"}), text="Let me look."),
+        Calls(("get_weather", {"city": "Rome"}), ("get_weather", {"city": "Oslo"}), text="And two more."),
+        Calls(("get_weather", {"city": "Nice"})),  # a step that writes nothing
+        "Sunny everywhere.",
+    )
+    await c.request("message_send", imageId=img["imageId"], content="Weather?")
+    await h.run_turns()
+
+    def said(kind: str, data: dict[str, Any]) -> str:
+        return data["text"] if kind == "text_delta" else f"call {data['input']['city']}"
+
+    streamed: list[str] = []  # what a client watching the turn was shown, in order
+    for f in c.session_events():
+        if f["type"] in ("text_delta", "tool_use_stop"):
+            piece = said(f["type"], f["data"])
+            if f["type"] == "text_delta" and streamed and not streamed[-1].startswith("call "):
+                streamed[-1] += piece
+            else:
+                streamed.append(piece)
+    history = [
+        m["content"][0]["text"] if m["subtype"] == "assistant" else f"call {m['toolCall']['input']['city']}"
+        for m in await _messages(c, img)
+        if m["subtype"] in ("assistant", "tool-call")
+    ]
+    assert (
+        history
+        == streamed
+        == [
+            "Let me look.",
+            "call Paris",
+            "And two more.",
+            "call Rome",
+            "call Oslo",
+            "call Nice",
+            "Sunny everywhere.",
+        ]
+    )
+    # the model was sent each step as one assistant turn, its text then its calls
+    steps = [t for t in h.model.requests[-1].messages if t.role == "assistant"]
+    assert [(t.text, [call.input["city"] for call in t.tool_calls]) for t in steps] == [
+        ("Let me look.", ["Paris"]),
+        ("And two more.", ["Rome", "Oslo"]),
+        ("", ["Nice"]),
+    ]

@@ -1,8 +1,9 @@
 """The SDK's typed frames are checked against what the server sends, on both hosts.
 
 Scripted turns of every kind (text, tools, a failing tool, approval granted and denied, a
-client-side tool, a provider error, an interrupt, a worker that dies mid-stream, sandbox file
-changes, compaction, resume replays, lifecycle events, every request answered and refused) run
+client-side tool, a provider error, a provider retry, an interrupt, a worker that dies
+mid-stream, sandbox file changes, compaction, resume replays, lifecycle events, every request
+answered and refused) run
 through the local wiring and, for a tool turn with an approval, the AWS handlers on moto. Every
 frame a client receives must parse into its SDK model and dump back to the same JSON with no field
 left over; the runs must cover every event and response model the SDK has (less the catalogue
@@ -24,6 +25,7 @@ from pydantic import BaseModel
 from agentvm.adapters.llm.scripted import Calls, Fail, ScriptedModelClient, SingleModelResolver
 from agentvm.adapters.mcp.client import SdkMcpConnector
 from agentvm.adapters.sandbox.process import LocalSandbox
+from agentvm.agent.retry import RetryingModelClient
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.client import (
     EVENT_MODELS,
@@ -33,7 +35,7 @@ from agentvm.client import (
     UnknownFrame,
     parse_frame,
 )
-from agentvm.errors import ProviderUnavailable
+from agentvm.errors import ProviderRateLimited, ProviderUnavailable
 from agentvm.events import AGENT_EVENT_CATEGORY
 from tests.crashes import DyingModel
 from tests.functions.aws_host import aws_host
@@ -131,6 +133,13 @@ async def _drive_local(tmp_path: Path) -> list[dict[str, Any]]:
     h.model.add(Calls(("steps", {"count": 3})), "Stepped.")
     await c.request("message_send", imageId=mcp["imageId"], content="steps")
     await h.run_turns()
+
+    # a rate-limited model call, made again after a wait (model_retry)
+    h.rt.models.client = RetryingModelClient(h.model, base_delay_s=0.001)
+    h.model.add(ProviderRateLimited("rate limited (429)", retry_after=0.01), "After a retry.")
+    await c.request("message_send", imageId=img["imageId"], content="busy")
+    await h.run_turns()
+    h.rt.models.client = h.model
 
     # a provider error, an interrupt mid-stream, a worker that dies mid-stream (retried)
     h.model.add(Fail(ProviderUnavailable("stream cut"), after_words="partial words"))

@@ -99,6 +99,8 @@ PUBLIC = [
     "MessageStopData",
     "MessageStopEvent",
     "ModelPrices",
+    "ModelRetryData",
+    "ModelRetryEvent",
     "PriceList",
     "RESPONSE_MODELS",
     "ReasonData",

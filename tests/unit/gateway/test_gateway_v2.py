@@ -459,3 +459,21 @@ async def test_events_reach_only_the_sessions_subscribers(harness):
     assert other.events() == [] and bystander.events() == []
     (refused,) = await other.send(rpc("agentvm.subscribe", {"sessionId": img["sessionId"]}))
     assert refused["error"]["code"] == 404
+
+
+async def test_a_provider_retry_is_sent_under_its_own_name_before_the_reply(harness):
+    from agentvm.agent.retry import RetryingModelClient
+    from agentvm.errors import ProviderRateLimited
+
+    harness.rt.models.client = RetryingModelClient(harness.model, base_delay_s=0.001)
+    harness.model.add(ProviderRateLimited("anthropic: rate limited (429)", retry_after=0.01), "Hello.")
+    c = await v2_client(harness)
+    img = await _image(c)
+    await _send_and_run(harness, c, img["imageId"])
+
+    events = c.turn_events()
+    [retry] = [e for e in events if e["type"] == "model_retry"]
+    assert retry["data"] == {"attempt": 2, "delayMs": 10, "reason": "rate_limited"}
+    assert (retry["source"], retry["category"]) == ("agent", "state")
+    assert _shape(events) == [*TEXT_TURN[:1], "model_retry", *TEXT_TURN[1:]]
+    assert _text(events) == "Hello."

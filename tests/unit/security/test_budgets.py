@@ -289,6 +289,6 @@ async def test_a_budget_used_up_by_a_tool_step_stops_the_next_model_call(harness
     events = c.session_events()
     assert events[-1]["type"] == "error_occurred" and events[-1]["data"]["code"] == "quota_exceeded"
     history = (await c.request("image_messages", imageId=img["imageId"]))["messages"]
-    assert [m["subtype"] for m in history] == ["user", "tool-call", "assistant", "tool-result", "error"]
+    assert [m["subtype"] for m in history] == ["user", "assistant", "tool-call", "tool-result", "error"]
     usage = await harness.store.list_usage("tenant-a")
     assert [(u.kind, u.inputTokens, u.outputTokens) for u in usage] == [("turn", 1, 6)]

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 
 from agentvm import images
 from agentvm.gateway.v1 import wait_commands
-from agentvm.messages import message_to_wire
+from agentvm.messages import message_to_wire, reading_order
 from agentvm.turns import submit
 from agentvm.turns.interrupt import interrupt_image
 
@@ -207,7 +207,7 @@ async def image_delete(ctx: CommandContext, req: ImageDelete) -> Json:
 
 async def image_messages(ctx: CommandContext, req: ImageMessages) -> Json:
     image = await images.image_of(ctx.rt, ctx.tenant_id, req.imageId)
-    messages = await ctx.rt.store.list_messages(image.sessionId)
+    messages = reading_order(await ctx.rt.store.list_messages(image.sessionId))
     return {"imageId": image.imageId, "messages": [message_to_wire(m) for m in messages]}
 
 
