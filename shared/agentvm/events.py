@@ -48,6 +48,9 @@ AGENT_EVENT_CATEGORY: dict[str, str] = {
     # additive: a running tool call's progress, an MCP server that failed (docs/protocol.md)
     "tool_progress": "state",
     "mcp_server_failed": "state",
+    # additive: an MCP server's question to the user during a call (docs/protocol.md)
+    "tool_elicitation": "state",
+    "tool_elicitation_ended": "state",
 }
 
 

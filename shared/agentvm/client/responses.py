@@ -163,6 +163,13 @@ class ToolAnswerResult(ResponseData):
     status: str  # "approved", "denied" or "answered"
 
 
+class ElicitationAnswerResult(ResponseData):
+    """The answer to ``elicitation_answer_request``."""
+
+    elicitationId: str
+    action: str  # "accept", "decline" or "cancel"
+
+
 class ToolWaitsResult(ResponseData):
     waits: list[ToolWaitInfo]
 
@@ -295,6 +302,11 @@ class ToolResultResponse(Response):
     data: ToolAnswerResult
 
 
+class ElicitationAnswerResponse(Response):
+    type: Literal["elicitation_answer_response"] = "elicitation_answer_response"
+    data: ElicitationAnswerResult
+
+
 class ToolWaitsResponse(Response):
     type: Literal["tool_waits_response"] = "tool_waits_response"
     data: ToolWaitsResult
@@ -323,9 +335,10 @@ RESPONSE_MODELS: dict[str, type[Response]] = {
         ToolApprovalResponse,
         ToolResultResponse,
         ToolWaitsResponse,
+        ElicitationAnswerResponse,
     )
 }
-"""Every response type the SDK knows, by its ``type`` (the 17 AgentX pairs and 3 additive ones)."""
+"""Every response type the SDK knows, by its ``type`` (the 17 AgentX pairs and 4 additive ones)."""
 
 __all__ = [
     "RESPONSE_MODELS",
@@ -346,6 +359,8 @@ __all__ = [
     "ContainerGetResult",
     "ContainerListResponse",
     "ContainerListResult",
+    "ElicitationAnswerResponse",
+    "ElicitationAnswerResult",
     "FailedResponse",
     "FailedResult",
     "ImageCreateResponse",
