@@ -20,6 +20,7 @@ from tests.integration.avm_process import avm_serve, base_env, free_port, run_av
 from tests.integration.test_mcp_events import everything_config
 
 ASK = "/tool trigger-elicitation-request {}"
+SLOW_START = {"AVM_MCP_LIST_DEADLINE_S": "30"}  # a busy machine starts the npm server slowly
 
 
 async def test_a_question_of_server_everything_is_answered_through_the_sdk(tmp_path):
@@ -27,7 +28,7 @@ async def test_a_question_of_server_everything_is_answered_through_the_sdk(tmp_p
     made = run_avm("keys", "create", "--tenant", "acme", "--scope", "client", "--data-dir", str(tmp_path))
     assert made.returncode == 0, made.stderr
     other_tenant = made.stdout.strip()
-    with avm_serve(tmp_path, free_port(), env=base_env()) as server:
+    with avm_serve(tmp_path, free_port(), env=base_env(**SLOW_START)) as server:
         admin = server.admin_token()
         async with (
             AgentVMClient.connect(server.url, token=admin) as client,
@@ -101,7 +102,7 @@ async def test_a_question_of_server_everything_is_answered_through_the_sdk(tmp_p
 
 async def test_an_unanswered_question_of_server_everything_is_cancelled_at_the_deadline(tmp_path):
     servers = {"everything": everything_config()}
-    env = base_env(AVM_MCP_ELICITATION_TIMEOUT_S="1")
+    env = base_env(AVM_MCP_ELICITATION_TIMEOUT_S="1", **SLOW_START)
     with avm_serve(tmp_path, free_port(), env=env) as server:
         async with AgentVMClient.connect(server.url, token=server.admin_token()) as client:
             image = await client.create_image("u1", mcp_servers=servers)

@@ -24,6 +24,7 @@ from agentvm.client import (
     SystemErrorEvent,
     TextDeltaEvent,
     ToolCallMessage,
+    ToolElicitationEndedEvent,
     ToolProgressEvent,
     ToolResultEvent,
     ToolResultMessage,
@@ -113,6 +114,9 @@ class Renderer:
             self.note(f"[progress] {event.data.toolName} {_progress(event.data)}")
         elif isinstance(event, McpServerFailedEvent):
             self.note(f"[mcp] {event.data.server} {event.data.reason}")
+        elif isinstance(event, ToolElicitationEndedEvent) and event.data.reason != "answered":
+            why = event.data.reason.replace("_", " ")
+            self.note(f"[question] {event.data.toolName}: {why} ({event.data.action})")
         elif isinstance(event, FileChangedEvent):
             self.note(f"[file] {event.data.change} {event.data.path} ({event.data.size} bytes)")
         elif isinstance(event, ErrorOccurredEvent):
