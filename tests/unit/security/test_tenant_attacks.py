@@ -842,6 +842,7 @@ def v2_attacks(v: Victim) -> list[tuple[str, str, str, str]]:
         ("agentvm.tool.waits", "imageId", img, missing_img),
         ("agentvm.tool.approve", "turnId", v.turn_id, "turn_missing_0000"),
         ("agentvm.tool.result", "turnId", v.turn_id, "turn_missing_0000"),
+        ("agentvm.elicitation.answer", "elicitationId", v.elicitation_id, "elicit_missing_0000"),
         ("agentvm.subscribe", "sessionId", session, "sess_missing_0000"),
         ("subscribe", "topic", session, "sess_missing_0000"),
         ("message.send", "imageId", img, missing_img),
@@ -914,6 +915,8 @@ def _v2_extra_for(method: str, v: Victim) -> dict[str, Any]:
         return {"toolCallId": v.call_id, "approved": True}
     if method == "agentvm.tool.result":
         return {"toolCallId": v.call_id, "output": "forged"}
+    if method == "agentvm.elicitation.answer":
+        return {"action": "accept", "content": {"pin": "forged"}}
     return {}
 
 
