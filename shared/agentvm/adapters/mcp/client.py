@@ -127,6 +127,8 @@ class SdkMcpSession:
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 report(value, total, message)
 
+        # set only once connected: the session's own task (``_own``, created by the first use) must
+        # not inherit one call's handler, or a pooled session would route later questions to it
         self._elicitors.append(on_elicit)
         token = _CALL_ELICITOR.set(on_elicit)  # inherited by the call's task (``_guard``)
         try:
