@@ -159,6 +159,9 @@ class Settings(BaseSettings):
     mcp_max_sessions_per_tenant: int = Field(default=16, ge=1)
     mcp_max_sessions: int = Field(default=128, ge=1)
     mcp_tools_ttl_s: float = Field(default=600.0, gt=0)
+    # An MCP server's question to the user mid-call (agent/tools/elicitation.py) waits this long for
+    # the client's answer, then is answered cancel (the call waits meanwhile; its own timeout pauses).
+    mcp_elicitation_timeout_s: float = Field(default=300.0, gt=0, le=3600)
     # Sandbox jobs without bubblewrap run as plain processes of the server's user: allowed on a
     # loopback address, refused elsewhere unless this is set (adapters/sandbox/process.py).
     sandbox_allow_unisolated: bool = False

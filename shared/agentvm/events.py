@@ -50,6 +50,9 @@ AGENT_EVENT_CATEGORY: dict[str, str] = {
     "mcp_server_failed": "state",
     # additive: a model call failed before answering and is retried after a wait (docs/protocol.md)
     "model_retry": "state",
+    # additive: an MCP server's question to the user during a call (docs/protocol.md)
+    "tool_elicitation": "state",
+    "tool_elicitation_ended": "state",
 }
 
 

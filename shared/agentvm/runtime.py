@@ -22,6 +22,7 @@ if TYPE_CHECKING:
         ConfigLayers,
         Connections,
         Counters,
+        Elicitations,
         Embedder,
         Ids,
         KnowledgeIndex,
@@ -221,6 +222,9 @@ class Runtime:
     tools: ToolCatalog | None = None
     # Containers' workspaces (sandbox tools, the workspace routes). None: this host has no sandbox.
     sandbox: Sandbox | None = None
+    # The questions MCP servers ask users mid-call (agent/tools/elicitation.py), held in this
+    # process. None: every question is declined at once (AWS: the answer would reach another Lambda).
+    elicitations: Elicitations | None = None
     # The tool calls suspended turns wait on (turns/waits.py). None: tools never wait (a call that
     # needs approval or the client is answered with an error instead).
     waits: ToolWaits | None = None

@@ -2,7 +2,8 @@
 (the echo model, slowed so that a turn can be interrupted mid-stream) and with ``--local``.
 
 What a person sees is checked: the streamed reply, a tool call and its result, an approval
-answered at the prompt, Ctrl-C interrupting the turn but not the chat, ``/interrupt``,
+answered at the prompt, an MCP server's question answered a field per line, Ctrl-C interrupting
+the turn but not the chat, ``/interrupt``,
 ``/history``, ``/usage``, ``/image`` (list, new, switch), and Ctrl-C twice at the prompt to quit.
 """
 
@@ -22,6 +23,7 @@ import time
 import pytest
 
 from tests.integration.avm_process import avm_serve, base_env, free_port
+from tests.mcp_servers.fixtures import stdio_config
 
 LONG = " ".join(f"word{i}" for i in range(80))
 CONFIG = json.dumps(
@@ -258,3 +260,38 @@ def test_config_applies_to_a_container_that_already_has_an_image(server):
     with chat("--url", server.url, "--key", key, "--image", first, "--config", CONFIG) as t:
         t.expect(r"--image chats with an existing image, whose config is fixed")
         assert t.wait() == 2
+
+
+def test_an_mcp_servers_question_is_answered_a_field_per_line(tmp_path):
+    config = json.dumps({"mcpServers": {"people": stdio_config()}})  # its ``ask`` tool elicits
+    env = base_env(AVM_MCP_LIST_DEADLINE_S="30")  # a busy machine starts the server slowly
+    with (
+        avm_serve(tmp_path / "server", free_port(), env=env) as server,
+        chat(
+            "--url", server.url, "--key", server.admin_token(), "--container", "c1", "--config", config
+        ) as t,
+    ):
+        t.expect("you> ")
+        t.line('/tool ask {"question": "Who are you?"}')
+        t.expect(r"\[question\] ask asks: Who are you\?\n")
+        t.expect(r"  Name \(string\) \*: ")
+        t.line("Ada")
+        t.expect(r"  Age \(integer\) \*: ")
+        t.line("old")  # not a number: asked again
+        t.expect(r"a whole number, please\n")
+        t.expect(r"  Age \(integer\) \*: ")
+        t.line("200")  # the server's schema says at most 150: the form is asked again
+        t.expect(r"\[question\] .*150.*; again \(/decline or /cancel to refuse\)\n")
+        t.expect(r"  Name \(string\) \*: ")
+        t.line("Ada")
+        t.expect(r"  Age \(integer\) \*: ")
+        t.line("36")
+        t.expect(r"Echo: ask returned: accepted: Ada, 36\n")
+        t.expect("you> ")
+        t.line('/tool ask {"question": "Again?"}')
+        t.expect(r"  Name \(string\) \*: ")
+        t.line("/decline")
+        t.expect(r"Echo: ask returned: decline\n")
+        t.expect("you> ")
+        t.line("/quit")
+        assert t.wait() == 0

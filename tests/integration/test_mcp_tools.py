@@ -32,7 +32,7 @@ async def test_the_client_lists_and_calls_tools_concurrently(server):
     session = SdkMcpConnector().session("tools", config)
     try:
         specs = {s.name: s for s in await session.list_tools()}
-        assert set(specs) == {"add", "echo", "fail", "slow", "counted", "env", "steps", "crash"}
+        assert set(specs) == {"add", "echo", "fail", "slow", "counted", "env", "steps", "crash", "ask"}
         assert specs["add"].input_schema["properties"].keys() == {"a", "b"}
         assert (await session.call_tool("add", {"a": 2, "b": 3})).text == "5"
         failed = await session.call_tool("fail", {"message": "boom"})
@@ -105,6 +105,7 @@ async def test_a_turn_discovers_the_servers_tools_once_and_calls_them(harness, s
         "env",
         "steps",
         "crash",
+        "ask",
     }
     results = {r.name: r for r in harness.model.requests[1].messages[-1].tool_results}
     assert results["add"].content == "42" and not results["add"].is_error

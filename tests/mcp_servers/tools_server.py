@@ -4,7 +4,8 @@ Tools: ``add``, ``echo``, ``fail`` (raises: an error result), ``slow`` (sleeps),
 environment variable of the server, to check what a stdio child is given), and ``counted``,
 which appends a line to the file named by ``MCP_COUNTER_FILE`` and returns how many lines it holds
 (a test counts how often a tool really ran); ``steps`` reports progress ``steps`` times, as fast as
-it can; ``crash`` writes to stderr and exits the server process with the given code.
+it can; ``crash`` writes to stderr and exits the server process with the given code; ``ask`` asks
+the user for a name and an age (``elicitation/create``) and says what it got.
 """
 
 from __future__ import annotations
@@ -13,8 +14,10 @@ import asyncio
 import os
 import sys
 from pathlib import Path
+from typing import Annotated
 
-from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver import Context, Elicit, ElicitationResult, MCPServer, Resolve
+from pydantic import BaseModel, Field
 
 server = MCPServer("agentvm-test-tools")
 
@@ -73,6 +76,24 @@ def crash(code: int) -> str:
     sys.stderr.write(f"tools_server: crashing on purpose with code {code}\n")
     sys.stderr.flush()
     os._exit(code)
+
+
+class Person(BaseModel):
+    name: str = Field(description="your name")
+    age: int = Field(ge=0, le=150, description="your age in years")
+
+
+def _person(question: str) -> Elicit[Person]:
+    return Elicit(question, Person)
+
+
+@server.tool()
+async def ask(question: str, person: Annotated[ElicitationResult[Person], Resolve(_person)]) -> str:
+    """Ask the user for a name and an age; says what the user answered. (The SDK sends the question
+    as the protocol revision says: mid-call before 2026-07-28, inside the call's result since.)"""
+    if person.action == "accept":
+        return f"accepted: {person.data.name}, {person.data.age}"
+    return person.action
 
 
 if __name__ == "__main__":

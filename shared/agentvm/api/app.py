@@ -34,6 +34,7 @@ from agentvm.api import (
     budgets,
     configcentre,
     docs_pages,
+    elicitations,
     errors,
     health,
     http_turns,
@@ -89,6 +90,7 @@ _DOMAINS = (
     http_turns,
     schedules,
     webhooks,
+    elicitations,
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)

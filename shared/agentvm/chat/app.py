@@ -19,7 +19,8 @@ Decisions (docs/sdk.md, "avm chat"):
   retrying in 2s (attempt 2)``, then the waiting line again.
   ``/interrupt`` typed while a turn streams does the same as Ctrl-C; Ctrl-D (end of input) quits.
 - A turn that asks for approval shows the call and reads ``y``/``n``; a client-side tool's call
-  reads its result as a line (the chat has no functions of its own to run).
+  reads its result as a line (the chat has no functions of its own to run); an MCP server's question
+  (``tool_elicitation``) reads one line per field of its form (``chat/questions.py``).
 - ``/usage``: this chat's tokens (from the assistant messages of its turns: a tool step without
   text sends none), and the container's exact usage records from ``GET /v1/usage?containerId=``
   when the key may read them (an admin key, or the local ``--open`` server); otherwise it says why.
@@ -41,6 +42,7 @@ from typing import TYPE_CHECKING, Any, TextIO
 
 import httpx
 
+from agentvm.chat.questions import ask_form
 from agentvm.chat.render import Renderer, short
 from agentvm.client import (
     AgentVMClient,
@@ -48,6 +50,7 @@ from agentvm.client import (
     ConnectionLost,
     RequestFailed,
     ToolApprovalRequestedEvent,
+    ToolElicitationEvent,
 )
 
 if TYPE_CHECKING:
@@ -213,6 +216,8 @@ class ChatApp:
                     await self._ask_approval(turn, event)
                 elif isinstance(event, ClientToolRequestedEvent):
                     await self._ask_result(turn, event)
+                elif isinstance(event, ToolElicitationEvent):
+                    await self._ask_question(event)
         finally:
             watcher.cancel()
             self.turn = None
@@ -275,6 +280,25 @@ class ChatApp:
             await turn.submit_tool_result(event, answer)
         else:
             await turn.submit_tool_result(event, "no result was given in avm chat", is_error=True)
+
+    async def _ask_question(self, event: ToolElicitationEvent) -> None:
+        """An MCP server asks the user: its form, a line per field; a refused answer asks again."""
+        self.render.note(f"[question] {event.data.toolName} asks: {short(event.data.message)}")
+        for _ in range(3):
+            answer = await ask_form(event.data, self._read_answer, self.render.note)
+            if answer is None:
+                return
+            action, content = answer
+            try:
+                await self.client.answer_elicitation(event, action, content)
+                return
+            except RequestFailed as exc:
+                if exc.code != "bad_request":
+                    self.render.note(f"[question] {exc}")
+                    return
+                self.render.note(f"[question] {exc}; again (/decline or /cancel to refuse)")
+        with contextlib.suppress(RequestFailed):
+            await self.client.answer_elicitation(event, "cancel")
 
     # -- commands ------------------------------------------------------------------------------------
     async def _pick_image(self, image_id: str | None) -> None:

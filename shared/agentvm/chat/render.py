@@ -25,6 +25,7 @@ from agentvm.client import (
     SystemErrorEvent,
     TextDeltaEvent,
     ToolCallMessage,
+    ToolElicitationEndedEvent,
     ToolProgressEvent,
     ToolResultEvent,
     ToolResultMessage,
@@ -117,6 +118,9 @@ class Renderer:
         elif isinstance(event, ModelRetryEvent):
             self.note(f"[retry] {_retrying(event.data)}")
             self.waiting()  # still nothing to show: the indicator comes back until the retry answers
+        elif isinstance(event, ToolElicitationEndedEvent) and event.data.reason != "answered":
+            why = event.data.reason.replace("_", " ")
+            self.note(f"[question] {event.data.toolName}: {why} ({event.data.action})")
         elif isinstance(event, FileChangedEvent):
             self.note(f"[file] {event.data.change} {event.data.path} ({event.data.size} bytes)")
         elif isinstance(event, ErrorOccurredEvent):

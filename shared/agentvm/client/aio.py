@@ -41,7 +41,7 @@ import json
 import logging
 import random
 import time
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agentvm.client.cursors import SessionCursors
 from agentvm.client.errors import AuthenticationFailed, ConnectionLost, RequestFailed
@@ -50,6 +50,7 @@ from agentvm.client.parse import parse_frame
 from agentvm.client.queues import next_item
 from agentvm.client.responses import (
     ContainerListResult,
+    ElicitationAnswerResult,
     ImageCreateResult,
     ImageGetResult,
     ImageInfo,
@@ -77,7 +78,7 @@ from agentvm.events import request as request_frame
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
-    from agentvm.client.events import Frame
+    from agentvm.client.events import Frame, ToolElicitationEvent
     from agentvm.messages import Message
 
 log = logging.getLogger("agentvm.client")
@@ -680,6 +681,21 @@ class AgentVMClient:
             "tool_result", turnId=turn_id, toolCallId=tool_call_id, output=output, isError=is_error
         )
         return ToolAnswerResult.model_validate(data)
+
+    async def answer_elicitation(
+        self,
+        elicitation: ToolElicitationEvent | str,
+        action: Literal["accept", "decline", "cancel"],
+        content: dict[str, Any] | None = None,
+    ) -> ElicitationAnswerResult:
+        """Answer an MCP server's question (``tool_elicitation``, or its ``elicitationId``):
+        ``accept`` with ``content`` fitting its ``requestedSchema`` (a form), or with none (a URL the
+        user opened), ``decline`` or ``cancel``. The server's call goes on with the answer."""
+        elicitation_id = elicitation if isinstance(elicitation, str) else elicitation.data.elicitationId
+        data: dict[str, Any] = {"elicitationId": elicitation_id, "action": action}
+        if content is not None:
+            data["content"] = content
+        return ElicitationAnswerResult.model_validate(await self._call("elicitation_answer", **data))
 
     async def tool_waits(
         self, *, container_id: str | None = None, image_id: str | None = None

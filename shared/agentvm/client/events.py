@@ -387,6 +387,45 @@ class ToolProgressEvent(Event):
     data: ToolProgressData
 
 
+class ToolElicitationData(WireModel):
+    elicitationId: str
+    turnId: str
+    toolId: str  # the running call's id
+    toolName: str
+    mode: Literal["form", "url"] | str
+    message: str
+    requestedSchema: dict[str, Any] | None = None  # form: a flat JSON Schema object
+    url: str | None = None  # url: the page the user is asked to open
+    deadlineAt: int  # epoch ms: unanswered by then, the server is told cancel
+
+
+class ToolElicitationEvent(Event):
+    """An MCP server asks the user something during a call (additive). Answer with
+    ``AgentVMClient.answer_elicitation`` (accept with content, decline or cancel); the call waits."""
+
+    type: Literal["tool_elicitation"] = "tool_elicitation"
+    source: str = "agent"
+    category: str = "state"
+    data: ToolElicitationData
+
+
+class ToolElicitationEndedData(WireModel):
+    elicitationId: str
+    toolId: str
+    toolName: str
+    action: Literal["accept", "decline", "cancel"] | str
+    reason: Literal["answered", "timed_out", "interrupted"] | str
+
+
+class ToolElicitationEndedEvent(Event):
+    """A server's question is closed: answered, timed out or cut by an interrupt (additive)."""
+
+    type: Literal["tool_elicitation_ended"] = "tool_elicitation_ended"
+    source: str = "agent"
+    category: str = "state"
+    data: ToolElicitationEndedData
+
+
 class McpServerFailedData(WireModel):
     server: str
     stage: Literal["start", "list", "call"] | str  # could not start, list its tools, or answer a call
@@ -664,6 +703,8 @@ EVENT_MODELS: dict[str, type[Event]] = {
         ClientToolRequestedEvent,
         TurnSuspendedEvent,
         ToolProgressEvent,
+        ToolElicitationEvent,
+        ToolElicitationEndedEvent,
         McpServerFailedEvent,
         ModelRetryEvent,
         AssistantMessageEvent,
@@ -709,6 +750,8 @@ AgentEvent = (
     | ClientToolRequestedEvent
     | TurnSuspendedEvent
     | ToolProgressEvent
+    | ToolElicitationEvent
+    | ToolElicitationEndedEvent
     | McpServerFailedEvent
     | ModelRetryEvent
     | AssistantMessageEvent
@@ -803,6 +846,10 @@ __all__ = [
     "TurnResponseEvent",
     "TurnSuspendedData",
     "TurnSuspendedEvent",
+    "ToolElicitationData",
+    "ToolElicitationEndedData",
+    "ToolElicitationEndedEvent",
+    "ToolElicitationEvent",
     "ToolProgressData",
     "ToolProgressEvent",
     "McpServerFailedData",

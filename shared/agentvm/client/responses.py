@@ -164,6 +164,13 @@ class ToolAnswerResult(ResponseData):
     status: str  # "approved", "denied" or "answered"
 
 
+class ElicitationAnswerResult(ResponseData):
+    """The answer to ``elicitation_answer_request``."""
+
+    elicitationId: str
+    action: str  # "accept", "decline" or "cancel"
+
+
 class ToolWaitsResult(ResponseData):
     waits: list[ToolWaitInfo]
 
@@ -296,6 +303,11 @@ class ToolResultResponse(Response):
     data: ToolAnswerResult
 
 
+class ElicitationAnswerResponse(Response):
+    type: Literal["elicitation_answer_response"] = "elicitation_answer_response"
+    data: ElicitationAnswerResult
+
+
 class ToolWaitsResponse(Response):
     type: Literal["tool_waits_response"] = "tool_waits_response"
     data: ToolWaitsResult
@@ -324,9 +336,10 @@ RESPONSE_MODELS: dict[str, type[Response]] = {
         ToolApprovalResponse,
         ToolResultResponse,
         ToolWaitsResponse,
+        ElicitationAnswerResponse,
     )
 }
-"""Every response type the SDK knows, by its ``type`` (the 17 AgentX pairs and 3 additive ones)."""
+"""Every response type the SDK knows, by its ``type`` (the 17 AgentX pairs and 4 additive ones)."""
 
 __all__ = [
     "RESPONSE_MODELS",
@@ -347,6 +360,8 @@ __all__ = [
     "ContainerGetResult",
     "ContainerListResponse",
     "ContainerListResult",
+    "ElicitationAnswerResponse",
+    "ElicitationAnswerResult",
     "FailedResponse",
     "FailedResult",
     "ImageCreateResponse",

@@ -19,7 +19,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import threading
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, Literal, TypeVar
 
 from agentvm.client.aio import AgentVMClient
 
@@ -31,8 +31,15 @@ if TYPE_CHECKING:
         ErrorOccurredData,
         Frame,
         ToolApprovalRequestedEvent,
+        ToolElicitationEvent,
     )
-    from agentvm.client.responses import ImageInfo, MessageSendResult, ToolAnswerResult, ToolWaitInfo
+    from agentvm.client.responses import (
+        ElicitationAnswerResult,
+        ImageInfo,
+        MessageSendResult,
+        ToolAnswerResult,
+        ToolWaitInfo,
+    )
     from agentvm.client.tools import ClientTool
     from agentvm.client.turn import Turn
     from agentvm.messages import Message, TokenUsage
@@ -157,6 +164,15 @@ class SyncAgentVMClient:
 
     def approve(self, turn_id: str, tool_call_id: str) -> ToolAnswerResult:
         return self._wait(self.aio.approve(turn_id, tool_call_id))
+
+    def answer_elicitation(
+        self,
+        elicitation: ToolElicitationEvent | str,
+        action: Literal["accept", "decline", "cancel"],
+        content: dict[str, Any] | None = None,
+    ) -> ElicitationAnswerResult:
+        """``AgentVMClient.answer_elicitation``: answer an MCP server's question."""
+        return self._wait(self.aio.answer_elicitation(elicitation, action, content))
 
     def deny(self, turn_id: str, tool_call_id: str, *, reason: str | None = None) -> ToolAnswerResult:
         return self._wait(self.aio.deny(turn_id, tool_call_id, reason=reason))

@@ -70,6 +70,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.sqlite.tenant_purge import LocalTenantPurge
     from agentvm.adapters.local.sqlite.tenants import SqliteTenantStore
     from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
+    from agentvm.agent.tools.elicitation import ElicitationDesk
     from agentvm.configcentre.centre import ConfigCentre, read_config_file
     from agentvm.configcentre.sealing import SecretSealer
     from agentvm.hosts.data_dir import prepare_data_dir
@@ -111,6 +112,8 @@ def local_runtime(settings: Settings) -> LocalHost:
         tools=tools,
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
+        # MCP servers' questions, held by the process that runs the call (docs/mcp.md, "Elicitation")
+        elicitations=ElicitationDesk(timeout_s=settings.mcp_elicitation_timeout_s),
         cancel_poll=CancelPoll(),
         progress=TurnProgress(),
         metrics=NoMetrics(),  # replaced below (PrometheusMetrics), as the field's default was

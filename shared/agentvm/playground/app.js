@@ -1,4 +1,4 @@
-// The playground page: sign in, containers and images, chat, approvals, interrupt, usage.
+// The playground page: sign in, containers and images, chat, approvals, MCP servers' questions, interrupt, usage.
 //
 // It uses the public APIs only: the AgentX v1 WebSocket (protocol.js) and, for agent resources
 // and billed usage, the HTTP API with the same key. The key is kept in sessionStorage, so a
@@ -24,6 +24,8 @@ let usageRefused = ""; // why /v1/usage refused this key (a client key): not ask
 const transcript = new Transcript($("transcript"), {
   onAnswer: (turnId, toolCallId, approved) =>
     conn.request("tool_approval", approved ? { turnId, toolCallId, approved } : { turnId, toolCallId, approved, reason: "denied in the playground" }),
+  onElicit: (elicitationId, action, content) =>
+    conn.request("elicitation_answer", content === undefined ? { elicitationId, action } : { elicitationId, action, content }),
 });
 
 function status(text, state) {

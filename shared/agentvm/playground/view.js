@@ -49,15 +49,39 @@ function pretty(value) {
 // The frames that show something of the turn: the first of them ends "Waiting for the model…".
 const SHOWN = [
   "text_delta", "assistant_message", "tool_use_start", "tool_use_stop", "tool_result",
-  "tool_approval_requested", "client_tool_requested", "tool_progress", "interrupted",
+  "tool_approval_requested", "client_tool_requested", "tool_progress", "tool_elicitation", "interrupted",
   "conversation_end", "error_message", "error_occurred", "session_destroyed",
 ];
 
+// A form field's choices: [value, label] from enum (with legacy enumNames) or oneOf/anyOf consts.
+function choicesOf(prop) {
+  if (Array.isArray(prop.enum)) return prop.enum.map((v, i) => [String(v), String((prop.enumNames || [])[i] ?? v)]);
+  for (const key of ["oneOf", "anyOf"]) {
+    if (Array.isArray(prop[key])) return prop[key].filter((c) => c && "const" in c).map((c) => [String(c.const), String(c.title ?? c.const)]);
+  }
+  return [];
+}
+
+// What the user typed, as the schema's types (the server checks the content against its schema).
+function contentOf(fields) {
+  const content = {};
+  for (const [name, prop, input] of fields) {
+    if (prop.type === "boolean") content[name] = input.checked;
+    else if (input.value.trim() === "") continue;
+    else if (prop.type === "integer" || prop.type === "number") content[name] = Number(input.value);
+    else if (prop.type === "array") content[name] = input.value.split(",").map((v) => v.trim()).filter(Boolean);
+    else content[name] = input.value;
+  }
+  return content;
+}
+
 export class Transcript {
   // onAnswer(turnId, toolCallId, approved): the user approved or denied a tool call.
-  constructor(list, { onAnswer }) {
+  // onElicit(elicitationId, action, content): the user answered an MCP server's question.
+  constructor(list, { onAnswer, onElicit }) {
     this.list = list;
     this.onAnswer = onAnswer;
+    this.onElicit = onElicit;
     this.following = true;
     this.jump = el("button", "jump-latest", "↓ Jump to latest");
     this.jump.type = "button";
@@ -220,6 +244,92 @@ export class Transcript {
     card.append(ask);
   }
 
+  // An MCP server asks the user during a call (tool_elicitation): a form in the call's card, one
+  // field per property of its schema (a URL question: the link), Submit / Decline / Cancel.
+  question(d) {
+    const card = this.card(d.toolId, d.toolName);
+    card.querySelector(".tool-state").textContent = "asks you";
+    if ([...card.querySelectorAll("form.question")].some((f) => f.dataset.id === d.elicitationId)) return;
+    const form = el("form", "question");
+    form.dataset.id = d.elicitationId;
+    form.append(el("p", "question-message", d.message));
+    const fields = [];
+    if (d.mode === "url") {
+      const link = el("a", "question-url", d.url);
+      link.href = d.url;
+      link.target = "_blank";
+      link.rel = "noopener noreferrer";
+      form.append(link);
+    } else {
+      const schema = d.requestedSchema || {};
+      const required = schema.required || [];
+      for (const [name, prop] of Object.entries(schema.properties || {})) {
+        const label = el("label", null, `${prop.title || name}${required.includes(name) ? " *" : ""} `);
+        const choices = choicesOf(prop);
+        let input;
+        if (prop.type === "boolean") {
+          input = el("input");
+          input.type = "checkbox";
+          input.checked = prop.default === true;
+        } else if (choices.length && prop.type !== "array") {
+          input = el("select");
+          for (const [value, text] of choices) {
+            const option = el("option", null, text);
+            option.value = value;
+            input.append(option);
+          }
+          if (prop.default !== undefined) input.value = String(prop.default);
+        } else {
+          input = el("input");
+          input.type = prop.type === "integer" || prop.type === "number" ? "number" : "text";
+          if (prop.type === "number") input.step = "any";
+          if (prop.default !== undefined) input.value = Array.isArray(prop.default) ? prop.default.join(", ") : String(prop.default);
+          const items = choicesOf(prop.items || {});
+          if (prop.type === "array" && items.length) input.placeholder = items.map(([v]) => v).join(", ");
+        }
+        input.name = name;
+        if (prop.description) input.title = prop.description;
+        label.append(input);
+        form.append(label);
+        fields.push([name, prop, input]);
+      }
+    }
+    const buttons = el("div", "approval");
+    const submit = el("button", "approve", d.mode === "url" ? "Accept" : "Submit");
+    const decline = el("button", "deny", "Decline");
+    const cancel = el("button", "cancel", "Cancel");
+    submit.type = "submit";
+    decline.type = cancel.type = "button";
+    const error = el("p", "question-error");
+    buttons.append(submit, decline, cancel);
+    form.append(buttons, error);
+    const answer = async (action) => {
+      const content = action === "accept" && d.mode !== "url" ? contentOf(fields) : undefined;
+      for (const button of [submit, decline, cancel]) button.disabled = true;
+      try {
+        await this.onElicit(d.elicitationId, action, content);
+        form.remove();
+        card.querySelector(".tool-state").textContent = `answered: ${action}`;
+      } catch (err) {
+        for (const button of [submit, decline, cancel]) button.disabled = false;
+        error.textContent = err.message; // e.g. content the server's schema refuses: fix and submit again
+      }
+    };
+    form.addEventListener("submit", (event) => {
+      event.preventDefault();
+      answer("accept");
+    });
+    decline.addEventListener("click", () => answer("decline"));
+    cancel.addEventListener("click", () => answer("cancel"));
+    card.append(form);
+  }
+
+  questionEnded(d) {
+    const card = this.card(d.toolId, d.toolName);
+    for (const form of card.querySelectorAll("form.question")) if (form.dataset.id === d.elicitationId) form.remove();
+    if (d.reason !== "answered") card.querySelector(".tool-state").textContent = `question ${d.reason.replace("_", " ")}`;
+  }
+
   // Stored messages, oldest first (image_messages_request).
   history(messages) {
     this.clear();
@@ -293,6 +403,12 @@ export class Transcript {
       }
       case "model_retry":
         this.retrying(d);
+        break;
+      case "tool_elicitation":
+        this.question(d);
+        break;
+      case "tool_elicitation_ended":
+        this.questionEnded(d);
         break;
       case "mcp_server_failed":
         this.note(`MCP server ${d.server} ${d.reason}`, "error");

@@ -14,7 +14,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``knowledge``: ``KnowledgeIndex`` and its value types;
 - ``schedules``: ``Schedules`` (cron schedules and their runs);  ``webhooks``: ``Webhooks``;
 - ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
-- ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
+- ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;  ``elicitations``: ``Elicitations``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
 - ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
 - ``centres``: the config and resource centres' stores and faces;
@@ -32,6 +32,16 @@ from agentvm.ports.connections import (
     Connections,
     Push,
     Subscription,
+)
+from agentvm.ports.elicitations import (
+    ELICITATION_ACTIONS,
+    ElicitationAction,
+    ElicitationAnswer,
+    ElicitationOwner,
+    ElicitationRequest,
+    Elicitations,
+    ElicitFn,
+    PendingElicitation,
 )
 from agentvm.ports.embeddings import Embedder, EmbedPurpose
 from agentvm.ports.interrupts import CancelWatch
@@ -154,6 +164,13 @@ __all__ = [
     "DEFAULT_REPLY_SLOTS",
     "DEFAULT_REPLY_TTL_S",
     "DRAFT",
+    "ELICITATION_ACTIONS",
+    "ElicitFn",
+    "ElicitationAction",
+    "ElicitationAnswer",
+    "ElicitationOwner",
+    "ElicitationRequest",
+    "Elicitations",
     "EmbedPurpose",
     "Embedder",
     "FileChange",
@@ -192,6 +209,7 @@ __all__ = [
     "PROTOCOLS",
     "PROTOCOL_V1",
     "PROTOCOL_V2",
+    "PendingElicitation",
     "PerTenantLimits",
     "ProgressFn",
     "Push",

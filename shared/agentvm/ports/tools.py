@@ -10,6 +10,7 @@ if TYPE_CHECKING:
     from collections.abc import Mapping
 
     from agentvm.llm import ToolBlock, ToolSpec
+    from agentvm.ports.elicitations import ElicitFn
     from agentvm.ports.security import StorageAccount
     from agentvm.ports.store import Store
     from agentvm.records import ImageRecord
@@ -89,8 +90,17 @@ class McpSession(Protocol):
 
     async def list_tools(self) -> list[ToolSpec]: ...
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, on_progress: ProgressFn | None = None
-    ) -> ToolOutput: ...
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressFn | None = None,
+        on_elicit: ElicitFn | None = None,
+    ) -> ToolOutput:
+        """``on_elicit`` answers the server's ``elicitation/create`` during this call (None: the
+        session answers ``decline``)."""
+        ...
+
     async def aclose(self) -> None: ...
 
 

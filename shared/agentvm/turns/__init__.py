@@ -20,6 +20,9 @@ if TYPE_CHECKING:
     from agentvm.turns.cancel_poll import (
         CancelPoll,
     )
+    from agentvm.turns.elicitations import (
+        answer_elicitation,
+    )
     from agentvm.turns.finish import (
         Ending,
         LoopRun,
@@ -139,6 +142,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AfterReplyTasks",
+    "answer_elicitation",
     "CLAIM_STALE_MS",
     "CacheLookup",
     "CancelPoll",
@@ -238,6 +242,9 @@ __getattr__, __dir__ = lazy_exports(
         ],
         "cancel_poll": [
             "CancelPoll",
+        ],
+        "elicitations": [
+            "answer_elicitation",
         ],
         "finish": [
             "Ending",

@@ -60,6 +60,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterator
 
     from agentvm.agent.context import TurnContext
+    from agentvm.agent.tools.elicitation import ElicitationScope
     from agentvm.agent.tools.toolbox import Toolbox
     from agentvm.events import Json
     from agentvm.ports import Tool
@@ -291,6 +292,8 @@ async def _run(
     hooks.toolbox = toolbox
     if toolbox is not None:  # MCP servers that failed while it was built, then progress as tools run
         toolbox.reports.attach(hooks.sink.emit)
+        if rt.elicitations is not None and image.mcpServers:  # their questions, to the session's clients
+            toolbox.elicitation = _elicitation_scope(rt, job, image)
     hooks.trace = start_turn(
         job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens
     )
@@ -327,6 +330,20 @@ async def _run(
     if lookup is not None:
         await remember_reply(rt, lookup, outcome)
     return outcome, hooks
+
+
+def _elicitation_scope(rt: Runtime, job: TurnJob, image: ImageRecord) -> ElicitationScope:
+    """Where the turn's MCP servers ask its user (agent/tools/elicitation.py)."""
+    from agentvm.agent.tools.elicitation import ElicitationScope
+    from agentvm.ports import ElicitationOwner
+
+    assert rt.elicitations is not None
+
+    async def has_client() -> bool:
+        return bool(await rt.connections.subscribers(job.sessionId))
+
+    owner = ElicitationOwner(job.tenantId, job.containerId, job.sessionId, job.turnId)
+    return ElicitationScope(rt.elicitations, owner, has_client)
 
 
 @contextlib.contextmanager

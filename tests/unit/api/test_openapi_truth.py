@@ -47,6 +47,7 @@ ROUTE_ERRORS = {
     ("get", "/v1/turns"): {400, 404},  # 404: this server keeps no list of running turns
     ("post", "/v1/turns/cancel"): {400, 404},
     ("post", "/v1/turns/{turn_id}/cancel"): {400, 404},
+    ("post", "/v1/elicitations/{elicitation_id}"): {400, 404},  # 404: no such open question
     ("get", "/v1/containers/{container_id}/workspace"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace/file"): {400, 404},
     # agent memory (api/memory.py): 404 a missing container or a host without memory; 409

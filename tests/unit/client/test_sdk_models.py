@@ -26,6 +26,7 @@ from agentvm.adapters.llm.scripted import Calls, Fail, ScriptedModelClient, Sing
 from agentvm.adapters.mcp.client import SdkMcpConnector
 from agentvm.adapters.sandbox.process import LocalSandbox
 from agentvm.agent.retry import RetryingModelClient
+from agentvm.agent.tools.elicitation import ElicitationDesk
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.client import (
     EVENT_MODELS,
@@ -133,6 +134,19 @@ async def _drive_local(tmp_path: Path) -> list[dict[str, Any]]:
     h.model.add(Calls(("steps", {"count": 3})), "Stepped.")
     await c.request("message_send", imageId=mcp["imageId"], content="steps")
     await h.run_turns()
+    # ...and its question to the user (tool_elicitation), answered (tool_elicitation_ended)
+    h.rt.elicitations = ElicitationDesk()
+    h.model.add(Calls(("ask", {"question": "Who?"})), "Asked.")
+    await c.request("message_send", imageId=mcp["imageId"], content="ask")
+    asking = asyncio.create_task(h.run_turns())
+    while not [f for f in c.frames if f["type"] == "tool_elicitation"]:
+        await asyncio.sleep(0.01)
+    [question] = [f for f in c.frames if f["type"] == "tool_elicitation"]
+    answer = {"name": "Ada", "age": 36}
+    await c.request(
+        "elicitation_answer", elicitationId=question["data"]["elicitationId"], action="accept", content=answer
+    )
+    await asyncio.wait_for(asking, 30)
 
     # a rate-limited model call, made again after a wait (model_retry)
     h.rt.models.client = RetryingModelClient(h.model, base_delay_s=0.001)

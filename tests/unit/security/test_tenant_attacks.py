@@ -205,6 +205,7 @@ class Victim:
     schedule: str = "sch_none"  # a schedule of A's (hosts without schedules: none)
     endpoint: str = "whe_none"  # a webhook endpoint of A's, and one of its deliveries
     delivery: str = "msg_none"
+    elicitation_id: str = "elicit_none"  # an MCP server's question to A's user, open
 
 
 async def victim(world: World) -> Victim:
@@ -226,6 +227,19 @@ async def victim(world: World) -> Victim:
     await a.request("message_send", imageId=held["imageId"], content="add, once approved")
     await world.run_turns()
     [wait] = (await a.request("tool_waits", containerId="user-alice"))["waits"]
+    # An MCP server's question to A's user, open in the desk as while the server's call waits
+    # (tests/integration/test_mcp_elicitation.py drives real servers): B must not answer it.
+    from agentvm.agent.tools.elicitation import ElicitationDesk
+    from agentvm.ports import ElicitationOwner, ElicitationRequest
+
+    if world.rt.elicitations is None:
+        world.rt.elicitations = ElicitationDesk()
+    owner = ElicitationOwner("tenant-a", "user-alice", img["sessionId"], wait["turnId"])
+    schema = {"type": "object", "properties": {"pin": {"type": "string"}}}
+    question = world.rt.elicitations.open(
+        owner, "call_ask", "ask", ElicitationRequest("A's private question", schema=schema), deadline_at=1
+    )
+    assert question is not None
     async with world.http("tenant-a") as http:
         await http.put("/v1/budgets/tenant", json={"daily_tokens": 10_000, "monthly_tokens": None})
         await http.put("/v1/budgets/containers/user-alice", json={"daily_tokens": 5_000})
@@ -292,6 +306,7 @@ async def victim(world: World) -> Victim:
         schedule,
         endpoint,
         delivery,
+        question.elicitation_id,
     )
 
 
@@ -307,6 +322,9 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
         "messages": await a.request("image_messages", imageId=v.image["imageId"]),
         "waits": await a.request("tool_waits"),
         "built": await a.request("image_get", imageId=v.built),
+        "question": None
+        if world.rt.elicitations is None
+        else world.rt.elicitations.get("tenant-a", v.elicitation_id),
     }
     async with world.http("tenant-a") as http:
         for path in (
@@ -353,6 +371,8 @@ def extra_for(cmd: str, v: Victim) -> dict[str, Any]:
         return {"toolCallId": v.call_id, "approved": True}
     if cmd == "tool_result":
         return {"toolCallId": v.call_id, "output": "forged"}
+    if cmd == "elicitation_answer":
+        return {"action": "accept", "content": {"pin": "forged"}}
     return {}
 
 
@@ -374,6 +394,7 @@ def attacks(v: Victim) -> list[tuple[str, str, str, str]]:
         ("tool_waits", "imageId", img, missing_img),
         ("tool_approval", "turnId", v.turn_id, "turn_missing_0000"),
         ("tool_result", "turnId", v.turn_id, "turn_missing_0000"),
+        ("elicitation_answer", "elicitationId", v.elicitation_id, "elicit_missing_0000"),
         ("message_send", "imageId", img, missing_img),
         ("message_send", "agentId", agent, missing_agent),
         ("agent_interrupt", "imageId", img, missing_img),
@@ -411,6 +432,8 @@ COMMANDS_COVERED = {
     "tool_approval",
     "tool_result",
     "tool_waits",
+    # additive: an MCP server's question during a call
+    "elicitation_answer",
 }
 
 
@@ -601,6 +624,15 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
             ("GET", "/v1/webhooks/endpoints/{}/deliveries", v.endpoint, "whe_missing_0000", None),
             ("POST", "/v1/webhooks/deliveries/{}/replay", v.delivery, "msg_missing_0000", None),
             ("DELETE", "/v1/webhooks/endpoints/{}", v.endpoint, "whe_missing_0000", None),
+            # elicitation (api/elicitations.py): A's user's open question is not answered by B
+            (
+                "POST",
+                "/v1/elicitations/{}",
+                v.elicitation_id,
+                "elicit_missing_0000",
+                {"action": "accept", "content": {"pin": "forged"}},
+            ),
+            ("POST", "/v1/elicitations/{}", v.elicitation_id, "elicit_missing_0000", {"action": "decline"}),
         ]
         bodies = {  # the routes that name the resource in their body
             "/v1/resources/render": lambda name: {
@@ -812,6 +844,7 @@ def v2_attacks(v: Victim) -> list[tuple[str, str, str, str]]:
         ("agentvm.tool.waits", "imageId", img, missing_img),
         ("agentvm.tool.approve", "turnId", v.turn_id, "turn_missing_0000"),
         ("agentvm.tool.result", "turnId", v.turn_id, "turn_missing_0000"),
+        ("agentvm.elicitation.answer", "elicitationId", v.elicitation_id, "elicit_missing_0000"),
         ("agentvm.subscribe", "sessionId", session, "sess_missing_0000"),
         ("subscribe", "topic", session, "sess_missing_0000"),
         ("message.send", "imageId", img, missing_img),
@@ -885,6 +918,8 @@ def _v2_extra_for(method: str, v: Victim) -> dict[str, Any]:
         return {"toolCallId": v.call_id, "approved": True}
     if method == "agentvm.tool.result":
         return {"toolCallId": v.call_id, "output": "forged"}
+    if method == "agentvm.elicitation.answer":
+        return {"action": "accept", "content": {"pin": "forged"}}
     return {}
 
 

@@ -17,6 +17,14 @@ crashes. A server that stops answering (its process exited, its connection close
 such (``McpUnavailable``, stage "start" or "call"), never as having refused the call; a refusal
 (``McpCallFailed``) is the server answering with a protocol error. ``call_tool`` passes the
 server's progress notifications to ``on_progress``.
+
+**Elicitation.** The session declares the ``elicitation`` capability (form and URL modes) and hands
+each ``elicitation/create`` to the ``on_elicit`` of the call it belongs to. The 2026-07-28 revision
+embeds the question in the call's own result, so it is the calling task's; earlier revisions send it
+as a request of the server's with nothing naming the call, so it goes to the oldest call of this
+session still running (a container's session usually runs one call at a time; with several, a
+question may be shown against the wrong one of them). No call to answer it, or a call without
+``on_elicit``: ``decline`` at once.
 """
 
 from __future__ import annotations
@@ -25,21 +33,24 @@ import asyncio
 import json
 import logging
 import warnings
+from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 from agentvm.adapters.mcp.stderr_tail import StderrTail
 from agentvm.llm import IMAGE_MEDIA_TYPES, Attachment, ToolBlock, ToolSpec, blocks_text
-from agentvm.ports import McpServerFailed, ToolOutput
+from agentvm.ports import ElicitationRequest, McpServerFailed, ToolOutput
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from agentvm.ports import ProgressFn
+    from agentvm.ports import ElicitFn, ProgressFn
 
 log = logging.getLogger("agentvm.mcp")
 
 _CLOSE_TIMEOUT_S = 5.0
 _MAX_PAGES = 50  # tools/list pages followed before giving up on a server that never ends its list
+# the running call's elicitation handler, for questions dispatched in its own task (2026-07-28)
+_CALL_ELICITOR: ContextVar[ElicitFn | None] = ContextVar("agentvm_mcp_call_elicitor", default=None)
 
 
 class McpUnavailable(McpServerFailed):
@@ -86,6 +97,7 @@ class SdkMcpSession:
         self._lock = asyncio.Lock()
         self._dead = False  # the connection closed under us (a server process that died)
         self._stderr: StderrTail | None = None  # a stdio server's, while it runs
+        self._elicitors: list[ElicitFn | None] = []  # the running calls' handlers, oldest first
 
     async def list_tools(self) -> list[ToolSpec]:
         client = await self._connected()
@@ -100,7 +112,12 @@ class SdkMcpSession:
         return specs
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, on_progress: ProgressFn | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressFn | None = None,
+        on_elicit: ElicitFn | None = None,
     ) -> ToolOutput:
         client = await self._connected("call")
         progress = None
@@ -110,8 +127,16 @@ class SdkMcpSession:
             async def progress(value: float, total: float | None, message: str | None) -> None:
                 report(value, total, message)
 
-        call = client.call_tool(name, arguments, progress_callback=progress)
-        result = await self._guard(call, f"tool {name!r}", "call")
+        # set only once connected: the session's own task (``_own``, created by the first use) must
+        # not inherit one call's handler, or a pooled session would route later questions to it
+        self._elicitors.append(on_elicit)
+        token = _CALL_ELICITOR.set(on_elicit)  # inherited by the call's task (``_guard``)
+        try:
+            call = client.call_tool(name, arguments, progress_callback=progress)
+            result = await self._guard(call, f"tool {name!r}", "call")
+        finally:
+            _CALL_ELICITOR.reset(token)
+            self._elicitors.remove(on_elicit)
         return _output(result)
 
     @property
@@ -179,7 +204,9 @@ class SdkMcpSession:
         try:
             from mcp import Client
 
-            async with Client(self._transport(), message_handler=self._on_message) as client:
+            async with Client(
+                self._transport(), message_handler=self._on_message, elicitation_callback=self._on_elicit
+            ) as client:
                 self._client = client
                 if self._stderr is not None:
                     self._stderr.release()  # the child holds its own copy from here
@@ -233,6 +260,24 @@ class SdkMcpSession:
         changed = isinstance(getattr(message, "root", message), ToolListChangedNotification)
         if changed and self._on_tools_changed is not None:
             self._on_tools_changed()
+
+    async def _on_elicit(self, context: Any, params: Any) -> Any:
+        """The server asks the user something (``elicitation/create``): the call's ``on_elicit``
+        answers (see the module docstring for which call that is)."""
+        from mcp.types import ElicitRequestURLParams, ElicitResult
+
+        handler = _CALL_ELICITOR.get()
+        if handler is None and self._elicitors:
+            handler = self._elicitors[0]
+        if handler is None:
+            return ElicitResult(action="decline")
+        if isinstance(params, ElicitRequestURLParams):
+            request = ElicitationRequest(params.message, mode="url", url=params.url)
+        else:
+            request = ElicitationRequest(params.message, schema=dict(params.requested_schema or {}))
+        answer = await handler(request)
+        content = answer.content if answer.action == "accept" and request.mode == "form" else None
+        return ElicitResult(action=answer.action, content=content)
 
     def _transport(self) -> Any:
         kind = self._config.get("type") or "stdio"

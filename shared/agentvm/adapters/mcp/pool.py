@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from agentvm.llm import ToolSpec
-    from agentvm.ports import ProgressFn, ToolOutput
+    from agentvm.ports import ElicitFn, ProgressFn, ToolOutput
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -297,10 +297,17 @@ class McpLease:
         return await self._use(entry, lambda s: s.list_tools())
 
     async def call_tool(
-        self, name: str, arguments: dict[str, Any], *, on_progress: ProgressFn | None = None
+        self,
+        name: str,
+        arguments: dict[str, Any],
+        *,
+        on_progress: ProgressFn | None = None,
+        on_elicit: ElicitFn | None = None,
     ) -> ToolOutput:
         entry = await self._held()
-        return await self._use(entry, lambda s: s.call_tool(name, arguments, on_progress=on_progress))
+        return await self._use(
+            entry, lambda s: s.call_tool(name, arguments, on_progress=on_progress, on_elicit=on_elicit)
+        )
 
     async def aclose(self) -> None:
         entry, self._entry = self._entry, None

@@ -42,6 +42,22 @@ if TYPE_CHECKING:
         EgressRefused,
         check_public,
     )
+    from agentvm.agent.tools.elicitation import (
+        DEFAULT_ELICITATION_TIMEOUT_S,
+        MAX_CONTENT_BYTES,
+        MAX_MESSAGE_CHARS,
+        MAX_SCHEMA_BYTES,
+        TOOL_ELICITATION,
+        TOOL_ELICITATION_ENDED,
+        CallElicitation,
+        ElicitationDesk,
+        ElicitationScope,
+        content_problem,
+        current_elicitation,
+        elicitation_event_data,
+        reset_current_elicitation,
+        set_current_elicitation,
+    )
     from agentvm.agent.tools.media import (
         DEFAULT_MAX_BLOCK_BYTES,
         DEFAULT_MAX_RESULT_BYTES,
@@ -95,6 +111,20 @@ if TYPE_CHECKING:
 
 
 __all__ = [
+    "DEFAULT_ELICITATION_TIMEOUT_S",
+    "MAX_CONTENT_BYTES",
+    "MAX_MESSAGE_CHARS",
+    "MAX_SCHEMA_BYTES",
+    "TOOL_ELICITATION",
+    "TOOL_ELICITATION_ENDED",
+    "CallElicitation",
+    "ElicitationDesk",
+    "ElicitationScope",
+    "content_problem",
+    "current_elicitation",
+    "elicitation_event_data",
+    "reset_current_elicitation",
+    "set_current_elicitation",
     "ApprovalConfig",
     "BUILTIN_TOOLS",
     "BuiltinTool",
@@ -189,6 +219,22 @@ __getattr__, __dir__ = lazy_exports(
         "egress": [
             "EgressRefused",
             "check_public",
+        ],
+        "elicitation": [
+            "DEFAULT_ELICITATION_TIMEOUT_S",
+            "MAX_CONTENT_BYTES",
+            "MAX_MESSAGE_CHARS",
+            "MAX_SCHEMA_BYTES",
+            "TOOL_ELICITATION",
+            "TOOL_ELICITATION_ENDED",
+            "CallElicitation",
+            "ElicitationDesk",
+            "ElicitationScope",
+            "content_problem",
+            "current_elicitation",
+            "elicitation_event_data",
+            "reset_current_elicitation",
+            "set_current_elicitation",
         ],
         "media": [
             "DEFAULT_MAX_BLOCK_BYTES",

@@ -13,7 +13,8 @@ deadline, is left out of that turn (its previous list, if any, is kept), and the
 background (up to ``_LIST_TIMEOUT_S``) and its tools are in the next turn; a server whose listing
 failed is not tried again for ``list_retry_s`` (30 s), so a hanging server costs one turn the
 deadline, not every turn. A server that goes away during a call is reported too (stage "call"), and
-a call's progress notifications become ``tool_progress`` events (``agent.tools.reports``).
+a call's progress notifications become ``tool_progress`` events (``agent.tools.reports``), and a
+server's questions during a call ``tool_elicitation`` events (``agent.tools.elicitation``).
 
 With a host's session pool (``mcp_pool``, ``adapters/mcp/pool.py``) a turn leases its container's
 live sessions for its calls, so a stdio server keeps running, with its state, from one turn to the
@@ -57,6 +58,7 @@ from agentvm.agent.tools.declarations import (
     parse_mcp_servers,
 )
 from agentvm.agent.tools.egress import EgressRefused, check_public
+from agentvm.agent.tools.elicitation import current_elicitation
 from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES
 from agentvm.agent.tools.reports import ToolReports, current_progress
 from agentvm.agent.tools.toolbox import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, ClientTool, Toolbox
@@ -180,7 +182,9 @@ class McpTool:
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
         session = await self.sessions.get(self.server)
         try:
-            return await session.call_tool(self.remote_name, arguments, on_progress=current_progress())
+            return await session.call_tool(
+                self.remote_name, arguments, on_progress=current_progress(), on_elicit=current_elicitation()
+            )
         except McpServerFailed as exc:  # cannot start, or went away: the client is told, the model too
             self.sessions.reports.server_failed(
                 self.server, exc.stage, exc.reason, tool=self.spec.name, exit_code=exc.exit_code

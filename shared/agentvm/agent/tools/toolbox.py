@@ -19,6 +19,12 @@ import logging
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from agentvm.agent.tools.elicitation import (
+    CallElicitation,
+    ElicitationScope,
+    reset_current_elicitation,
+    set_current_elicitation,
+)
 from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES, bounded_blocks
 from agentvm.agent.tools.reports import (
     CallProgress,
@@ -98,6 +104,9 @@ class Toolbox:
         self.approval_timeout_s = approval_timeout_s
         # what the tools tell the client while the turn runs (MCP failures, progress): reports.py
         self.reports = reports if reports is not None else ToolReports()
+        # who answers an MCP server's questions during a call (elicitation.py; the worker sets it).
+        # None: every question is declined at once.
+        self.elicitation: ElicitationScope | None = None
 
     def add(self, tools: Sequence[Tool]) -> None:
         """More tools (a name already taken keeps its first tool)."""
@@ -156,8 +165,15 @@ class Toolbox:
             return done(f"Error: invalid input for {call.name}: {problem}", "invalid_input")
         timeout = tool.timeout_s or self.default_timeout_s
         token = set_current_progress(CallProgress(self.reports, call.id, call.name))
+        asking = None
+        if self.elicitation is not None:
+            asking = CallElicitation(self.elicitation, self.reports, call.id, call.name)
+        asking_token = set_current_elicitation(asking)
         try:
-            output: ToolOutput = await asyncio.wait_for(tool.call(call.input), timeout)
+            async with asyncio.timeout(timeout) as limit:  # paused while a user answers a question
+                if asking is not None:
+                    asking.limit = limit
+                output: ToolOutput = await tool.call(call.input)
         except TimeoutError:
             return done(f"Error: {call.name} timed out after {timeout:g} s", "timeout")
         except asyncio.CancelledError:
@@ -168,6 +184,9 @@ class Toolbox:
             return done(f"Error: {call.name} failed: {message}", "error")
         finally:
             reset_current_progress(token)
+            reset_current_elicitation(asking_token)
+            if asking is not None:
+                asking.close()
         status = "error" if output.is_error else "ok"
         if not output.blocks or output.is_error:  # an error is stored as text: its media as placeholders
             return replace(done(output.text, status, output.files), structured=output.structured)

@@ -232,6 +232,7 @@ COMMANDS: dict[str, Callable[[CommandContext, Any], Awaitable[Json]]] = {
     "tool_approval_request": wait_commands.tool_approval,
     "tool_result_request": wait_commands.tool_result,
     "tool_waits_request": wait_commands.tool_waits,
+    "elicitation_answer_request": wait_commands.elicitation_answer,
 }
 
 # Fields a failed response still carries, so typed clients find every documented field (§2.1).

@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, StrictStr, ValidationError, field_validator
 
@@ -146,6 +146,15 @@ class ToolWaitList(_Req):
     imageId: Id | None = Field(default=None, min_length=1, max_length=128)
 
 
+class ElicitationAnswerSubmit(_Req):
+    """Additive: the answer to an MCP server's question (``tool_elicitation``). ``content``: an
+    accepted form's values (checked against the server's schema)."""
+
+    elicitationId: Id = Field(min_length=1, max_length=128)
+    action: Literal["accept", "decline", "cancel"]
+    content: dict[str, Any] | None = None
+
+
 REQUEST_MODELS: dict[str, type[_Req]] = {
     "container_create_request": ContainerCreate,
     "container_get_request": ContainerGet,
@@ -168,6 +177,8 @@ REQUEST_MODELS: dict[str, type[_Req]] = {
     "tool_approval_request": ToolApproval,
     "tool_result_request": ToolResultSubmit,
     "tool_waits_request": ToolWaitList,
+    # additive: a running MCP call's question (docs/protocol.md, "Elicitation")
+    "elicitation_answer_request": ElicitationAnswerSubmit,
 }
 
 

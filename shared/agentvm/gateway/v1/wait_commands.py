@@ -1,5 +1,6 @@
 """The additive requests of suspended turns (docs/protocol.md, "Suspended turns"): approve or
-deny a call, return a client-side tool's result, list what the caller's turns wait on.
+deny a call, return a client-side tool's result, list what the caller's turns wait on; and answer
+an MCP server's question to the user during a call (``elicitation_answer``).
 
 Not in AgentX v1: a v1 client never sends them, and still sees the turn's normal tool events and
 its ``conversation_end`` once the turn goes on (an unanswered wait times out at its deadline).
@@ -11,12 +12,18 @@ import json
 from typing import TYPE_CHECKING
 
 from agentvm.images import image_of
+from agentvm.turns.elicitations import answer_elicitation
 from agentvm.turns.waits import answer
 
 if TYPE_CHECKING:
     from agentvm.events import Json
     from agentvm.gateway.v1.commands import CommandContext
-    from agentvm.gateway.v1.frames import ToolApproval, ToolResultSubmit, ToolWaitList
+    from agentvm.gateway.v1.frames import (
+        ElicitationAnswerSubmit,
+        ToolApproval,
+        ToolResultSubmit,
+        ToolWaitList,
+    )
 
 
 async def tool_approval(ctx: CommandContext, req: ToolApproval) -> Json:
@@ -60,4 +67,9 @@ async def tool_waits(ctx: CommandContext, req: ToolWaitList) -> Json:
     return {"waits": [w.to_wire() for w in waits]}
 
 
-__all__ = ["tool_approval", "tool_result", "tool_waits"]
+async def elicitation_answer(ctx: CommandContext, req: ElicitationAnswerSubmit) -> Json:
+    """Answer a running MCP call's question (not a suspended turn's wait: the call is held open)."""
+    return await answer_elicitation(ctx.rt, ctx.tenant_id, req.elicitationId, req.action, req.content)
+
+
+__all__ = ["elicitation_answer", "tool_approval", "tool_result", "tool_waits"]

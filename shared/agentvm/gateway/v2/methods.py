@@ -374,6 +374,10 @@ async def os_read(ctx: CommandContext, p: Json, _: Any) -> Json:
     return {"content": data.decode("utf-8", "replace")}
 
 
+async def elicitation_answer(ctx: CommandContext, p: Json, _: Any) -> Json:
+    return await _v1(ctx, "elicitation_answer", _ids(p, "elicitationId", "action", "content"))
+
+
 async def _never(ctx: CommandContext, p: Json, _: Any) -> Json:  # handled in _call
     raise AssertionError("handled before dispatch")
 
@@ -412,6 +416,7 @@ METHODS: dict[str, Callable[[CommandContext, Json, Any], Awaitable[Any]]] = {
     "agentvm.tool.approve": tool_approve,
     "agentvm.tool.result": tool_result,
     "agentvm.tool.waits": tool_waits,
+    "agentvm.elicitation.answer": elicitation_answer,
 }
 
 __all__ = ["DEFAULT_CONTAINER", "DEFERRED", "METHODS", "Deferred", "resolve"]
