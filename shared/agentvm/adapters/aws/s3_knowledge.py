@@ -3,13 +3,14 @@
 **Why this and not S3 Vectors (or OpenSearch).** Knowledge is searched by words *and* vectors
 (``resources/hybrid.py``). S3 Vectors stores vectors only: words would still need a full-text
 index next to it, and the fusion would cross two services per search. OpenSearch Serverless does
-both but bills at least 2 OCUs (~$350 a month) whether anyone searches or not. The local host's
-index (SQLite FTS5 for words, sqlite-vec for vectors: ``adapters/local/sqlite/knowledge.py``)
-needs no server at all, so here it is the same index, in a file per ``(tenant, resource,
-version)``: ``knowledge/<hash of tenant>/<hash of resource>/<version>.sqlite`` in the stack's bucket
-for large things (``WorkspaceBucket``, passed as ``AVM_KNOWLEDGE_BUCKET``). Everything inside a
-file is the local index's own code (the host hands it in as ``open_index``): the same tokenizer,
-the same BM25 weights, the same vectors; this module moves the files.
+both but bills its capacity units whether anyone searches or not (hundreds of dollars a month).
+The local host's index (SQLite FTS5 for words, sqlite-vec for vectors:
+``adapters/local/sqlite/knowledge.py``) needs no server at all, so here it is the same index, in a
+file per ``(tenant, resource, version)``: ``knowledge/<hash of tenant>/<hash of
+resource>/<version>.sqlite`` in the stack's bucket for large things (``WorkspaceBucket``, passed as
+``AVM_KNOWLEDGE_BUCKET``). Everything inside a file is the local index's own code (the host hands
+it in as ``open_index``): the same tokenizer, the same BM25 weights, the same vectors; this module
+moves the files.
 
 **Reads.** A file is downloaded into ``cache_dir`` (the Lambda's ``/tmp``) and kept there with its
 ETag, opened once. A published version's file is immutable: it is asked for again only after
@@ -26,12 +27,13 @@ from the new file, ``attempts`` times at most: two Lambdas uploading to one draf
 write. Publishing writes a new version's file once (one ``add_chunks``); deleting a version is one
 DELETE; deleting a tenant lists its prefix and deletes it in batches of 1,000.
 
-**Costs** (S3 Standard, us-east-1; measured sizes in ``docs/resources.md``): storage is the file,
-about 1.4x the chunks' text with words only, plus 4 bytes per dimension per chunk with vectors
-(1536 dimensions: ~6.3 KB a chunk, ~6.7 GB per million chunks: ~$0.15 a month). A search is at most
-one GET (none while the cached file is fresh); uploads re-send the draft's whole file, so uploading
-n documents one by one to one draft moves O(n^2) bytes in (free) and out (PUTs are priced per
-request, not per byte: 2 PUTs per upload). The Lambda's ``/tmp`` must hold the files it searches.
+**Costs** (S3 Standard, us-east-1; measured in ``docs/resources.md``): a file holds about 1.6-1.8
+KB per chunk of ~800 bytes with words only, ~8 KB with 1,536-dimension vectors: per million chunks
+~1.7 GB or ~8 GB, $0.04 or $0.18 a month. Publishing is one PUT per version, a search at most one
+GET (none while the cached file is fresh), an upload one conditional GET (304 when the cache is
+current) and one PUT. But uploads re-send the draft's whole file, so n uploads one by one to one
+draft move O(n^2) bytes; and a search needs the version's whole file in ``/tmp``: this suits
+versions up to some hundreds of thousands of chunks, not millions.
 """
 
 from __future__ import annotations
