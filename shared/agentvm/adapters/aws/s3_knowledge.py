@@ -27,9 +27,9 @@ from the new file, ``attempts`` times at most: two Lambdas uploading to one draf
 write. Publishing writes a new version's file once (one ``add_chunks``); deleting a version is one
 DELETE; deleting a tenant lists its prefix and deletes it in batches of 1,000.
 
-**Costs** (S3 Standard, us-east-1; measured in ``docs/resources.md``): a file holds about 1.6-1.8
+**Costs** (S3 Standard, us-east-1; measured in ``docs/resources.md``): a file holds about 1.6-2.0
 KB per chunk of ~800 bytes with words only, ~8 KB with 1,536-dimension vectors: per million chunks
-~1.7 GB or ~8 GB, $0.04 or $0.18 a month. Publishing is one PUT per version, a search at most one
+~2 GB or ~8 GB, $0.05 or $0.19 a month. Publishing is one PUT per version, a search at most one
 GET (none while the cached file is fresh), an upload one conditional GET (304 when the cache is
 current) and one PUT. But uploads re-send the draft's whole file, so n uploads one by one to one
 draft move O(n^2) bytes; and a search needs the version's whole file in ``/tmp``: this suits
