@@ -18,7 +18,7 @@ from agentvm.fakellm.vectors import embed_text
 from agentvm.hosts.aws import run_sync
 from agentvm.ports import DRAFT
 from agentvm.resources.indexing import is_indexed
-from tests.functions.aws_stack import REGION, Stack, load_event, moto_resources
+from tests.functions.aws_stack import REGION, Stack, load_event, moto_resources, put_auth_secret
 
 pytestmark = pytest.mark.aws
 
@@ -54,6 +54,23 @@ def stack(monkeypatch, context, push, fake_server):
         monkeypatch.setenv("AVM_EMBEDDINGS_MODEL", "openai/text-embedding-3-small")
         monkeypatch.setenv("AVM_OPENAI_API_KEY", KEY)
         monkeypatch.setenv("AVM_OPENAI_BASE_URL", fake_server.openai_base_url)
+        fake_server.configure(embeddings_api_key=KEY)
+        yield Stack(resources, context, push)
+
+
+@pytest.fixture
+def keys_in_ssm(monkeypatch, context, push, fake_server):
+    """The stack as deployed: the OpenAI key and URL only in the provider-keys SecureString."""
+    fake_server.reset()
+    with moto_resources(monkeypatch) as resources:
+        boto3.client("s3", region_name=REGION).create_bucket(Bucket=BUCKET)
+        keys = {"OPENAI_API_KEY": KEY, "OPENAI_BASE_URL": fake_server.openai_base_url}
+        put_auth_secret(keys, name="/agentvm/test/provider-keys")
+        for name in ("AVM_OPENAI_API_KEY", "OPENAI_API_KEY", "AVM_OPENAI_BASE_URL", "OPENAI_BASE_URL"):
+            monkeypatch.delenv(name, raising=False)
+        monkeypatch.setenv("AVM_PROVIDER_KEYS_PARAMETER", "/agentvm/test/provider-keys")
+        monkeypatch.setenv("AVM_KNOWLEDGE_BUCKET", BUCKET)
+        monkeypatch.setenv("AVM_EMBEDDINGS_MODEL", "openai/text-embedding-3-small")
         fake_server.configure(embeddings_api_key=KEY)
         yield Stack(resources, context, push)
 
@@ -177,3 +194,18 @@ def test_deleting_a_tenant_deletes_its_index_files(stack):
     assert len(bucket_keys(owner_prefix("acme"))) == 3
     assert run_sync(stack.runtimes["http_api"].resources.delete_tenant("acme")) == 1
     assert bucket_keys() == bucket_keys(owner_prefix("other")) != []
+
+
+def test_the_embedder_gets_its_provider_key_from_ssm_as_the_models_do(keys_in_ssm):
+    stack = keys_in_ssm
+    acme = stack.new_key("acme", "admin")
+    assert upload(stack, acme, "handbook", "handbook.md", HANDBOOK)[0] == 201
+    status, published = stack.http("PUT", "/v1/resources/knowledge/handbook", acme, {"spec": {"draft": True}})
+    assert status == 201, published
+    status, found = stack.http(
+        "POST",
+        "/v1/resources/search",
+        acme,
+        {"uri": "resource://knowledge/handbook", "query": "buy automobile"},
+    )
+    assert found["mode"] == "hybrid" and found["hits"][0]["headingPath"] == "Fleet"

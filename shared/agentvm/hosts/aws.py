@@ -105,7 +105,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         platform_tenant=settings.platform_tenant,
         storage=lambda: runtime.storage_quota,
         knowledge=lambda: runtime.knowledge_index,
-        embedder=tenant_embedders(runtime, settings),  # each tenant's embedding model, billed
+        # each tenant's embedding model, billed, through the provider keys in SSM (as the models')
+        embedder=tenant_embedders(runtime, lambda: keyed_settings(runtime, settings)),
     )
     if settings.knowledge_bucket:
         runtime.knowledge_index = s3_knowledge_index(settings.knowledge_bucket)
@@ -155,6 +156,12 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         assert insights is not None  # cloudwatch_metrics made it, as AVM_LOG_GROUP is set
         runtime.logs = CloudWatchLogStore(insights, now_ms=runtime.clock.now_ms)
     return runtime
+
+
+def keyed_settings(runtime: Runtime, settings: Settings) -> Settings:
+    """``settings`` with the provider keys the runtime's models use (``SsmKeysModelResolver``)."""
+    models = runtime.models
+    return models.settings_with_keys() if isinstance(models, SsmKeysModelResolver) else settings
 
 
 def s3_knowledge_index(bucket: str, *, client: Any = None, cache_dir: str | None = None) -> KnowledgeIndex:
@@ -231,9 +238,16 @@ class SsmKeysModelResolver:
         self._resolver: SettingsModelResolver | None = None
         self._value: str | None = None  # the parameter's value the resolver was built with
         self._provider: Any = None  # Powertools' SSMProvider, made on first read
+        self._keyed_settings = settings  # settings plus the parameter's keys, as last read
 
     def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
         return self._loaded().resolve(ref)
+
+    def settings_with_keys(self) -> Settings:
+        """The settings with the parameter's provider keys (read as ``resolve`` reads them, from
+        the same cache): what the knowledge centre's embedders are built with."""
+        self._loaded()
+        return self._keyed_settings
 
     def reconfigure(self, settings: Settings) -> None:
         """Provider URLs or timeout changed in the config centre: the keys are read again with them."""
@@ -256,6 +270,7 @@ class SsmKeysModelResolver:
                 log.info("provider keys loaded", extra={"parameter": name, "names": sorted(keys)})
                 settings = with_provider_keys(settings, keys)
             self._resolver = SettingsModelResolver(settings)
+            self._keyed_settings = settings
         return self._resolver
 
     def _fetch(self, name: str) -> str:
@@ -528,6 +543,7 @@ __all__ = [
     "cloudwatch_metrics",
     "compact_lines",
     "event_loop",
+    "keyed_settings",
     "prepare_lambda_logger",
     "parse_ssm_json",
     "read_ssm_json",

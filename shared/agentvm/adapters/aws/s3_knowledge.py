@@ -41,8 +41,8 @@ from __future__ import annotations
 import asyncio
 import hashlib
 import logging
-import os
 import shutil
+import tempfile
 import time
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -129,7 +129,8 @@ class S3KnowledgeIndex:
         self._s3 = client
         self.bucket = bucket
         self._open_index = open_index
-        self._dir = Path(cache_dir or os.environ.get("TMPDIR", "/tmp")) / f"avm-knowledge-{os.getpid()}"
+        self._base = Path(cache_dir or tempfile.gettempdir())
+        self._dir: Path | None = None  # this index's own directory in it, made on first use
         self.cache_bytes = cache_bytes
         self.revalidate_s = revalidate_s
         self.attempts = attempts
@@ -293,7 +294,9 @@ class S3KnowledgeIndex:
     # -- the local cache ------------------------------------------------------------------------
 
     def _new_path(self) -> Path:
-        self._dir.mkdir(parents=True, exist_ok=True)
+        if self._dir is None:  # its own: two indexes in one process never share a file name
+            self._base.mkdir(parents=True, exist_ok=True)
+            self._dir = Path(tempfile.mkdtemp(prefix="avm-knowledge-", dir=self._base))
         self._files += 1
         return self._dir / f"{self._files}{SUFFIX}"
 
