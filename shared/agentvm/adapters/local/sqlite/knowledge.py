@@ -26,6 +26,7 @@ adding vectors then fails loudly.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -90,6 +91,7 @@ def match_expression(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in unique)
 
 
+@functools.cache
 def _has_fts5(module: Any) -> bool:
     """Whether ``module``'s SQLite has FTS5 (a system SQLite as old as Amazon Linux 2's 3.7.17,
     under the AWS Lambda python3.11 runtime, has not: the index then runs on sqlean.py's)."""
