@@ -178,6 +178,9 @@ class Settings(BaseSettings):
     config_cache_s: float = Field(default=5.0, ge=0, le=300)
     platform_tenant: str = Field(default="platform", min_length=1, max_length=128)
     workspace_bucket: str | None = None
+    # AWS host: the S3 bucket of the knowledge index files (adapters/aws/s3_knowledge.py), under
+    # knowledge/. Unset: knowledge there has no uploads and is searched by the BM25 of its record.
+    knowledge_bucket: str | None = None
 
     # protocol limits
     max_frame_bytes: int = 256 * 1024

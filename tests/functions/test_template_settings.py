@@ -20,8 +20,8 @@ ROOT = Path(__file__).resolve().parents[2]
 # Variables the template may set that are not Settings fields: read by Powertools itself.
 POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
 # Functions whose runtime resolves models: the worker runs turns; ws_default checks an image's
-# model when one is named (image_create / image_update).
-MODEL_USERS = {"ws_default", "turn_worker"}
+# model when one is named (image_create / image_update); the HTTP API embeds knowledge (publish, search).
+MODEL_USERS = {"ws_default", "turn_worker", "http_api"}  # the HTTP API: knowledge embeddings
 # Functions that verify API tokens, so read the server secret: the $connect authorizer, ws_default
 # (`auth` frames) and the HTTP API (bearer tokens). $connect, $disconnect and the worker never do.
 AUTH_USERS = {"ws_authorizer", "ws_default", "http_api"}

@@ -18,12 +18,13 @@ from agentvm.runtime import Runtime, turn_settings
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Coroutine, Iterable
+    from pathlib import Path
 
     from aws_lambda_powertools import Logger
 
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.config import Settings
-    from agentvm.ports import Clock, Metrics, ModelClient
+    from agentvm.ports import Clock, KnowledgeIndex, Metrics, ModelClient
     from agentvm.records import TurnJob
     from agentvm.security.apikeys import ServerSecrets
     from agentvm.security.setup import LazyServerSecrets, Security
@@ -68,6 +69,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
     from agentvm.adapters.sandbox.s3_workspaces import S3WorkspaceView
     from agentvm.configcentre.centre import ConfigCentre
+    from agentvm.hosts.knowledge import tenant_embedders
     from agentvm.observability.metrics import NoMetrics
     from agentvm.observability.running import TurnProgress
     from agentvm.resources.centre import ResourceCentre
@@ -102,7 +104,19 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         runtime.clock,
         platform_tenant=settings.platform_tenant,
         storage=lambda: runtime.storage_quota,
+        knowledge=lambda: runtime.knowledge_index,
+        # each tenant's embedding model, billed, through the provider keys in SSM (as the models')
+        embedder=tenant_embedders(runtime, lambda: keyed_settings(runtime, settings)),
     )
+    if settings.knowledge_bucket:
+        runtime.knowledge_index = s3_knowledge_index(settings.knowledge_bucket)
+        from agentvm.ports import KnowledgeLimits
+
+        runtime.knowledge_limits = KnowledgeLimits(
+            max_file_bytes=settings.knowledge_max_file_bytes,
+            max_documents=settings.knowledge_max_documents,
+            max_bytes=settings.knowledge_max_bytes,
+        )
     runtime.platform_tenant = settings.platform_tenant
     runtime.tenants = DynamoDbTenantStore(settings.table_name)
     from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
@@ -142,6 +156,27 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         assert insights is not None  # cloudwatch_metrics made it, as AVM_LOG_GROUP is set
         runtime.logs = CloudWatchLogStore(insights, now_ms=runtime.clock.now_ms)
     return runtime
+
+
+def keyed_settings(runtime: Runtime, settings: Settings) -> Settings:
+    """``settings`` with the provider keys the runtime's models use (``SsmKeysModelResolver``)."""
+    models = runtime.models
+    return models.settings_with_keys() if isinstance(models, SsmKeysModelResolver) else settings
+
+
+def s3_knowledge_index(bucket: str, *, client: Any = None, cache_dir: str | None = None) -> KnowledgeIndex:
+    """Knowledge in ``bucket``: one file per version of the local host's index (FTS5 words,
+    sqlite-vec vectors), cached in the function's ``/tmp`` (``adapters/aws/s3_knowledge.py``).
+    Builds objects only; SQLite, sqlite-vec and the files are opened on the first knowledge call,
+    so no function pays for them at its cold start."""
+    from agentvm.adapters.aws.s3_knowledge import S3KnowledgeIndex
+
+    def open_index(path: Path) -> Any:
+        from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex
+
+        return SqliteKnowledgeIndex(path)
+
+    return S3KnowledgeIndex(bucket, open_index, client=client, cache_dir=cache_dir)
 
 
 def cloudwatch_metrics(settings: Settings) -> Metrics:
@@ -203,9 +238,16 @@ class SsmKeysModelResolver:
         self._resolver: SettingsModelResolver | None = None
         self._value: str | None = None  # the parameter's value the resolver was built with
         self._provider: Any = None  # Powertools' SSMProvider, made on first read
+        self._keyed_settings = settings  # settings plus the parameter's keys, as last read
 
     def resolve(self, ref: str | None) -> tuple[ModelClient, str, str]:
         return self._loaded().resolve(ref)
+
+    def settings_with_keys(self) -> Settings:
+        """The settings with the parameter's provider keys (read as ``resolve`` reads them, from
+        the same cache): what the knowledge centre's embedders are built with."""
+        self._loaded()
+        return self._keyed_settings
 
     def reconfigure(self, settings: Settings) -> None:
         """Provider URLs or timeout changed in the config centre: the keys are read again with them."""
@@ -228,6 +270,7 @@ class SsmKeysModelResolver:
                 log.info("provider keys loaded", extra={"parameter": name, "names": sorted(keys)})
                 settings = with_provider_keys(settings, keys)
             self._resolver = SettingsModelResolver(settings)
+            self._keyed_settings = settings
         return self._resolver
 
     def _fetch(self, name: str) -> str:
@@ -500,10 +543,12 @@ __all__ = [
     "cloudwatch_metrics",
     "compact_lines",
     "event_loop",
+    "keyed_settings",
     "prepare_lambda_logger",
     "parse_ssm_json",
     "read_ssm_json",
     "run_sync",
+    "s3_knowledge_index",
     "ssm_server_secrets",
     "with_provider_keys",
 ]

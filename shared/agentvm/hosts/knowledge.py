@@ -16,6 +16,8 @@ from typing import TYPE_CHECKING
 from agentvm.resources.indexing import EmbedderFor, MeteredEmbedder, Unmetered
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from agentvm.config import Settings
     from agentvm.llm import EmbeddingCall
     from agentvm.ports import Embedder
@@ -39,23 +41,31 @@ class TenantEmbedding:
             await bill_embeddings(self._rt, calls, tenant_id=self._tenant_id, usage_id=usage_id)
 
 
-def tenant_embedders(rt: Runtime, settings: Settings) -> EmbedderFor:
-    async def embedder_for(tenant_id: str) -> MeteredEmbedder | None:
-        if rt.embedder is not None:
-            return Unmetered(rt.embedder)
-        if rt.config is None and not settings.embeddings_model:
-            return None
-        from agentvm.adapters.embeddings import embedder_for as server_embedder
-        from agentvm.adapters.embeddings import tenant_embedder
+def tenant_embedders(rt: Runtime, settings: Settings | Callable[[], Settings]) -> EmbedderFor:
+    """``settings``: the server's, or a function answering them as they are now (the AWS host's
+    carry the provider keys read from SSM)."""
 
-        calls: list[EmbeddingCall] = []
-        if rt.config is not None:
-            embedder = tenant_embedder(settings, await rt.config.resolved(tenant_id), on_usage=calls.append)
-        else:
-            embedder = server_embedder(settings, on_usage=calls.append)
-        return None if embedder is None else TenantEmbedding(rt, tenant_id, embedder, calls)
+    async def embedder_for(tenant_id: str) -> MeteredEmbedder | None:
+        current = settings() if callable(settings) else settings
+        return await _embedder_for(rt, current, tenant_id)
 
     return embedder_for
+
+
+async def _embedder_for(rt: Runtime, settings: Settings, tenant_id: str) -> MeteredEmbedder | None:
+    if rt.embedder is not None:
+        return Unmetered(rt.embedder)
+    if rt.config is None and not settings.embeddings_model:
+        return None
+    from agentvm.adapters.embeddings import embedder_for as server_embedder
+    from agentvm.adapters.embeddings import tenant_embedder
+
+    calls: list[EmbeddingCall] = []
+    if rt.config is not None:
+        embedder = tenant_embedder(settings, await rt.config.resolved(tenant_id), on_usage=calls.append)
+    else:
+        embedder = server_embedder(settings, on_usage=calls.append)
+    return None if embedder is None else TenantEmbedding(rt, tenant_id, embedder, calls)
 
 
 __all__ = ["TenantEmbedding", "tenant_embedders"]

@@ -1,8 +1,8 @@
 """Text out of an uploaded file, in sections that keep their headings: PDF, Word .docx, HTML,
 Markdown and plain text.
 
-Each format is read by a maintained library, imported when a file of its type arrives (the
-Lambda import path never loads them; they are the ``knowledge`` extra):
+Each format is read by a maintained library, imported when a file of its type arrives (no
+handler's cold start loads them; they are the ``knowledge`` extra, and in the Lambda layer):
 
 * **PDF**: ``pypdf`` (pure Python, no system library). One section per page, located ``p.<n>``;
   the heading path of a page is the PDF's outline (bookmarks) entry that starts at or before it.

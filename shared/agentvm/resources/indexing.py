@@ -10,7 +10,9 @@ copied under the new version. Words are always indexed; vectors too when the hos
 all). The index's bytes are charged to the tenant's storage account, and given back when the
 version is deleted.
 
-A host without an index (AWS, for now) keeps the BM25 chunk offsets of ``resources/search.py``.
+A host without an index (an AWS stack without ``AVM_KNOWLEDGE_BUCKET``) keeps the BM25 chunk
+offsets of ``resources/search.py`` in the record, and so do the versions an AWS stack published
+before it had the index: those are still searched by that BM25 (``mode: "bm25"``).
 """
 
 from __future__ import annotations

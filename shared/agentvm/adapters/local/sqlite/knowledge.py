@@ -20,12 +20,13 @@ mostly holds more than it hurts other languages (their words pass through it mos
 **Connection.** sqlite-vec is a loadable extension; Python's ``sqlite3`` is not always built to
 load extensions (pyenv's and some distributions' are not), so the index opens the file with
 ``sqlean.py`` (SQLite with extension loading, the ``knowledge`` extra) when the standard module
-cannot. Without either, words work and ``search_vectors`` answers ``[]`` (``vectors``: False);
+cannot, or has no FTS5. Without either, words work and ``search_vectors`` answers ``[]`` (``vectors``: False);
 adding vectors then fails loudly.
 """
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import logging
 import re
@@ -90,6 +91,17 @@ def match_expression(query: str) -> str | None:
     return " OR ".join(f'"{w}"' for w in unique)
 
 
+@functools.cache
+def _has_fts5(module: Any) -> bool:
+    """Whether ``module``'s SQLite has FTS5 (a system SQLite as old as Amazon Linux 2's 3.7.17,
+    under the AWS Lambda python3.11 runtime, has not: the index then runs on sqlean.py's)."""
+    conn = module.connect(":memory:")
+    try:
+        return any(row[0] == "ENABLE_FTS5" for row in conn.execute("PRAGMA compile_options"))
+    finally:
+        conn.close()
+
+
 def _open(path: str | Path) -> tuple[Any, bool]:
     """A connection to ``path`` and whether it has sqlite-vec loaded."""
     try:
@@ -97,7 +109,9 @@ def _open(path: str | Path) -> tuple[Any, bool]:
     except ImportError:
         sqlite_vec = None
     module: Any = sqlite3
-    if sqlite_vec is not None and not hasattr(sqlite3.Connection, "enable_load_extension"):
+    if not _has_fts5(sqlite3) or (
+        sqlite_vec is not None and not hasattr(sqlite3.Connection, "enable_load_extension")
+    ):
         try:
             import sqlean
 

@@ -1,0 +1,136 @@
+"""The AWS host's knowledge index files in S3 (``adapters/aws/s3_knowledge.py``), on moto: what a
+draft's uploads and a version's searches cost in requests and bytes, and the file per chunk.
+
+* Uploads: ``--documents`` documents of ``--chunks-per-document`` chunks (~800 characters of
+  Zipf-like words, ``benchmarks.knowledge_search``'s corpus) added one by one to one draft, as
+  ``POST /v1/knowledge/{name}/documents`` does; the S3 requests and the bytes PUT, and the draft
+  file's size at the end.
+* A version: ``--chunks`` chunks with ``--dimensions``-float vectors published in one write; a
+  cold read (download into the cache, open), warm searches (words, vectors: no request), and a
+  revalidation after the freshness window (a conditional GET: 304).
+
+moto runs in process: request counts and bytes are S3's, the times are not (no network); they show
+what the function itself spends. Run: ``./dev python -m benchmarks.knowledge_s3``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import random
+import statistics
+import tempfile
+import time
+from collections import Counter
+from typing import Any
+
+import boto3
+from moto import mock_aws
+
+from agentvm.hosts.aws import s3_knowledge_index
+from agentvm.ports import DRAFT, KnowledgeChunk
+from benchmarks.knowledge_search import text, unit
+
+BUCKET = "agentvm-knowledge-bench"
+
+
+def counting(client: Any) -> tuple[Counter[str], list[int]]:
+    """Requests ``client`` makes, by operation, and the bytes of each PUT's body."""
+    calls: Counter[str] = Counter()
+    put_bytes: list[int] = []
+
+    def seen(params: dict[str, Any], model: Any, **_: Any) -> None:
+        calls[model.name] += 1
+        if model.name == "PutObject":
+            body = params["Body"]
+            put_bytes.append(len(body) if isinstance(body, bytes) else body.seek(0, 2) or body.tell())
+            if not isinstance(body, bytes):
+                body.seek(0)
+
+    client.meta.events.register("provide-client-params.s3.*", seen)
+    return calls, put_bytes
+
+
+async def main(args: argparse.Namespace) -> None:
+    rng = random.Random(7)
+    with mock_aws(), tempfile.TemporaryDirectory() as tmp:
+        s3 = boto3.client("s3", region_name="us-east-1")
+        s3.create_bucket(Bucket=BUCKET)
+        calls, put_bytes = counting(s3)
+        writer = s3_knowledge_index(BUCKET, client=s3, cache_dir=f"{tmp}/writer")
+        started = time.perf_counter()
+        for d in range(args.documents):
+            chunks = [
+                KnowledgeChunk(f"doc-{d}.md", f"Doc {d}", "A > B", "B", n, text(rng, 800))
+                for n in range(args.chunks_per_document)
+            ]
+            await writer.add_chunks("acme", "kb", DRAFT, chunks, None)
+        elapsed = time.perf_counter() - started
+        head = s3.head_object(Bucket=BUCKET, Key=_key("acme", "kb", DRAFT))
+        n_chunks = args.documents * args.chunks_per_document
+        print(f"## {args.documents} uploads of {args.chunks_per_document} chunks to one draft (words only)")
+        print(f"requests: {dict(calls)}")
+        print(f"bytes PUT: {sum(put_bytes)} ({sum(put_bytes) / 2**20:.1f} MiB) for a final file of")
+        print(f"  {head['ContentLength']} bytes ({head['ContentLength'] / n_chunks:.0f} per chunk)")
+        print(f"time: {elapsed * 1000 / args.documents:.1f} ms an upload (mean of the whole run)")
+
+        calls.clear()
+        put_bytes.clear()
+        chunks = [
+            KnowledgeChunk(f"d{n // 10}", "T", "", "", n % 10, text(rng, 800)) for n in range(args.chunks)
+        ]
+        vectors = [unit(rng, args.dimensions) for _ in chunks]
+        started = time.perf_counter()
+        await writer.add_chunks("acme", "kb", "1", chunks, vectors)
+        publish_s = time.perf_counter() - started
+        size = s3.head_object(Bucket=BUCKET, Key=_key("acme", "kb", "1"))["ContentLength"]
+        print(f"\n## a version of {args.chunks} chunks with {args.dimensions}-float vectors")
+        print(
+            f"publish (one PUT): {publish_s * 1000:.0f} ms;"
+            f" file {size} bytes ({size / args.chunks:.0f} per chunk)"
+        )
+        now = [0.0]
+        reader = s3_knowledge_index(BUCKET, client=s3, cache_dir=f"{tmp}/reader")
+        reader._now = lambda: now[0]  # type: ignore[attr-defined]
+        calls.clear()
+        started = time.perf_counter()
+        await reader.search_words("acme", "kb", "1", "w10 w20", 5)
+        cold = time.perf_counter() - started
+        print(f"cold search (GET + open + search): {cold * 1000:.0f} ms, requests {dict(calls)}")
+        calls.clear()
+        words, near = [], []
+        for _ in range(args.runs):
+            t = time.perf_counter()
+            await reader.search_words("acme", "kb", "1", "w4990", 10)
+            words.append((time.perf_counter() - t) * 1000)
+            t = time.perf_counter()
+            await reader.search_vectors("acme", "kb", "1", unit(rng, args.dimensions), 10)
+            near.append((time.perf_counter() - t) * 1000)
+        print(
+            f"warm: search_words rare word {statistics.median(words):.1f} ms, "
+            f"search_vectors k=10 {statistics.median(near):.1f} ms (medians of {args.runs}), "
+            f"requests {dict(calls) or 0}"
+        )
+        now[0] = 3600.0
+        started = time.perf_counter()
+        await reader.search_words("acme", "kb", "1", "w4990", 10)
+        print(
+            f"after the freshness window: {(time.perf_counter() - started) * 1000:.1f} ms,"
+            f" requests {dict(calls)}"
+        )
+
+
+def _key(owner: str, resource: str, version: str) -> str:
+    from agentvm.adapters.aws.s3_knowledge import object_key
+
+    return object_key(owner, resource, version)
+
+
+if __name__ == "__main__":
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--documents", type=int, default=100)
+    parser.add_argument("--chunks-per-document", type=int, default=10)
+    parser.add_argument("--chunks", type=int, default=5000)
+    parser.add_argument("--dimensions", type=int, default=1536)
+    parser.add_argument("--runs", type=int, default=30)
+    asyncio.run(main(parser.parse_args()))
