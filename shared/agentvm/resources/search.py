@@ -1,6 +1,9 @@
-"""Full-text search over a knowledge resource on a host without a knowledge index (AWS, for now):
-documents cut into chunks, ranked with BM25. Hosts with a ``KnowledgeIndex`` (the local host)
-index and search versions there instead (``resources/indexing.py``, ``resources/hybrid.py``).
+"""Full-text search over a knowledge version that has no index: its documents cut into chunks,
+ranked with BM25. Every host now indexes what it publishes in a ``KnowledgeIndex``
+(``resources/indexing.py``, ``resources/hybrid.py``: FTS5 + sqlite-vec locally and on AWS, PostgreSQL
+on the cluster host); this serves only versions published before those indexes (their records
+carry these chunk offsets: publishing them again indexes them) and an AWS stack without
+``AVM_KNOWLEDGE_BUCKET``.
 
 **Index.** When a knowledge version is published, its documents are cut into chunks
 (``chunk_documents``): paragraphs (split at blank lines) packed into chunks of at most
@@ -14,9 +17,11 @@ the version's digest) for the next searches of that process.
 English stop words dropped and a plural ``s`` folded (``invoices`` finds ``invoice``); a chunk's
 document title counts as part of its text.
 
-Written here rather than taken from a library: the whole of BM25 is a few lines, and the Lambda
-package stays free of a search engine (the python3.11 runtime's sqlite3, SQLite 3.7.17 on Amazon
-Linux 2, has no FTS5; docs/resources.md has the plan for an index there).
+**Why it is still here, hand-written.** Removing it would leave those older versions unsearchable
+until republished. They were bounded by the old limits (500 documents, 256 KB of text), and at that
+bound it costs ~71 ms once per process and version and ~0.8 ms a search
+(``benchmarks/knowledge_bm25_legacy.py``, BENCHMARKS.md): no library would do better for so little,
+and the Lambda package stays free of a second search engine.
 """
 
 from __future__ import annotations
