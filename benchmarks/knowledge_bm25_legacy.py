@@ -69,9 +69,8 @@ def main() -> None:
         bm25.search(query, 5)
         searches.append(time.perf_counter() - started)
     searches.sort()
-    print(
-        f"documents {DOCUMENTS}, text {sum(len(d['text']) for d in documents)} bytes, chunks {len(index['chunks'])}"
-    )
+    text_bytes = sum(len(d["text"]) for d in documents)
+    print(f"documents {DOCUMENTS}, text {text_bytes} bytes, chunks {len(index['chunks'])}")
     print("| step | ms: median (p95) |")
     print("|---|---|")
     print(f"| chunk the version (once, at publish) | {_ms(chunked)} |")
