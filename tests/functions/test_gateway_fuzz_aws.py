@@ -132,6 +132,10 @@ FIELDS: dict[str, st.SearchStrategy[Any]] = {
     "reason": st.text(max_size=50),
     "output": st.text(max_size=50) | st.dictionaries(st.text(max_size=5), st.integers(), max_size=3),
     "isError": st.booleans(),
+    # an MCP server's question: ids that were never asked (AWS keeps no questions); its `content`
+    # is drawn from `contents` above (never a valid form: refused as bad_request, never internal)
+    "elicitationId": awkward_ids | st.text(min_size=1, max_size=40),
+    "action": st.sampled_from(["accept", "decline", "cancel"]) | st.text(max_size=10),
 }
 request_ids = st.text(min_size=1, max_size=12) | st.text(min_size=200, max_size=2000)
 

@@ -14,8 +14,7 @@ from moto import mock_aws
 from agentvm.adapters.aws.s3_knowledge import S3KnowledgeIndex, object_key, owner_prefix
 from agentvm.hosts.aws import s3_knowledge_index
 from agentvm.ports import DRAFT
-from tests.knowledge_files import BagOfWordsEmbedder
-from tests.unit.resources.test_knowledge_index import (  # the local index's tests, on this index
+from tests.contract.test_knowledge_index_contract import (  # the index contract's tests, on this index
     HANDBOOK,
     chunk,
     test_a_chunk_of_the_same_document_and_ordinal_replaces_the_indexed_one,  # noqa: F401
@@ -23,8 +22,10 @@ from tests.unit.resources.test_knowledge_index import (  # the local index's tes
     test_documents_chunks_stats_and_dropping,  # noqa: F401
     test_dropping_an_owner_forgets_its_drafts_and_versions_only,  # noqa: F401
     test_hybrid_search_without_an_embedder_says_it_ran_words_only,  # noqa: F401
-    test_words_rank_with_bm25_and_stem_with_porter,  # noqa: F401
+    test_query_syntax_is_only_words,  # noqa: F401
+    test_words_rank_by_matches_and_stem,  # noqa: F401
 )
+from tests.knowledge_files import BagOfWordsEmbedder
 
 pytestmark = pytest.mark.aws
 

@@ -89,7 +89,13 @@ def test_the_cluster_node_wires_every_port_the_local_host_wires_on_postgresql(tm
         finally:
             run_sync(node.aclose())
     wired = {f.name for f in dataclasses.fields(local) if getattr(local, f.name) is not None}
-    assert wired <= {f.name for f in dataclasses.fields(cluster) if getattr(cluster, f.name) is not None}
+    # MCP servers' questions wait in the process running the call, and an answer can land on another
+    # node: the cluster declines them until answers are relayed (docs/mcp.md, "Elicitation")
+    not_yet = {"elicitations"}
+    assert wired - not_yet <= {
+        f.name for f in dataclasses.fields(cluster) if getattr(cluster, f.name) is not None
+    }
+    assert cluster.elicitations is None
     on_sqlite = {
         f.name: type(getattr(cluster, f.name)).__name__
         for f in dataclasses.fields(cluster)

@@ -75,7 +75,10 @@ async def test_server_error_surfaces_as_error_events_and_session_stays_usable(
     fake.add_faults([{"kind": "500"}] * 3)
     await c.request("message_send", imageId=img["imageId"], content="Hi")
     await harness.run_turns()
-    assert _types(c) == ["error_message", "error_occurred"]
+    # two retries announced (AVM_PROVIDER_MAX_ATTEMPTS: 3), then the error
+    assert _types(c) == ["model_retry", "model_retry", "error_message", "error_occurred"]
+    retries = [e["data"] for e in c.session_events() if e["type"] == "model_retry"]
+    assert [(r["attempt"], r["reason"]) for r in retries] == [(2, "unavailable"), (3, "unavailable")]
     occurred = c.session_events()[-1]["data"]
     assert occurred["code"] == "provider_unavailable" and occurred["recoverable"] is True
     await c.request("message_send", imageId=img["imageId"], content="again")
