@@ -18,13 +18,14 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import hashlib
 import json
 import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
+
+from tests.integration.node_bundle import missing_node, source_digest
 
 HERE = Path(__file__).parent / "agentx2_client"
 VENDOR = HERE / "vendor"
@@ -37,17 +38,11 @@ NODE_MAJOR_WITH_WEBSOCKET = 22  # Node 22+ has the WHATWG WebSocket global the c
 
 def missing_tools() -> str | None:
     """Why the client cannot be built here, or None."""
-    for tool in ("node", "npm"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed: the AgentX 2.9.0 client runs on Node.js"
-    return None
+    return missing_node("AgentX 2.9.0")
 
 
 def _source_digest() -> str:
-    digest = hashlib.sha256(" ".join(NPM_PACKAGES).encode())
-    for path in sorted(VENDOR.rglob("*.ts")):
-        digest.update(path.relative_to(VENDOR).as_posix().encode() + path.read_bytes())
-    return digest.hexdigest()[:16]
+    return source_digest(VENDOR, NPM_PACKAGES)
 
 
 def ensure_client() -> Path:

@@ -13,11 +13,11 @@ the client and the reducer the way the UI's ``useAgent`` hook wires them.
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
 import subprocess
 from pathlib import Path
+
+from tests.integration.node_bundle import missing_node, source_digest
 
 HERE = Path(__file__).parent / "agentx_ui"
 VENDOR = HERE / "vendor" / "packages"
@@ -35,17 +35,11 @@ export {
 
 def missing_tools() -> str | None:
     """Why the client cannot be built here, or None."""
-    for tool in ("node", "npm"):
-        if shutil.which(tool) is None:
-            return f"{tool} is not installed: the AgentX 1.9.0 client runs on Node.js"
-    return None
+    return missing_node("AgentX 1.9.0")
 
 
 def _source_digest() -> str:
-    digest = hashlib.sha256(" ".join(NPM_PACKAGES).encode())
-    for path in sorted(VENDOR.rglob("*.ts")):
-        digest.update(path.relative_to(VENDOR).as_posix().encode() + path.read_bytes())
-    return digest.hexdigest()[:16]
+    return source_digest(VENDOR, NPM_PACKAGES)
 
 
 def ensure_client() -> Path:

@@ -52,6 +52,7 @@ from agentvm.ports.knowledge import (
     KnowledgeHit,
     KnowledgeIndex,
     KnowledgeLimits,
+    vector_dimensions,
 )
 from agentvm.ports.memory import (
     DEFAULT_MAX_BYTES,
@@ -260,5 +261,6 @@ __all__ = [
     "memory_words",
     "ranked_by_words",
     "reply_set",
+    "vector_dimensions",
     "way_for",
 ]

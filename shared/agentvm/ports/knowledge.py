@@ -68,6 +68,19 @@ class KnowledgeDocument:
     bytes: int  # UTF-8 bytes of its chunks' text
 
 
+def vector_dimensions(
+    chunks: Sequence[KnowledgeChunk], vectors: Sequence[Sequence[float]] | None
+) -> int | None:
+    """The dimensions of ``add_chunks``' vectors (None: words only), checked as every index must:
+    one vector per chunk, all of one dimension (``ValueError`` otherwise)."""
+    if vectors is not None and len(vectors) != len(chunks):
+        raise ValueError(f"{len(vectors)} vectors for {len(chunks)} chunks")
+    dimensions = len(vectors[0]) if vectors else None
+    if vectors and any(len(v) != dimensions for v in vectors):
+        raise ValueError("every vector of one call has the same dimensions")
+    return dimensions
+
+
 class KnowledgeIndex(Protocol):
     """Chunks of knowledge resources, searchable by words and by vectors, per tenant and version."""
 
@@ -130,4 +143,5 @@ __all__ = [
     "KnowledgeHit",
     "KnowledgeIndex",
     "KnowledgeLimits",
+    "vector_dimensions",
 ]

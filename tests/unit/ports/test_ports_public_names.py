@@ -126,6 +126,7 @@ PUBLIC = [
     "memory_words",
     "ranked_by_words",
     "reply_set",
+    "vector_dimensions",
     "way_for",
 ]
 MODULES = [

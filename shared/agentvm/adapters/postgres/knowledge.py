@@ -42,7 +42,7 @@ from __future__ import annotations
 import math
 from typing import TYPE_CHECKING, Any
 
-from agentvm.ports import KnowledgeChunk, KnowledgeDocument, KnowledgeHit
+from agentvm.ports import KnowledgeChunk, KnowledgeDocument, KnowledgeHit, vector_dimensions
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -93,11 +93,7 @@ class PostgresKnowledgeIndex:
         chunks: Sequence[KnowledgeChunk],
         vectors: Sequence[Sequence[float]] | None,
     ) -> None:
-        if vectors is not None and len(vectors) != len(chunks):
-            raise ValueError(f"{len(vectors)} vectors for {len(chunks)} chunks")
-        dimensions = len(vectors[0]) if vectors else None
-        if vectors and any(len(v) != dimensions for v in vectors):
-            raise ValueError("every vector of one call has the same dimensions")
+        dimensions = vector_dimensions(chunks, vectors)
         rows = [
             (
                 owner,

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from agentvm.adapters.local.sqlite.checkpoint import in_background
-from agentvm.ports import KnowledgeChunk, KnowledgeDocument, KnowledgeHit
+from agentvm.ports import KnowledgeChunk, KnowledgeDocument, KnowledgeHit, vector_dimensions
 from agentvm.resources.search import STOP_WORDS
 
 if TYPE_CHECKING:
@@ -176,11 +176,7 @@ class SqliteKnowledgeIndex:
         chunks: Sequence[KnowledgeChunk],
         vectors: Sequence[Sequence[float]] | None,
     ) -> None:
-        if vectors is not None and len(vectors) != len(chunks):
-            raise ValueError(f"{len(vectors)} vectors for {len(chunks)} chunks")
-        dimensions = len(vectors[0]) if vectors else None
-        if vectors and any(len(v) != dimensions for v in vectors):
-            raise ValueError("every vector of one call has the same dimensions")
+        dimensions = vector_dimensions(chunks, vectors)
         table = self._vec_table(dimensions) if dimensions else None
         scope = scope_of(owner, resource, version)
         conn = self._conn
