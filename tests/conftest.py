@@ -39,6 +39,7 @@ SERIAL_FILES = frozenset(
         "tests/functions/test_observability_aws.py",
         "tests/integration/test_chat.py",
         "tests/integration/test_cluster_acceptance.py",
+        "tests/integration/test_disk_full.py",  # a queue retrying every 0.2 s against a 20 s bound
         "tests/integration/test_mcp_events.py",
         "tests/integration/test_mcp_sessions.py",
         "tests/integration/test_paced_reads.py",
