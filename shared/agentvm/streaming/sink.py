@@ -112,6 +112,7 @@ class CoalescingSink:
         self._refresh_due = False
         self._wake = asyncio.Event()
         self._closing = False
+        self._aborted = False
         self._sender: asyncio.Task[None] | None = None
 
     # -- events -----------------------------------------------------------------------------
@@ -209,7 +210,7 @@ class CoalescingSink:
             self._linger.cancel()
             self._linger = None
         self._ready = seq
-        if self._sender is None:
+        if self._sender is None and not self._aborted:
             self._sender = asyncio.create_task(self._send_loop())
         self._wake.set()
 
@@ -269,7 +270,7 @@ class CoalescingSink:
 
     def _batch_window_over(self) -> None:
         self._batch_due = True
-        if self._sender is None:
+        if self._sender is None and not self._aborted:
             self._sender = asyncio.create_task(self._send_loop())
         self._wake.set()
 
@@ -286,6 +287,25 @@ class CoalescingSink:
         self._wake.set()
         with contextlib.suppress(asyncio.CancelledError):
             await self._sender
+
+    async def abort(self) -> None:
+        """The attempt stopped before its end (cancelled: the node stops or lost the turn's lease;
+        or it failed): send nothing more, now. The sender is its own task, so without this it
+        would go on delivering this attempt's frames after the turn was handed to another node,
+        interleaving them with the next attempt's. Returns once no send of this sink is in flight;
+        what was not sent is lost (a client resumes from its last seq)."""
+        self._aborted = True
+        self._held = True
+        for handle in (self._timer, self._linger):
+            if handle is not None:
+                handle.cancel()
+        self._timer = self._linger = None
+        for cadence in self._cadences.values():
+            cadence.close()
+        sender, self._sender = self._sender, None
+        if sender is not None and not sender.done():
+            sender.cancel()
+            await asyncio.wait([sender])  # never raises: the caller's own cancellation goes on
 
 
 __all__ = ["CoalescingSink"]

@@ -57,7 +57,7 @@ from agentvm.turns.suspend import hold_suspended, pending_step, suspended_before
 
 if TYPE_CHECKING:
     import asyncio
-    from collections.abc import Callable, Coroutine, Iterator
+    from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 
     from agentvm.agent.context import TurnContext
     from agentvm.agent.tools.elicitation import ElicitationScope
@@ -124,7 +124,8 @@ async def _process_turn(
     end = await _attempt(rt, job)
     if end is None:
         return None
-    await finish_turn(rt, job, end)
+    async with _aborted_on_failure(end.sink):
+        await finish_turn(rt, job, end)
     run = end.run
     if run is None:  # nothing ran: a redelivery, a deleted image, a reply stored by an earlier attempt
         return None
@@ -184,40 +185,53 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
         economy_flush_s=rt.turns.economy_flush_s,
         cadence=image.cadence or rt.turns.stream_cadence,  # a connection's own choice wins (sink)
     )
-    if not resuming:
-        # every attempt's first frame (a continuation's: its results); it goes out with the turn's
-        # message_start, one flush window later at most (one WebSocket pass less: streaming.sink)
-        sink.emit_frame(_persisted(rt, job), linger=True)
-    stored = result_of(history, job.userMessageId)
-    if stored is not None:
-        # A previous attempt persisted the reply and died before finishing: finish from storage.
-        sink.hold()
-        emit_terminal(sink, stored, stop_reason="end_turn", interrupted=False)
-        done: TurnStatus = "failed" if isinstance(stored, ErrorMessage) else "completed"
-        return Ending(done, attempt=attempt, sink=sink)
+    async with _aborted_on_failure(sink):  # its sends stop with the attempt
+        if not resuming:
+            # every attempt's first frame (a continuation's: its results); it goes out with the turn's
+            # message_start, one flush window later at most (one WebSocket pass less: streaming.sink)
+            sink.emit_frame(_persisted(rt, job), linger=True)
+        stored = result_of(history, job.userMessageId)
+        if stored is not None:
+            # A previous attempt persisted the reply and died before finishing: finish from storage.
+            sink.hold()
+            emit_terminal(sink, stored, stop_reason="end_turn", interrupted=False)
+            done: TurnStatus = "failed" if isinstance(stored, ErrorMessage) else "completed"
+            return Ending(done, attempt=attempt, sink=sink)
 
-    cancelled = rt.signals.event_for(job.turnId)
-    with _polled(rt, job, cancelled) as poller:  # until the attempt suspends or ends
-        # the running record names the poller: an interrupt from now on marks the turn for it
-        await set_status(rt, job, "running", attempt=attempt, poller=poller)
-        if attempt > 1 and not resuming:
-            # A client still subscribed may hold the half-streamed message of the attempt that died:
-            # close it as interrupted, so this attempt starts a new message instead of splicing into it.
-            sink.emit("message_stop", {"stopReason": "end_turn"})
-            sink.emit("conversation_end", {"reason": "interrupted"})
-        started_ms = rt.clock.now_ms()
-        toolbox = await _toolbox(rt, image, job.turnId)
-        try:
-            outcome, hooks = await _run(rt, job, image, context, sink, toolbox, started_ms, cancelled)
-        finally:
-            if toolbox is not None:
-                await toolbox.aclose()
-    run = LoopRun(outcome, hooks, image, context)
-    if outcome.suspended:  # it waits on outcome.waiting: say what for; the worker goes
-        await charge_storage(rt, job, hooks.stored_bytes)
-        hold_suspended(sink, job, hooks.waits, outcome.waiting)
-        return Ending("suspended", attempt=attempt, sink=sink, run=run)
-    return await ended(rt, job, sink, run, attempt, started_ms)
+        cancelled = rt.signals.event_for(job.turnId)
+        with _polled(rt, job, cancelled) as poller:  # until the attempt suspends or ends
+            # the running record names the poller: an interrupt from now on marks the turn for it
+            await set_status(rt, job, "running", attempt=attempt, poller=poller)
+            if attempt > 1 and not resuming:
+                # A client still subscribed may hold the half-streamed message of the attempt that died:
+                # close it as interrupted, so this attempt starts a new message instead of splicing into it.
+                sink.emit("message_stop", {"stopReason": "end_turn"})
+                sink.emit("conversation_end", {"reason": "interrupted"})
+            started_ms = rt.clock.now_ms()
+            toolbox = await _toolbox(rt, image, job.turnId)
+            try:
+                outcome, hooks = await _run(rt, job, image, context, sink, toolbox, started_ms, cancelled)
+            finally:
+                if toolbox is not None:
+                    await toolbox.aclose()
+        run = LoopRun(outcome, hooks, image, context)
+        if outcome.suspended:  # it waits on outcome.waiting: say what for; the worker goes
+            await charge_storage(rt, job, hooks.stored_bytes)
+            hold_suspended(sink, job, hooks.waits, outcome.waiting)
+            return Ending("suspended", attempt=attempt, sink=sink, run=run)
+        return await ended(rt, job, sink, run, attempt, started_ms)
+
+
+@contextlib.asynccontextmanager
+async def _aborted_on_failure(sink: CoalescingSink | None) -> AsyncIterator[None]:
+    """Stop the sink's sends at once if what runs inside raises or is cancelled (the node stops,
+    or lost the turn's lease to another node): no frame of this attempt goes out after it ended."""
+    try:
+        yield
+    except BaseException:
+        if sink is not None:
+            await sink.abort()
+        raise
 
 
 async def _toolbox(rt: Runtime, image: ImageRecord, turn_id: str) -> Toolbox | None:

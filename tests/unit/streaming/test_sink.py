@@ -101,3 +101,39 @@ async def test_a_subscriber_found_late_or_joining_mid_turn_gets_the_turn_from_it
     assert got["before"][0]["type"] == "message_start" and texts("before") == "one two"
     assert got["cursor"][0]["type"] == "message_start" and texts("cursor") == "one two"
     assert got["after"][0]["type"] == "message_start" and texts("after") == "one two"
+
+
+async def test_an_aborted_sink_sends_nothing_more_not_even_what_was_ready():
+    """An attempt cut off (its node stops, or lost the turn's lease) must not go on streaming from
+    its sender task while another node runs the turn's next attempt."""
+    connections, push, got = InMemoryConnections(), LocalPush(), []
+    await connections.register(ConnectionInfo("c", "t", 0))
+    await connections.subscribe("c", "s")
+    entered = asyncio.Event()
+
+    async def slow_socket(payload: str) -> None:
+        entered.set()
+        await asyncio.sleep(0.05)
+        got.append(json.loads(payload))
+
+    push.attach("c", slow_socket)
+    sink = CoalescingSink(
+        session_id="s",
+        context=EventContext(containerId="c", imageId="i", agentId="a", sessionId="s"),
+        fanout=Fanout(connections, push),
+        clock=SystemClock(),
+        flush_s=0.02,
+        subscriber_refresh_s=0,
+    )
+    sink.text("first")  # goes out at once (the sender takes it)
+    await entered.wait()
+    for i in range(5):  # ready behind the slow send, and text waiting on the flush timer
+        sink.emit("tool_use_start", {"i": i})
+        sink.text(f" t{i}")
+    await sink.abort()
+    sent = len(got)
+    await asyncio.sleep(0.3)  # past every flush window
+    assert len(got) == sent <= 1
+    sink.release()  # a late call after the abort starts no sender either
+    await asyncio.sleep(0.1)
+    assert len(got) == sent
