@@ -1,8 +1,9 @@
 """Third-party tools from npm that the suite drives (the MCP Inspector's CLI mode, dclint, the reference
 MCP servers ``server-everything`` and ``server-filesystem``), pinned and
 installed into ``.artifacts/npm/`` (git-ignored): by ``.ci/run`` before the suite, or by the first
-test that needs one. ``python -m tests.npm_tools`` installs them all and builds the AgentX 1.9.0 and
-2.9.0 clients from their vendored source into ``.cache/`` (nothing without node and npm)."""
+test that needs one. ``python -m tests.npm_tools`` installs them all, builds the AgentX 1.9.0 and
+2.9.0 clients from their vendored source into ``.cache/`` and installs Anthropic's TypeScript SDK
+there from its lock file (``tests/integration/anthropic_ts_sdk.py``; nothing without node and npm)."""
 
 from __future__ import annotations
 
@@ -61,7 +62,7 @@ def installed(package: str, version: str, binary: str) -> Path:
 
 def main() -> None:
     if not have_npm():
-        print("node or npm missing: the MCP Inspector and compose schema tests will be skipped")
+        print("node or npm missing: the MCP Inspector, compose schema and Node client tests will be skipped")
         return
     print(installed(*INSPECTOR))
     print(installed(*DCLINT))
@@ -69,10 +70,12 @@ def main() -> None:
     print(installed(*SERVER_FILESYSTEM))
     # the AgentX clients built from their public source (agentxjs 1.9.0 and 2.9.0), before the
     # suite: a build that fails here fails CI instead of the first test that needs it
-    from tests.integration import agentx2_client, agentx_ui_client
+    from tests.integration import agentx2_client, agentx_ui_client, anthropic_ts_sdk
 
     print(agentx_ui_client.ensure_client())
     print(agentx2_client.ensure_client())
+    # Anthropic's TypeScript SDK, `npm ci` from its package-lock.json (the version it pins, exactly)
+    print(anthropic_ts_sdk.ensure_installed())
 
 
 if __name__ == "__main__":

@@ -1,4 +1,4 @@
-"""What every Managed Agents route shares: the caller (``x-api-key`` or a bearer key), a JSON body,
+"""What every Managed Agents route shares: the caller (a bearer key or ``x-api-key``), a JSON body,
 a router whose errors are the API's, and the list and body conventions (paging, filters, metadata).
 """
 
@@ -20,7 +20,7 @@ JSONBody = Annotated[dict[str, Any], Body()]
 
 
 async def managed_caller(request: Request, runtime: RuntimeDep) -> Principal:
-    """The key's principal: ``x-api-key`` (what the SDK sends) or ``Authorization: Bearer``."""
+    """The key's principal: ``Authorization: Bearer`` (what the official SDKs send) or ``x-api-key``."""
     headers = dict(request.headers)
     key = request.headers.get("x-api-key")
     if key and "authorization" not in headers:
