@@ -168,3 +168,6 @@ def test_the_sdk_raises_its_own_errors(summary) -> None:
         501,
     )
     assert unserved["errorType"] == "api_error" and "not served" in unserved["message"]
+    # x-should-retry: false: the SDK's default retries (it retries every 5xx) leave a 501 alone
+    retried = summary["notServedWithRetries"]
+    assert (retried["name"], retried["maxRetries"], retried["requests"]) == ("NotImplementedError", 2, 1)

@@ -217,6 +217,21 @@ try {
     ),
     notServed: await raised(() => sdk.beta.vaults.list()),
   };
+  // with the SDK's default retries (2): fetch counted, to see whether it retried the 501
+  let fetches = 0;
+  const retrying = new Anthropic({
+    baseURL: `${AVM_URL}/anthropic`,
+    apiKey: AVM_KEY,
+    fetch: (...args) => {
+      fetches += 1;
+      return fetch(...args);
+    },
+  });
+  summary.notServedWithRetries = {
+    ...(await raised(() => retrying.beta.vaults.list())),
+    maxRetries: retrying.maxRetries,
+    requests: fetches,
+  };
 
   step = "done";
   process.stdout.write(`${JSON.stringify(summary)}\n`);

@@ -4,7 +4,9 @@ that type stands for (``AuthenticationError`` for 401, ``NotFoundError`` for 404
 
 ``AnthropicRoute`` is the route class of the ``/anthropic`` router: whatever a handler (or its
 dependencies, authentication and validation included) raises is answered in that shape there, so
-the rest of the app keeps AgentVM's own error shape (``api/errors.py``).
+the rest of the app keeps AgentVM's own error shape (``api/errors.py``). What is not served is a
+``501`` with ``x-should-retry: false``, the header both official SDKs obey before their own policy
+(which retries every 5xx).
 """
 
 from __future__ import annotations
@@ -55,8 +57,8 @@ def error_response(status: int, message: str, headers: dict[str, str] | None = N
 
 def answer(exc: Exception) -> JSONResponse:
     """The error response for what a handler raised."""
-    if isinstance(exc, NotServed):
-        return error_response(501, exc.message)
+    if isinstance(exc, NotServed):  # the SDKs retry a 5xx unless told not to: a retry gets the same
+        return error_response(501, exc.message, {"x-should-retry": "false"})
     if isinstance(exc, AgentVMError):
         status = error_status(exc)
         headers = {"Retry-After": "60"} if isinstance(exc, RateLimited) else None
