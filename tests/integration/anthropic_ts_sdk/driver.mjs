@@ -4,9 +4,11 @@
 // event_deltas previews; events.list (pages, the SDK's auto-paging, a types filter); the session's
 // status and usage; a custom tool's round trip (agent.custom_tool_use, then user.custom_tool_result
 // sent while the stream is open); and the SDK's own error classes for a wrong key, an unknown
-// session, another tenant's session, a bad event, a second answer and a route AgentVM does not serve. Run by tests/integration/test_anthropic_ts_sdk.py from the directory npm ci
-// installed the SDK into (tests/integration/anthropic_ts_sdk.py). It prints one JSON summary on
-// stdout, which the test asserts on; on a failure, {"error", "step"} and exit code 1.
+// session, another tenant's session, a bad event, a second answer and a route AgentVM does not
+// serve (also with the SDK's default retries, counting its requests). Run by
+// tests/integration/test_anthropic_ts_sdk.py from the directory npm ci installed the SDK into
+// (tests/integration/anthropic_ts_sdk.py). It prints one JSON summary on stdout, which the test
+// asserts on; on a failure, {"error", "step"} and exit code 1.
 //
 // Input (environment): AVM_URL (the server's base URL), AVM_KEY (an AgentVM key), AVM_RIVAL_KEY
 // (a key of another tenant), AVM_MODEL (the agent's model, e.g. echo/echo-1).
@@ -34,9 +36,11 @@ function brief(event) {
   if (event.type === "agent.message" || event.type === "user.message") {
     out.text = event.content.map((block) => block.text ?? "").join("");
   }
-  if (event.type === "session.status_idle") out.stopReason = event.stop_reason?.type ?? null;
+  if (event.type === "session.status_idle") {
+    out.stopReason = event.stop_reason?.type ?? null;
+    out.waitingFor = event.stop_reason?.event_ids ?? null;
+  }
   if (event.type === "span.model_request_end") out.outputTokens = event.model_usage?.output_tokens ?? null;
-  if (event.type === "session.status_idle") out.waitingFor = event.stop_reason?.event_ids ?? null;
   if (event.type === "agent.custom_tool_use") Object.assign(out, { name: event.name, input: event.input });
   if (event.type === "user.custom_tool_result") {
     out.useId = event.custom_tool_use_id;
