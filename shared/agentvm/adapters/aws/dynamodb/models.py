@@ -180,6 +180,15 @@ class _Gsi1(GlobalSecondaryIndex["TableItem"]):
     gsi1sk = UnicodeAttribute(range_key=True)
 
 
+class _Gsi2(GlobalSecondaryIndex["TableItem"]):
+    class Meta:
+        index_name = GSI2
+        projection = AllProjection()
+
+    gsi2pk = UnicodeAttribute(hash_key=True)
+    gsi2sk = UnicodeAttribute(range_key=True)
+
+
 # The entity models below are unbound (no table): ``bind_models`` derives the classes that do I/O.
 
 
@@ -197,6 +206,7 @@ class TableItem(Model):
     # then it is still returned, so readers of expiring items filter on it themselves.
     expiresAt = TTLAttribute(null=True)
     gsi1 = _Gsi1()
+    gsi2 = _Gsi2()  # declared so PynamoDB can Query it (dynamodb.schedules); usage uses the client
 
 
 class RecordItem(TableItem):
