@@ -236,3 +236,18 @@ def test_another_tenants_schedule_answers_like_a_missing_one_on_aws(stack, token
     assert stack.http("GET", "/v1/schedules", other) == (200, {"schedules": []})
     stack.clock.ms = ms("2026-01-15T10:00:05")
     assert sweep(stack) == 1  # the owner's schedule is untouched and still fires
+
+
+def test_a_new_session_per_run_on_aws(stack, token):
+    img = image(stack, token)
+    schedule(stack, token, img["imageId"], sessionPolicy="new")
+    for hour in ("10", "11"):
+        stack.clock.ms = ms(f"2026-01-15T{hour}:00:01")
+        assert sweep(stack) == 1
+        assert sweep(stack) == 0
+    stack.run_turns()
+    store = stack.runtimes["http_api"].store
+    made = [i for i in run_sync(store.list_images(TENANT, "user-alice")) if i.imageId != img["imageId"]]
+    assert len(made) == 2 and all(i.name == "Daily" for i in made)
+    assert [user_messages(stack, i.sessionId) for i in made] == [["good morning"], ["good morning"]]
+    assert user_messages(stack, img["sessionId"]) == []
