@@ -145,6 +145,11 @@ class Stack:
         self.runtimes[app.__name__.split(".")[1]] = rt
         return app.build_handler(rt)
 
+    def function(self, app: Any) -> Any:
+        """Function ``app``'s handler in a new execution environment (its own runtime, built as the
+        others are); its runtime is ``runtimes[<folder>]`` until the next one is built."""
+        return self._handler(app)
+
     def new_key(self, tenant: str, *scopes: str, **kw: Any) -> str:
         """A key created as ``scripts/create_admin_key.py`` does; returns its token."""
         auth = self.runtimes["http_api"].auth

@@ -32,6 +32,7 @@ PREFIXES = {
     "sqs-turn-job": "turn_worker",
     "sqs-sandbox-job": "sandbox_worker",
     "scheduler-wait-sweep": "wait_sweeper",
+    "scheduler-schedule-sweep": "schedule_sweeper",
 }
 NAME = re.compile(r"^(apigw-ws|apigw-http|sqs|scheduler)-[a-z0-9]+(-[a-z0-9]+)*\.json$")
 ALL_EVENTS = sorted(p.name for p in EVENTS.glob("*.json"))
@@ -197,9 +198,13 @@ def test_sqs_event_parses_and_carries_turn_jobs(name):
         assert record.md5OfBody == hashlib.md5(record.body.encode()).hexdigest()
 
 
-def test_the_sweep_event_is_the_input_the_schedule_sends(functions):
-    schedule = functions["wait_sweeper"]["Properties"]["Events"]["EveryMinute"]["Properties"]
-    assert json.loads(schedule["Input"]) == _load("scheduler-wait-sweep.json")
+@pytest.mark.parametrize(
+    ("function", "event"),
+    [("wait_sweeper", "scheduler-wait-sweep.json"), ("schedule_sweeper", "scheduler-schedule-sweep.json")],
+)
+def test_the_sweep_event_is_the_input_the_schedule_sends(functions, function, event):
+    schedule = functions[function]["Properties"]["Events"]["EveryMinute"]["Properties"]
+    assert json.loads(schedule["Input"]) == _load(event)
 
 
 def test_batch_event_holds_two_turns_of_one_session_in_order_and_another_session():

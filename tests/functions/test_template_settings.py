@@ -21,7 +21,13 @@ ROOT = Path(__file__).resolve().parents[2]
 POWERTOOLS_VARIABLES = {"POWERTOOLS_SERVICE_NAME", "POWERTOOLS_METRICS_NAMESPACE"}
 # Functions whose runtime resolves models: the worker runs turns; ws_default checks an image's
 # model when one is named (image_create / image_update); the HTTP API embeds knowledge (publish, search).
-MODEL_USERS = {"ws_default", "turn_worker", "http_api"}  # the HTTP API: knowledge embeddings
+MODEL_USERS = {
+    "ws_default",
+    "turn_worker",
+    "http_api",
+    "schedule_sweeper",
+}  # the HTTP API: knowledge embeddings
+# (the schedule sweeper: a run with sessionPolicy "new" makes an image, which checks its model)
 # Functions that verify API tokens, so read the server secret: the $connect authorizer, ws_default
 # (`auth` frames) and the HTTP API (bearer tokens). $connect, $disconnect and the worker never do.
 AUTH_USERS = {"ws_authorizer", "ws_default", "http_api"}
@@ -33,6 +39,7 @@ FUNCTIONS = [
     "http_api",
     "turn_worker",
     "wait_sweeper",
+    "schedule_sweeper",
     "sandbox_worker",
 ]
 
@@ -134,10 +141,10 @@ def test_only_functions_that_post_may_manage_connections(template, functions):
 
 def test_only_the_functions_that_enqueue_may_send_to_a_queue(template, functions):
     # The turn queue: ws_default (turns, and continuations after an answer), http_api (/mcp tool
-    # calls' turns), the sweeper and the sandbox worker (continuations). The sandbox queue: the turn
-    # worker (jobs).
+    # calls' turns), the sweeper and the sandbox worker (continuations), the schedule sweeper
+    # (schedules' runs). The sandbox queue: the turn worker (jobs).
     senders = {
-        "TurnQueue": {"ws_default", "http_api", "wait_sweeper", "sandbox_worker"},
+        "TurnQueue": {"ws_default", "http_api", "wait_sweeper", "sandbox_worker", "schedule_sweeper"},
         "SandboxQueue": {"turn_worker"},
     }
     variables = {"TurnQueue": "AVM_QUEUE_URL", "SandboxQueue": "AVM_SANDBOX_QUEUE_URL"}

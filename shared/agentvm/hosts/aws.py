@@ -136,6 +136,10 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
 
     runtime.memory = DynamoDbMemoryStore(settings.table_name)  # images opt in (a memory tool)
     runtime.memory_limits = MemoryLimits(settings.memory_max_items, settings.memory_max_bytes)
+    from agentvm.adapters.aws.dynamodb.schedules import DynamoDbSchedules
+
+    # /v1/schedules on the HTTP API; functions/schedule_sweeper fires them (docs/schedules.md)
+    runtime.schedules = DynamoDbSchedules(settings.table_name)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre is given no sealer, so it refuses secrets.

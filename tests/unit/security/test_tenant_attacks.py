@@ -116,6 +116,7 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
     from agentvm.adapters.aws.cloudwatch.logs import CloudWatchLogStore
     from agentvm.adapters.aws.cloudwatch.logs_insights import LogsInsights
     from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+    from agentvm.adapters.aws.dynamodb.schedules import DynamoDbSchedules
     from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
     from agentvm.config import Settings
     from agentvm.hosts.aws import aws_runtime, aws_security
@@ -129,6 +130,7 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
         h.rt = dataclasses.replace(rt, queue=h.queue, push=h.push, models=h.rt.models, turns=h.rt.turns)
         aws_security(settings, ManualClock()).attach(h.rt)
         assert isinstance(h.rt.store, DynamoDbStore) and isinstance(h.rt.connections, DynamoDbConnections)
+        assert isinstance(h.rt.schedules, DynamoDbSchedules)  # /v1/schedules is attacked on AWS too
         # Logs and metrics on CloudWatch (moto): lines shipped into the group as Lambda ships them
         shipper = MotoLogShipper(GROUP)
         insights = LogsInsights(GROUP, poll_s=0.0)

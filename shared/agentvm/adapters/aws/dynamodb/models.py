@@ -2,7 +2,8 @@
 
 The table's key schema is fixed (``template.yaml`` declares exactly this): ``pk`` (S, hash), ``sk`` (S,
 range), two global secondary indexes ``gsi1`` (``gsi1pk`` S hash, ``gsi1sk`` S range, projection ALL)
-and the sparse ``gsi2`` (``gsi2pk``/``gsi2sk``, projection ALL: usage records and hour markers only),
+and the sparse ``gsi2`` (``gsi2pk``/``gsi2sk``, projection ALL: usage records and hour markers, unpaused
+schedules and runs still claimed: ``dynamodb.schedules``),
 TTL on ``expiresAt`` (Number, epoch seconds), billing PAY_PER_REQUEST. Every access pattern is a
 GetItem or a Query on one partition; nothing ever scans.
 
@@ -27,6 +28,9 @@ Usage sums     USAGEAGG#<t>   H#<hour>,       (dynamodb_usage: hour markers, in 
 Usage tenants  USAGEDIR#<m>   <t>
 Connection     CONN#<id>      META
 Subscription   CONN#<id>      SUB#<s>         SUBS#<s>      CONN#<id>
+Schedule       TENANT#<t>     SCHED#<id>      (gsi2 while unpaused: SCHEDDUE / <nextAt>#<id>)
+Schedule run   SCHEDRUN#<id>  TICK#<tickAt>   (gsi2 while claimed: SCHEDCLAIM / <claimedAt>#...;
+                                              TTL 90 days: dynamodb.schedules)
 =============  =============  ==============  ============  ===============================
 
 Attributes besides the keys: records (container, image, session, turn, usage) hold ``data``, the
@@ -180,6 +184,15 @@ class _Gsi1(GlobalSecondaryIndex["TableItem"]):
     gsi1sk = UnicodeAttribute(range_key=True)
 
 
+class _Gsi2(GlobalSecondaryIndex["TableItem"]):
+    class Meta:
+        index_name = GSI2
+        projection = AllProjection()
+
+    gsi2pk = UnicodeAttribute(hash_key=True)
+    gsi2sk = UnicodeAttribute(range_key=True)
+
+
 # The entity models below are unbound (no table): ``bind_models`` derives the classes that do I/O.
 
 
@@ -197,6 +210,7 @@ class TableItem(Model):
     # then it is still returned, so readers of expiring items filter on it themselves.
     expiresAt = TTLAttribute(null=True)
     gsi1 = _Gsi1()
+    gsi2 = _Gsi2()  # declared so PynamoDB can Query it (dynamodb.schedules); usage uses the client
 
 
 class RecordItem(TableItem):
