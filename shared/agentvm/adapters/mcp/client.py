@@ -25,6 +25,12 @@ as a request of the server's with nothing naming the call, so it goes to the old
 session still running (a container's session usually runs one call at a time; with several, a
 question may be shown against the wrong one of them). No call to answer it, or a call without
 ``on_elicit``: ``decline`` at once.
+
+**Tasks.** A call the server runs as a task (2025-11-25: a tool whose ``taskSupport`` allows it, on a
+server that declares task support; 2026-07-28: any call, at the server's choice, since the session
+declares the ``io.modelcontextprotocol/tasks`` extension) is followed to its end by
+``adapters.mcp.tasks``: its status messages are the call's progress, and a call cancelled while its
+task runs sends ``tasks/cancel``.
 """
 
 from __future__ import annotations
