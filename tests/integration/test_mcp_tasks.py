@@ -257,3 +257,35 @@ async def test_an_ordinary_tool_of_a_2026_task_server_answers_directly(harness, 
         assert _ends(log) == []
     finally:
         await pool.aclose()
+
+
+async def test_a_2026_tasks_question_reaches_the_user_and_the_answer_the_task(harness, tasks_server):
+    """``input_required``: the task's ``elicitation/create`` is a ``tool_elicitation`` like any
+    server's question; the user's answer goes back with ``tasks/update`` and the task completes."""
+    from agentvm.agent.tools.elicitation import ElicitationDesk
+
+    config, log = tasks_server
+    c, image_id, pool = await _image(harness, {"survey": config})
+    harness.rt.elicitations = ElicitationDesk(timeout_s=30)
+    try:
+        harness.model.add(Calls(("consent", {"question": "Deploy now?"})), "done")
+        await c.request("message_send", imageId=image_id, content="ask")
+        running = asyncio.create_task(harness.run_turns())
+        deadline = time.monotonic() + 30
+        while not (asked := [f["data"] for f in c.session_events() if f["type"] == "tool_elicitation"]):
+            assert time.monotonic() < deadline, c.types()
+            await asyncio.sleep(0.05)
+        [question] = asked
+        assert question["message"] == "Deploy now?" and question["toolName"] == "consent"
+        await c.request(
+            "elicitation_answer",
+            elicitationId=question["elicitationId"],
+            action="accept",
+            content={"approve": True},
+        )
+        await asyncio.wait_for(running, 30)
+        [result] = _results(c)
+        assert "accept: {'approve': True}" in str(result["result"]), result
+        assert _ends(log) == ["completed"]
+    finally:
+        await pool.aclose()

@@ -6,9 +6,12 @@
   (``resultType: "task"``) whose ``statusMessage`` says which stage runs (``stage 2 of 4``), then
   completes with ``surveyed <stages> stages``; to any other client, the same work in the call itself.
 - ``doomed()``: a task that fails with a JSON-RPC error (``the survey site is flooded``).
+- ``consent(question)``: a task that asks the user (``input_required``: an ``elicitation/create``
+  in ``inputRequests``, answered with ``tasks/update``), then completes with what it was told
+  (``accept: {'approve': True}``, ``decline``...).
 - ``quick()``: an ordinary tool (``quick answer``), never a task.
-- ``tasks/get``, ``tasks/cancel``; each task's end is appended to the file ``MCP_TASKS_LOG`` names
-  (``<taskId> completed|failed|cancelled``), so a test sees what the server did.
+- ``tasks/get``, ``tasks/update``, ``tasks/cancel``; each task's end is appended to the file
+  ``MCP_TASKS_LOG`` names (``<taskId> completed|failed|cancelled``), so a test sees what the server did.
 """
 
 from __future__ import annotations
@@ -80,6 +83,36 @@ async def _doomed_work(task_id: str) -> None:
     _set(task_id, "failed", "flooded", error={"code": -32603, "message": "the survey site is flooded"})
 
 
+class UpdateParams(RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+_answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
+
+
+async def _consent_work(task_id: str, question: str) -> None:
+    key = f"consent-{task_id[:6]}"
+    _answers[task_id] = asyncio.get_running_loop().create_future()
+    schema = {"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]}
+    request = {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": question, "requestedSchema": schema},
+    }
+    _set(task_id, "input_required", "waiting for the user", inputRequests={key: request})
+    answer = (await _answers[task_id]).get(key) or {}
+    _tasks[task_id].pop("inputRequests", None)
+    _set(task_id, "working", "answered")
+    action = answer.get("action")
+    text = f"{action}: {answer.get('content')}" if action == "accept" else str(action)
+    result = {
+        "content": [{"type": "text", "text": text}],
+        "structuredContent": {"result": text},
+        "isError": False,
+    }
+    _set(task_id, "completed", "done", result=result)
+
+
 class TasksExtension(Extension):
     identifier = TASKS
 
@@ -87,12 +120,13 @@ class TasksExtension(Extension):
         return [
             MethodBinding("tasks/get", TaskIdParams, self.get),
             MethodBinding("tasks/cancel", TaskIdParams, self.cancel),
+            MethodBinding("tasks/update", UpdateParams, self.update),
         ]
 
     async def intercept_tool_call(self, params: Any, ctx: Any, call_next: Any) -> Any:
         capabilities = ctx.session.client_capabilities
         declared = (capabilities.extensions or {}) if capabilities else {}
-        if params.name not in ("survey", "doomed") or TASKS not in declared:
+        if params.name not in ("survey", "doomed", "consent") or TASKS not in declared:
             return await call_next(ctx)
         task_id = secrets.token_urlsafe(16)
         now = _now()
@@ -109,6 +143,8 @@ class TasksExtension(Extension):
         work = (
             _survey_work(task_id, int(arguments.get("stages", 3)), float(arguments.get("seconds", 0.4)))
             if params.name == "survey"
+            else _consent_work(task_id, str(arguments.get("question", "")))
+            if params.name == "consent"
             else _doomed_work(task_id)
         )
         _work[task_id] = asyncio.get_running_loop().create_task(work)
@@ -119,6 +155,14 @@ class TasksExtension(Extension):
         if task is None:
             raise MCPError(code=INVALID_PARAMS, message="Failed to retrieve task: Task not found")
         return {"resultType": "complete", **task}
+
+    async def update(self, ctx: Any, params: UpdateParams) -> dict[str, Any]:
+        waiting = _answers.get(params.task_id)
+        if params.task_id not in _tasks or waiting is None:
+            raise MCPError(code=INVALID_PARAMS, message="Failed to update task: Task not found")
+        if not waiting.done():
+            waiting.set_result(params.input_responses)
+        return {"resultType": "complete"}
 
     async def cancel(self, ctx: Any, params: TaskIdParams) -> dict[str, Any]:
         if params.task_id not in _tasks:
@@ -144,6 +188,12 @@ async def survey(stages: int = 3, seconds: float = 0.4) -> str:
 async def doomed() -> str:
     """A survey that cannot succeed."""
     raise RuntimeError("the survey site is flooded")
+
+
+@server.tool()
+async def consent(question: str) -> str:
+    """Ask the user to approve something (a task, for clients that take tasks)."""
+    return "no task: nobody was asked"
 
 
 @server.tool()

@@ -145,6 +145,7 @@ class SdkMcpSession:
         self._elicitors.append(on_elicit)
         token = _CALL_ELICITOR.set(on_elicit)  # inherited by the call's task (``_guard``)
         reporter = tasks.CALL_PROGRESS.set(on_progress)  # a 2026-07-28 task's status reports
+        asker = tasks.CALL_ELICIT.set(self._on_elicit)  # and its questions (``inputRequests``)
         try:
             if as_task:
                 call = tasks.call_tool_as_task_2025(client.session, name, arguments, on_progress=on_progress)
@@ -156,6 +157,7 @@ class SdkMcpSession:
         except tasks.TaskEnded as ended:
             return ToolOutput(f"Error: the MCP task {ended.status}: {ended}", is_error=True)
         finally:
+            tasks.CALL_ELICIT.reset(asker)
             tasks.CALL_PROGRESS.reset(reporter)
             _CALL_ELICITOR.reset(token)
             self._elicitors.remove(on_elicit)

@@ -32,6 +32,7 @@ from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
 import mcp_types as types
+from mcp.shared.exceptions import MCPError
 from mcp_types import Request, RequestParams, Result
 
 if TYPE_CHECKING:
@@ -67,6 +68,17 @@ class _CancelTask(Request[_TaskIdParams, Literal["tasks/cancel"]]):
     name_param = "taskId"
 
 
+class _UpdateTaskParams(RequestParams):
+    task_id: str
+    input_responses: dict[str, Any]
+
+
+class _UpdateTask(Request[_UpdateTaskParams, Literal["tasks/update"]]):
+    method: Literal["tasks/update"] = "tasks/update"
+    params: _UpdateTaskParams
+    name_param = "taskId"
+
+
 class _CreatedTask(Result):
     """A 2026-07-28 ``CreateTaskResult``: the task's fields inline, ``resultType: "task"``."""
 
@@ -88,10 +100,16 @@ class _DetailedTask(Result):
     poll_interval_ms: int | None = None
     result: dict[str, Any] | None = None
     error: dict[str, Any] | None = None
+    input_requests: dict[str, dict[str, Any]] | None = None
 
 
-# the running call's progress reporter, for the 2026-07-28 claim's resolver (it runs in the call's task)
+# the running call's progress reporter and question handler (the session's ``elicitation/create``
+# handler: ``(context, params) -> ElicitResult``), for the 2026-07-28 claim's resolver (it runs in
+# the call's task)
 CALL_PROGRESS: ContextVar[ProgressFn | None] = ContextVar("agentvm_mcp_task_progress", default=None)
+CALL_ELICIT: ContextVar[Callable[[Any, Any], Awaitable[Any]] | None] = ContextVar(
+    "agentvm_mcp_task_elicit", default=None
+)
 
 
 class TaskEnded(Exception):
@@ -165,8 +183,6 @@ async def call_tool_as_task_2025(
         options["on_progress"] = progress
     raw = await session._dispatcher.send_raw_request("tools/call", data.get("params"), options)
     if isinstance(raw, types.ErrorData):  # pragma: no cover (the dispatcher raises MCPError instead)
-        from mcp.shared.exceptions import MCPError
-
         raise MCPError.from_error_data(raw)
     if "task" not in raw:
         return types.CallToolResult.model_validate(raw)
@@ -200,9 +216,16 @@ async def call_tool_as_task_2025(
                 await asyncio.wait({fetch}, timeout=follower.poll_s)
                 if fetch.done():
                     break
-                with contextlib.suppress(Exception):  # a missed poll costs a status line, not the call
-                    await get()
-            outcome = fetch.result()
+                await _quietly(get)
+            try:
+                outcome = fetch.result()
+            except MCPError as exc:  # the task failed, or the server cancelled it: its error, not a refusal
+                if exc.error.code == types.CONNECTION_CLOSED:
+                    raise  # the server went away (the session reports it)
+                await _quietly(get)
+                status = follower.status if follower.ended else "failed"
+                follower.status = status
+                raise TaskEnded(status, exc.error.message or str(exc)) from None
         finally:
             if not fetch.done():
                 fetch.cancel()
@@ -210,10 +233,20 @@ async def call_tool_as_task_2025(
         return outcome
 
 
-async def follow_task_2026(session: Any, created: Any, *, on_progress: ProgressFn | None) -> Any:
+async def follow_task_2026(
+    session: Any,
+    created: Any,
+    *,
+    on_progress: ProgressFn | None,
+    elicit: Callable[[Any, Any], Awaitable[Any]] | None = None,
+) -> Any:
     """A 2026-07-28 task (``resultType: "task"``) polled with ``tasks/get`` until it ends; returns the
-    ``CallToolResult`` it carries. ``failed`` and ``cancelled`` raise ``TaskEnded``."""
+    ``CallToolResult`` it carries. ``failed`` and ``cancelled`` raise ``TaskEnded``. While it is
+    ``input_required``, each question (``elicitation/create`` in ``inputRequests``, each key once) is
+    answered through ``elicit`` and the answers sent with ``tasks/update``; other requests (sampling,
+    roots: not declared) are left unanswered."""
     follower = TaskFollower(created.task_id, on_progress)
+    answered: set[str] = set()
     follower.saw(created.status, created.status_message, created.poll_interval_ms)
 
     async def cancel() -> None:
@@ -236,7 +269,34 @@ async def follow_task_2026(session: Any, created: Any, *, on_progress: ProgressF
                 )
             if got.status == "cancelled":
                 raise TaskEnded("cancelled", got.status_message or "the server cancelled the task")
+            if got.status == "input_required" and got.input_requests:
+                responses: dict[str, Any] = {}
+                for key, request in got.input_requests.items():
+                    if key not in answered:
+                        answered.add(key)
+                        answer = await _answer(request, elicit)
+                        if answer is not None:
+                            responses[key] = answer
+                if responses:
+                    update = _UpdateTaskParams(task_id=created.task_id, input_responses=responses)
+                    await session.send_request(_UpdateTask(params=update), types.EmptyResult)
+                    continue
             await asyncio.sleep(follower.poll_s)
+
+
+async def _answer(request: dict[str, Any], elicit: Callable[[Any, Any], Awaitable[Any]] | None) -> Any:
+    """One of a task's ``inputRequests`` answered as the wire wants it, or None (not a question)."""
+    if request.get("method") != "elicitation/create" or elicit is None:
+        return None
+    params = types.ElicitRequest.model_validate(request).params
+    result = await elicit(None, params)
+    return result.model_dump(by_alias=True, mode="json", exclude_none=True)
+
+
+async def _quietly(poll: Callable[[], Awaitable[None]]) -> None:
+    """One status poll; a failed one costs a status line, not the call."""
+    with contextlib.suppress(Exception):
+        await poll()
 
 
 @contextlib.asynccontextmanager
@@ -261,7 +321,9 @@ def tasks_extension() -> Any:
     from mcp.client.extension import ClaimContext, ClientExtension, ResultClaim
 
     async def resolve(created: _CreatedTask, context: ClaimContext) -> Any:
-        return await follow_task_2026(context.session, created, on_progress=CALL_PROGRESS.get())
+        return await follow_task_2026(
+            context.session, created, on_progress=CALL_PROGRESS.get(), elicit=CALL_ELICIT.get()
+        )
 
     class TasksExtension(ClientExtension):
         identifier = TASKS_EXTENSION
