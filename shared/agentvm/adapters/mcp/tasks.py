@@ -20,7 +20,7 @@ status). A call that is cancelled (an interrupt, the tool's timeout, the turn's 
 of running it for nobody. The poll interval is the server's ``pollInterval`` within
 [``MIN_POLL_S``, ``MAX_POLL_S``].
 
-Imported by the client only when a call runs as a task (the SDK is loaded then anyway).
+Imported by the client when a session starts (it loads the SDK then anyway), never at module import.
 """
 
 from __future__ import annotations
