@@ -42,6 +42,7 @@ SERIAL_FILES = frozenset(
         "tests/integration/test_disk_full.py",  # a queue retrying every 0.2 s against a 20 s bound
         "tests/integration/test_mcp_events.py",
         "tests/integration/test_mcp_sessions.py",
+        "tests/integration/test_mcp_tasks.py",  # an interrupt must land within a 4 s task
         "tests/integration/test_paced_reads.py",
         "tests/integration/test_playground_browser.py",
         "tests/integration/test_sandbox_job_lifecycle.py",

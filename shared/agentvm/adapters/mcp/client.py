@@ -25,6 +25,12 @@ as a request of the server's with nothing naming the call, so it goes to the old
 session still running (a container's session usually runs one call at a time; with several, a
 question may be shown against the wrong one of them). No call to answer it, or a call without
 ``on_elicit``: ``decline`` at once.
+
+**Tasks.** A call the server runs as a task (2025-11-25: a tool whose ``taskSupport`` allows it, on a
+server that declares task support; 2026-07-28: any call, at the server's choice, since the session
+declares the ``io.modelcontextprotocol/tasks`` extension) is followed to its end by
+``adapters.mcp.tasks``: its status messages are the call's progress, and a call cancelled while its
+task runs sends ``tasks/cancel``.
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.mcp")
 
 _CLOSE_TIMEOUT_S = 5.0
+_CANCEL_WAIT_S = 6.0  # a cancelled call waits this long for its task's ``tasks/cancel`` (adapters.mcp.tasks)
 _MAX_PAGES = 50  # tools/list pages followed before giving up on a server that never ends its list
 # the running call's elicitation handler, for questions dispatched in its own task (2026-07-28)
 _CALL_ELICITOR: ContextVar[ElicitFn | None] = ContextVar("agentvm_mcp_call_elicitor", default=None)
@@ -98,6 +105,7 @@ class SdkMcpSession:
         self._dead = False  # the connection closed under us (a server process that died)
         self._stderr: StderrTail | None = None  # a stdio server's, while it runs
         self._elicitors: list[ElicitFn | None] = []  # the running calls' handlers, oldest first
+        self._task_support: dict[str, str] | None = None  # tools' ``execution.taskSupport``, once listed
 
     async def list_tools(self) -> list[ToolSpec]:
         client = await self._connected()
@@ -106,6 +114,8 @@ class SdkMcpSession:
         for _ in range(_MAX_PAGES):
             page = await self._guard(client.list_tools(cursor=cursor), "tools/list", "list")
             specs += [ToolSpec(t.name, t.description or "", dict(t.input_schema)) for t in page.tools]
+            support = self._task_support = {} if cursor is None else (self._task_support or {})
+            support.update({t.name: t.execution.task_support or "" for t in page.tools if t.execution})
             cursor = page.next_cursor
             if not cursor:
                 break
@@ -129,15 +139,50 @@ class SdkMcpSession:
 
         # set only once connected: the session's own task (``_own``, created by the first use) must
         # not inherit one call's handler, or a pooled session would route later questions to it
+        from agentvm.adapters.mcp import tasks
+
+        as_task = await self._runs_as_task(client, name)
         self._elicitors.append(on_elicit)
         token = _CALL_ELICITOR.set(on_elicit)  # inherited by the call's task (``_guard``)
+        reporter = tasks.CALL_PROGRESS.set(on_progress)  # a 2026-07-28 task's status reports
+        asker = tasks.CALL_ELICIT.set(self._on_elicit)  # and its questions (``inputRequests``)
         try:
-            call = client.call_tool(name, arguments, progress_callback=progress)
-            result = await self._guard(call, f"tool {name!r}", "call")
+            if as_task:
+                call = tasks.call_tool_as_task_2025(client.session, name, arguments, on_progress=on_progress)
+            else:
+                call = client.call_tool(name, arguments, progress_callback=progress)
+            # a call that may run as a task is given time to send ``tasks/cancel`` when it is cancelled
+            settle_s = _CANCEL_WAIT_S if as_task or self._tasks_extension_spoken(client) else 0.0
+            result = await self._guard(call, f"tool {name!r}", "call", settle_s=settle_s)
+        except tasks.TaskEnded as ended:
+            return ToolOutput(f"Error: the MCP task {ended.status}: {ended}", is_error=True)
         finally:
+            tasks.CALL_ELICIT.reset(asker)
+            tasks.CALL_PROGRESS.reset(reporter)
             _CALL_ELICITOR.reset(token)
             self._elicitors.remove(on_elicit)
         return _output(result)
+
+    @staticmethod
+    def _tasks_extension_spoken(client: Any) -> bool:
+        """The server declares the 2026-07-28 tasks extension: any call may come back as a task."""
+        from agentvm.adapters.mcp import tasks
+
+        extensions = getattr(client.server_capabilities, "extensions", None) or {}
+        return tasks.TASKS_EXTENSION in extensions
+
+    async def _runs_as_task(self, client: Any, name: str) -> bool:
+        """A 2025-11-25 server that runs tool calls as tasks, for a tool whose ``taskSupport`` allows
+        it (learnt from this session's listing: one ``tools/list`` first when the turn took the list
+        from the image record). 2026-07-28 servers decide per call (``tasks.tasks_extension``)."""
+        from agentvm.adapters.mcp import tasks
+
+        version = str(client.protocol_version or "")
+        if version >= "2026-07-28" or not tasks.supports_tasks(client.server_capabilities):
+            return False
+        if self._task_support is None:
+            await self.list_tools()
+        return (self._task_support or {}).get(name) in tasks.TASK_CAPABLE
 
     @property
     def alive(self) -> bool:
@@ -204,8 +249,13 @@ class SdkMcpSession:
         try:
             from mcp import Client
 
+            from agentvm.adapters.mcp.tasks import tasks_extension
+
             async with Client(
-                self._transport(), message_handler=self._on_message, elicitation_callback=self._on_elicit
+                self._transport(),
+                message_handler=self._on_message,
+                elicitation_callback=self._on_elicit,
+                extensions=[tasks_extension()],  # 2026-07-28: servers may answer a call with a task
             ) as client:
                 self._client = client
                 if self._stderr is not None:
@@ -303,9 +353,10 @@ class SdkMcpSession:
             self._config["url"], http_client=create_mcp_http_client(headers=headers)
         )
 
-    async def _guard(self, call: Any, what: str, stage: str) -> Any:
+    async def _guard(self, call: Any, what: str, stage: str, *, settle_s: float = 0.0) -> Any:
         """Await an SDK call; a protocol error becomes ``McpCallFailed`` naming the server, a server
-        that goes away (exits, closes its connection) ``McpUnavailable`` saying so."""
+        that goes away (exits, closes its connection) ``McpUnavailable`` saying so. Cancelled, it
+        cancels the call and waits at most ``settle_s`` for it to end (a task's ``tasks/cancel``)."""
         from mcp.shared.exceptions import MCPError
         from mcp.types import CONNECTION_CLOSED
 
@@ -318,6 +369,8 @@ class SdkMcpSession:
             await asyncio.wait(waiters, return_when=asyncio.FIRST_COMPLETED)
         except asyncio.CancelledError:
             call_task.cancel()
+            if settle_s > 0:
+                await asyncio.wait({call_task}, timeout=settle_s)
             raise
         if not call_task.done():
             call_task.cancel()
