@@ -23,6 +23,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import TYPE_CHECKING, Any
 
 import httpx
+import httpx2
 
 import agentvm.hosts.aws as aws_hosting
 from tests.functions.aws_stack import load_event
@@ -54,8 +55,8 @@ def one_loop_per_thread(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(aws_hosting, "event_loop", _thread_loop)
 
 
-def apigw_event(request: httpx.Request, body: bytes) -> dict[str, Any]:
-    """The request as API Gateway's HTTP API (payload 2.0) delivers it to the integration."""
+def apigw_event(request: Any, body: bytes) -> dict[str, Any]:
+    """An httpx (or httpx2) request as API Gateway's HTTP API (payload 2.0) hands it to the integration."""
     event = load_event("apigw-http-get-health.json")
     event["rawPath"] = event["requestContext"]["http"]["path"] = request.url.path
     event["rawQueryString"] = request.url.query.decode()
@@ -71,44 +72,39 @@ def apigw_event(request: httpx.Request, body: bytes) -> dict[str, Any]:
     return event
 
 
-def _response(answer: dict[str, Any], request: httpx.Request) -> httpx.Response:
+def _answer_parts(answer: dict[str, Any]) -> tuple[int, list[tuple[str, str]], bytes]:
     body = answer.get("body") or ""
     content = base64.b64decode(body) if answer.get("isBase64Encoded") else body.encode()
     headers = list((answer.get("headers") or {}).items())
     headers += [("set-cookie", cookie) for cookie in answer.get("cookies") or []]
     headers = [(k, v) for k, v in headers if k.lower() not in ("content-encoding", "transfer-encoding")]
-    return httpx.Response(answer["statusCode"], headers=headers, content=content, request=request)
+    return answer["statusCode"], headers, content
 
 
-class LambdaTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
-    """httpx requests to the HTTP API handler, one invocation at a time on the "Lambda"'s thread."""
+class LambdaInvoker:
+    """One warm execution environment of a handler: invocations one at a time, on its own thread."""
 
     def __init__(self, handler: Callable[[dict[str, Any], Any], dict[str, Any]], context: Any) -> None:
         self.handler = handler
         self.context = context
         self.invocations: list[dict[str, Any]] = []  # each event handed to the handler
-        self._lambda = ThreadPoolExecutor(max_workers=1, thread_name_prefix="http-api-lambda")
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="http-api-lambda")
 
-    def _invoke(self, request: httpx.Request, body: bytes) -> httpx.Response:
+    def _invoke(self, event: dict[str, Any]) -> dict[str, Any]:
         _thread_loop()  # this "Lambda"'s one loop, current on its thread (as event_loop() makes it)
-        event = apigw_event(request, body)
         self.invocations.append(event)
-        return _response(self.handler(event, self.context), request)
+        return self.handler(event, self.context)
 
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        body = request.read()
-        return self._lambda.submit(self._invoke, request, body).result()
+    def invoke(self, event: dict[str, Any]) -> dict[str, Any]:
+        return self._thread.submit(self._invoke, event).result()
 
-    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
-        body = await request.aread()
-        return await asyncio.wrap_future(self._lambda.submit(self._invoke, request, body))
+    async def invoke_async(self, event: dict[str, Any]) -> dict[str, Any]:
+        return await asyncio.wrap_future(self._thread.submit(self._invoke, event))
 
     def close(self) -> None:
-        self._lambda.submit(_settle).result()
-        self._lambda.shutdown(wait=True)
-
-    async def aclose(self) -> None:
-        await asyncio.to_thread(self.close)
+        if not self._thread._shutdown:  # noqa: SLF001 (closed once, whichever client closes it)
+            self._thread.submit(_settle).result()
+            self._thread.shutdown(wait=True)
 
 
 def _settle() -> None:
@@ -119,6 +115,42 @@ def _settle() -> None:
     for task in pending:
         task.cancel()
     loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+class LambdaTransport(httpx.BaseTransport, httpx.AsyncBaseTransport):
+    """httpx requests (the A2A SDK's client) to the HTTP API handler, answered whole."""
+
+    def __init__(self, handler: Callable[[dict[str, Any], Any], dict[str, Any]], context: Any) -> None:
+        self.lambda_ = LambdaInvoker(handler, context)
+
+    def handle_request(self, request: httpx.Request) -> httpx.Response:
+        status, headers, content = _answer_parts(self.lambda_.invoke(apigw_event(request, request.read())))
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+    async def handle_async_request(self, request: httpx.Request) -> httpx.Response:
+        event = apigw_event(request, await request.aread())
+        status, headers, content = _answer_parts(await self.lambda_.invoke_async(event))
+        return httpx.Response(status, headers=headers, content=content, request=request)
+
+    def close(self) -> None:
+        self.lambda_.close()
+
+    async def aclose(self) -> None:
+        await asyncio.to_thread(self.lambda_.close)
+
+
+class Httpx2LambdaTransport(httpx2.BaseTransport):
+    """httpx2 requests (the ``anthropic`` SDK's HTTP client) to the HTTP API handler, answered whole."""
+
+    def __init__(self, handler: Callable[[dict[str, Any], Any], dict[str, Any]], context: Any) -> None:
+        self.lambda_ = LambdaInvoker(handler, context)
+
+    def handle_request(self, request: httpx2.Request) -> httpx2.Response:
+        status, headers, content = _answer_parts(self.lambda_.invoke(apigw_event(request, request.read())))
+        return httpx2.Response(status, headers=headers, content=content, request=request)
+
+    def close(self) -> None:
+        self.lambda_.close()
 
 
 class SqsEventSource:
@@ -164,4 +196,12 @@ def sqs_event_source(stack: Stack) -> Iterator[SqsEventSource]:
         yield source
 
 
-__all__ = ["LambdaTransport", "SqsEventSource", "apigw_event", "one_loop_per_thread", "sqs_event_source"]
+__all__ = [
+    "Httpx2LambdaTransport",
+    "LambdaInvoker",
+    "LambdaTransport",
+    "SqsEventSource",
+    "apigw_event",
+    "one_loop_per_thread",
+    "sqs_event_source",
+]

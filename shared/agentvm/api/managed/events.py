@@ -99,6 +99,7 @@ async def stream_events(
     view = await _view(runtime, session, image)
     view.deltas = frozenset(many(request, "event_deltas"))
     if not isinstance(runtime.push, AttachablePush):  # AWS: what is stored, as one body
+        await _live_turn_ended(runtime, image)
         frames = await stored_frames(runtime, session, after=cursor)
         return _sse(runtime, session, view, _listed(frames))
     feed = await Feed.open(runtime, caller)
@@ -108,6 +109,21 @@ async def stream_events(
         await feed.close(runtime)
         raise
     return _sse(runtime, session, view, feed.events(runtime, image, after=cursor, band=None, follow=True))
+
+
+async def _live_turn_ended(rt: Runtime, image: ImageRecord) -> None:
+    """Where the stream cannot follow a turn (API Gateway's HTTP API answers a Lambda's response
+    whole): wait for the live turn to end or suspend, within the wait a turn call gets
+    (``AVM_MCP_CALL_DEADLINE_S``, 25 s on AWS), so the one body holds its events."""
+    from agentvm.turns.interrupt import active_turn
+    from agentvm.turns.watch import WatchedTurn, follow_turn
+
+    turn = await active_turn(rt, image.tenantId, image)
+    if turn is None or turn.status == "suspended":
+        return
+    user_message_id = "msg_" + turn.turnId.removeprefix("turn_")  # records.turn_id_for's inverse
+    watched = WatchedTurn(image.sessionId, turn.turnId, user_message_id, turn.userSeq)
+    await follow_turn(rt, watched, deadline_s=rt.turns.mcp_call_deadline_s, poll_s=rt.turns.mcp_poll_s)
 
 
 async def _listed(frames: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
