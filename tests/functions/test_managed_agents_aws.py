@@ -18,6 +18,7 @@ import pytest
 from anthropic.types.beta.sessions import BetaManagedAgentsStreamSessionEvents
 from pydantic import TypeAdapter
 
+from agentvm.adapters.llm.scripted import Calls
 from agentvm.runtime import TurnSettings
 from tests.functions.aws_stack import Stack, moto_resources
 from tests.functions.lambda_http import Httpx2LambdaTransport, one_loop_per_thread, sqs_event_source
@@ -85,6 +86,14 @@ def streamed(client: anthropic.Anthropic, session_id: str, **kw: Any) -> list[An
     for event in events:
         STRICT.validate_python(event.to_dict())
     return events
+
+
+def stream_ids(client: anthropic.Anthropic, session_id: str, after: str) -> list[str]:
+    """The SSE ids of one stream's body, as a client resuming later keeps the last one."""
+    with client.beta.sessions.events.with_streaming_response.stream(
+        session_id, extra_headers={"Last-Event-ID": after}
+    ) as raw:
+        return [line[4:] for line in raw.iter_lines() if line.startswith("id: ")]
 
 
 def test_the_sdk_runs_a_session_turn_through_the_lambda_handlers(stack, transports):
@@ -172,3 +181,43 @@ def test_a_wrong_key_and_another_tenants_session_on_aws(stack, transports):
     stack.run_turns()
     assert stack.model.requests == []  # nothing the rival sent ran
     assert client.beta.sessions.events.list(session_id).data == []
+
+
+def test_a_custom_tool_round_trip_through_the_lambda_handlers(stack, transports):
+    """The turn suspends on the custom tool (its wait in DynamoDB); the result, sent through the HTTP
+    API, enqueues the continuation the worker runs."""
+    client = sdk(stack, transports, stack.new_key("acme", "admin"))
+    tool = {
+        "type": "custom",
+        "name": "lookup",
+        "description": "Look an order up",
+        "input_schema": {"type": "object", "properties": {"order": {"type": "string"}}},
+    }
+    agent = client.beta.agents.create(name="Helper", model=MODEL, tools=[tool])
+    env = client.beta.environments.create(name="dev")
+    session_id = client.beta.sessions.create(agent=agent.id, environment_id=env.id).id
+    stack.model.add(Calls(("lookup", {"order": "42"})), "Order 42 has shipped.")
+
+    with sqs_event_source(stack):
+        client.beta.sessions.events.send(session_id, events=say("Where is order 42?"))
+        first = streamed(client, session_id, extra_headers={"Last-Event-ID": "0"})
+        [use] = [e for e in first if e.type == "agent.custom_tool_use"]
+        assert (use.name, use.input) == ("lookup", {"order": "42"})
+        assert first[-1].type == "session.status_idle"
+        assert first[-1].stop_reason.type == "requires_action" and first[-1].stop_reason.event_ids == [use.id]
+        last_seen = max(int(i) for i in stream_ids(client, session_id, "0"))  # the suspension's
+        answer = {
+            "type": "user.custom_tool_result",
+            "custom_tool_use_id": use.id,
+            "content": [{"type": "text", "text": "shipped"}],
+        }
+        client.beta.sessions.events.send(session_id, events=[answer])
+        with pytest.raises(anthropic.ConflictError):  # answered already
+            client.beta.sessions.events.send(session_id, events=[answer])
+        rest = streamed(client, session_id, extra_headers={"Last-Event-ID": str(last_seen)})
+    [reply] = [e for e in rest if e.type == "agent.message"]
+    assert reply.content[0].text == "Order 42 has shipped."
+    [answered] = [e for e in rest if e.type == "user.custom_tool_result"]
+    assert answered.custom_tool_use_id == use.id and answered.content[0].text == "shipped"
+    assert rest[-1].type == "session.status_idle" and rest[-1].stop_reason.type == "end_turn"
+    assert len(stack.model.requests) == 2
