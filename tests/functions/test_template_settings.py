@@ -339,6 +339,8 @@ def test_deps_layer_has_what_the_handlers_import():
     assert needed <= pins
     # Provider SDKs too: the worker imports them lazily, when an image first uses the provider.
     assert {"anthropic", "openai"} <= pins
+    # The HTTP API's /a2a (api/a2a.py) imports the A2A SDK on its first request.
+    assert "a2a-sdk" in pins
 
 
 def test_layers_are_built_by_make_with_compiled_bytecode(template):

@@ -65,8 +65,8 @@ class A2aEndpoint:
             wants_card = "/" + rest == CARD_PATH and request.method == "GET"
             if not image_id or len(image_id) > MAX_IMAGE_ID or not (wants_card or rest == ""):
                 raise NotFound("not found")
-            if importlib.util.find_spec("a2a") is None:  # the AWS host: not this pass (docs/a2a.md)
-                raise NotFound("A2A is not served on this host (it needs agentvm-runtime[local])")
+            if importlib.util.find_spec("a2a") is None:  # an install without the local or aws extra
+                raise NotFound("A2A is not served on this host (it needs the a2a-sdk package)")
             await authenticate(request, runtime)
             principal: Principal = request.state.principal
             if not principal.allows("client"):
@@ -308,6 +308,14 @@ def _executor_class() -> type:
             elif followed.status == "suspended":
                 await updater.requires_input(
                     updater.new_agent_message([Part(text="\n".join(followed.waiting))])
+                )
+            elif followed.status in ("queued", "running"):  # the wait ended first (AWS: 25 s at most)
+                again = f"send message {request_id} again to get its answer (its turn runs once)"
+                note = f"the turn is still {followed.status}: {again}"
+                await updater.update_status(
+                    TaskState.TASK_STATE_WORKING,
+                    updater.new_agent_message([Part(text=note)]),
+                    metadata={TURN_ID_KEY: sent.turn_id},
                 )
             else:
                 reason = followed.error or f"the turn is {followed.status}"

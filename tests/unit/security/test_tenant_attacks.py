@@ -1114,6 +1114,13 @@ async def test_tenant_b_reaches_none_of_tenant_a_agents_over_a2a(world):
     ]
     transport = httpx.ASGITransport(app=create_app(world.rt))
     async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http:
+        # A2A is served on this runtime (both hosts ship a2a-sdk): A's own key gets A's card.
+        own = {"Authorization": f"Bearer {world.tokens['tenant-a']}"}
+        served = await http.get(f"/a2a/{v.image['imageId']}/.well-known/agent-card.json", headers=own)
+        assert (
+            served.status_code == 200
+            and served.json()["supportedInterfaces"][0]["protocolBinding"] == "JSONRPC"
+        )
         for target in (v.image["imageId"], "img_nobody_at_all"):
             card = await http.get(f"/a2a/{target}/.well-known/agent-card.json")
             answers = [card]

@@ -17,7 +17,7 @@ from agentvm.api.managed.common import Caller, JSONBody, created_between, manage
 from agentvm.api.managed.inputs import check_event, send_event
 from agentvm.api.managed.sessions import live_session
 from agentvm.errors import BadRequest
-from agentvm.messages import UserMessage
+from agentvm.messages import ToolCallMessage, UserMessage
 from agentvm.streaming.frames import TURN_SPAN
 
 if TYPE_CHECKING:
@@ -99,6 +99,7 @@ async def stream_events(
     view = await _view(runtime, session, image)
     view.deltas = frozenset(many(request, "event_deltas"))
     if not isinstance(runtime.push, AttachablePush):  # AWS: what is stored, as one body
+        await _live_turn_ended(runtime, image)
         frames = await stored_frames(runtime, session, after=cursor)
         return _sse(runtime, session, view, _listed(frames))
     feed = await Feed.open(runtime, caller)
@@ -108,6 +109,23 @@ async def stream_events(
         await feed.close(runtime)
         raise
     return _sse(runtime, session, view, feed.events(runtime, image, after=cursor, band=None, follow=True))
+
+
+async def _live_turn_ended(rt: Runtime, image: ImageRecord) -> None:
+    """Where the stream cannot follow a turn (API Gateway's HTTP API answers a Lambda's response
+    whole): wait for the live turn to end or suspend on someone, within the wait a turn call gets
+    (``AVM_MCP_CALL_DEADLINE_S``, 25 s on AWS), so the one body holds its events."""
+    from agentvm.turns.interrupt import active_turn
+    from agentvm.turns.watch import WatchedTurn, follow_turn
+
+    turn = await active_turn(rt, image.tenantId, image)
+    if turn is None:
+        return
+    # follow_turn returns at once for a turn suspended on someone; once answered, its continuation
+    # is followed like a queued turn
+    user_message_id = "msg_" + turn.turnId.removeprefix("turn_")  # records.turn_id_for's inverse
+    watched = WatchedTurn(image.sessionId, turn.turnId, user_message_id, turn.userSeq)
+    await follow_turn(rt, watched, deadline_s=rt.turns.mcp_call_deadline_s, poll_s=rt.turns.mcp_poll_s)
 
 
 async def _listed(frames: list[dict[str, Any]]) -> AsyncIterator[dict[str, Any]]:
@@ -143,6 +161,8 @@ async def _view(rt: Runtime, session: SessionRecord, image: ImageRecord) -> mapp
     for message in await rt.store.recent_messages(session.sessionId, rt.turns.history_window):
         if isinstance(message, UserMessage):
             view.user_texts[message.id] = _plain(message.content)
+        elif isinstance(message, ToolCallMessage):  # a result's call may be before the cursor
+            view.calls[message.toolCall.id] = message.toolCall.name
     return view
 
 
