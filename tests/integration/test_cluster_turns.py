@@ -99,3 +99,66 @@ async def test_a_turn_on_node_a_streams_to_a_client_on_node_b_and_survives_node_
         async with asyncio.timeout(10):
             await b.aclose()
         server.drop_database(url)
+
+
+async def test_a_question_asked_on_node_a_is_answered_on_node_b(harness):
+    """The test server's ``ask`` tool (official SDK, stdio) asks the user during a call running on
+    node A; the client, connected to node B, answers there. The answer is a row of PostgreSQL, and
+    its NOTIFY wakes node A's call (whose backstop read is set to a minute: only the notification
+    can tell it within the test's time)."""
+    from agentvm.adapters.llm.scripted import Calls
+    from agentvm.adapters.mcp.client import SdkMcpConnector
+    from agentvm.agent.tools.sources import ToolSources
+    from agentvm.config import Settings
+    from agentvm.hosts.cluster_server import cluster_elicitations
+    from tests.mcp_servers.fixtures import stdio_config
+
+    server, url, (a, b), (rt_a, rt_b) = await _nodes(harness)
+    tools = ToolSources(
+        mcp=SdkMcpConnector(connect_timeout_s=30), allow_private_networks=True, list_deadline_s=30
+    )
+    rt_a = dataclasses.replace(rt_a, tools=tools, elicitations=cluster_elicitations(Settings(), a))
+    rt_b = dataclasses.replace(rt_b, tools=tools, elicitations=cluster_elicitations(Settings(), b))
+    rt_a.elicitations.poll_s = 60.0
+    consumer = asyncio.create_task(a.queue.run(lambda job: process_turn(rt_a, job)))
+    try:
+        c = await _client_on(rt_b, b, "conn-on-b")
+        other = await _client_on(rt_b, b, "conn-of-b")
+        await rt_b.connections.register(ConnectionInfo("conn-tenant-b", "tenant-b", rt_b.clock.now_ms()))
+        stranger = ProtocolClient(rt_b, b.push, "conn-tenant-b")
+        servers = {"people": stdio_config()}
+        img = (await c.request("image_create", containerId="u", config={"mcpServers": servers}))["record"]
+        await c.subscribe(img["sessionId"])
+        harness.model.add(Calls(("ask", {"question": "Who?"})), "Thanks.")
+        await c.request("message_send", imageId=img["imageId"], content="ask me")
+        await _until(lambda: any(f["type"] == "tool_elicitation" for f in c.session_events()), 60)
+        [asked] = [f["data"] for f in c.session_events() if f["type"] == "tool_elicitation"]
+        foreign = await stranger.request(
+            "elicitation_answer", elicitationId=asked["elicitationId"], action="decline"
+        )
+        assert foreign["code"] == "not_found"
+        answered = await c.request(
+            "elicitation_answer",
+            elicitationId=asked["elicitationId"],
+            action="accept",
+            content={"name": "Ada", "age": 36},
+        )
+        assert answered["action"] == "accept"
+        again = await other.request(
+            "elicitation_answer", elicitationId=asked["elicitationId"], action="decline"
+        )
+        assert again["code"] == "not_found"  # taken once
+        await _until(lambda: any(f["type"] == "conversation_end" for f in c.session_events()), 20)
+        [result] = harness.model.requests[1].messages[-1].tool_results
+        assert result.content == "accepted: Ada, 36"
+        [ended] = [f["data"] for f in c.session_events() if f["type"] == "tool_elicitation_ended"]
+        assert (ended["action"], ended["reason"]) == ("accept", "answered")
+    finally:
+        consumer.cancel()
+        async with asyncio.timeout(10):
+            await asyncio.gather(consumer, return_exceptions=True)
+        async with asyncio.timeout(10):
+            await a.aclose()
+        async with asyncio.timeout(10):
+            await b.aclose()
+        server.drop_database(url)

@@ -112,3 +112,38 @@ async def test_an_unanswered_question_of_server_everything_is_cancelled_at_the_d
     [ended] = [e for e in turn.events if isinstance(e, ToolElicitationEndedEvent)]
     assert (ended.data.action, ended.data.reason) == ("cancel", "timed_out")
     assert "User cancelled the elicitation dialog" in turn.text
+
+
+async def test_a_question_on_one_worker_is_answered_through_the_other(tmp_path):
+    """Two ``avm serve`` workers on one data dir (real processes): the turn, and the call of the test
+    server's ``ask`` tool (official SDK, stdio), runs on w0; the client answers over HTTP on w1. The
+    answer is a row of the shared SQLite file, which w0 reads at its next poll (0.25 s)."""
+    from tests.integration.test_serve_workers import two_workers
+    from tests.mcp_servers.fixtures import stdio_config
+
+    ask = '/tool ask {"question": "Who are you?"}'
+    with two_workers(tmp_path, **SLOW_START) as (w0, w1):
+        async with (
+            AgentVMClient.connect(w0.url) as client,
+            httpx.AsyncClient(base_url=w1.http, timeout=30) as on_w1,
+        ):
+            image = await client.create_image("u1", mcp_servers={"people": stdio_config()})
+            turn = client.send(image.imageId, ask, timeout=120)
+            async for event in turn:
+                if not isinstance(event, ToolElicitationEvent):
+                    continue
+                url = f"/v1/elicitations/{event.data.elicitationId}"
+                bad = await on_w1.post(url, json={"action": "accept", "content": {"name": "Ada", "age": -1}})
+                assert bad.status_code == 400 and "schema" in bad.text  # checked on w1, still open
+                answered = await on_w1.post(
+                    url, json={"action": "accept", "content": {"name": "Ada", "age": 36}}
+                )
+                assert answered.status_code == 200, answered.text
+                again = await on_w1.post(url, json={"action": "decline"})
+                assert again.status_code == 404  # taken once
+            assert turn.end_reason == "completed", turn.events
+            assert "accepted: Ada, 36" in turn.text
+            [ended] = [e for e in turn.events if isinstance(e, ToolElicitationEndedEvent)]
+            assert (ended.data.action, ended.data.reason) == ("accept", "answered")
+            late = await on_w1.post(url, json={"action": "decline"})
+            assert late.status_code == 404 and "elicit_" in late.text  # the wait ended: refused

@@ -4,7 +4,7 @@
 
 Any key of the tenant (an end user's app answers with a client key, as it sends messages); another
 tenant's question reads exactly like one that does not exist (``404``), as does one answered already
-or held by another server process.
+or closed. The question may wait in any process of the host (docs/mcp.md, "Elicitation").
 """
 
 from __future__ import annotations

@@ -61,6 +61,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.apigw_push import ApiGatewayPush
     from agentvm.adapters.aws.dynamodb.config import DynamoDbConfigStore
     from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
+    from agentvm.adapters.aws.dynamodb.elicitations import POLL_S as ELICITATION_POLL_S
+    from agentvm.adapters.aws.dynamodb.elicitations import DynamoDbElicitations
     from agentvm.adapters.aws.dynamodb.resources import DynamoDbResourceStore
     from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
     from agentvm.adapters.aws.dynamodb.tenants import DynamoDbTenantStore
@@ -68,6 +70,7 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
     from agentvm.adapters.aws.sqs_queue import SqsTurnQueue
     from agentvm.adapters.aws.sqs_sandbox_jobs import SqsSandboxJobs
     from agentvm.adapters.sandbox.s3_workspaces import S3WorkspaceView
+    from agentvm.agent.tools.elicitation import ElicitationDesk
     from agentvm.configcentre.centre import ConfigCentre
     from agentvm.hosts.knowledge import tenant_embedders
     from agentvm.observability.metrics import NoMetrics
@@ -91,6 +94,14 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         # Sandbox jobs go to the sandbox worker over their own queue (the turn suspends on each).
         tools=tool_sources(settings, allow_stdio=False, remote_sandbox=bool(settings.sandbox_queue_url)),
         waits=DynamoDbToolWaits(settings.table_name),
+        # MCP servers' questions as items of the table: the HTTP API or $default Lambda stores the
+        # answer, the turn worker's call reads it, waiting no longer than its invocation allows
+        elicitations=ElicitationDesk(
+            timeout_s=settings.mcp_elicitation_timeout_s,
+            store=DynamoDbElicitations(settings.table_name),
+            poll_s=ELICITATION_POLL_S,
+            wait_budget=INVOCATION.wait_budget_s,
+        ),
         sandbox_jobs=SqsSandboxJobs(settings.sandbox_queue_url) if settings.sandbox_queue_url else None,
         # The HTTP API lists and reads workspaces from the bucket (the sandbox worker writes them).
         sandbox=S3WorkspaceView(settings.workspace_bucket) if settings.workspace_bucket else None,
@@ -402,6 +413,36 @@ def aws_security(settings: Settings, clock: Clock, *, ssm_client: Any = None) ->
     )
 
 
+class InvocationDeadline:
+    """When this execution environment's current invocation must end (Lambda runs one at a time).
+
+    ``begin(context)`` at the start of each invocation (``hosts/lambda_entry.py``: the SQS workers);
+    ``wait_budget_s`` is what an MCP server's question may still wait: the time left less
+    ``reserve_s`` (for the rest of the turn: storing its outcome, sending its end), None outside an
+    invocation that began one (a function that runs no turn never waits).
+    """
+
+    def __init__(self, *, reserve_s: float = 30.0, monotonic: Callable[[], float] | None = None) -> None:
+        import time
+
+        self.reserve_s = reserve_s
+        self._monotonic = monotonic or time.monotonic
+        self._ends_at: float | None = None
+
+    def begin(self, context: Any) -> None:
+        remaining = getattr(context, "get_remaining_time_in_millis", None)
+        self._ends_at = None if remaining is None else self._monotonic() + remaining() / 1000
+
+    def wait_budget_s(self) -> float | None:
+        if self._ends_at is None:
+            return None
+        return max(0.0, self._ends_at - self._monotonic() - self.reserve_s)
+
+
+# This execution environment's invocation (one per process: Lambda runs one invocation at a time).
+INVOCATION = InvocationDeadline()
+
+
 class LambdaEntry:
     """A function module's ``lambda_handler``: ``build(aws_runtime(Settings()))``, built once.
 
@@ -539,6 +580,8 @@ def run_sync(coro: Coroutine[Any, Any, T]) -> T:
 
 
 __all__ = [
+    "INVOCATION",
+    "InvocationDeadline",
     "LambdaEntry",
     "NotConfigured",
     "SsmKeysModelResolver",

@@ -3,8 +3,9 @@
 ``ClusterNode.start`` opens the node's pool, applies the migrations (under their advisory lock),
 opens its one listening connection, forgets the sockets a previous run of the same node id left
 in the registry, and announces the node (``cluster_nodes``); it yields the cluster's turn queue,
-connection registry, push and interrupt signals, wired to each other. ``aclose`` undoes it in
-reverse; a consumer running on ``queue`` should be cancelled first (it hands its turns back).
+connection registry, push, interrupt signals and MCP questions' store, wired to each other.
+``aclose`` undoes it in reverse; a consumer running on ``queue`` should be cancelled first (it
+hands its turns back).
 
 ``avm serve --database-url`` starts one (``hosts/cluster_server.py``: ``start_node``) and builds the
 runtime on its pool; the queue's and the fan-out's tests use it directly.
@@ -25,6 +26,8 @@ from typing import Any
 
 from agentvm.adapters.postgres.connections import PostgresConnections
 from agentvm.adapters.postgres.database import DEFAULT_MAX_SIZE, DEFAULT_MIN_SIZE, Database
+from agentvm.adapters.postgres.elicitations import CHANNEL as ELICITATION_CHANNEL
+from agentvm.adapters.postgres.elicitations import PostgresElicitations
 from agentvm.adapters.postgres.migrations import migrate
 from agentvm.adapters.postgres.notifications import Notifications
 from agentvm.adapters.postgres.push import PostgresPush, PostgresSignals
@@ -49,6 +52,8 @@ class ClusterNode:
     connections: PostgresConnections
     push: PostgresPush
     signals: PostgresSignals
+    # MCP servers' open questions; an answer stored on any node wakes the waiting one (NOTIFY)
+    elicitations: PostgresElicitations | None = None
 
     @classmethod
     async def start(
@@ -78,6 +83,8 @@ class ClusterNode:
             signals.push = push
             push.on_cancel = signals.fire_here
             queue.before_resume = push.barrier
+            elicitations = PostgresElicitations(database)
+            notifications.on(ELICITATION_CHANNEL, elicitations.answered)
             await notifications.start()
             await connections.forget_node()
             await push.start()
@@ -86,7 +93,7 @@ class ClusterNode:
                 await notifications.aclose()
             await database.close()
             raise
-        return cls(name, database, notifications, queue, connections, push, signals)
+        return cls(name, database, notifications, queue, connections, push, signals, elicitations)
 
     async def aclose(self) -> None:
         await self.push.aclose()

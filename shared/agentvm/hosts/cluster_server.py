@@ -31,6 +31,7 @@ if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Callable
 
     from agentvm.adapters.postgres.database import Database
+    from agentvm.agent.tools.elicitation import ElicitationDesk
     from agentvm.config import Settings
     from agentvm.ports import Clock, TenantStore
 
@@ -109,6 +110,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
         tools=tools,
         sandbox=sandbox,
         waits=PostgresToolWaits(db),
+        elicitations=cluster_elicitations(settings, node),
         cancel_poll=CancelPoll(),
         progress=TurnProgress(),
         metrics=NoMetrics(),  # replaced below, once the gauges exist
@@ -194,6 +196,20 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     host.background.append(gauges.run)
     host.background.append(board.run)
     return host
+
+
+def cluster_elicitations(settings: Settings, node: ClusterNode) -> ElicitationDesk:
+    """MCP servers' questions as rows of the cluster's database: any node takes the answer, and its
+    NOTIFY wakes the node whose call waits (a read every 2 s backs a missed one up)."""
+    from agentvm.adapters.postgres.elicitations import BACKSTOP_POLL_S
+    from agentvm.agent.tools.elicitation import ElicitationDesk
+
+    assert node.elicitations is not None
+    desk = ElicitationDesk(
+        timeout_s=settings.mcp_elicitation_timeout_s, store=node.elicitations, poll_s=BACKSTOP_POLL_S
+    )
+    node.elicitations.on_answer = desk.wake
+    return desk
 
 
 def cluster_security(settings: Settings, clock: Clock, database: Database) -> Security:
@@ -314,4 +330,12 @@ async def _close_logs(runtime: Runtime | None) -> None:
             await asyncio.to_thread(runtime.logs.close)
 
 
-__all__ = ["cluster_admin", "cluster_runtime", "cluster_security", "run_node", "serve_cluster", "start_node"]
+__all__ = [
+    "cluster_admin",
+    "cluster_elicitations",
+    "cluster_runtime",
+    "cluster_security",
+    "run_node",
+    "serve_cluster",
+    "start_node",
+]

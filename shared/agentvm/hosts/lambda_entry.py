@@ -30,7 +30,7 @@ from aws_lambda_powertools.utilities.batch import (
 )
 from aws_lambda_powertools.utilities.batch.exceptions import SQSFifoMessageGroupCircuitBreakerError
 
-from agentvm.hosts.aws import run_sync
+from agentvm.hosts.aws import INVOCATION, run_sync
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Coroutine
@@ -113,6 +113,7 @@ def sqs_batch_handler(
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:
+        INVOCATION.begin(context)  # how long an MCP server's question may wait in this invocation
         return dict(async_process_partial_response(event, record_handler, processor, context))
 
     return handler

@@ -64,6 +64,7 @@ def local_runtime(settings: Settings) -> LocalHost:
     from agentvm.adapters.local.relay import RelayPush
     from agentvm.adapters.local.sqlite.checkpoint import checkpoint_in_background
     from agentvm.adapters.local.sqlite.config import SqliteConfigStore
+    from agentvm.adapters.local.sqlite.elicitations import SqliteElicitations
     from agentvm.adapters.local.sqlite.queue import SqliteTurnQueue
     from agentvm.adapters.local.sqlite.resources import SqliteResourceStore
     from agentvm.adapters.local.sqlite.store import SqliteStore, share_connections
@@ -112,8 +113,14 @@ def local_runtime(settings: Settings) -> LocalHost:
         tools=tools,
         sandbox=sandbox,
         waits=SqliteToolWaits(settings.data_dir / "agentvm.db"),
-        # MCP servers' questions, held by the process that runs the call (docs/mcp.md, "Elicitation")
-        elicitations=ElicitationDesk(timeout_s=settings.mcp_elicitation_timeout_s),
+        # MCP servers' questions, held by the process that runs the call; with several workers also
+        # rows of agentvm.db, so an answer reaching another worker is read there (docs/mcp.md)
+        elicitations=ElicitationDesk(
+            timeout_s=settings.mcp_elicitation_timeout_s,
+            store=None
+            if settings.worker_id is None
+            else SqliteElicitations(settings.data_dir / "agentvm.db"),
+        ),
         cancel_poll=CancelPoll(),
         progress=TurnProgress(),
         metrics=NoMetrics(),  # replaced below (PrometheusMetrics), as the field's default was

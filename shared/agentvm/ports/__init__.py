@@ -14,7 +14,8 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``knowledge``: ``KnowledgeIndex`` and its value types;
 - ``schedules``: ``Schedules`` (cron schedules and their runs);  ``webhooks``: ``Webhooks``;
 - ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
-- ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;  ``elicitations``: ``Elicitations``;
+- ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
+- ``elicitations``: ``Elicitations``, ``ElicitationStore`` (MCP servers' questions to users);
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
 - ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
 - ``centres``: the config and resource centres' stores and faces;
@@ -40,6 +41,7 @@ from agentvm.ports.elicitations import (
     ElicitationOwner,
     ElicitationRequest,
     Elicitations,
+    ElicitationStore,
     ElicitFn,
     PendingElicitation,
 )
@@ -171,6 +173,7 @@ __all__ = [
     "ElicitationAnswer",
     "ElicitationOwner",
     "ElicitationRequest",
+    "ElicitationStore",
     "Elicitations",
     "EmbedPurpose",
     "Embedder",

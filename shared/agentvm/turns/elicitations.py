@@ -3,8 +3,9 @@ cancel. One use case for the WebSocket request (``elicitation_answer_request``) 
 (``POST /v1/elicitations/{elicitationId}``); the question itself waits in
 ``agent.tools.elicitation.ElicitationDesk``.
 
-The question must be the caller's tenant's and still open; another tenant's id, an answered one and
-one held by another process read alike (``NotFound``). An accepted form's content must fit the
+The question must be the caller's tenant's and still open, wherever its call waits (this process,
+or another one of the host: the desk's shared store); another tenant's id, an answered one, one
+past its deadline and an unknown one read alike (``NotFound``). An accepted form's content must fit the
 server's schema (``BadRequest`` naming the first problem; the question stays open for a corrected
 answer).
 """
@@ -26,7 +27,7 @@ async def answer_elicitation(
 ) -> dict[str, Any]:
     """Give the tenant's open question its answer; the answer as the response's data."""
     desk = rt.elicitations
-    pending = None if desk is None else desk.get(tenant_id, elicitation_id)
+    pending = None if desk is None else await desk.get(tenant_id, elicitation_id)
     if desk is None or pending is None:
         raise NotFound(f"No question {elicitation_id} is waiting for an answer")
     if action not in ELICITATION_ACTIONS:
@@ -40,7 +41,7 @@ async def answer_elicitation(
         if problem is not None:
             raise BadRequest(f"the content does not fit the server's schema: {problem}")
         answer = ElicitationAnswer("accept", given)
-    if not desk.answer(tenant_id, elicitation_id, answer):  # answered meanwhile
+    if not await desk.answer(tenant_id, elicitation_id, answer):  # answered (or closed) meanwhile
         raise NotFound(f"No question {elicitation_id} is waiting for an answer")
     return {"elicitationId": elicitation_id, "action": action}
 

@@ -1,11 +1,14 @@
 """The pieces of MCP elicitation a real server does not reach in the integration tests
 (tests/integration/test_mcp_elicitation.py, test_serve_elicitation.py): a question with nobody
 subscribed, one too large to show, a tenant's bound of open questions, the answer's checks
-(jsonschema with formats), and the tool's own timeout paused only while the user answers."""
+(jsonschema with formats), the tool's own timeout paused only while the user answers, and two
+desks sharing one store as two processes of a host do (the answer given to the one that does not
+hold the call, an answer racing the deadline, a wake-up, a Lambda's time budget)."""
 
 from __future__ import annotations
 
 import asyncio
+import time
 
 import pytest
 
@@ -147,7 +150,7 @@ async def _run(tool, desk, *, answer_after_s: float):
     while not events:
         await asyncio.sleep(0.01)
     await asyncio.sleep(answer_after_s)
-    desk.answer("tenant-a", events[0][1]["elicitationId"], ElicitationAnswer("decline"))
+    await desk.answer("tenant-a", events[0][1]["elicitationId"], ElicitationAnswer("decline"))
     return (await running).result.content
 
 
@@ -156,3 +159,89 @@ async def test_the_tools_timeout_pauses_while_the_user_answers_and_counts_again_
     assert await _run(_AskingTool(after_s=0.1), desk, answer_after_s=1.0) == "got decline"
     # the time before and after the question still counts: 0.6 s of work past a 0.5 s timeout
     assert "timed out after 0.5 s" in await _run(_AskingTool(after_s=0.6), desk, answer_after_s=0.1)
+
+
+# -- two processes on one shared store (tests/contract/test_elicitation_store_contract.py: the stores)
+
+
+def _two_desks(tmp_path, **kw):
+    from agentvm.adapters.local.sqlite.elicitations import SqliteElicitations
+
+    path = tmp_path / "agentvm.db"  # each desk its own connection: two workers of one data dir
+    return (
+        ElicitationDesk(store=SqliteElicitations(path), poll_s=0.05, **kw),
+        ElicitationDesk(store=SqliteElicitations(path), poll_s=0.05, **kw),
+    )
+
+
+async def _asked(asking, events):
+    waiting = asyncio.create_task(asking(FORM))
+    while not events:
+        await asyncio.sleep(0.01)
+    return waiting, events[0][1]["elicitationId"]
+
+
+async def test_an_answer_given_to_another_process_reaches_the_waiting_call_once(tmp_path):
+    holding, other = _two_desks(tmp_path)
+    asking, events = _asking(holding)
+    waiting, question = await _asked(asking, events)
+    assert await other.get("tenant-b", question) is None
+    assert (await other.get("tenant-a", question)).request.schema == FORM.schema
+    assert await other.answer("tenant-a", question, ElicitationAnswer("accept", {"name": "Ada"})) is True
+    assert await other.answer("tenant-a", question, ElicitationAnswer("decline")) is False  # once
+    assert await asyncio.wait_for(waiting, 5) == ElicitationAnswer("accept", {"name": "Ada"})
+    assert events[-1][1]["reason"] == "answered"
+    assert await other.get("tenant-a", question) is None  # finished: a late answer is refused
+    assert await other.answer("tenant-a", question, ElicitationAnswer("cancel")) is False
+
+
+async def test_a_wake_reads_the_answer_before_the_next_poll(tmp_path):
+    holding, other = _two_desks(tmp_path)
+    holding.poll_s = 60.0  # only the wake-up can tell it in time (PostgreSQL's NOTIFY)
+    asking, events = _asking(holding)
+    waiting, question = await _asked(asking, events)
+    await other.answer("tenant-a", question, ElicitationAnswer("decline"))
+    holding.wake(question)
+    assert await asyncio.wait_for(waiting, 5) == ElicitationAnswer("decline")
+
+
+async def test_an_answer_stored_as_the_wait_ends_is_the_one_used(tmp_path):
+    holding, other = _two_desks(tmp_path)
+    holding.poll_s = 60.0
+    asking, events = _asking(holding)
+
+    async def answer_meanwhile() -> None:
+        while not events:
+            await asyncio.sleep(0.01)
+        await other.answer("tenant-a", events[0][1]["elicitationId"], ElicitationAnswer("decline"))
+
+    answering = asyncio.create_task(answer_meanwhile())
+    holding.timeout_s = 0.3  # times out before its next read, after the answer was stored
+    assert await asking(FORM) == ElicitationAnswer("decline")
+    await answering
+    question = events[0][1]["elicitationId"]
+    assert await other.get("tenant-a", question) is None
+
+
+async def test_an_interrupt_cancels_whatever_another_process_answers(tmp_path):
+    holding, other = _two_desks(tmp_path)
+    asking, events = _asking(holding)
+    waiting, question = await _asked(asking, events)
+    asking.close()
+    assert await asyncio.wait_for(waiting, 5) == ElicitationAnswer("cancel")
+    assert events[-1][1]["reason"] == "interrupted"
+    assert await other.answer("tenant-a", question, ElicitationAnswer("decline")) is False
+
+
+async def test_a_process_with_little_time_left_cuts_the_wait_or_declines():
+    left = [200.0]
+    desk = ElicitationDesk(timeout_s=300, wait_budget=lambda: left[0])
+    assert desk.wait_s() == 200.0
+    asking, events = _asking(desk)
+    waiting, _ = await _asked(asking, events)
+    assert 195_000 < events[0][1]["deadlineAt"] - int(time.time() * 1000) <= 200_000
+    asking.close()
+    await waiting
+    left[0] = 5.0  # under MIN_WAIT_S: nobody can answer in time
+    late, late_events = _asking(desk)
+    assert await late(FORM) == ElicitationAnswer("decline") and late_events == []

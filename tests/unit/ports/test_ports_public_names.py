@@ -36,6 +36,7 @@ PUBLIC = [
     "ElicitationAnswer",
     "ElicitationOwner",
     "ElicitationRequest",
+    "ElicitationStore",
     "Elicitations",
     "EmbedPurpose",
     "Embedder",

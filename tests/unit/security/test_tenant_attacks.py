@@ -17,6 +17,7 @@ import dataclasses
 import json
 import logging
 import re
+import time
 from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -234,12 +235,18 @@ async def victim(world: World) -> Victim:
     from agentvm.agent.tools.elicitation import ElicitationDesk
     from agentvm.ports import ElicitationOwner, ElicitationRequest
 
-    if world.rt.elicitations is None:
-        world.rt.elicitations = ElicitationDesk()
+    if world.rt.elicitations is None:  # the local host's, as with several workers: rows of SQLite
+        from agentvm.adapters.local.sqlite.elicitations import SqliteElicitations
+
+        world.rt.elicitations = ElicitationDesk(store=SqliteElicitations(":memory:"))
     owner = ElicitationOwner("tenant-a", "user-alice", img["sessionId"], wait["turnId"])
     schema = {"type": "object", "properties": {"pin": {"type": "string"}}}
-    question = world.rt.elicitations.open(
-        owner, "call_ask", "ask", ElicitationRequest("A's private question", schema=schema), deadline_at=1
+    question = await world.rt.elicitations.open(
+        owner,
+        "call_ask",
+        "ask",
+        ElicitationRequest("A's private question", schema=schema),
+        deadline_at=int(time.time() * 1000) + 3_600_000,
     )
     assert question is not None
     async with world.http("tenant-a") as http:
@@ -326,7 +333,7 @@ async def snapshot(world: World, v: Victim) -> dict[str, Any]:
         "built": await a.request("image_get", imageId=v.built),
         "question": None
         if world.rt.elicitations is None
-        else world.rt.elicitations.get("tenant-a", v.elicitation_id),
+        else await world.rt.elicitations.get("tenant-a", v.elicitation_id),
     }
     async with world.http("tenant-a") as http:
         for path in (

@@ -14,19 +14,22 @@ The call cannot suspend like an approval (the server holds it open with its own 
   interrupt). Each question ends with ``tool_elicitation_ended`` (how it was answered, never the
   content).
 
-The questions live in the process that runs the call; an answer must reach that process (the same
-``avm serve``; docs/mcp.md says what that means with workers, nodes and AWS).
+The questions wait in the process that runs the call. With one ``avm serve`` process the answer
+arrives there; with several processes (workers on SQLite, cluster nodes on PostgreSQL, AWS's
+Lambdas on DynamoDB) the desk keeps them in the host's ``ports.ElicitationStore`` too, where the
+process that receives the answer writes it and the waiting one reads it (docs/mcp.md, "Elicitation").
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import secrets
 import time
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agentvm.ports import ElicitationAnswer, PendingElicitation
@@ -35,7 +38,7 @@ if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Iterator
 
     from agentvm.agent.tools.reports import ToolReports
-    from agentvm.ports import ElicitationOwner, ElicitationRequest, Elicitations
+    from agentvm.ports import ElicitationOwner, ElicitationRequest, Elicitations, ElicitationStore
 
 TOOL_ELICITATION = "tool_elicitation"
 TOOL_ELICITATION_ENDED = "tool_elicitation_ended"
@@ -45,19 +48,52 @@ MAX_SCHEMA_BYTES = 16 * 1024  # a larger schema is declined at once
 MAX_URL_CHARS = 2_048
 MAX_CONTENT_BYTES = 64 * 1024  # an answer's content, as JSON
 MAX_OPEN_PER_TENANT = 100  # more open questions at once: declined
+DEFAULT_POLL_S = 0.25  # with a shared store: how often the waiting process reads its answer
+MIN_WAIT_S = 10.0  # a process with less time left than this declines (a Lambda near its end)
 
 
 class ElicitationDesk:
-    """The open questions of this process (``ports.Elicitations``), by id."""
+    """The open questions of this process (``ports.Elicitations``), by id.
+
+    Alone (``store`` None: one ``avm serve`` process) a question is a future here, which the answer
+    resolves. With a ``store`` shared by the host's processes, every question is also a row there:
+    any process reads and answers it (``get``, ``answer``: the store's conditional write, so the first
+    answer wins), and the waiting process learns of it at once when the answer arrived here (the
+    future, the in-process fast path), when ``wake`` is called (PostgreSQL's NOTIFY), or at its next
+    read of the store, every ``poll_s``. When the wait ends the row is finished; an answer given
+    before that is the one used, even one that raced the deadline.
+
+    ``wait_budget``: the seconds this process may still wait (a Lambda's remaining time, less a
+    reserve), or None when unbounded; a question's wait is cut to it, and declined below
+    ``MIN_WAIT_S``.
+    """
 
     def __init__(
-        self, *, timeout_s: float = DEFAULT_ELICITATION_TIMEOUT_S, max_per_tenant: int = MAX_OPEN_PER_TENANT
+        self,
+        *,
+        timeout_s: float = DEFAULT_ELICITATION_TIMEOUT_S,
+        max_per_tenant: int = MAX_OPEN_PER_TENANT,
+        store: ElicitationStore | None = None,
+        poll_s: float = DEFAULT_POLL_S,
+        wait_budget: Callable[[], float | None] | None = None,
+        now_ms: Callable[[], int] = lambda: int(time.time() * 1000),
     ) -> None:
         self.timeout_s = timeout_s
         self.max_per_tenant = max_per_tenant
-        self._open: dict[str, tuple[PendingElicitation, asyncio.Future[ElicitationAnswer]]] = {}
+        self.store = store
+        self.poll_s = poll_s
+        self._wait_budget = wait_budget
+        self._now_ms = now_ms
+        self._open: dict[str, _Open] = {}
 
-    def open(
+    def wait_s(self) -> float:
+        budget = None if self._wait_budget is None else self._wait_budget()
+        if budget is None:
+            return float(self.timeout_s)
+        wait = min(float(self.timeout_s), budget)
+        return wait if wait >= MIN_WAIT_S else 0.0
+
+    async def open(
         self,
         owner: ElicitationOwner,
         tool_call_id: str,
@@ -66,48 +102,110 @@ class ElicitationDesk:
         *,
         deadline_at: int,
     ) -> PendingElicitation | None:
-        if self.open_count(owner.tenant_id) >= self.max_per_tenant:
+        if self.store is not None:
+            if await self.store.open_count(owner.tenant_id, self._now_ms()) >= self.max_per_tenant:
+                return None
+        elif self.open_count(owner.tenant_id) >= self.max_per_tenant:
             return None
         pending = PendingElicitation(
             f"elicit_{secrets.token_hex(12)}", owner, tool_call_id, tool_name, request, deadline_at
         )
-        future: asyncio.Future[ElicitationAnswer] = asyncio.get_running_loop().create_future()
-        self._open[pending.elicitation_id] = (pending, future)
+        if self.store is not None:  # the answering side needs the schema, not a long message
+            kept = dataclasses.replace(request, message=request.message[:MAX_MESSAGE_CHARS])
+            await self.store.put(dataclasses.replace(pending, request=kept))
+        self._open[pending.elicitation_id] = _Open(pending, asyncio.get_running_loop().create_future())
         return pending
 
     def open_count(self, tenant_id: str) -> int:
-        return sum(1 for p, _ in self._open.values() if p.owner.tenant_id == tenant_id)
+        """The tenant's questions waiting in this process."""
+        return sum(1 for entry in self._open.values() if entry.pending.owner.tenant_id == tenant_id)
 
     async def wait(self, elicitation_id: str, timeout_s: float) -> ElicitationAnswer | None:
         entry = self._open.get(elicitation_id)
         if entry is None:
             return None
+        tenant_id = entry.pending.owner.tenant_id
+        answer: ElicitationAnswer | None = None
         try:
-            return await asyncio.wait_for(asyncio.shield(entry[1]), timeout_s)
-        except TimeoutError:
-            return None
+            answer = await self._answer_in(entry, timeout_s)
         finally:
             self._open.pop(elicitation_id, None)
+            if self.store is not None:  # no answer is taken from now on; one given before wins
+                stored = await asyncio.shield(self.store.finish(tenant_id, elicitation_id))
+                if answer is None or (stored is not None and not entry.cancelled):
+                    answer = stored
+        return answer
 
-    def get(self, tenant_id: str, elicitation_id: str) -> PendingElicitation | None:
+    async def _answer_in(self, entry: _Open, timeout_s: float) -> ElicitationAnswer | None:
+        loop = asyncio.get_running_loop()
+        until = loop.time() + timeout_s
+        while True:
+            if entry.future.done():
+                return entry.future.result()
+            entry.poke.clear()  # a wake from here on is seen by the next wait, not lost
+            if self.store is not None:
+                found = await self.store.answer_of(
+                    entry.pending.owner.tenant_id, entry.pending.elicitation_id
+                )
+                if found is not None:
+                    return found
+            left = until - loop.time()
+            if left <= 0:
+                return None
+            step = left if self.store is None else min(left, self.poll_s)
+            poked = asyncio.ensure_future(entry.poke.wait())
+            try:
+                await asyncio.wait((entry.future, poked), timeout=step, return_when=asyncio.FIRST_COMPLETED)
+            except asyncio.CancelledError:
+                if entry.future.done():  # the call ended (its cancel came with the task's): say so
+                    return entry.future.result()
+                raise
+            finally:
+                poked.cancel()
+
+    def wake(self, elicitation_id: str) -> None:
+        """An answer was stored by another process (a notification): read it now, not at the poll."""
         entry = self._open.get(elicitation_id)
-        if entry is None or entry[0].owner.tenant_id != tenant_id or entry[1].done():
-            return None
-        return entry[0]
+        if entry is not None:
+            entry.poke.set()
 
-    def answer(self, tenant_id: str, elicitation_id: str, answer: ElicitationAnswer) -> bool:
-        if self.get(tenant_id, elicitation_id) is None:
+    async def get(self, tenant_id: str, elicitation_id: str) -> PendingElicitation | None:
+        if self.store is not None:
+            return await self.store.get(tenant_id, elicitation_id, self._now_ms())
+        entry = self._open.get(elicitation_id)
+        if entry is None or entry.pending.owner.tenant_id != tenant_id or entry.future.done():
+            return None
+        return entry.pending
+
+    async def answer(self, tenant_id: str, elicitation_id: str, answer: ElicitationAnswer) -> bool:
+        if self.store is not None:
+            if not await self.store.answer(tenant_id, elicitation_id, answer, self._now_ms()):
+                return False
+        elif await self.get(tenant_id, elicitation_id) is None:
             return False
-        self._open[elicitation_id][1].set_result(answer)
+        entry = self._open.get(elicitation_id)  # waiting here: told at once (the fast path)
+        if entry is not None and entry.pending.owner.tenant_id == tenant_id and not entry.future.done():
+            entry.future.set_result(answer)
         return True
 
     def cancel_call(self, tool_call_id: str) -> int:
         cancelled = 0
-        for pending, future in list(self._open.values()):
-            if pending.tool_call_id == tool_call_id and not future.done():
-                future.set_result(ElicitationAnswer("cancel"))
+        for entry in list(self._open.values()):
+            if entry.pending.tool_call_id == tool_call_id and not entry.future.done():
+                entry.cancelled = True
+                entry.future.set_result(ElicitationAnswer("cancel"))
                 cancelled += 1
         return cancelled
+
+
+@dataclass
+class _Open:
+    """A question waiting in this process: its answer's future, and the wake-up of a notification."""
+
+    pending: PendingElicitation
+    future: asyncio.Future[ElicitationAnswer]
+    poke: asyncio.Event = field(default_factory=asyncio.Event)
+    cancelled: bool = False  # the call ended (an interrupt): cancel, whatever was stored
 
 
 @dataclass
@@ -149,9 +247,11 @@ class CallElicitation:
             return ElicitationAnswer("decline")
         if not await self._scope.has_client():  # nobody could answer: the server hears it at once
             return ElicitationAnswer("decline")
-        timeout_s = float(desk.timeout_s)
+        timeout_s = desk.wait_s()
+        if timeout_s <= 0:  # this process has too little time left to wait (a Lambda near its end)
+            return ElicitationAnswer("decline")
         deadline_at = self._now_ms() + int(timeout_s * 1000)
-        pending = desk.open(
+        pending = await desk.open(
             self._scope.owner, self._call_id, self._tool_name, request, deadline_at=deadline_at
         )
         if pending is None:  # the tenant has MAX_OPEN_PER_TENANT questions open already
