@@ -12,6 +12,12 @@ from typing import Any
 
 Json = dict[str, Any]
 
+# The numbering of a turn's frames (their top-level "seq"; streaming/frames.py numbers them, the
+# SDK's cursors read them): frame i of attempt a of the turn whose user message has seq u is
+# u * TURN_SPAN + (a - 1) * ATTEMPT_SPAN + i.
+TURN_SPAN = 100_000  # seqs per turn (per user message)
+ATTEMPT_SPAN = 10_000  # seqs per attempt of a turn: at most this many frames per attempt
+
 # category of every pushed agent event we emit (protocol §3.1)
 AGENT_EVENT_CATEGORY: dict[str, str] = {
     "message_start": "stream",
@@ -185,6 +191,8 @@ CADENCES = (LIVE, ECONOMY)
 
 __all__ = [
     "AGENT_EVENT_CATEGORY",
+    "ATTEMPT_SPAN",
+    "TURN_SPAN",
     "BATCH",
     "CADENCES",
     "CADENCE_PARAM",

@@ -19,7 +19,7 @@ import bisect
 import json
 from typing import TYPE_CHECKING
 
-from agentvm.events import EventContext, agent_event, dumps, event
+from agentvm.events import ATTEMPT_SPAN, TURN_SPAN, EventContext, agent_event, dumps, event
 from agentvm.messages import (
     AssistantMessage,
     ErrorMessage,
@@ -38,8 +38,6 @@ if TYPE_CHECKING:
     from agentvm.messages import Message, UserMessage
     from agentvm.records import SessionRecord, TurnRecord
 
-TURN_SPAN = 100_000  # seqs per turn (per user message)
-ATTEMPT_SPAN = 10_000  # seqs per attempt of a turn: at most this many frames per attempt
 MAX_ATTEMPTS = TURN_SPAN // ATTEMPT_SPAN  # a later retry numbers in the last band again
 
 # Frames rebuilt from stored messages on replay; the map keeps only their type (or, for frames

@@ -374,3 +374,18 @@ async def test_a_sender_the_worker_finds_late_still_gets_its_turn_from_the_start
     await asyncio.wait_for(run, 5)
     assert _seqs(sender.turn_frames()) == _seqs(owner.turn_frames())
     assert _text(sender.turn_frames()) == "one two three four five six"
+
+
+def test_the_sdk_drops_a_late_frame_of_an_older_attempt_of_the_turn():
+    """A node cut off from the cluster may post its attempt's last frames after the turn resumed
+    elsewhere: once a frame of attempt 2 arrived, attempt 1's are dropped; other turns and sessions
+    are not affected."""
+    cursors = SessionCursors()
+    context = {"sessionId": "s1"}
+    first = 3 * TURN_SPAN  # the turn whose user message has seq 3
+    arrived = [first + 1, first + 2, first + ATTEMPT_SPAN + 1, first + 3, first + ATTEMPT_SPAN + 2]
+    kept = [seq for seq in arrived if cursors.accept({"seq": seq, "context": context})]
+    assert kept == [first + 1, first + 2, first + ATTEMPT_SPAN + 1, first + ATTEMPT_SPAN + 2]
+    assert cursors.accept({"seq": 4 * TURN_SPAN + 1, "context": context})  # the next turn: attempt 1
+    assert cursors.accept({"seq": first + 4, "context": {"sessionId": "s2"}})  # another session
+    assert cursors.last_seq("s1") == 4 * TURN_SPAN + 1
