@@ -18,11 +18,13 @@ from tests.contract.test_knowledge_index_contract import (  # the index contract
     HANDBOOK,
     chunk,
     test_a_chunk_of_the_same_document_and_ordinal_replaces_the_indexed_one,  # noqa: F401
+    test_accents_are_folded_in_the_text_and_in_the_query,  # noqa: F401
     test_another_tenant_resource_or_version_never_returns_hits,  # noqa: F401
     test_documents_chunks_stats_and_dropping,  # noqa: F401
     test_dropping_an_owner_forgets_its_drafts_and_versions_only,  # noqa: F401
     test_hybrid_search_without_an_embedder_says_it_ran_words_only,  # noqa: F401
     test_query_syntax_is_only_words,  # noqa: F401
+    test_the_heading_path_counts_more_than_the_text,  # noqa: F401
     test_words_rank_by_matches_and_stem,  # noqa: F401
 )
 from tests.knowledge_files import BagOfWordsEmbedder
@@ -55,6 +57,13 @@ def new_index(s3, tmp_path, name: str = "lambda-1", **kw) -> S3KnowledgeIndex:
     for key, value in kw.items():
         setattr(index, key, value)
     return index
+
+
+@pytest.fixture
+def empty(s3, tmp_path):
+    idx = new_index(s3, tmp_path)
+    yield idx
+    idx.close()
 
 
 @pytest.fixture
