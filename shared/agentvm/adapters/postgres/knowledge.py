@@ -79,6 +79,15 @@ _QUERY = (
     "        FROM (SELECT l FROM unnest(tsvector_to_array(to_tsvector('avm_knowledge', %s))) AS l"
     f"             LIMIT {MAX_QUERY_TERMS}) AS terms)::tsquery"
 )
+# The words search proper, on the query's tsquery (``_QUERY``); its parameters: the tsquery, then
+# tenant, resource, version (the key), the same three again (the version's lexeme), the limit.
+SEARCH_WORDS = (
+    f"SELECT {_COLUMNS}, ts_rank_cd({_WEIGHTS}, words, q) AS rank"
+    " FROM knowledge_chunks, CAST(%s AS tsquery) AS q"
+    f" WHERE {_SCOPE}"
+    " AND words @@ (CAST('s' || md5(%s || chr(1) || %s || chr(1) || %s) AS tsquery) && q)"
+    " ORDER BY rank DESC, document_id, ordinal LIMIT %s"
+)
 _INSERT = (
     "INSERT INTO knowledge_chunks (tenant_id, resource, version, document_id, ordinal, title,"
     " heading_path, location, text, embedding, dimensions, norm)"
@@ -153,12 +162,7 @@ class PostgresKnowledgeIndex:
             if row is None or row[0] is None:
                 return []
             cur = await conn.execute(
-                f"SELECT {_COLUMNS}, ts_rank_cd({_WEIGHTS}, words, q) AS rank"
-                " FROM knowledge_chunks, CAST(%s AS tsquery) AS q"
-                f" WHERE {_SCOPE}"
-                " AND words @@ (CAST('s' || md5(%s || chr(1) || %s || chr(1) || %s) AS tsquery) && q)"
-                " ORDER BY rank DESC, document_id, ordinal LIMIT %s",
-                (str(row[0]), owner, resource, version, owner, resource, version, limit),
+                SEARCH_WORDS, (str(row[0]), owner, resource, version, owner, resource, version, limit)
             )
             rows = await cur.fetchall()
         return [KnowledgeHit(KnowledgeChunk.from_row(r), float(r[6])) for r in rows]
@@ -231,4 +235,4 @@ class PostgresKnowledgeIndex:
         return [KnowledgeChunk.from_row(r) for r in rows]
 
 
-__all__ = ["ANALYZE_AFTER_ROWS", "MAX_QUERY_TERMS", "PostgresKnowledgeIndex"]
+__all__ = ["ANALYZE_AFTER_ROWS", "MAX_QUERY_TERMS", "SEARCH_WORDS", "PostgresKnowledgeIndex"]

@@ -25,3 +25,13 @@ ALTER TABLE knowledge_chunks ADD COLUMN words tsvector GENERATED ALWAYS AS (
     || setweight(to_tsvector('avm_knowledge', text), 'D')
 ) STORED;
 CREATE INDEX knowledge_chunks_words ON knowledge_chunks USING GIN (words);
+-- No planner statistics for the columns no query filters on: ANALYZE (autovacuum's, and the one
+-- ``add_chunks`` runs after a publish) then skips computing element statistics of every vector and
+-- samples of the text, most of its cost.
+ALTER TABLE knowledge_chunks
+    ALTER COLUMN embedding SET STATISTICS 0,
+    ALTER COLUMN text SET STATISTICS 0,
+    ALTER COLUMN title SET STATISTICS 0,
+    ALTER COLUMN heading_path SET STATISTICS 0,
+    ALTER COLUMN location SET STATISTICS 0,
+    ALTER COLUMN norm SET STATISTICS 0;
