@@ -93,6 +93,15 @@ async def main(args: argparse.Namespace) -> None:
         print(f"bytes downloaded (GET): {sum(get_bytes)} ({sum(get_bytes) / 2**20:.2f} MiB)")
         print(f"the draft in S3 at the end: {stored} bytes ({stored / n_chunks:.0f} per chunk)")
         print(f"time: {elapsed * 1000 / args.documents:.1f} ms an upload (mean of the whole run)")
+        calls.clear()
+        get_bytes.clear()
+        cold = s3_knowledge_index(BUCKET, client=s3, cache_dir=f"{tmp}/cold")
+        started = time.perf_counter()
+        found = await cold.search_words("acme", "kb", DRAFT, "w10 w20", 5)
+        print(
+            f"a new function's first search of the draft: {(time.perf_counter() - started) * 1000:.0f} ms,"
+            f" requests {dict(calls)}, {sum(get_bytes)} bytes downloaded, {len(found)} hits"
+        )
 
         calls.clear()
         put_bytes.clear()

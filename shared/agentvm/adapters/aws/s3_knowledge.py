@@ -409,11 +409,20 @@ class S3KnowledgeIndex:
         if new:
             payloads = await asyncio.to_thread(self._fetch_segments, new, view_key)
             assert view.index is not None
+            words_only: list[KnowledgeChunk] = []  # consecutive segments without vectors: one call
             for (key, etag), data in zip(new, payloads, strict=True):
                 chunks, vectors = decode_segment(data)
-                await view.index.add_chunks(owner, resource, DRAFT, chunks, vectors)
+                if vectors is None:
+                    words_only += chunks  # in order: a later chunk still replaces an earlier one
+                else:
+                    if words_only:
+                        await view.index.add_chunks(owner, resource, DRAFT, words_only, None)
+                        words_only = []
+                    await view.index.add_chunks(owner, resource, DRAFT, chunks, vectors)
                 view.applied.append((key, etag))
                 view.documents[key] = frozenset(c.document_id for c in chunks)
+            if words_only:
+                await view.index.add_chunks(owner, resource, DRAFT, words_only, None)
             view.size = _size_of(view.path)
             self._evict(keep={view_key})
         return view
