@@ -8,9 +8,9 @@ tenant's query can never reach another's chunks. ``version`` is a published vers
 
 The index answers two ranked lists, words (full text) and vectors (nearest neighbours);
 ``resources.hybrid.hybrid_search`` fuses them. Adapters: SQLite FTS5 + sqlite-vec on the local
-host (``adapters/local/sqlite/knowledge.py``); the same, one file per version in S3, on AWS
-(``adapters/aws/s3_knowledge.py``); a ``tsvector`` and ``real[]`` vectors on PostgreSQL, the
-cluster host (``adapters/postgres/knowledge.py``).
+host (``adapters/local/sqlite/knowledge.py``); the same, one file per version in S3 (a draft: one
+segment per upload), on AWS (``adapters/aws/s3_knowledge.py``); a ``tsvector`` and ``real[]``
+vectors on PostgreSQL, the cluster host (``adapters/postgres/knowledge.py``).
 """
 
 from __future__ import annotations
