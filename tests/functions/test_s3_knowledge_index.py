@@ -246,6 +246,26 @@ async def test_a_segment_rewritten_meanwhile_is_read_again(s3, tmp_path):
         assert [d.document_id for d in documents] == ["shipping.md"]
 
 
+async def test_a_segment_gone_between_the_listing_and_its_download_is_listed_again(s3, tmp_path):
+    writer, reader = new_index(s3, tmp_path, "writer"), new_index(s3, tmp_path, "reader")
+    for c in HANDBOOK:
+        await writer.add_chunks("acme", "kb", DRAFT, [c], None)
+    listed = s3.list_objects_v2(Bucket=BUCKET, Prefix=draft_prefix("acme", "kb"))["Contents"]
+    security = sorted(o["Key"] for o in listed)[2]  # HANDBOOK[2]'s segment
+    get_object, loop, raced = s3.get_object, asyncio.get_running_loop(), []
+
+    def get_after_a_removal(**params):
+        if params["Key"] == security and not raced:  # listed by the reader, removed before its GET
+            raced.append(params["Key"])
+            change = writer.drop_document("acme", "kb", DRAFT, "security.md")
+            asyncio.run_coroutine_threadsafe(change, loop).result()
+        return get_object(**params)
+
+    reader._s3 = _Client(s3, get_object=get_after_a_removal)
+    documents = await reader.documents("acme", "kb", DRAFT)
+    assert raced and [d.document_id for d in documents] == ["billing.md", "shipping.md"]
+
+
 async def test_a_draft_written_as_one_file_becomes_its_first_segment(s3, tmp_path):
     from agentvm.adapters.local.sqlite.knowledge import SqliteKnowledgeIndex
 

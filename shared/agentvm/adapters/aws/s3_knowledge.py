@@ -386,7 +386,22 @@ class S3KnowledgeIndex:
 
     async def _draft_view(self, owner: str, resource: str) -> _Cached | None:
         """The draft's local file, brought up to its segments' listing (under ``_lock``); None when
-        the draft has no segment."""
+        the draft has no segment. A segment removed or rewritten between the LIST and its GET (412
+        or 404) makes it list again."""
+        from botocore.exceptions import ClientError
+
+        for attempt in range(self.attempts):
+            try:
+                return await self._draft_view_once(owner, resource)
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") not in _RETRY_CODES:
+                    raise
+            log.info(
+                "knowledge draft segment changed while read: listing again", extra={"attempt": attempt + 1}
+            )
+        raise Conflict("the knowledge resource is being changed by someone else; try again")
+
+    async def _draft_view_once(self, owner: str, resource: str) -> _Cached | None:
         view_key = _view_key(owner, resource)
         listing = await asyncio.to_thread(self._list_segments, owner, resource)
         legacy = object_key(owner, resource, DRAFT)
@@ -477,13 +492,20 @@ class S3KnowledgeIndex:
     ) -> dict[str, str] | None:
         """Each segment of ``holding`` without ``document_id``: {key: its new ETag, or "" when
         deleted}; None when one was rewritten by someone else meanwhile (nothing more changed)."""
+        from botocore.exceptions import ClientError
+
         changed: dict[str, str] = {}
         for key, etag in holding:
             if documents[key] == {document_id}:
                 self._s3.delete_object(Bucket=self.bucket, Key=key)
                 changed[key] = ""
                 continue
-            (data,) = self._fetch_segments([(key, etag)], keep)
+            try:
+                (data,) = self._fetch_segments([(key, etag)], keep)
+            except ClientError as e:  # rewritten or deleted since the listing: read it all again
+                if e.response.get("Error", {}).get("Code") in _RETRY_CODES:
+                    return None
+                raise
             chunks, vectors = decode_segment(data)
             kept = [n for n, c in enumerate(chunks) if c.document_id != document_id]
             body = encode_segment(
@@ -545,13 +567,22 @@ class S3KnowledgeIndex:
             return body, path
 
         with ThreadPoolExecutor(max_workers=FETCHES) as pool:
-            fetched = list(pool.map(one, segments))
-        for (key, etag), (_, path) in zip(segments, fetched, strict=True):
+            futures = [pool.submit(one, segment) for segment in segments]
+        fetched: list[bytes] = []
+        failed: BaseException | None = None
+        for (key, etag), future in zip(segments, futures, strict=True):
+            if future.exception() is not None:  # the others are kept (no file left behind), then raised
+                failed = failed or future.exception()
+                continue
+            data, path = future.result()
+            fetched.append(data)
             if path is not None:
                 self._install(key, path, etag, keep=keep)
             elif key in self._cache:
                 self._cache.move_to_end(key)
-        return [data for data, _ in fetched]
+        if failed is not None:
+            raise failed
+        return fetched
 
     def _put_bytes(self, key: str, data: bytes, condition: dict[str, str]) -> str | None:
         """PUT ``data`` as ``key`` if ``condition`` still holds: its ETag, else None."""
