@@ -36,8 +36,10 @@ Segment names carry the writer's clock: two functions whose clocks disagree may 
 the same document and ordinal in the other order, which only matters when the same document is
 uploaded twice at the same moment (the upload that lands last may then not be the one kept).
 A draft written before segments (one ``draft.sqlite`` file) is turned into the first segment the
-first time it is read. Publishing is unchanged: the draft's chunks (read through its local file)
-become a version's single file, written once (``If-None-Match: *``).
+first time it is read (while a deployment replaces the functions, an upload by an old function
+landing between that read and the file's deletion would be lost: upload after the deployment).
+Publishing is unchanged: the draft's chunks (read through its local file) become a version's
+single file, written once (``If-None-Match: *``).
 
 **Published versions** change only by being written once or deleted: ``add_chunks`` to a version
 other than the draft is a read-modify-write of its file (``If-Match`` on the ETag it was read at,
