@@ -3,8 +3,9 @@ draft's uploads and a version's searches cost in requests and bytes, and the fil
 
 * Uploads: ``--documents`` documents of ``--chunks-per-document`` chunks (~800 characters of
   Zipf-like words, ``benchmarks.knowledge_search``'s corpus) added one by one to one draft, as
-  ``POST /v1/knowledge/{name}/documents`` does; the S3 requests and the bytes PUT, and the draft
-  file's size at the end.
+  ``POST /v1/knowledge/{name}/documents`` does (the draft's documents read for its limits, then
+  the chunks added), by ``--writers`` functions in turn (each its own cache); the S3 requests, the
+  bytes PUT and downloaded, and the draft's bytes in S3 at the end.
 * A version: ``--chunks`` chunks with ``--dimensions``-float vectors published in one write; a
   cold read (download into the cache, open), warm searches (words, vectors: no request), and a
   revalidation after the freshness window (a conditional GET: 304).
@@ -34,10 +35,14 @@ from benchmarks.knowledge_search import text, unit
 BUCKET = "agentvm-knowledge-bench"
 
 
-def counting(client: Any) -> tuple[Counter[str], list[int]]:
-    """Requests ``client`` makes, by operation, and the bytes of each PUT's body."""
+def counting(client: Any) -> tuple[Counter[str], list[int], list[int]]:
+    """Requests ``client`` makes, by operation, the bytes of each PUT's body and of each GET's."""
     calls: Counter[str] = Counter()
     put_bytes: list[int] = []
+    get_bytes: list[int] = []
+
+    def got(parsed: dict[str, Any], **_: Any) -> None:
+        get_bytes.append(int(parsed.get("ContentLength") or 0))
 
     def seen(params: dict[str, Any], model: Any, **_: Any) -> None:
         calls[model.name] += 1
@@ -48,7 +53,8 @@ def counting(client: Any) -> tuple[Counter[str], list[int]]:
                 body.seek(0)
 
     client.meta.events.register("provide-client-params.s3.*", seen)
-    return calls, put_bytes
+    client.meta.events.register("after-call.s3.GetObject", got)
+    return calls, put_bytes, get_bytes
 
 
 async def main(args: argparse.Namespace) -> None:
@@ -56,26 +62,52 @@ async def main(args: argparse.Namespace) -> None:
     with mock_aws(), tempfile.TemporaryDirectory() as tmp:
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
-        calls, put_bytes = counting(s3)
-        writer = s3_knowledge_index(BUCKET, client=s3, cache_dir=f"{tmp}/writer")
+        calls, put_bytes, get_bytes = counting(s3)
+        writers = [
+            s3_knowledge_index(BUCKET, client=s3, cache_dir=f"{tmp}/writer-{n}") for n in range(args.writers)
+        ]
+        writer = writers[0]
         started = time.perf_counter()
         for d in range(args.documents):
             chunks = [
                 KnowledgeChunk(f"doc-{d}.md", f"Doc {d}", "A > B", "B", n, text(rng, 800))
                 for n in range(args.chunks_per_document)
             ]
-            await writer.add_chunks("acme", "kb", DRAFT, chunks, None)
+            uploader = writers[d % len(writers)]
+            await uploader.documents("acme", "kb", DRAFT)  # the upload's limits read the draft
+            await uploader.add_chunks("acme", "kb", DRAFT, chunks, None)
         elapsed = time.perf_counter() - started
-        head = s3.head_object(Bucket=BUCKET, Key=_key("acme", "kb", DRAFT))
+        stored = sum(
+            o["Size"]
+            for o in s3.list_objects_v2(Bucket=BUCKET, Prefix=_key("acme", "kb", DRAFT).rsplit("/", 1)[0])[
+                "Contents"
+            ]
+        )
         n_chunks = args.documents * args.chunks_per_document
-        print(f"## {args.documents} uploads of {args.chunks_per_document} chunks to one draft (words only)")
+        print(
+            f"## {args.documents} uploads of {args.chunks_per_document} chunks to one draft (words only),"
+            f" {args.writers} writer(s) in turn"
+        )
         print(f"requests: {dict(calls)}")
-        print(f"bytes PUT: {sum(put_bytes)} ({sum(put_bytes) / 2**20:.1f} MiB) for a final file of")
-        print(f"  {head['ContentLength']} bytes ({head['ContentLength'] / n_chunks:.0f} per chunk)")
+        print(f"bytes PUT: {sum(put_bytes)} ({sum(put_bytes) / 2**20:.2f} MiB)")
+        print(f"bytes downloaded (GET): {sum(get_bytes)} ({sum(get_bytes) / 2**20:.2f} MiB)")
+        print(f"the draft in S3 at the end: {stored} bytes ({stored / n_chunks:.0f} per chunk)")
         print(f"time: {elapsed * 1000 / args.documents:.1f} ms an upload (mean of the whole run)")
+        calls.clear()
+        get_bytes.clear()
+        cold = s3_knowledge_index(BUCKET, client=s3, cache_dir=f"{tmp}/cold")
+        started = time.perf_counter()
+        found = await cold.search_words("acme", "kb", DRAFT, "w10 w20", 5)
+        print(
+            f"a new function's first search of the draft: {(time.perf_counter() - started) * 1000:.0f} ms,"
+            f" requests {dict(calls)}, {sum(get_bytes)} bytes downloaded, {len(found)} hits"
+        )
 
         calls.clear()
         put_bytes.clear()
+        get_bytes.clear()
+        if args.skip_version:
+            return
         chunks = [
             KnowledgeChunk(f"d{n // 10}", "T", "", "", n % 10, text(rng, 800)) for n in range(args.chunks)
         ]
@@ -130,6 +162,8 @@ if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--documents", type=int, default=100)
     parser.add_argument("--chunks-per-document", type=int, default=10)
+    parser.add_argument("--writers", type=int, default=1, help="functions uploading in turn")
+    parser.add_argument("--skip-version", action="store_true", help="the uploads only")
     parser.add_argument("--chunks", type=int, default=5000)
     parser.add_argument("--dimensions", type=int, default=1536)
     parser.add_argument("--runs", type=int, default=30)

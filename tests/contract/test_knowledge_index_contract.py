@@ -80,6 +80,30 @@ async def test_words_rank_by_matches_and_stem(index):
     assert await index.search_words("acme", "handbook", "1", "zebra", 5) == []
 
 
+async def test_accents_are_folded_in_the_text_and_in_the_query(empty):
+    """As FTS5's ``remove_diacritics`` does: ``cafe`` finds ``café`` and ``café`` finds ``cafe``
+    (PostgreSQL: the ``unaccent`` dictionary of the ``avm_knowledge`` configuration)."""
+    idx = empty
+    await idx.add_chunks(
+        "acme",
+        "kb",
+        "1",
+        [
+            chunk("menu.md", 0, "Crème brûlée is served on Fridays.", "Café"),
+            chunk("review.md", 0, "A naive review of the cafe next door."),
+            chunk("other.md", 0, "Opening hours are posted at the door."),
+        ],
+        None,
+    )
+    for query in ("cafe", "café", "CAFÉ"):
+        hits = await idx.search_words("acme", "kb", "1", query, 5)
+        assert sorted(h.chunk.document_id for h in hits) == ["menu.md", "review.md"], query
+    hits = await idx.search_words("acme", "kb", "1", "creme brulee", 5)
+    assert [h.chunk.document_id for h in hits] == ["menu.md"]
+    hits = await idx.search_words("acme", "kb", "1", "naïve", 5)
+    assert [h.chunk.document_id for h in hits] == ["review.md"]
+
+
 async def test_the_heading_path_counts_more_than_the_text(empty):
     idx = empty
     await idx.add_chunks(
@@ -223,3 +247,24 @@ async def test_hybrid_search_fuses_words_and_vectors(empty):
     # a version without vectors: words alone, and said so
     await idx.add_chunks("acme", "handbook", "2", HANDBOOK, None)
     assert (await hybrid_search(idx, embedder, "acme", "handbook", "2", "refund card", 3)).mode == "words"
+
+
+@pytest.mark.postgres
+async def test_postgres_refreshes_its_statistics_after_a_large_add():
+    """One ``add_chunks`` of ``analyze_after_rows`` rows or more ANALYZEs the table (a publish of a
+    large version is searched at once, before autovacuum would); a smaller one leaves it alone."""
+    from agentvm.adapters.postgres.knowledge import PostgresKnowledgeIndex
+    from tests.postgres_server import fresh_database
+
+    async def analysed_rows(database) -> float:  # pg_class.reltuples: -1 until the first ANALYZE
+        async with database.connection() as conn:
+            cur = await conn.execute("SELECT reltuples FROM pg_class WHERE relname = 'knowledge_chunks'")
+            row = await cur.fetchone()
+        return float(row[0])
+
+    async with fresh_database() as database:
+        idx = PostgresKnowledgeIndex(database, analyze_after_rows=4)
+        await idx.add_chunks("acme", "handbook", DRAFT, HANDBOOK[:3], None)
+        assert await analysed_rows(database) == -1
+        await idx.add_chunks("acme", "handbook", "1", HANDBOOK, None)
+        assert await analysed_rows(database) == 7

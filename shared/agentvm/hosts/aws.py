@@ -181,7 +181,8 @@ def keyed_settings(runtime: Runtime, settings: Settings) -> Settings:
 
 def s3_knowledge_index(bucket: str, *, client: Any = None, cache_dir: str | None = None) -> KnowledgeIndex:
     """Knowledge in ``bucket``: one file per version of the local host's index (FTS5 words,
-    sqlite-vec vectors), cached in the function's ``/tmp`` (``adapters/aws/s3_knowledge.py``).
+    sqlite-vec vectors; a draft: one segment per upload, indexed locally), cached in the function's
+    ``/tmp`` (``adapters/aws/s3_knowledge.py``).
     Builds objects only; SQLite, sqlite-vec and the files are opened on the first knowledge call,
     so no function pays for them at its cold start."""
     from agentvm.adapters.aws.s3_knowledge import S3KnowledgeIndex

@@ -8,15 +8,15 @@ tenant's query can never reach another's chunks. ``version`` is a published vers
 
 The index answers two ranked lists, words (full text) and vectors (nearest neighbours);
 ``resources.hybrid.hybrid_search`` fuses them. Adapters: SQLite FTS5 + sqlite-vec on the local
-host (``adapters/local/sqlite/knowledge.py``); the same, one file per version in S3, on AWS
-(``adapters/aws/s3_knowledge.py``); a ``tsvector`` and ``real[]`` vectors on PostgreSQL, the
-cluster host (``adapters/postgres/knowledge.py``).
+host (``adapters/local/sqlite/knowledge.py``); the same, one file per version in S3 (a draft: one
+segment per upload), on AWS (``adapters/aws/s3_knowledge.py``); a ``tsvector`` and ``real[]``
+vectors on PostgreSQL, the cluster host (``adapters/postgres/knowledge.py``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -48,6 +48,22 @@ class KnowledgeChunk:
     location: str
     ordinal: int
     text: str
+
+    # The fields in order: what an index selects to rebuild a chunk (``from_row``).
+    COLUMNS: ClassVar[str] = "document_id, title, heading_path, location, ordinal, text"
+
+    @classmethod
+    def from_row(cls, row: Sequence[Any]) -> KnowledgeChunk:
+        """The chunk of a row whose first six columns are ``COLUMNS`` (the ones after them, a
+        score say, are the caller's)."""
+        return cls(
+            document_id=row[0],
+            title=row[1],
+            heading_path=row[2],
+            location=row[3],
+            ordinal=int(row[4]),
+            text=row[5],
+        )
 
 
 @dataclass(frozen=True)

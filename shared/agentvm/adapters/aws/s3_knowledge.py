@@ -19,43 +19,69 @@ the GET then is conditional, ``If-None-Match``: 304 and no bytes when unchanged)
 revalidated on every read. The cache is bounded (``cache_bytes``): the least recently used files
 go first.
 
-**Writes.** A draft changes by read-modify-write of its whole file: the current file (revalidated),
-changed in a copy through the local index, then ``PutObject`` with ``If-Match`` on the ETag it was
-read at (``If-None-Match: *`` for a new file). A writer that lost a race gets 412 (404 when the
-file went meanwhile, 409 for a conditional write S3 was already serving) and does it all again
-from the new file, ``attempts`` times at most: two Lambdas uploading to one draft never lose a
-write. Publishing writes a new version's file once (one ``add_chunks``); deleting a version is one
-DELETE; deleting a tenant lists its prefix and deletes it in batches of 1,000.
+**Drafts are segments.** A draft changes one upload at a time, so it is not one file: each
+``add_chunks`` to the draft writes its chunks (and vectors, if any) as one small object of its own,
+a *segment* (``<resource prefix>/draft/<time in ns>-<random>.json.gz``: gzipped JSON of the call's
+arguments), created with ``If-None-Match: *`` (a new name, so no writer ever waits for another).
+A read of the draft LISTs its segments (one request: keys and ETags, in key order, so in time
+order) and applies the ones it has not seen to a local index file (``cache_dir``), in order, with
+the local index's ``add_chunks``: the same replacement rule as one file (a later chunk of the same
+document and ordinal wins). Segments already applied are not fetched again; when the listing is no
+longer the applied one plus new segments at its end (another function removed a document), the
+local file is rebuilt from the segments (their payloads are cached too, so that costs LIST and
+local work, not downloads). ``drop_document`` deletes the segments holding only that document and
+rewrites (``If-Match`` their ETag) the few that hold others too; the local file drops it in place.
+So n uploads move O(n) bytes into S3 (each its own segment), not O(n^2) (BENCHMARKS.md: 50 uploads).
+Segment names carry the writer's clock: two functions whose clocks disagree may apply two writes of
+the same document and ordinal in the other order, which only matters when the same document is
+uploaded twice at the same moment (the upload that lands last may then not be the one kept).
+A draft written before segments (one ``draft.sqlite`` file) is turned into the first segment the
+first time it is read (while a deployment replaces the functions, an upload by an old function
+landing between that read and the file's deletion would be lost: upload after the deployment).
+Publishing is unchanged: the draft's chunks (read through its local file) become a version's
+single file, written once (``If-None-Match: *``).
+
+**Published versions** change only by being written once or deleted: ``add_chunks`` to a version
+other than the draft is a read-modify-write of its file (``If-Match`` on the ETag it was read at,
+``If-None-Match: *`` for a new file; a writer that lost a race gets 412, 404 or 409 and does it all
+again, ``attempts`` times at most); deleting a version is one DELETE; deleting a tenant lists its
+prefix and deletes it in batches of 1,000.
 
 **Costs** (S3 Standard, us-east-1; measured in ``docs/resources.md``): a file holds about 1.6-2.0
 KB per chunk of ~800 bytes with words only, ~8 KB with 1,536-dimension vectors: per million chunks
-~2 GB or ~8 GB, $0.05 or $0.19 a month. Publishing is one PUT per version, a search at most one
-GET (none while the cached file is fresh), an upload one conditional GET (304 when the cache is
-current) and one PUT. But uploads re-send the draft's whole file, so n uploads one by one to one
-draft move O(n^2) bytes; and a search needs the version's whole file in ``/tmp``: this suits
-versions up to some hundreds of thousands of chunks, not millions.
+~2 GB or ~8 GB, $0.05 or $0.19 a month. Publishing is one PUT per version, a search of a version at
+most one GET (none while the cached file is fresh). An upload is one LIST (its limits read the
+draft) and one PUT of its own segment; a draft's search one LIST, plus one GET per segment this
+function has not seen (a cold function fetches them all, 16 at a time). A search needs the
+version's whole file in ``/tmp``: this suits versions up to some hundreds of thousands of chunks,
+not millions.
 """
 
 from __future__ import annotations
 
 import asyncio
+import gzip
 import hashlib
+import json
 import logging
+import secrets
 import shutil
 import tempfile
 import time
 from collections import OrderedDict
-from dataclasses import dataclass
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from urllib.parse import quote
 
 from agentvm.errors import Conflict
+from agentvm.ports import DRAFT, KnowledgeChunk, vector_dimensions
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
 
-    from agentvm.ports import KnowledgeChunk, KnowledgeDocument, KnowledgeHit, KnowledgeIndex
+    from agentvm.ports import KnowledgeDocument, KnowledgeHit, KnowledgeIndex
 
     class IndexFile(KnowledgeIndex, Protocol):
         """A knowledge index on one local file (the local host's ``SqliteKnowledgeIndex``)."""
@@ -68,6 +94,8 @@ log = logging.getLogger("agentvm.knowledge")
 
 PREFIX = "knowledge/"
 SUFFIX = ".sqlite"
+SEGMENT_SUFFIX = ".json.gz"
+FETCHES = 16  # segments downloaded at once when a draft's local file is (re)built
 _RETRY_CODES = frozenset(
     {"PreconditionFailed", "412", "NoSuchKey", "404", "ConditionalRequestConflict", "409"}
 )
@@ -90,6 +118,28 @@ def object_key(owner: str, resource: str, version: str) -> str:
     return f"{resource_prefix(owner, resource)}{quote(version, safe='')}{SUFFIX}"
 
 
+def draft_prefix(owner: str, resource: str) -> str:
+    """Where a draft's segments live."""
+    return f"{resource_prefix(owner, resource)}{DRAFT}/"
+
+
+def segment_key(owner: str, resource: str) -> str:
+    """A new segment's key: the writer's clock first (segments list in time order), then randomness."""
+    return f"{draft_prefix(owner, resource)}{time.time_ns():020d}-{secrets.token_hex(6)}{SEGMENT_SUFFIX}"
+
+
+def encode_segment(chunks: Sequence[KnowledgeChunk], vectors: Sequence[Sequence[float]] | None) -> bytes:
+    """One ``add_chunks`` call's arguments as a segment's bytes."""
+    rows = [[c.document_id, c.title, c.heading_path, c.location, c.ordinal, c.text] for c in chunks]
+    payload = {"chunks": rows, "vectors": None if vectors is None else [list(v) for v in vectors]}
+    return gzip.compress(json.dumps(payload, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+
+
+def decode_segment(data: bytes) -> tuple[list[KnowledgeChunk], list[list[float]] | None]:
+    payload = json.loads(gzip.decompress(data))
+    return [KnowledgeChunk.from_row(row) for row in payload["chunks"]], payload["vectors"]
+
+
 @dataclass
 class _Cached:
     """A file in the local cache: its path, the ETag it was downloaded (or written) at, and the
@@ -100,6 +150,10 @@ class _Cached:
     checked_at: float
     size: int
     index: IndexFile | None = None
+    # a draft's local file only: the segments applied to it, in order ((key, ETag)), and the
+    # documents each holds
+    applied: list[tuple[str, str]] = field(default_factory=list)
+    documents: dict[str, frozenset[str]] = field(default_factory=dict)
 
     def close(self) -> None:
         if self.index is not None:
@@ -149,6 +203,12 @@ class S3KnowledgeIndex:
         chunks: Sequence[KnowledgeChunk],
         vectors: Sequence[Sequence[float]] | None,
     ) -> None:
+        if version == DRAFT:
+            vector_dimensions(chunks, vectors)  # refused here, not by the next reader
+            if chunks:
+                await self._add_segment(owner, resource, encode_segment(chunks, vectors))
+            return
+
         async def add(index: IndexFile) -> None:
             await index.add_chunks(owner, resource, version, chunks, vectors)
 
@@ -175,6 +235,9 @@ class S3KnowledgeIndex:
         return [] if index is None else await index.chunks(owner, resource, version)
 
     async def drop_document(self, owner: str, resource: str, version: str, document_id: str) -> int:
+        if version == DRAFT:
+            return await self._drop_from_draft(owner, resource, document_id)
+
         async def drop(index: IndexFile) -> int:
             return await index.drop_document(owner, resource, version, document_id)
 
@@ -186,6 +249,12 @@ class S3KnowledgeIndex:
         async with self._lock:
             await asyncio.to_thread(self._s3.delete_object, Bucket=self.bucket, Key=key)
             self._forget(key)
+            if version == DRAFT:
+                prefix = draft_prefix(owner, resource)
+                await asyncio.to_thread(self._delete_prefix, prefix)
+                self._forget(_view_key(owner, resource))
+                for cached in [k for k in self._cache if k.startswith(prefix)]:
+                    self._forget(cached)
 
     async def drop_owner(self, owner: str) -> None:
         prefix = owner_prefix(owner)
@@ -195,10 +264,18 @@ class S3KnowledgeIndex:
                 self._forget(key)
 
     async def stats(self, owner: str, resource: str) -> tuple[int, int, int]:
-        keys = await asyncio.to_thread(self._list, resource_prefix(owner, resource))
+        prefix = resource_prefix(owner, resource)
+        keys = await asyncio.to_thread(self._list, prefix)
+        draft = object_key(owner, resource, DRAFT)
         documents = chunks = size = 0
-        for key in keys:
-            index = await self._reading_key(key, revalidate=True)
+        indexes = [
+            await self._reading_key(key, revalidate=True)
+            for key in keys
+            if "/" not in key[len(prefix) :] and key.endswith(SUFFIX) and key != draft
+        ]
+        if any(k == draft or k.startswith(draft_prefix(owner, resource)) for k in keys):
+            indexes.append(await self._reading(owner, resource, DRAFT))
+        for index in indexes:
             if index is not None:
                 d, c, b = await index.stats(owner, resource)
                 documents, chunks, size = documents + d, chunks + c, size + b
@@ -207,9 +284,11 @@ class S3KnowledgeIndex:
     # -- reads ----------------------------------------------------------------------------------
 
     async def _reading(self, owner: str, resource: str, version: str) -> IndexFile | None:
-        from agentvm.ports import DRAFT
-
-        return await self._reading_key(object_key(owner, resource, version), revalidate=version == DRAFT)
+        if version == DRAFT:
+            async with self._lock:
+                view = await self._draft_view(owner, resource)
+                return None if view is None else view.index
+        return await self._reading_key(object_key(owner, resource, version), revalidate=False)
 
     async def _reading_key(self, key: str, *, revalidate: bool) -> IndexFile | None:
         """The index on the key's current file (downloaded or revalidated as needed); None: no file."""
@@ -291,20 +370,248 @@ class S3KnowledgeIndex:
             raise
         return str(answer["ETag"])
 
+    # -- drafts: segments -----------------------------------------------------------------------
+
+    async def _add_segment(self, owner: str, resource: str, data: bytes) -> None:
+        """Write one new segment (a new name each time: a name taken, which takes two writers in
+        the same nanosecond with the same random suffix, is simply drawn again)."""
+        for _ in range(self.attempts):
+            key = segment_key(owner, resource)
+            etag = await asyncio.to_thread(self._put_bytes, key, data, {"IfNoneMatch": "*"})
+            if etag is not None:
+                async with self._lock:  # kept: this function's next read of the draft fetches nothing
+                    path = self._new_path(SEGMENT_SUFFIX)
+                    path.write_bytes(data)
+                    self._install(key, path, etag, keep=_view_key(owner, resource))
+                return
+        raise Conflict("could not name a new segment of the draft; try again")
+
+    async def _draft_view(self, owner: str, resource: str) -> _Cached | None:
+        """The draft's local file, brought up to its segments' listing (under ``_lock``); None when
+        the draft has no segment. A segment removed or rewritten between the LIST and its GET (412
+        or 404) makes it list again."""
+        from botocore.exceptions import ClientError
+
+        for attempt in range(self.attempts):
+            try:
+                return await self._draft_view_once(owner, resource)
+            except ClientError as e:
+                if e.response.get("Error", {}).get("Code") not in _RETRY_CODES:
+                    raise
+            log.info(
+                "knowledge draft segment changed while read: listing again", extra={"attempt": attempt + 1}
+            )
+        raise Conflict("the knowledge resource is being changed by someone else; try again")
+
+    async def _draft_view_once(self, owner: str, resource: str) -> _Cached | None:
+        view_key = _view_key(owner, resource)
+        listing = await asyncio.to_thread(self._list_segments, owner, resource)
+        legacy = object_key(owner, resource, DRAFT)
+        if listing and listing[0][0] == legacy:
+            await self._convert_legacy(owner, resource)
+            listing = await asyncio.to_thread(self._list_segments, owner, resource)
+        if not listing:
+            self._forget(view_key)
+            return None
+        view = self._cache.get(view_key)
+        if view is not None and view.applied == listing[: len(view.applied)]:
+            self._cache.move_to_end(view_key)
+            new = listing[len(view.applied) :]
+        else:  # first read, or the segments changed under it: built again from all of them
+            self._forget(view_key)
+            path = self._new_path()
+            view = _Cached(path, "", self._now(), 0, index=self._open_index(path))
+            self._cache[view_key] = view
+            new = listing
+        if new:
+            payloads = await asyncio.to_thread(self._fetch_segments, new, view_key)
+            assert view.index is not None
+            words_only: list[KnowledgeChunk] = []  # consecutive segments without vectors: one call
+            for (key, etag), data in zip(new, payloads, strict=True):
+                chunks, vectors = decode_segment(data)
+                if vectors is None:
+                    words_only += chunks  # in order: a later chunk still replaces an earlier one
+                else:
+                    if words_only:
+                        await view.index.add_chunks(owner, resource, DRAFT, words_only, None)
+                        words_only = []
+                    await view.index.add_chunks(owner, resource, DRAFT, chunks, vectors)
+                view.applied.append((key, etag))
+                view.documents[key] = frozenset(c.document_id for c in chunks)
+            if words_only:
+                await view.index.add_chunks(owner, resource, DRAFT, words_only, None)
+            view.size = _size_of(view.path)
+            self._evict(keep={view_key})
+        return view
+
+    async def _drop_from_draft(self, owner: str, resource: str, document_id: str) -> int:
+        """Delete the segments holding only ``document_id``, rewrite those holding others too
+        (``If-Match``: a segment changed meanwhile is read again, all of it from the listing on);
+        the bytes of its text in the draft."""
+        for attempt in range(self.attempts):
+            async with self._lock:
+                view = await self._draft_view(owner, resource)
+                if view is None or view.index is None:
+                    return 0
+                found = [
+                    d
+                    for d in await view.index.documents(owner, resource, DRAFT)
+                    if d.document_id == document_id
+                ]
+                if not found:
+                    return 0  # nothing to drop: no write
+                holding = [(k, e) for k, e in view.applied if document_id in view.documents.get(k, ())]
+                changed = await asyncio.to_thread(
+                    self._drop_in_segments, holding, document_id, view.documents, _view_key(owner, resource)
+                )
+                if changed is not None:
+                    await view.index.drop_document(owner, resource, DRAFT, document_id)
+                    applied: list[tuple[str, str]] = []
+                    for key, etag in view.applied:
+                        if changed.get(key) == "":  # deleted
+                            view.documents.pop(key, None)
+                            self._forget(key)
+                            continue
+                        if key in changed:  # rewritten without the document
+                            view.documents[key] -= {document_id}
+                        applied.append((key, changed.get(key, etag)))
+                    view.applied = applied
+                    view.size = _size_of(view.path)
+                    return found[0].bytes
+                self._forget(_view_key(owner, resource))
+            log.info(
+                "knowledge draft segment changed meanwhile: dropping again", extra={"attempt": attempt + 1}
+            )
+            await asyncio.sleep(min(0.05 * 2**attempt, 1.0))
+        raise Conflict("the knowledge resource is being changed by someone else; try again")
+
+    def _drop_in_segments(
+        self,
+        holding: list[tuple[str, str]],
+        document_id: str,
+        documents: dict[str, frozenset[str]],
+        keep: str,
+    ) -> dict[str, str] | None:
+        """Each segment of ``holding`` without ``document_id``: {key: its new ETag, or "" when
+        deleted}; None when one was rewritten by someone else meanwhile (nothing more changed)."""
+        from botocore.exceptions import ClientError
+
+        changed: dict[str, str] = {}
+        for key, etag in holding:
+            if documents[key] == {document_id}:
+                self._s3.delete_object(Bucket=self.bucket, Key=key)
+                changed[key] = ""
+                continue
+            try:
+                (data,) = self._fetch_segments([(key, etag)], keep)
+            except ClientError as e:  # rewritten or deleted since the listing: read it all again
+                if e.response.get("Error", {}).get("Code") in _RETRY_CODES:
+                    return None
+                raise
+            chunks, vectors = decode_segment(data)
+            kept = [n for n, c in enumerate(chunks) if c.document_id != document_id]
+            body = encode_segment(
+                [chunks[n] for n in kept], None if vectors is None else [vectors[n] for n in kept]
+            )
+            new_etag = self._put_bytes(key, body, {"IfMatch": etag})
+            if new_etag is None:
+                return None
+            changed[key] = new_etag
+            self._forget(key)
+        return changed
+
+    async def _convert_legacy(self, owner: str, resource: str) -> None:
+        """A draft written as one file (before segments) becomes the first segment (its chunks,
+        words only: drafts are not embedded), then the file goes. Two functions converting at once
+        write the same name: the second's ``If-None-Match`` fails and the first's is kept."""
+        legacy = object_key(owner, resource, DRAFT)
+        entry = await asyncio.to_thread(self._fresh, legacy, True)
+        if entry is not None:
+            index = self._open_index(entry.path)
+            try:
+                chunks = await index.chunks(owner, resource, DRAFT)
+            finally:
+                index.close()
+            if chunks:
+                key = f"{draft_prefix(owner, resource)}{0:020d}-legacy{SEGMENT_SUFFIX}"
+                await asyncio.to_thread(
+                    self._put_bytes, key, encode_segment(chunks, None), {"IfNoneMatch": "*"}
+                )
+        await asyncio.to_thread(self._s3.delete_object, Bucket=self.bucket, Key=legacy)
+        self._forget(legacy)
+
+    def _list_segments(self, owner: str, resource: str) -> list[tuple[str, str]]:
+        """The draft's segments (and a file from before segments, first), in key order, with ETags."""
+        legacy = object_key(owner, resource, DRAFT)
+        prefix = draft_prefix(owner, resource)
+        found: list[tuple[str, str]] = []
+        pages = self._s3.get_paginator("list_objects_v2").paginate(Bucket=self.bucket, Prefix=prefix[:-1])
+        for page in pages:
+            found += [
+                (o["Key"], o["ETag"])
+                for o in page.get("Contents", [])
+                if o["Key"] == legacy or (o["Key"].startswith(prefix) and o["Key"].endswith(SEGMENT_SUFFIX))
+            ]
+        return sorted(found)
+
+    def _fetch_segments(self, segments: list[tuple[str, str]], keep: str) -> list[bytes]:
+        """The payloads of ``segments``: from the cache when it holds that ETag, else GET (FETCHES
+        at a time) and kept."""
+
+        def one(segment: tuple[str, str]) -> tuple[bytes, Path | None]:
+            key, etag = segment
+            entry = self._cache.get(key)
+            if entry is not None and entry.etag == etag:
+                return entry.path.read_bytes(), None
+            body = self._s3.get_object(Bucket=self.bucket, Key=key, IfMatch=etag)["Body"].read()
+            path = self._new_path(SEGMENT_SUFFIX)
+            path.write_bytes(body)
+            return body, path
+
+        with ThreadPoolExecutor(max_workers=FETCHES) as pool:
+            futures = [pool.submit(one, segment) for segment in segments]
+        fetched: list[bytes] = []
+        failed: BaseException | None = None
+        for (key, etag), future in zip(segments, futures, strict=True):
+            if future.exception() is not None:  # the others are kept (no file left behind), then raised
+                failed = failed or future.exception()
+                continue
+            data, path = future.result()
+            fetched.append(data)
+            if path is not None:
+                self._install(key, path, etag, keep=keep)
+            elif key in self._cache:
+                self._cache.move_to_end(key)
+        if failed is not None:
+            raise failed
+        return fetched
+
+    def _put_bytes(self, key: str, data: bytes, condition: dict[str, str]) -> str | None:
+        """PUT ``data`` as ``key`` if ``condition`` still holds: its ETag, else None."""
+        from botocore.exceptions import ClientError
+
+        try:
+            answer = self._s3.put_object(Bucket=self.bucket, Key=key, Body=data, **condition)
+        except ClientError as e:
+            if e.response.get("Error", {}).get("Code") in _RETRY_CODES:
+                return None
+            raise
+        return str(answer["ETag"])
+
     # -- the local cache ------------------------------------------------------------------------
 
-    def _new_path(self) -> Path:
+    def _new_path(self, suffix: str = SUFFIX) -> Path:
         if self._dir is None:  # its own: two indexes in one process never share a file name
             self._base.mkdir(parents=True, exist_ok=True)
             self._dir = Path(tempfile.mkdtemp(prefix="avm-knowledge-", dir=self._base))
         self._files += 1
-        return self._dir / f"{self._files}{SUFFIX}"
+        return self._dir / f"{self._files}{suffix}"
 
-    def _install(self, key: str, path: Path, etag: str) -> _Cached:
+    def _install(self, key: str, path: Path, etag: str, keep: str | None = None) -> _Cached:
         self._forget(key)
         entry = _Cached(path, etag, self._now(), path.stat().st_size)
         self._cache[key] = entry
-        self._evict(keep=key)
+        self._evict(keep={key} if keep is None else {key, keep})
         return entry
 
     def _forget(self, key: str) -> None:
@@ -313,14 +620,14 @@ class S3KnowledgeIndex:
             entry.close()
             _remove(entry.path)
 
-    def _evict(self, keep: str) -> None:
+    def _evict(self, keep: set[str]) -> None:
         """Drop the least recently used files until the cache holds ``cache_bytes`` at most (the
-        file just used stays, however large)."""
+        files in use stay, however large)."""
         total = sum(e.size for e in self._cache.values())
         for key in list(self._cache):
             if total <= self.cache_bytes:
                 break
-            if key != keep:
+            if key not in keep:
                 total -= self._cache[key].size
                 self._forget(key)
 
@@ -347,9 +654,30 @@ class S3KnowledgeIndex:
             self._forget(key)
 
 
+_VIEW = "#view"  # a draft's local file, in the cache: its resource prefix and this
+
+
+def _view_key(owner: str, resource: str) -> str:
+    return f"{draft_prefix(owner, resource)}{_VIEW}"
+
+
+def _size_of(path: Path) -> int:
+    return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
+
+
 def _remove(path: Path) -> None:
     for name in (path, Path(f"{path}-wal"), Path(f"{path}-shm")):
         name.unlink(missing_ok=True)
 
 
-__all__ = ["PREFIX", "S3KnowledgeIndex", "object_key", "owner_prefix", "resource_prefix"]
+__all__ = [
+    "PREFIX",
+    "S3KnowledgeIndex",
+    "decode_segment",
+    "draft_prefix",
+    "encode_segment",
+    "object_key",
+    "owner_prefix",
+    "resource_prefix",
+    "segment_key",
+]

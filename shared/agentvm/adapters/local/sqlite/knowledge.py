@@ -68,7 +68,7 @@ CREATE TRIGGER IF NOT EXISTS knowledge_chunks_ad AFTER DELETE ON knowledge_chunk
     VALUES ('delete', old.id, old.scope, old.title, old.heading_path, old.text);
 END;
 """
-_COLUMNS = "document_id, title, heading_path, location, ordinal, text"
+_COLUMNS = KnowledgeChunk.COLUMNS
 # bm25() weights, in the FTS5 columns' order: scope, title, heading_path, text
 _WEIGHTS = "0.0, 2.0, 3.0, 1.0"
 MAX_QUERY_TERMS = 32
@@ -239,7 +239,7 @@ class SqliteKnowledgeIndex:
             (f'scope:"{scope}" AND ({words})', owner, resource, version, limit),
         ).fetchall()
         # bm25() is lower-is-better (negative); a hit's score is higher-is-better
-        return [KnowledgeHit(_chunk(row), -float(row[6])) for row in rows]
+        return [KnowledgeHit(KnowledgeChunk.from_row(row), -float(row[6])) for row in rows]
 
     async def search_vectors(
         self, owner: str, resource: str, version: str, vector: Sequence[float], limit: int
@@ -262,7 +262,9 @@ class SqliteKnowledgeIndex:
             " ORDER BY v.distance, c.document_id, c.ordinal",
             (_floats(vector), limit, scope, owner, resource, version),
         ).fetchall()
-        return [KnowledgeHit(_chunk(row), 1.0 - float(row[6])) for row in rows]  # cosine similarity
+        return [
+            KnowledgeHit(KnowledgeChunk.from_row(row), 1.0 - float(row[6])) for row in rows
+        ]  # cosine similarity
 
     async def drop_version(self, owner: str, resource: str, version: str) -> None:
         with self._transaction():
@@ -303,18 +305,7 @@ class SqliteKnowledgeIndex:
             " ORDER BY document_id, ordinal",
             (owner, resource, version),
         ).fetchall()
-        return [_chunk(row) for row in rows]
-
-
-def _chunk(row: Sequence[Any]) -> KnowledgeChunk:
-    return KnowledgeChunk(
-        document_id=row[0],
-        title=row[1],
-        heading_path=row[2],
-        location=row[3],
-        ordinal=int(row[4]),
-        text=row[5],
-    )
+        return [KnowledgeChunk.from_row(row) for row in rows]
 
 
 def _floats(vector: Sequence[float]) -> bytes:
