@@ -2,9 +2,9 @@
 
 The table's key schema is fixed (``template.yaml`` declares exactly this): ``pk`` (S, hash), ``sk`` (S,
 range), two global secondary indexes ``gsi1`` (``gsi1pk`` S hash, ``gsi1sk`` S range, projection ALL)
-and the sparse ``gsi2`` (``gsi2pk``/``gsi2sk``, projection ALL: usage records and hour markers only),
-TTL on ``expiresAt`` (Number, epoch seconds), billing PAY_PER_REQUEST. Every access pattern is a
-GetItem or a Query on one partition; nothing ever scans.
+and the sparse ``gsi2`` (``gsi2pk``/``gsi2sk``, projection ALL: usage records, hour markers and
+webhook deliveries), TTL on ``expiresAt`` (Number, epoch seconds), billing PAY_PER_REQUEST. Every
+access pattern is a GetItem or a Query on one partition; nothing ever scans.
 
 =============  =============  ==============  ============  ===============================
 Entity         pk             sk              gsi1pk        gsi1sk
@@ -27,6 +27,9 @@ Usage sums     USAGEAGG#<t>   H#<hour>,       (dynamodb_usage: hour markers, in 
 Usage tenants  USAGEDIR#<m>   <t>
 Connection     CONN#<id>      META
 Subscription   CONN#<id>      SUB#<s>         SUBS#<s>      CONN#<id>
+Webhooks       WEBHOOKS#<t>,  EP#<e>, EVT#,   WHDUE         <nextAttemptAt:013d>#<d>  (pending
+               HOOK#<e>,      META            deliveries only; gsi2 HOOKDLV#<e> / <createdAt>#<d>:
+               WHDLV#<d>                      dynamodb.webhooks)
 =============  =============  ==============  ============  ===============================
 
 Attributes besides the keys: records (container, image, session, turn, usage) hold ``data``, the
@@ -78,7 +81,7 @@ if TYPE_CHECKING:
     from pynamodb.models import MetaProtocol
 
 GSI1 = "gsi1"
-GSI2 = "gsi2"  # sparse: usage records by tenant and hour, hours to roll up (dynamodb_usage)
+GSI2 = "gsi2"  # sparse: usage records by tenant and hour, hours to roll up (dynamodb_usage), webhooks
 TTL_ATTRIBUTE = "expiresAt"
 META = "META"
 CANCEL = "CANCEL"
@@ -190,7 +193,8 @@ class TableItem(Model):
     sk = UnicodeAttribute(range_key=True)
     gsi1pk = UnicodeAttribute(null=True)
     gsi1sk = UnicodeAttribute(null=True)
-    # the sparse ``gsi2`` (usage records by tenant and hour, usage hours to roll up: dynamodb_usage)
+    # the sparse ``gsi2`` (usage records by tenant and hour, usage hours to roll up: dynamodb_usage;
+    # webhook deliveries by endpoint: dynamodb.webhooks)
     gsi2pk = UnicodeAttribute(null=True)
     gsi2sk = UnicodeAttribute(null=True)
     # DynamoDB deletes an item some time (typically within two days) after this epoch second; until
