@@ -18,6 +18,7 @@ from moto.core.config import default_user_config
 from standardwebhooks import Webhook
 
 from agentvm.hosts.aws import run_sync
+from agentvm.records import WebhookDelivery
 from agentvm.turns.webhooks import BACKOFF_BASE_S, record_event
 from functions.webhook_sender import app as webhook_sender
 from tests.functions.aws_stack import REGION, TABLE, Stack, load_event, moto_resources
@@ -195,4 +196,28 @@ def test_a_tenant_without_endpoints_costs_no_invoke(hooks):
     token = hooks.stack.new_key(TENANT, "admin")
     a_turn(hooks, token)
     assert hooks.invokes == []
+    assert hooks.send() == 0
+
+
+def test_a_delivery_left_behind_by_its_deleted_endpoint_is_closed_not_leased_forever(hooks):
+    # DynamoDB deletes an endpoint's deliveries item by item: one may outlive it (a failure halfway,
+    # or an event recorded as the endpoint went). The sender closes it on its first attempt.
+    worker = hooks.stack.runtimes["turn_worker"]
+    assert worker.webhooks is not None
+    now = hooks.stack.clock.now_ms()
+    left = WebhookDelivery(
+        tenantId=TENANT,
+        endpointId="whe_gone",
+        deliveryId="msg_left_behind",
+        eventId="turn_x.completed.1",
+        eventType="turn.ended",
+        payload="{}",
+        nextAttemptAt=now,
+        createdAt=now,
+    )
+    assert run_sync(worker.webhooks.enqueue(left))
+    assert hooks.send_woken() == 1
+    closed = run_sync(worker.webhooks.get_delivery(TENANT, "msg_left_behind"))
+    assert closed is not None and (closed.status, closed.lastError) == ("failed", "the endpoint was deleted")
+    hooks.stack.clock.advance(3600)
     assert hooks.send() == 0
