@@ -17,11 +17,21 @@ import pytest
 from moto.core.config import default_user_config
 from standardwebhooks import Webhook
 
-from agentvm.hosts.aws import run_sync
-from agentvm.records import WebhookDelivery
+from agentvm.config import Settings
+from agentvm.configcentre.sealing import SecretUnreadable
+from agentvm.hosts.aws import aws_server_secrets, aws_webhooks, run_sync
+from agentvm.records import WebhookDelivery, WebhookEndpoint
 from agentvm.turns.webhooks import BACKOFF_BASE_S, record_event
 from functions.webhook_sender import app as webhook_sender
-from tests.functions.aws_stack import REGION, TABLE, Stack, load_event, moto_resources
+from tests.functions.aws_stack import (
+    AUTH_SECRET,
+    REGION,
+    TABLE,
+    Stack,
+    load_event,
+    moto_resources,
+    put_auth_secret,
+)
 from tests.security_harness import ManualClock
 from tests.webhook_receiver import Receiver
 
@@ -221,3 +231,21 @@ def test_a_delivery_left_behind_by_its_deleted_endpoint_is_closed_not_leased_for
     assert closed is not None and (closed.status, closed.lastError) == ("failed", "the endpoint was deleted")
     hooks.stack.clock.advance(3600)
     assert hooks.send() == 0
+
+
+def test_endpoint_secrets_are_sealed_under_the_ssm_secret_and_open_through_a_rotation(hooks):
+    def environment() -> Any:  # a fresh execution environment: reads the parameter on first use
+        settings = Settings()
+        return aws_webhooks(settings, aws_server_secrets(settings))
+
+    endpoint = WebhookEndpoint(
+        tenantId=TENANT, endpointId="whe_rot", url="https://example.com/h", events=["turn.ended"], createdAt=1
+    )
+    secret = "whsec_cm90YXRpb24tdGVzdC1zZWNyZXQtMDEyMzQ1Njc4OWFiY2RlZg=="
+    run_sync(environment().put_endpoint(endpoint, secret))
+    rotated = "functions-test-server-secret-ROTATED-0123456789abcdef"
+    put_auth_secret({"AVM_AUTH_SECRET": rotated, "AVM_AUTH_SECRET_PREVIOUS": AUTH_SECRET})
+    assert run_sync(environment().endpoint_secret(endpoint)) == secret  # the previous secret opens it
+    put_auth_secret({"AVM_AUTH_SECRET": rotated})
+    with pytest.raises(SecretUnreadable):  # dropped too soon: register the endpoint again (deploy.md)
+        run_sync(environment().endpoint_secret(endpoint))

@@ -25,11 +25,16 @@ GetItem; the stored ``tenantId`` is compared, so another tenant's id reads as mi
 endpoint's deliveries are listed newest first from ``gsi2`` (eventually consistent: a delivery
 written a moment ago may be missing from the list, never from a replay or the sender).
 **Deleting** an endpoint deletes its item, then each claim of its partition and the delivery it
-names (a delivery whose endpoint is gone is never sent: the sender reads the endpoint first).
+names (a delivery whose endpoint is gone is never sent: the sender reads the endpoint first and
+closes one left behind, ``turns.webhooks``).
 
-Writes: a recorded event 4 units per endpoint (a transaction of two small items), an attempt two
-(lease, result), a replay one. Secrets are sealed with ``SecretSealer`` (AES-256-GCM under a key
-derived from the server secret in SSM, the endpoint id as associated data), as on the other hosts.
+Units (items under 1 KB; ``benchmarks/billing.py``'s rules): a recorded event 6 WRU per endpoint (a
+transaction of two items, 4, and the delivery's two index copies), an attempt 7 to 8 (the lease
+moves the ``gsi1`` key: 4; the result 3, or 4 when it is retried) and 2 RRU (the endpoint, its
+secret), a replay 4; a delivered event is ~13 WRU, about $8 per million.
+
+Secrets are sealed with ``SecretSealer`` (AES-256-GCM under a key derived from the server secret in
+SSM, the endpoint id as associated data), as on the other hosts.
 
 ``on_due`` (the AWS host: an asynchronous invoke of the sender function) is called after a delivery
 is written pending with no attempt made yet, i.e. stored by ``enqueue`` or reset by a replay, so it
