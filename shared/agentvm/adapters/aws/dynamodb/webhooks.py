@@ -28,10 +28,11 @@ written a moment ago may be missing from the list, never from a replay or the se
 names (a delivery whose endpoint is gone is never sent: the sender reads the endpoint first and
 closes one left behind, ``turns.webhooks``).
 
-Units (items under 1 KB; ``benchmarks/billing.py``'s rules): a recorded event 6 WRU per endpoint (a
-transaction of two items, 4, and the delivery's two index copies), an attempt 7 to 8 (the lease
-moves the ``gsi1`` key: 4; the result 3, or 4 when it is retried) and 2 RRU (the endpoint, its
-secret), a replay 4; a delivered event is ~13 WRU, about $8 per million.
+Units (``benchmarks/webhook_costs.py``, billed by ``benchmarks/billing.py``'s rules): a recorded event
+8 WRU per endpoint (a transaction, so twice the two items and the delivery's two index copies), an
+attempt 7 to 8 WRU (the lease moves the ``gsi1`` key: 4; the result 3, or 4 when it is retried) and
+2.5 RRU (the due Query, the endpoint, its secret); a delivered event 15 WRU and 3.5 RRU, about $10
+per million. Every turn's end reads the tenant's endpoints: 1 RRU, with or without any.
 
 Secrets are sealed with ``SecretSealer`` (AES-256-GCM under a key derived from the server secret in
 SSM, the endpoint id as associated data), as on the other hosts.
