@@ -17,6 +17,7 @@ import pytest
 from moto.core.config import default_user_config
 from standardwebhooks import Webhook
 
+from agentvm.adapters.llm.scripted import Calls
 from agentvm.config import Settings
 from agentvm.configcentre.sealing import SecretUnreadable
 from agentvm.hosts.aws import aws_server_secrets, aws_webhooks, run_sync
@@ -28,6 +29,7 @@ from tests.functions.aws_stack import (
     REGION,
     TABLE,
     Stack,
+    frame,
     load_event,
     moto_resources,
     put_auth_secret,
@@ -249,3 +251,39 @@ def test_endpoint_secrets_are_sealed_under_the_ssm_secret_and_open_through_a_rot
     put_auth_secret({"AVM_AUTH_SECRET": rotated})
     with pytest.raises(SecretUnreadable):  # dropped too soon: register the endpoint again (deploy.md)
         run_sync(environment().endpoint_secret(endpoint))
+
+
+def test_a_turn_waiting_for_approval_sends_approval_needed_and_its_end_sends_turn_ended(hooks, receiver):
+    receiver.statuses.clear()
+    stack = hooks.stack
+    token = stack.new_key(TENANT, "admin")
+    hook = {"url": receiver.url, "events": ["approval.needed", "turn.ended"]}
+    secret = hooks.http("POST", "/v1/webhooks/endpoints", token, hook)[1]["secret"]
+    stack.connect("conn-1", headers={"Authorization": f"Bearer {token}"})
+    stack.request("conn-1", "container_create", "r1", containerId="user-alice")
+    config = {
+        "name": "A",
+        "tools": [{"type": "builtin", "name": "calculator"}],
+        "approval": {"tools": ["calculator"]},
+    }
+    image = stack.request("conn-1", "image_create", "r2", containerId="user-alice", config=config)["record"]
+    stack.model.add(Calls(("calculator", {"expression": "6*7"})), "It is 42.")
+    stack.send("conn-1", frame("message_send", "r3", imageId=image["imageId"], content="6 times 7?"))
+    stack.run_turns()  # the turn suspends on the approval: its event is recorded, the sender woken
+    assert hooks.send_woken() == 1
+    [(headers, body)] = receiver.requests
+    needed = Webhook(secret).verify(body, headers)
+    assert (needed["type"], needed["data"]["status"]) == ("approval.needed", "suspended")
+
+    turn_id = needed["data"]["turnId"]
+    [wait] = stack.request("conn-1", "tool_waits", "r4", containerId="user-alice")["waits"]
+    ids = {"turnId": turn_id, "toolCallId": wait["toolCallId"]}
+    assert stack.request("conn-1", "tool_approval", "r5", approved=True, **ids)["status"] == "approved"
+    stack.run_turns()  # the continuation ends the turn
+    assert hooks.send_woken() == 1
+    ended = Webhook(secret).verify(receiver.requests[1][1], receiver.requests[1][0])
+    assert (ended["type"], ended["data"]["turnId"], ended["data"]["status"]) == (
+        "turn.ended",
+        turn_id,
+        "completed",
+    )
