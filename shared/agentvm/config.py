@@ -132,6 +132,9 @@ class Settings(BaseSettings):
     # webhook URLs may reach loopback and private addresses (dev and tests; docs/webhooks.md, SSRF).
     webhook_send_s: float = Field(default=1.0, gt=0)
     webhooks_allow_private_networks: bool = False
+    # AWS: the webhook sender function (template.yaml) the turn worker and the HTTP API wake with an
+    # asynchronous invoke once a delivery is recorded or replayed; empty: its minute schedule only.
+    webhook_sender_function: str | None = None
     # Local turn slots (adapters/local/sqlite/queue.py): turns running at once, and at most this
     # many of one tenant, so one tenant's flood leaves slots to the others (not in the open mode,
     # which has one tenant). On AWS, Lambda concurrency plays this part (SECURITY.md).

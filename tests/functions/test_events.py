@@ -33,6 +33,7 @@ PREFIXES = {
     "sqs-sandbox-job": "sandbox_worker",
     "scheduler-wait-sweep": "wait_sweeper",
     "scheduler-schedule-sweep": "schedule_sweeper",
+    "scheduler-webhook-send": "webhook_sender",
 }
 NAME = re.compile(r"^(apigw-ws|apigw-http|sqs|scheduler)-[a-z0-9]+(-[a-z0-9]+)*\.json$")
 ALL_EVENTS = sorted(p.name for p in EVENTS.glob("*.json"))
@@ -205,6 +206,11 @@ def test_sqs_event_parses_and_carries_turn_jobs(name):
 def test_the_sweep_event_is_the_input_the_schedule_sends(functions, function, event):
     schedule = functions[function]["Properties"]["Events"]["EveryMinute"]["Properties"]
     assert json.loads(schedule["Input"]) == _load(event)
+
+
+def test_the_webhook_send_event_is_the_input_the_schedule_sends(functions):
+    schedule = functions["webhook_sender"]["Properties"]["Events"]["EveryMinute"]["Properties"]
+    assert json.loads(schedule["Input"]) == _load("scheduler-webhook-send.json")
 
 
 def test_batch_event_holds_two_turns_of_one_session_in_order_and_another_session():

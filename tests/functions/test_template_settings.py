@@ -31,6 +31,9 @@ MODEL_USERS = {
 # Functions that verify API tokens, so read the server secret: the $connect authorizer, ws_default
 # (`auth` frames) and the HTTP API (bearer tokens). $connect, $disconnect and the worker never do.
 AUTH_USERS = {"ws_authorizer", "ws_default", "http_api"}
+# ...and the webhook sender, which opens the endpoints' signing secrets, sealed under a key derived
+# from the server secret (docs/webhooks.md, "Secrets").
+SECRET_READERS = AUTH_USERS | {"webhook_sender"}
 FUNCTIONS = [
     "ws_authorizer",
     "ws_connect",
@@ -41,6 +44,7 @@ FUNCTIONS = [
     "wait_sweeper",
     "schedule_sweeper",
     "sandbox_worker",
+    "webhook_sender",
 ]
 
 
@@ -121,7 +125,11 @@ def test_every_setting_a_function_requires_is_given_to_it(template, functions, n
     else:  # only the functions that resolve models may read the provider keys
         assert "provider_keys_parameter" not in given
     # the functions that verify tokens cannot start without the secret's parameter; no other gets it
-    assert ("auth_secret_parameter" in given) == ("auth_secret_parameter" in required) == (name in AUTH_USERS)
+    assert (
+        ("auth_secret_parameter" in given)
+        == ("auth_secret_parameter" in required)
+        == (name in SECRET_READERS)
+    )
 
 
 def test_only_functions_that_post_may_manage_connections(template, functions):
@@ -175,12 +183,14 @@ def test_provider_keys_are_readable_only_by_the_model_users(template, functions)
     assert "kms:EncryptionContext:PARAMETER_ARN" in decrypt["Condition"]["StringEquals"]
 
 
-def test_the_auth_secret_is_readable_only_by_the_functions_that_verify_tokens(template, functions):
+def test_the_auth_secret_is_readable_only_by_the_functions_that_verify_tokens_or_open_secrets(
+    template, functions
+):
     for name, fn in functions.items():
         reads = {"Ref": "AuthSecretReadPolicy"} in fn["Properties"].get("Policies", [])
-        assert reads == (name in AUTH_USERS), name
+        assert reads == (name in SECRET_READERS), name
         variable = _environment(template, fn).get("AVM_AUTH_SECRET_PARAMETER")
-        assert variable == ({"Ref": "AuthSecretParameterName"} if name in AUTH_USERS else None), name
+        assert variable == ({"Ref": "AuthSecretParameterName"} if name in SECRET_READERS else None), name
     policy = template["Resources"]["AuthSecretReadPolicy"]["Properties"]["PolicyDocument"]["Statement"]
     assert {s["Action"] for s in policy} == {"ssm:GetParameter", "kms:Decrypt"}
     (read,) = [s for s in policy if s["Action"] == "ssm:GetParameter"]
@@ -367,3 +377,22 @@ def test_the_turn_deadline_the_worker_timeout_and_the_queue_visibility_agree(tem
     # and SQS does not hand the job to another worker while this one may still run it.
     assert 0 < deadline <= worker["Timeout"] - 30
     assert queue["VisibilityTimeout"] >= 6 * worker["Timeout"]
+
+
+def test_only_the_functions_that_record_or_replay_webhook_deliveries_may_wake_the_sender(template, functions):
+    # the turn worker records turns' events, the HTTP API replays deliveries (docs/webhooks.md)
+    wakers = {"turn_worker", "http_api"}
+    for name, fn in functions.items():
+        invokes = [
+            p["LambdaInvokePolicy"] for p in fn["Properties"].get("Policies", []) if "LambdaInvokePolicy" in p
+        ]
+        variable = _environment(template, fn).get("AVM_WEBHOOK_SENDER_FUNCTION")
+        assert bool(invokes) == (variable is not None) == (name in wakers), name
+        for policy in invokes:
+            assert policy == {"FunctionName": {"Ref": "WebhookSenderFunction"}}, "the sender only"
+        assert variable in (None, {"Ref": "WebhookSenderFunction"}), name
+    sender = functions["webhook_sender"]["Properties"]
+    assert "VpcConfig" not in sender, "the sender reaches receivers on the internet: no VPC"
+    schedule = sender["Events"]["EveryMinute"]
+    assert schedule["Type"] == "ScheduleV2"
+    assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"

@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
     from agentvm.adapters.llm.router import SettingsModelResolver
     from agentvm.config import Settings
-    from agentvm.ports import Clock, KnowledgeIndex, Metrics, ModelClient
+    from agentvm.ports import Clock, KnowledgeIndex, Metrics, ModelClient, Webhooks
     from agentvm.records import TurnJob
     from agentvm.security.apikeys import ServerSecrets
     from agentvm.security.setup import LazyServerSecrets, Security
@@ -109,7 +109,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         progress=TurnProgress(),
         metrics=NoMetrics(),  # replaced below (cloudwatch_metrics), as the field's default was
     )
-    aws_security(settings, runtime.clock).attach(runtime)
+    secrets_ = aws_server_secrets(settings)  # read from SSM on first use, by keys and by sealing
+    aws_security(settings, runtime.clock, secrets_=secrets_).attach(runtime)
     runtime.resources = ResourceCentre(
         DynamoDbResourceStore(settings.table_name),
         runtime.clock,
@@ -160,6 +161,8 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         runtime.clock,
         cache_s=settings.config_cache_s,
     )
+    runtime.webhooks = aws_webhooks(settings, secrets_)
+    runtime.webhooks_allow_private = settings.webhooks_allow_private_networks
     runtime.metrics = cloudwatch_metrics(settings)
     from agentvm.observability.tracing import configure_tracing
 
@@ -171,6 +174,24 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         assert insights is not None  # cloudwatch_metrics made it, as AVM_LOG_GROUP is set
         runtime.logs = CloudWatchLogStore(insights, now_ms=runtime.clock.now_ms)
     return runtime
+
+
+def aws_webhooks(settings: Settings, secrets_: ServerSecrets | LazyServerSecrets) -> Webhooks:
+    """Webhook endpoints and the outbox on the table (``adapters/aws/dynamodb/webhooks.py``): the
+    endpoints' secrets sealed under a key derived from the server secret (``configcentre.sealing``,
+    as the other hosts seal them; read from SSM only when a secret is sealed or opened: by the HTTP
+    API registering an endpoint, and by the sender), and, where ``AVM_WEBHOOK_SENDER_FUNCTION`` is
+    set, the sender woken by an asynchronous invoke as soon as a delivery is due (docs/webhooks.md)."""
+    from agentvm.adapters.aws.dynamodb.webhooks import DynamoDbWebhooks
+    from agentvm.configcentre.sealing import SecretSealer
+
+    assert settings.table_name is not None
+    wake = None
+    if settings.webhook_sender_function:
+        from agentvm.adapters.aws.lambda_invoke import AsyncInvoke
+
+        wake = AsyncInvoke(settings.webhook_sender_function, {"source": "agentvm.webhooks"})
+    return DynamoDbWebhooks(settings.table_name, SecretSealer(secrets_.newest_first), on_due=wake)
 
 
 def keyed_settings(runtime: Runtime, settings: Settings) -> Settings:
@@ -380,30 +401,45 @@ def _not_configured() -> ServerSecrets:
     raise RuntimeError("this function has no AVM_AUTH_SECRET_PARAMETER: add it in template.yaml")
 
 
-def aws_security(settings: Settings, clock: Clock, *, ssm_client: Any = None) -> Security:
+def aws_server_secrets(settings: Settings, *, ssm_client: Any = None) -> ServerSecrets | LazyServerSecrets:
+    """The server secret: ``AVM_AUTH_SECRET`` when set (tests, tooling), else the SecureString named
+    by ``AVM_AUTH_SECRET_PARAMETER``, read on first use (``LazyServerSecrets``; no network I/O here).
+    Neither: secrets whose first use fails, naming the setting to add."""
+    from agentvm.security.setup import LazyServerSecrets, server_secrets
+
+    if settings.auth_secret is not None:
+        return server_secrets(settings)
+    if settings.auth_secret_parameter:
+        name = settings.auth_secret_parameter
+        return LazyServerSecrets(lambda: ssm_server_secrets(name, ssm_client=ssm_client))
+    return LazyServerSecrets(_not_configured)
+
+
+def aws_security(
+    settings: Settings,
+    clock: Clock,
+    *,
+    ssm_client: Any = None,
+    secrets_: ServerSecrets | LazyServerSecrets | None = None,
+) -> Security:
     """Key store, budgets and counters on the single table ``AVM_TABLE_NAME``; always authenticates.
 
-    The server secret: ``AVM_AUTH_SECRET`` when set (tests, tooling), else the SecureString named by
-    ``AVM_AUTH_SECRET_PARAMETER``, read on first use (``LazyServerSecrets``; no network I/O here).
-    A function given neither still gets an authenticator, whose first token check fails: there is
-    no unauthenticated mode on AWS. Counter windows expire by ``clock``, like budgets and limits.
+    The server secret: ``secrets_`` (``aws_runtime`` shares one with the webhooks' sealing), else
+    ``aws_server_secrets``: ``AVM_AUTH_SECRET`` when set (tests, tooling), else the SecureString named
+    by ``AVM_AUTH_SECRET_PARAMETER``, read on first use (no network I/O here). A function given
+    neither still gets an authenticator, whose first token check fails: there is no unauthenticated
+    mode on AWS. Counter windows expire by ``clock``, like budgets and limits.
     """
     from agentvm.adapters.aws.dynamodb.budgets import DynamoDbBudgetStore
     from agentvm.adapters.aws.dynamodb.counters import DynamoDbCounters
     from agentvm.adapters.aws.dynamodb.keys import DynamoDbKeyStore
-    from agentvm.security.setup import LazyServerSecrets, build_security, server_secrets
+    from agentvm.security.setup import build_security
 
     if not settings.table_name:
         raise ValueError("AVM_TABLE_NAME is not set")
     table = settings.table_name
-    secrets_: ServerSecrets | LazyServerSecrets
-    if settings.auth_secret is not None:
-        secrets_ = server_secrets(settings)
-    elif settings.auth_secret_parameter:
-        name = settings.auth_secret_parameter
-        secrets_ = LazyServerSecrets(lambda: ssm_server_secrets(name, ssm_client=ssm_client))
-    else:
-        secrets_ = LazyServerSecrets(_not_configured)
+    if secrets_ is None:
+        secrets_ = aws_server_secrets(settings, ssm_client=ssm_client)
     return build_security(
         settings,
         clock,
@@ -588,6 +624,8 @@ __all__ = [
     "SsmKeysModelResolver",
     "aws_runtime",
     "aws_security",
+    "aws_server_secrets",
+    "aws_webhooks",
     "cloudwatch_metrics",
     "compact_lines",
     "event_loop",

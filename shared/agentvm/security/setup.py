@@ -99,6 +99,11 @@ class LazyServerSecrets:
     def matches(self, token: str, secret_hash: str, secret_id: str) -> bool:
         return self._get().matches(token, secret_hash, secret_id)
 
+    def newest_first(self) -> tuple[bytes, ...]:
+        """The secrets, loaded on first use (``ServerSecrets.newest_first``; sealing keys are derived
+        from them: ``configcentre.sealing``)."""
+        return self._get().newest_first()
+
 
 def build_security(
     settings: Settings,

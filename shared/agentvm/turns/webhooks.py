@@ -201,8 +201,11 @@ async def _attempt(
     import httpx
 
     endpoint = await webhooks.get_endpoint(delivery.tenantId, delivery.endpointId)
-    if endpoint is None:
-        return  # deleted with its deliveries
+    if endpoint is None:  # deleted with its deliveries; one left behind (DynamoDB deletes item by item,
+        # or an event recorded as the endpoint went) is closed, so it is not leased again every minute
+        gone = {"status": "failed", "lastError": "the endpoint was deleted"}
+        await webhooks.save_delivery(delivery.model_copy(update=gone))
+        return
     attempts = delivery.attempts + 1
     code: int | None = None
     error: str | None = None

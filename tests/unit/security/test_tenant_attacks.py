@@ -119,19 +119,25 @@ async def aws_dynamodb_world(tmp_path: Any) -> AsyncIterator[World]:
     from agentvm.adapters.aws.dynamodb.connections import DynamoDbConnections
     from agentvm.adapters.aws.dynamodb.schedules import DynamoDbSchedules
     from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+    from agentvm.adapters.aws.dynamodb.webhooks import DynamoDbWebhooks
     from agentvm.config import Settings
     from agentvm.hosts.aws import aws_runtime, aws_security
 
     h = Harness(tmp_path)
     local_store = h.store
     with atomic_moto():
-        settings = Settings(table_name="agentvm-attacks", auth_secret=SERVER_SECRET.decode())
+        settings = Settings(
+            table_name="agentvm-attacks",
+            auth_secret=SERVER_SECRET.decode(),
+            webhooks_allow_private_networks=True,  # the victims' endpoints are on loopback
+        )
         DynamoDbStore(settings.table_name).create_table(wait=True)
         rt = aws_runtime(settings)
         h.rt = dataclasses.replace(rt, queue=h.queue, push=h.push, models=h.rt.models, turns=h.rt.turns)
         aws_security(settings, ManualClock()).attach(h.rt)
         assert isinstance(h.rt.store, DynamoDbStore) and isinstance(h.rt.connections, DynamoDbConnections)
         assert isinstance(h.rt.schedules, DynamoDbSchedules)  # /v1/schedules is attacked on AWS too
+        assert isinstance(h.rt.webhooks, DynamoDbWebhooks)  # the webhook routes are attacked on AWS too
         # Logs and metrics on CloudWatch (moto): lines shipped into the group as Lambda ships them
         shipper = MotoLogShipper(GROUP)
         insights = LogsInsights(GROUP, poll_s=0.0)

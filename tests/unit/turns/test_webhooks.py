@@ -6,10 +6,8 @@ from __future__ import annotations
 
 import json
 import logging
-import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 import httpx
 import pytest
@@ -22,41 +20,18 @@ from agentvm.images import ImageConfig, create
 from agentvm.turns.submit import Sender, send_message
 from agentvm.turns.webhooks import BACKOFF_BASE_S, deliver_due
 from agentvm.turns.worker import process_turn
+from tests.webhook_receiver import Receiver
 
 if TYPE_CHECKING:
     from collections.abc import Iterator
     from pathlib import Path
 
 
-class Receiver:
-    """An HTTP server on loopback that records each request and answers ``statuses`` in turn (then 200)."""
-
-    def __init__(self, statuses: list[int]) -> None:
-        self.requests: list[tuple[dict[str, str], bytes]] = []
-        self.statuses = statuses
-        outer = self
-
-        class Handler(BaseHTTPRequestHandler):
-            def do_POST(self) -> None:  # noqa: N802 (http.server's name)
-                body = self.rfile.read(int(self.headers["content-length"]))
-                outer.requests.append(({k.lower(): v for k, v in self.headers.items()}, body))
-                self.send_response(outer.statuses.pop(0) if outer.statuses else 200)
-                self.send_header("content-length", "0")
-                self.end_headers()
-
-            def log_message(self, *args: Any) -> None:
-                pass
-
-        self.server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-        self.url = f"http://127.0.0.1:{self.server.server_port}/hook"
-        threading.Thread(target=self.server.serve_forever, daemon=True).start()
-
-
 @pytest.fixture
 def receiver() -> Iterator[Receiver]:
     r = Receiver([500])  # the first delivery fails
     yield r
-    r.server.shutdown()
+    r.close()
 
 
 class LaterClock:

@@ -3,7 +3,7 @@
 The table's key schema is fixed (``template.yaml`` declares exactly this): ``pk`` (S, hash), ``sk`` (S,
 range), two global secondary indexes ``gsi1`` (``gsi1pk`` S hash, ``gsi1sk`` S range, projection ALL)
 and the sparse ``gsi2`` (``gsi2pk``/``gsi2sk``, projection ALL: usage records and hour markers, unpaused
-schedules and runs still claimed: ``dynamodb.schedules``),
+schedules and runs still claimed: ``dynamodb.schedules``, webhook deliveries: ``dynamodb.webhooks``),
 TTL on ``expiresAt`` (Number, epoch seconds), billing PAY_PER_REQUEST. Every access pattern is a
 GetItem or a Query on one partition; nothing ever scans.
 
@@ -31,6 +31,9 @@ Subscription   CONN#<id>      SUB#<s>         SUBS#<s>      CONN#<id>
 Schedule       TENANT#<t>     SCHED#<id>      (gsi2 while unpaused: SCHEDDUE / <nextAt>#<id>)
 Schedule run   SCHEDRUN#<id>  TICK#<tickAt>   (gsi2 while claimed: SCHEDCLAIM / <claimedAt>#...;
                                               TTL 90 days: dynamodb.schedules)
+Webhooks       WEBHOOKS#<t>,  EP#<e>, EVT#,   WHDUE         <nextAttemptAt:013d>#<d>  (pending
+               HOOK#<e>,      META            deliveries only; gsi2 HOOKDLV#<e> / <createdAt>#<d>:
+               WHDLV#<d>                      dynamodb.webhooks)
 =============  =============  ==============  ============  ===============================
 
 Attributes besides the keys: records (container, image, session, turn, usage) hold ``data``, the
@@ -82,7 +85,7 @@ if TYPE_CHECKING:
     from pynamodb.models import MetaProtocol
 
 GSI1 = "gsi1"
-GSI2 = "gsi2"  # sparse: usage records by tenant and hour, hours to roll up (dynamodb_usage)
+GSI2 = "gsi2"  # sparse: usage records by tenant and hour, hours to roll up (dynamodb_usage), webhooks
 TTL_ATTRIBUTE = "expiresAt"
 META = "META"
 CANCEL = "CANCEL"
@@ -203,7 +206,8 @@ class TableItem(Model):
     sk = UnicodeAttribute(range_key=True)
     gsi1pk = UnicodeAttribute(null=True)
     gsi1sk = UnicodeAttribute(null=True)
-    # the sparse ``gsi2`` (usage records by tenant and hour, usage hours to roll up: dynamodb_usage)
+    # the sparse ``gsi2`` (usage records by tenant and hour, usage hours to roll up: dynamodb_usage;
+    # webhook deliveries by endpoint: dynamodb.webhooks)
     gsi2pk = UnicodeAttribute(null=True)
     gsi2sk = UnicodeAttribute(null=True)
     # DynamoDB deletes an item some time (typically within two days) after this epoch second; until
