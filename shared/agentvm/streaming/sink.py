@@ -210,9 +210,7 @@ class CoalescingSink:
             self._linger.cancel()
             self._linger = None
         self._ready = seq
-        if self._sender is None and not self._aborted:
-            self._sender = asyncio.create_task(self._send_loop())
-        self._wake.set()
+        self._wake_sender()
 
     # -- delivery ---------------------------------------------------------------------------
     async def _targets(self) -> list[Subscription]:
@@ -233,8 +231,7 @@ class CoalescingSink:
             if self._closing:
                 if any(mark < self._sent for mark in self._marks.values()):
                     await self._deliver(self._sent, force=True)  # batched text left
-                for cadence in self._cadences.values():
-                    cadence.close()
+                self._close_cadences()
                 return
             self._wake.clear()
             await self._wake.wait()
@@ -270,9 +267,17 @@ class CoalescingSink:
 
     def _batch_window_over(self) -> None:
         self._batch_due = True
+        self._wake_sender()
+
+    def _wake_sender(self) -> None:
+        """Start the sender task if none runs (never after ``abort``), and wake it."""
         if self._sender is None and not self._aborted:
             self._sender = asyncio.create_task(self._send_loop())
         self._wake.set()
+
+    def _close_cadences(self) -> None:
+        for cadence in self._cadences.values():
+            cadence.close()
 
     async def aclose(self) -> None:
         """Flush what is buffered and wait until every frame was handed to the fanout."""
@@ -300,8 +305,7 @@ class CoalescingSink:
             if handle is not None:
                 handle.cancel()
         self._timer = self._linger = None
-        for cadence in self._cadences.values():
-            cadence.close()
+        self._close_cadences()
         sender, self._sender = self._sender, None
         if sender is not None and not sender.done():
             sender.cancel()
