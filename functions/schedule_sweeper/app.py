@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.hosts.aws import LambdaEntry, rounds_until_done, run_sync
 from agentvm.turns.schedules import fire_due
 
 if TYPE_CHECKING:
@@ -34,13 +34,9 @@ logger = Logger()
 
 def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     async def run(context: Any) -> int:
-        total = 0
-        for _ in range(MAX_ROUNDS):
-            sent = await fire_due(rt)
-            total += sent
-            if sent == 0 or context.get_remaining_time_in_millis() < MIN_ROUND_MS:
-                break
-        return total
+        return await rounds_until_done(
+            lambda: fire_due(rt), context=context, max_rounds=MAX_ROUNDS, reserve_ms=MIN_ROUND_MS
+        )
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

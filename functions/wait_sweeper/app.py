@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 from aws_lambda_powertools import Logger
 
 from agentvm.adapters.aws.dynamodb.usage import DynamoDbUsageRollups
-from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.hosts.aws import LambdaEntry, rounds_until_done, run_sync
 from agentvm.turns.waits import sweep_waits
 
 if TYPE_CHECKING:
@@ -33,12 +33,7 @@ logger = Logger()
 
 def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]]:
     async def run() -> tuple[int, int]:
-        total = 0
-        for _ in range(MAX_ROUNDS):
-            acted = await sweep_waits(rt)
-            total += acted
-            if acted == 0:
-                break
+        total = await rounds_until_done(lambda: sweep_waits(rt), max_rounds=MAX_ROUNDS)
         rolled = 0
         if isinstance(rt.usage, DynamoDbUsageRollups):
             rolled = (await rt.usage.roll_closed_hours(rt.clock.now_ms())).rolled

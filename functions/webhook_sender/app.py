@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from aws_lambda_powertools import Logger
 
-from agentvm.hosts.aws import LambdaEntry, run_sync
+from agentvm.hosts.aws import LambdaEntry, rounds_until_done, run_sync
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -39,14 +39,12 @@ def build_handler(rt: Runtime) -> Callable[[dict[str, Any], Any], dict[str, Any]
 
         from agentvm.turns.webhooks import deliver_due
 
-        sent = 0
         async with httpx.AsyncClient(follow_redirects=False) as client:  # per run: no pool frozen between
-            while context.get_remaining_time_in_millis() > RESERVE_MS:
-                made = await deliver_due(rt, client, allow_private=rt.webhooks_allow_private, limit=ROUND)
-                sent += made
-                if made == 0:
-                    break
-        return sent
+            return await rounds_until_done(
+                lambda: deliver_due(rt, client, allow_private=rt.webhooks_allow_private, limit=ROUND),
+                context=context,
+                reserve_ms=RESERVE_MS,
+            )
 
     @logger.inject_lambda_context(clear_state=True)
     def handler(event: dict[str, Any], context: Any) -> dict[str, Any]:

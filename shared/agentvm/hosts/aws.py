@@ -17,7 +17,7 @@ from agentvm.hosts.tools import tool_sources
 from agentvm.runtime import Runtime, turn_settings
 
 if TYPE_CHECKING:
-    from collections.abc import Callable, Coroutine, Iterable
+    from collections.abc import Awaitable, Callable, Coroutine, Iterable
     from pathlib import Path
 
     from aws_lambda_powertools import Logger
@@ -611,6 +611,29 @@ def event_loop() -> asyncio.AbstractEventLoop:
     return _loop
 
 
+async def rounds_until_done(
+    round_: Callable[[], Awaitable[int]],
+    *,
+    context: Any = None,
+    max_rounds: int | None = None,
+    reserve_ms: int = 0,
+) -> int:
+    """Run a scheduled function's rounds of work (the sweepers, the webhook sender) until one does
+    nothing, ``max_rounds`` ran, or the invocation has ``reserve_ms`` or less left (checked before
+    each round, so a round always has its reserve); returns the work done. What is left waits for
+    the next run."""
+    done = rounds = 0
+    while max_rounds is None or rounds < max_rounds:
+        if context is not None and context.get_remaining_time_in_millis() <= reserve_ms:
+            break
+        made = await round_()
+        done += made
+        rounds += 1
+        if made == 0:
+            break
+    return done
+
+
 def run_sync(coro: Coroutine[Any, Any, T]) -> T:
     """Run ``coro`` to completion on the process's one event loop (from a sync Lambda handler)."""
     return event_loop().run_until_complete(coro)
@@ -633,6 +656,7 @@ __all__ = [
     "prepare_lambda_logger",
     "parse_ssm_json",
     "read_ssm_json",
+    "rounds_until_done",
     "run_sync",
     "s3_knowledge_index",
     "ssm_server_secrets",
