@@ -157,15 +157,21 @@ class FrameMap(_Record):
     """What one attempt of a turn sent, compactly: enough to send it again to a resuming client.
 
     Frame ``i`` had seq ``firstSeq + i``. ``kinds[i]`` is its event type, or, for a ``text_delta``,
-    the length of the reply text once that frame was sent (an int): the text itself is the stored
-    reply's. ``data`` holds, by frame index, the ``data`` of the frames that storage does not hold
-    (``message_start``, ``message_stop``, ``conversation_end``...); messages come from storage.
+    the length of the turn's text once that frame was sent (an int: all its steps' text, every part
+    of a continued turn's included): the text itself is the stored replies'. ``data`` holds, by frame
+    index, the ``data`` of the frames that storage does not hold (``message_start``,
+    ``message_stop``, ``conversation_end``...); messages come from storage.
+
+    ``earlier``: the maps of the turn's parts before this attempt, oldest first, when it continues a
+    turn that suspended (``streaming.frames``, "Continued turns"): each one attempt's frames, with
+    no ``earlier`` of its own. Empty for a turn that never suspended.
     """
 
     firstSeq: int
     kinds: list[str | int] = Field(default_factory=list)
     data: dict[str, dict[str, Any]] = Field(default_factory=dict)
     agentId: str = ""
+    earlier: list[FrameMap] = Field(default_factory=list)
 
 
 class TurnRecord(_Record):
@@ -175,7 +181,9 @@ class TurnRecord(_Record):
     updatedAt: int
     userSeq: int = 0  # the user message's seq (0: a record from before sequence numbers)
     attempt: int = 0  # which run of the turn wrote this (a retry after a worker died: one more)
-    frames: FrameMap | None = None  # with the terminal status: what the attempt sent (resume)
+    # with ``suspended`` or a terminal status: what the turn sent (resume); with ``running``: what
+    # the parts before the running attempt sent (a continuation's; None for a turn never suspended)
+    frames: FrameMap | None = None
     # with ``running`` on a host that polls for interrupts (AWS): the worker's poller id, under
     # which an interrupt marks the turn too (turns/cancel_poll.py); None: nobody polls for it
     poller: str | None = None

@@ -24,6 +24,7 @@ from agentvm.messages import (
 )
 from agentvm.records import (
     ContainerRecord,
+    FrameMap,
     ImageRecord,
     SessionRecord,
     SessionSummary,
@@ -489,6 +490,23 @@ async def test_get_turn_returns_the_last_put(store: Store) -> None:
 
     assert await store.get_turn("turn_1") == turn("turn_1", "completed", at=2)
     assert await store.get_turn("turn_missing") is None
+
+
+async def test_a_continued_turns_frame_map_keeps_the_maps_of_its_suspended_attempts(store: Store) -> None:
+    suspended = FrameMap(firstSeq=100_001, kinds=["message_persisted", 15, "turn_suspended"], agentId="ag_1")
+    ended = FrameMap(
+        firstSeq=100_004,
+        kinds=["tool_result", 24, "conversation_end"],
+        data={"2": {"reason": "completed"}},
+        agentId="ag_1",
+        earlier=[suspended],
+    )
+    await store.put_turn(turn("turn_1", "running").model_copy(update={"frames": suspended}))
+    assert (await store.get_turn("turn_1")).frames == suspended
+    done = turn("turn_1", "completed", at=2).model_copy(update={"frames": ended})
+    await store.put_turn(done)
+
+    assert await store.get_turn("turn_1") == done
 
 
 # usage

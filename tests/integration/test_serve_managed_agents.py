@@ -1,7 +1,8 @@
 """Anthropic's Managed Agents API (api/managed/, docs/managed-agents.md) driven by the official
 ``anthropic`` SDK against a real ``avm serve`` on loopback with the echo model: agent → environment
 → session → a stream open while ``user.message`` is sent gives ``agent.message`` then
-``session.status_idle``; ``events.list``; a custom tool round trip; a tool confirmation; an
+``session.status_idle``; ``events.list``; a custom tool round trip (listed and resumed whole, the
+events before its suspension included); a tool confirmation; an
 interrupt; a wrong key raises ``AuthenticationError``; an unknown or another tenant's session
 raises ``NotFoundError``; what is not served raises the SDK's own error."""
 
@@ -145,16 +146,18 @@ def test_event_deltas_preview_the_agent_message(served) -> None:
     assert kinds.index("event_start") < kinds.index("event_delta") < kinds.index("agent.message")
 
 
-def test_a_custom_tool_round_trip(served) -> None:
-    server, key, _ = served
-    client = sdk(server, key)
-    tool = {
-        "type": "custom",
-        "name": "lookup",
-        "description": "Look an order up",
-        "input_schema": {"type": "object", "properties": {"order": {"type": "string"}}},
-    }
-    session_id = new_session(client, tools=[tool])
+LOOKUP = {
+    "type": "custom",
+    "name": "lookup",
+    "description": "Look an order up",
+    "input_schema": {"type": "object", "properties": {"order": {"type": "string"}}},
+}
+
+
+def custom_tool_round_trip(client: anthropic.Anthropic) -> tuple[str, Any, list[Any]]:
+    """A session whose turn calls the custom tool ``lookup``, waits for its result, gets it and
+    ends: its id, the tool use, and every event the stream gave."""
+    session_id = new_session(client, tools=[LOOKUP])
     seen: list[Any] = []
     with client.beta.sessions.events.stream(session_id) as stream:
         client.beta.sessions.events.send(
@@ -182,6 +185,13 @@ def test_a_custom_tool_round_trip(served) -> None:
             ],
         )
         until(stream, "session.status_idle", seen)
+    return session_id, use, seen
+
+
+def test_a_custom_tool_round_trip(served) -> None:
+    server, key, _ = served
+    client = sdk(server, key)
+    session_id, use, seen = custom_tool_round_trip(client)
     [reply] = [e for e in seen if e.type == "agent.message"]
     assert reply.content[0].text == "Echo: lookup returned: shipped"
     [answered] = [e for e in seen if e.type == "user.custom_tool_result"]
@@ -191,6 +201,47 @@ def test_a_custom_tool_round_trip(served) -> None:
             session_id,
             events=[{"type": "user.custom_tool_result", "custom_tool_use_id": use.id, "content": []}],
         )
+
+
+def test_a_turn_continued_after_a_custom_tool_is_listed_and_resumed_whole(served) -> None:
+    """``events.list`` and a stream resumed from before the suspension give the turn's events
+    before it (the user message, the tool use) and the continuation's, each once, in order."""
+    server, key, _ = served
+    client = sdk(server, key)
+    session_id, use, seen = custom_tool_round_trip(client)
+    live = [(e.type, e.id) for e in seen]
+    whole = [
+        "user.message",
+        "agent.custom_tool_use",
+        "session.status_idle",
+        "user.custom_tool_result",
+        "agent.message",
+        "session.status_idle",
+    ]
+
+    listed = list(client.beta.sessions.events.list(session_id))
+    for event in listed:
+        STRICT.validate_python(event.to_dict())
+    kinds = [e.type for e in listed if e.type in whole]
+    assert kinds == whole
+    assert [e.id for e in listed if e.type == "agent.custom_tool_use"] == [use.id]
+    assert [e.content[0].text for e in listed if e.type == "user.message"] == ['/tool lookup {"order": "42"}']
+    assert [e.content[0].text for e in listed if e.type == "agent.message"] == [
+        "Echo: lookup returned: shipped"
+    ]
+    ids = [e.id for e in listed]
+    assert len(set(ids)) == len(ids)
+    # what the live stream gave, in the same order (it joined after the user message was sent)
+    assert [(e.type, e.id) for e in listed if (e.type, e.id) in live] == live
+
+    again: list[Any] = []
+    with client.beta.sessions.events.stream(session_id, extra_headers={"Last-Event-ID": "0"}) as stream:
+        while (
+            not again or again[-1].type != "session.status_idle" or again[-1].stop_reason.type != "end_turn"
+        ):
+            until(stream, "session.status_idle", again)
+    assert [e.type for e in again if e.type in whole] == whole
+    assert [(e.type, e.id) for e in again] == [(e.type, e.id) for e in listed]
 
 
 def test_a_tool_confirmation_denied_and_allowed(served) -> None:

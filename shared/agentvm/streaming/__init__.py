@@ -46,8 +46,10 @@ if TYPE_CHECKING:
         first_seq,
         last_seq,
         message_frame_data,
+        parts,
         persisted_event,
         replay,
+        text_length,
     )
     from agentvm.streaming.resume import (
         FinishedTurn,
@@ -76,6 +78,7 @@ __all__ = [
     "message_frame_data",
     "notification",
     "pack",
+    "parts",
     "persisted_event",
     "render_frame",
     "render_payload",
@@ -85,6 +88,7 @@ __all__ = [
     "FinishedTurn",
     "finished_turns_after",
     "subscribe_after",
+    "text_length",
     "unpack",
     "user_message_id",
     "v2_context",
@@ -129,8 +133,10 @@ __getattr__, __dir__ = lazy_exports(
             "first_seq",
             "last_seq",
             "message_frame_data",
+            "parts",
             "persisted_event",
             "replay",
+            "text_length",
         ],
         "resume": [
             "FinishedTurn",

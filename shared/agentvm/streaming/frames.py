@@ -11,6 +11,17 @@ before it: a client that saw frames of the dead attempt must not drop the new on
 sink sends to each subscriber from the seq it already has (a subscriber that resumed mid-turn is
 caught up from here), and the compact ``FrameMap`` stored with the turn's terminal status.
 ``replay`` rebuilds a finished turn's frames from that map and the stored messages.
+
+Continued turns. A turn that waits on a tool call (an approval, a client's result, a sandbox job)
+ends its attempt ``suspended``, its map stored; the continuation is a later attempt that numbers
+its frames right after that map's last seq (``turns.status.first_seq_of``). Its ``FrameLog`` is
+made with the map of what the turn sent so far (``continues``): its text lengths go on from that
+map's (they index the turn's whole text), and its own map carries the earlier attempts' maps in
+``earlier``, so the map stored at the turn's end (or next suspension) is the whole turn: ``parts``
+lists one map per attempt, in seq order, and ``replay`` rebuilds them all, each frame once.
+While the continuation runs, its ``running`` record keeps the map it continues: if its worker dies,
+the retry (numbered from its own band, as any retry) continues that same map, so the retry's
+frames replace only the dead attempt's, which were never stored.
 """
 
 from __future__ import annotations
@@ -94,7 +105,23 @@ def first_seq(user_seq: int, attempt: int) -> int:
 
 
 def last_seq(frames: FrameMap) -> int:
+    """The seq of the last frame of the turn's last attempt (the map's own)."""
     return frames.firstSeq + len(frames.kinds) - 1
+
+
+def parts(frames: FrameMap) -> list[FrameMap]:
+    """The turn's attempts whose frames it keeps, in seq order: the suspended ones a continuation
+    went on from (``earlier``), then the map's own (read its ``firstSeq``, ``kinds`` and ``data``)."""
+    return [*frames.earlier, frames]
+
+
+def text_length(frames: FrameMap) -> int:
+    """The length of the turn's text once its last text frame so far was sent (0: none yet)."""
+    for part in reversed(parts(frames)):
+        for kind in reversed(part.kinds):
+            if isinstance(kind, int):
+                return kind
+    return 0
 
 
 def persisted_event(
@@ -117,15 +144,19 @@ def error_occurred_data(error: ErrorMessage) -> Json:
 
 
 class FrameLog:
-    """Every frame of one attempt of a turn, numbered from ``first`` in the order they were added."""
+    """Every frame of one attempt of a turn, numbered from ``first`` in the order they were added.
 
-    def __init__(self, first: int, *, agent_id: str) -> None:
+    ``continues``: the map of what the turn sent before this attempt, when it continues a suspended
+    turn (the module's "Continued turns"); its frames are not sent again, but kept in the map."""
+
+    def __init__(self, first: int, *, agent_id: str, continues: FrameMap | None = None) -> None:
         self.first = first
         self._agent_id = agent_id
+        self._earlier = [] if continues is None else [_alone(part) for part in parts(continues)]
         self._payloads: list[str] = []
         self._kinds: list[str | int] = []
         self._data: dict[str, Json] = {}
-        self._text_len = 0
+        self._text_len = 0 if continues is None else text_length(continues)
         # The same frames rendered for AgentX v2 subscribers, made the first time one asks.
         self._v2: V2Renderer | None = None
         self._v2_seqs: list[int] = []
@@ -191,9 +222,19 @@ class FrameLog:
         return self._v2_payloads[lo:hi]
 
     def frame_map(self) -> FrameMap:
+        """This attempt's map, with the maps of the attempts it continues (``earlier``)."""
         return FrameMap(
-            firstSeq=self.first, kinds=list(self._kinds), data=dict(self._data), agentId=self._agent_id
+            firstSeq=self.first,
+            kinds=list(self._kinds),
+            data=dict(self._data),
+            agentId=self._agent_id,
+            earlier=list(self._earlier),
         )
+
+
+def _alone(part: FrameMap) -> FrameMap:
+    """One attempt's map without the maps it continues (``earlier`` holds them flat)."""
+    return part if not part.earlier else part.model_copy(update={"earlier": []})
 
 
 def replay(
@@ -206,7 +247,8 @@ def replay(
     now_ms: int,
     merge_text: bool,
 ) -> list[str]:
-    """The frames of a finished ``turn`` with ``seq > after``, serialised, as they were sent.
+    """The frames of a finished ``turn`` with ``seq > after``, serialised, as they were sent: every
+    attempt of its map (``parts``: a continued turn's suspended attempts, then its last), in order.
 
     Text comes from the stored reply (``replies``: the messages answering ``user``). With
     ``merge_text`` the text the client misses is one ``text_delta`` with the seq of the turn's last
@@ -228,7 +270,13 @@ def replay(
     by_id = {m.id: m for m in replies}
     # The turn's text frames carry the running length of all its text: every step's, in order.
     text = "".join(text_of(m.content) for m in replies if isinstance(m, AssistantMessage))
-    kinds = frames.kinds
+    # (seq, kind, data) of every frame kept, in seq order: the attempts' maps one after the other
+    kept = [
+        (part.firstSeq + index, kind, part.data.get(str(index)))
+        for part in parts(frames)
+        for index, kind in enumerate(part.kinds)
+    ]
+    kinds = [kind for _seq, kind, _data in kept]
     # Text is merged per run of text frames (``conversation_responding`` does not break a run; a
     # tool step's frames do, so each step's text is replayed where it was sent).
     run_ends = {
@@ -238,8 +286,7 @@ def replay(
     out: list[str] = []
     sent = 0  # the client's text: up to the last text frame at or below the cursor
     start = 0  # where the current text frame starts
-    for index, kind in enumerate(frames.kinds):
-        seq = frames.firstSeq + index
+    for index, (seq, kind, data) in enumerate(kept):
         if isinstance(kind, int):
             if seq <= after:
                 sent = kind
@@ -254,7 +301,6 @@ def replay(
             continue
         if seq <= after:
             continue
-        data = frames.data.get(str(index))
         if data is not None and REF in data:
             source = by_id.get(data[REF])
             body = None if source is None else message_frame_data(kind, source)
@@ -319,6 +365,8 @@ __all__ = [
     "first_seq",
     "last_seq",
     "message_frame_data",
+    "parts",
     "persisted_event",
     "replay",
+    "text_length",
 ]

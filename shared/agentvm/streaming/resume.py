@@ -31,11 +31,13 @@ from agentvm.ports import PROTOCOL_V1, PROTOCOL_V2
 from agentvm.records import TERMINAL, turn_id_for
 from agentvm.streaming.agentx_v2_events import V2Renderer, notification
 from agentvm.streaming.batching import pack
-from agentvm.streaming.frames import TURN_SPAN, last_seq, replay
+from agentvm.streaming.frames import TURN_SPAN, last_seq, parts, replay
 
 # A suspended turn's frames up to ``turn_suspended`` are stored like a finished turn's: a client
-# that reconnects while the turn waits gets the approval or client-tool request again.
-REPLAYABLE = TERMINAL | {"suspended"}
+# that reconnects while the turn waits gets the approval or client-tool request again. A running
+# record holds frames only when it continues a suspended turn: those of its attempts before the
+# running one, which are over (``frames``, "Continued turns"); its worker sends the rest.
+REPLAYABLE = TERMINAL | {"suspended", "running"}
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -98,9 +100,10 @@ async def finished_turns_after(
     rt: Runtime, session: SessionRecord, after: int, *, band: int | None = None
 ) -> list[FinishedTurn]:
     """The session's finished turns from the cursor ``after``'s turn on, oldest first (only the one
-    answering user message ``band``, if given). A turn still running is left out: its worker sends
-    it live. (Only a turn left behind by a dead job can be unfinished before a finished one: turns
-    of a session run in order.)"""
+    answering user message ``band``, if given). A turn still running is left out (its worker sends
+    it live), but for the attempts a running continuation continues, which are over. (Only a turn
+    left behind by a dead job can be unfinished before a finished one: turns of a session run in
+    order.)"""
     # The cursor's turn answers the user message with seq ``after // TURN_SPAN``: read from there.
     window = await rt.store.recent_messages_after(
         session.sessionId, max(after // TURN_SPAN - 1, 0), rt.turns.history_window
@@ -140,24 +143,34 @@ async def _replay_finished(
             continue
         payloads = done.replay(rt, session, after=cursor, merge_text=merge_text)
         if v2:
-            seen = done.replay(rt, session, after=done.turn.frames.firstSeq - 1, merge_text=False)
-            payloads = _rendered(seen, payloads, cursor)
+            starts = {part.firstSeq for part in parts(done.turn.frames)}
+            seen = done.replay(rt, session, after=min(starts) - 1, merge_text=False)
+            payloads = _rendered(seen, payloads, cursor, starts)
         for payload in pack(payloads) if batch else payloads:
             await rt.push.send(connection_id, payload)
         cursor = last_seq(done.turn.frames)
     return cursor
 
 
-def _rendered(whole: list[str], missed: list[str], cursor: int) -> list[str]:
+def _rendered(whole: list[str], missed: list[str], cursor: int, starts: set[int]) -> list[str]:
     """``missed`` (frames above ``cursor``) as v2 notifications, rendered after the frames of
-    ``whole`` (the attempt as sent) the client has: a step's calls, the turn's model and start."""
+    ``whole`` (the turn as sent) the client has: a step's calls, the turn's model and start. Each
+    attempt is rendered from its first frame (a seq of ``starts``) on, as its worker did."""
     renderer = V2Renderer()
     for payload in whole:
         frame = json.loads(payload)
         if frame.get("seq", 0) > cursor:
             break
+        if frame.get("seq") in starts:
+            renderer = V2Renderer()
         renderer.feed(frame)
-    return [notification(e) for payload in missed for e in renderer.feed(json.loads(payload))]
+    out: list[str] = []
+    for payload in missed:
+        frame = json.loads(payload)
+        if frame.get("seq") in starts:
+            renderer = V2Renderer()
+        out.extend(notification(e) for e in renderer.feed(frame))
+    return out
 
 
 async def _clamped(rt: Runtime, session_id: str, after: int) -> int:

@@ -67,7 +67,10 @@ class CoalescingSink:
         economy_flush_max_s: float = 2.0,
         economy_flush_s: float = 2.0,
         cadence: str = LIVE,
+        continues: FrameMap | None = None,
     ) -> None:
+        """``continues``: the map of what the turn sent before this attempt, when the attempt
+        continues a suspended turn: kept in this attempt's map (``frame_map``), not sent again."""
         self._session_id = session_id
         self._context = context
         self._fanout = fanout
@@ -99,7 +102,7 @@ class CoalescingSink:
         self._cadence = cadence if cadence in self._cadences else LIVE  # the turn's: image, tenant
         self._batch_due = False  # a batched subscriber's wait ended: a pass for them
         self._linger: asyncio.TimerHandle | None = None
-        self._log = FrameLog(first_seq, agent_id=context.agentId)
+        self._log = FrameLog(first_seq, agent_id=context.agentId, continues=continues)
         self._buffer: list[str] = []
         self._sent_first_delta = False
         self._timer: asyncio.TimerHandle | None = None
@@ -170,7 +173,8 @@ class CoalescingSink:
         self._ready_upto(self._log.last)
 
     def frame_map(self) -> FrameMap:
-        """What this attempt sent (or holds): stored with the turn's terminal status."""
+        """What this attempt sent (or holds), with the attempts it continues: stored with the
+        turn's terminal or suspended status."""
         self._flush_buffer()
         return self._log.frame_map()
 

@@ -82,6 +82,7 @@ if TYPE_CHECKING:
     from agentvm.turns.status import (
         answer_send,
         attempt_of,
+        continued_frames,
         first_seq_of,
         set_status,
     )
@@ -183,6 +184,7 @@ __all__ = [
     "config_digest",
     "context_for",
     "continue_turn",
+    "continued_frames",
     "day_start",
     "decide",
     "deliver_due",
@@ -305,6 +307,7 @@ __getattr__, __dir__ = lazy_exports(
         "status": [
             "answer_send",
             "attempt_of",
+            "continued_frames",
             "first_seq_of",
             "set_status",
         ],

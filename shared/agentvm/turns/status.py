@@ -3,7 +3,9 @@
 ``set_status`` writes the turn record (``running`` naming its poller, ``suspended``, or a terminal
 status with the frame map of what the attempt sent) and takes an ended turn off the operator's
 running list; ``attempt_of`` and ``first_seq_of`` say which attempt this is and where its frames
-are numbered from; ``answer_send`` answers the AgentX v2 ``message.send`` that waits for the turn.
+are numbered from, ``continued_frames`` what the turn sent before it (a continuation's running
+record keeps that, ``streaming.frames``, "Continued turns"); ``answer_send`` answers the AgentX v2
+``message.send`` that waits for the turn.
 """
 
 from __future__ import annotations
@@ -33,8 +35,8 @@ async def set_status(
     poller: str | None = None,
 ) -> None:
     """Store the turn's status: with the attempt that writes it, the frame map of what a suspended
-    or ended attempt sent, and the poller of a running one. An ended turn leaves the operator's
-    list of running turns."""
+    or ended turn sent (or, running, what it sent before this attempt), and the poller of a running
+    one. An ended turn leaves the operator's list of running turns."""
     await rt.store.put_turn(
         TurnRecord(
             turnId=job.turnId,
@@ -72,6 +74,15 @@ def first_seq_of(job: TurnJob, turn: TurnRecord | None, attempt: int) -> int:
     return first_seq(job.userSeq, attempt)
 
 
+def continued_frames(turn: TurnRecord | None) -> FrameMap | None:
+    """What the turn sent before the attempt about to run, which that attempt continues: a suspended
+    turn's map, or the one a continuation that died kept with its ``running`` status (its retry
+    continues the same attempts; the dead attempt's own frames were never stored). None otherwise."""
+    if turn is None or turn.status not in ("suspended", "running"):
+        return None
+    return turn.frames
+
+
 async def answer_send(rt: Runtime, job: TurnJob, status: str, error: Json | None = None) -> None:
     """An AgentX v2 ``message.send`` waits for its turn: answer it on its connection (one post)."""
     if job.rpcConnectionId is None:
@@ -92,4 +103,4 @@ async def answer_send(rt: Runtime, job: TurnJob, status: str, error: Json | None
         )
 
 
-__all__ = ["answer_send", "attempt_of", "first_seq_of", "set_status"]
+__all__ = ["answer_send", "attempt_of", "continued_frames", "first_seq_of", "set_status"]

@@ -24,7 +24,9 @@ turn's own mark is read once, strongly consistent).
 
 A turn that waits on a tool call (approval, a client-side tool: ``turns.waits``) ends its attempt
 ``suspended``; its continuation (the job with ``resume`` set) is a later attempt that numbers its
-frames right after the suspended attempt's and starts from the open step.
+frames right after the suspended attempt's and starts from the open step. It keeps the suspended
+attempts' frame map (in its sink, and with its ``running`` status for a retry), so the turn's
+stored map is the whole turn (``streaming.frames``, "Continued turns").
 """
 
 from __future__ import annotations
@@ -52,7 +54,7 @@ from agentvm.streaming.sink import CoalescingSink
 from agentvm.turns.finish import Ending, LoopRun, charge_storage, emit_terminal, ended, finish_turn
 from agentvm.turns.hooks import TurnHooks, context_for
 from agentvm.turns.reply_cache import answer_from_cache, cache_lookup, cached_reply, remember_reply
-from agentvm.turns.status import attempt_of, first_seq_of, set_status
+from agentvm.turns.status import attempt_of, continued_frames, first_seq_of, set_status
 from agentvm.turns.suspend import hold_suspended, pending_step, suspended_before
 
 if TYPE_CHECKING:
@@ -170,6 +172,7 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
     first_attempt = job.resume is None and (turn is None or turn.status == "queued")
     context = await prepare_context(rt, job, image, first_attempt=first_attempt)
     history = context.messages
+    continues = continued_frames(turn)  # what the turn sent before this attempt, if it suspended
     sink = CoalescingSink(
         session_id=job.sessionId,
         context=context_for(job),
@@ -184,6 +187,7 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
         economy_flush_max_s=rt.turns.economy_flush_max_s,
         economy_flush_s=rt.turns.economy_flush_s,
         cadence=image.cadence or rt.turns.stream_cadence,  # a connection's own choice wins (sink)
+        continues=continues,
     )
     async with _aborted_on_failure(sink):  # its sends stop with the attempt
         if not resuming:
@@ -201,7 +205,8 @@ async def _attempt(rt: Runtime, job: TurnJob) -> Ending | None:
         cancelled = rt.signals.event_for(job.turnId)
         with _polled(rt, job, cancelled) as poller:  # until the attempt suspends or ends
             # the running record names the poller: an interrupt from now on marks the turn for it
-            await set_status(rt, job, "running", attempt=attempt, poller=poller)
+            # ...and the frames this attempt continues: a retry of it continues them too
+            await set_status(rt, job, "running", attempt=attempt, poller=poller, frames=continues)
             if attempt > 1 and not resuming:
                 # A client still subscribed may hold the half-streamed message of the attempt that died:
                 # close it as interrupted, so this attempt starts a new message instead of splicing into it.

@@ -365,6 +365,44 @@ async def test_resume_from_a_seq_sends_the_frames_from_that_seq_on_rendered_the_
     assert _text(replayed_all) == _text(live) == "alpha beta gamma"
 
 
+async def test_resume_of_a_continued_turn_renders_its_suspended_part_then_the_continuation_as_sent(harness):
+    harness.rt.tools = ToolSources()
+    c = await v2_client(harness)
+    config = {"tools": [{"type": "builtin", "name": "calculator"}], "approval": {"tools": "*"}}
+    img = await _image(c, **config)
+    harness.model.add(Calls(("calculator", {"expression": "6*7"}), text="Let me see."), "It is 42.")
+    await _send_and_run(harness, c, img["imageId"], "add")
+    (wait,) = (await c.call("agentvm.tool.waits", imageId=img["imageId"]))["waits"]
+    await c.call("agentvm.tool.approve", turnId=wait["turnId"], toolCallId=wait["toolCallId"], approved=True)
+    await harness.run_turns()
+    live = c.turn_events()
+
+    def comparable(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        out = [{k: v for k, v in e.items() if k != "timestamp"} for e in events]
+        for e in out:
+            if e["type"] == "turn_response":
+                e["data"] = {k: v for k, v in e["data"].items() if k not in ("duration", "timestamp")}
+        return out
+
+    # from a seq inside the continuation: rendered as its worker rendered it (the text merged)
+    cut = next(e["seq"] for e in live if e["type"] == "tool_result")
+    later = await v2_client(harness)
+    await later.call("agentvm.subscribe", sessionId=img["sessionId"], lastSeq=cut)
+    resumed = later.turn_events()
+    assert comparable([e for e in resumed if e["type"] != "text_delta"]) == comparable(
+        [e for e in live if e["seq"] >= cut and e["type"] != "text_delta"]
+    )
+    assert _text(resumed) == "It is 42."
+    # from before the suspension: the whole turn, each event once, the text merged per step
+    everything = await v2_client(harness)
+    await everything.call("agentvm.subscribe", sessionId=img["sessionId"], lastSeq=0)
+    whole = everything.turn_events()
+    assert [(e["seq"], e["type"]) for e in whole if e["type"] != "text_delta"] == [
+        (e["seq"], e["type"]) for e in live if e["type"] != "text_delta"
+    ]
+    assert _text(whole) == _text(live) == "Let me see.It is 42."
+
+
 async def test_subscribe_notification_of_2x_follows_a_session(harness):
     owner = await v2_client(harness)
     img = await _image(owner)

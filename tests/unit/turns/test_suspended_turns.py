@@ -9,7 +9,10 @@ from typing import Any
 
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.agent.tools.sources import ToolSources
+from agentvm.streaming.frames import ATTEMPT_SPAN, TURN_SPAN
 from agentvm.turns.waits import sweep_waits
+from agentvm.turns.worker import process_turn
+from tests.crashes import DyingModel
 from tests.harness import Harness
 from tests.tools import agent_types
 
@@ -225,3 +228,156 @@ async def test_a_client_that_reconnects_while_the_turn_waits_gets_the_request_ag
     types = [f["type"] for f in later.turn_frames()]
     assert types[-2:] == ["tool_approval_requested", "turn_suspended"]
     assert later.turn_frames()[-1]["seq"] == c.turn_frames()[-1]["seq"]
+
+
+def _band(seq: int) -> int:
+    """The attempt band of a seq (docs/protocol.md, "Numbers"): 0 for a turn's first attempt."""
+    return (seq - 1) % TURN_SPAN // ATTEMPT_SPAN
+
+
+def _texts(frames: list[dict[str, Any]]) -> str:
+    return "".join(f["data"]["text"] for f in frames if f["type"] == "text_delta")
+
+
+async def _replayed(h, img, after_seq: int = 0) -> list[dict[str, Any]]:
+    later = await h.client()
+    await later.subscribe(img["sessionId"], after_seq=after_seq)
+    return later.turn_frames()
+
+
+async def test_a_continued_turn_is_replayed_whole_its_suspended_part_then_its_continuation(tmp_path):
+    h, c, img = await _approval_turn(tmp_path)
+    [requested] = _events(c, "tool_approval_requested")
+    ids = {"turnId": requested["turnId"], "toolCallId": requested["toolCallId"]}
+    await c.request("tool_approval", approved=True, **ids)
+    await h.run_turns()
+    live = c.turn_frames()
+
+    replayed = await _replayed(h, img)
+
+    # Every frame the live stream sent, once, in order, under its seq (a run of text as one delta):
+    # the user message, the tool use and its approval request before the suspension, then the
+    # approved call's result and the reply.
+    assert [f["seq"] for f in replayed if f["type"] != "text_delta"] == [
+        f["seq"] for f in live if f["type"] != "text_delta"
+    ]
+    seqs = [f["seq"] for f in replayed]
+    assert seqs == sorted(set(seqs)) and set(seqs) <= {f["seq"] for f in live}
+    types = [f["type"] for f in replayed]
+    order = [
+        "message_persisted",
+        "tool_call_message",
+        "tool_approval_requested",
+        "turn_suspended",
+        "tool_result",
+        "conversation_end",
+    ]
+    assert [t for t in types if t in order] == order
+    assert types.count("assistant_message") == 2
+    assert _texts(replayed) == _texts(live) == "Let me compute.It is 42."
+    # A client that resumes from inside the suspended part gets the rest of it, then the continuation.
+    cut = next(f["seq"] for f in live if f["type"] == "tool_call_message")
+    rest = await _replayed(h, img, after_seq=cut)
+    assert [t for t in (f["type"] for f in rest) if t in order] == order[2:]
+    assert [f["seq"] for f in rest] == [s for s in seqs if s > cut]
+    assert _texts(rest) == "It is 42."
+
+
+async def test_a_turn_that_suspends_twice_is_replayed_with_all_three_of_its_parts(tmp_path):
+    h, c, img = await _setup(tmp_path, {"tools": [PICK]})
+    h.model.add(
+        Calls(("pick_file", {"title": "first"}), text="One."),
+        Calls(("pick_file", {"title": "second"}), text="Two."),
+        "Both picked.",
+    )
+    await c.request("message_send", imageId=img["imageId"], content="Pick two files")
+    await h.run_turns()
+    for path in ("a.pdf", "b.pdf"):
+        requested = _events(c, "client_tool_requested")[-1]
+        ids = {"turnId": requested["turnId"], "toolCallId": requested["toolCallId"]}
+        await c.request("tool_result", output={"path": path}, **ids)
+        await h.run_turns()
+    live = c.turn_frames()
+    assert _events(c, "conversation_end")[-1]["reason"] == "completed"
+
+    replayed = await _replayed(h, img)
+
+    assert [f["seq"] for f in replayed if f["type"] != "text_delta"] == [
+        f["seq"] for f in live if f["type"] != "text_delta"
+    ]
+    types = [f["type"] for f in replayed]
+    assert types.count("message_persisted") == 1
+    assert types.count("turn_suspended") == types.count("client_tool_requested") == 2
+    assert types.count("tool_result") == 2 and types.count("conversation_end") == 1
+    assert _texts(replayed) == _texts(live) == "One.Two.Both picked."
+
+
+async def test_a_continuation_that_dies_is_replaced_by_its_retry_and_the_suspended_part_stays(tmp_path):
+    h, c, img = await _approval_turn(tmp_path)
+    [requested] = _events(c, "tool_approval_requested")
+    suspended_at = c.turn_frames()[-1]["seq"]
+    h.rt.models.client = model = DyingModel(h.model, after_deltas=2)
+    h.model.add("It is 42 as you can see.")  # the retry's reply (the dead attempt's was "It is 42.")
+    ids = {"turnId": requested["turnId"], "toolCallId": requested["toolCallId"]}
+    await c.request("tool_approval", approved=True, **ids)
+
+    await h.run_turns()
+
+    assert model.deaths == 1
+    live = c.turn_frames()
+    # The dead continuation numbered right after the suspended attempt (band 0); its retry numbers
+    # from its own band, as any retry.
+    dead = [f["seq"] for f in live if f["seq"] > suspended_at and _band(f["seq"]) == 0]
+    retry = [f["seq"] for f in live if _band(f["seq"]) > 0]
+    assert dead and retry and max(dead) < min(retry)
+
+    replayed = await _replayed(h, img)
+
+    # The suspended part, then the retry's frames: none of the dead continuation's.
+    seqs = [f["seq"] for f in replayed]
+    assert seqs == sorted(set(seqs)) and not set(seqs) & set(dead)
+    assert [f["seq"] for f in replayed if f["type"] != "text_delta"] == [
+        f["seq"] for f in live if f["seq"] not in dead and f["type"] != "text_delta"
+    ]
+    types = [f["type"] for f in replayed]
+    assert types[0] == "message_persisted" and "tool_approval_requested" in types
+    assert [e for e in (f["data"].get("reason") for f in replayed if f["type"] == "conversation_end")] == [
+        "interrupted",
+        "completed",
+    ]
+    assert _texts(replayed) == "Let me compute.It is 42 as you can see."
+
+
+async def test_a_client_that_resumes_while_the_continuation_runs_gets_the_suspended_part_then_the_rest(
+    tmp_path,
+):
+    h, c, img = await _approval_turn(tmp_path)
+    [requested] = _events(c, "tool_approval_requested")
+    h.model.word_delay_s = 0.01
+    ids = {"turnId": requested["turnId"], "toolCallId": requested["toolCallId"]}
+    await c.request("tool_approval", approved=True, **ids)
+    consumer = asyncio.create_task(h.queue.run(lambda job: process_turn(h.rt, job)))
+    try:
+        while "tool_result" not in [f["type"] for f in c.turn_frames()]:
+            await asyncio.sleep(0.002)
+        assert (await h.store.get_turn(ids["turnId"])).status == "running"
+        later = await h.client()
+        await later.subscribe(img["sessionId"], after_seq=0)  # from before the suspension
+        while not _events(c, "conversation_end"):
+            await asyncio.sleep(0.005)
+    finally:
+        consumer.cancel()
+        await asyncio.gather(consumer, return_exceptions=True)
+
+    got = later.turn_frames()
+    seqs = [f["seq"] for f in got]
+    assert seqs == sorted(set(seqs))  # each frame once, in order
+    order = [
+        "message_persisted",
+        "tool_approval_requested",
+        "turn_suspended",
+        "tool_result",
+        "conversation_end",
+    ]
+    assert [t for t in (f["type"] for f in got) if t in order] == order
+    assert _texts(got) == "Let me compute.It is 42."

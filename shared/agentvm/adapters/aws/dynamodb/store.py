@@ -41,7 +41,9 @@ put_usage (~0.4 KB)                a conditional put: 1 WRU + 1 on gsi2 = 2 (no 
                                    fails its condition: 1); its hour marker once per tenant, hour
                                    and process (2); sums rolled up later (dynamodb_usage)
 put_turn (status update)           1 WRU (the terminal one holds the turn's frame map: ~0.6 KB for
-                                   the standard turn; +1 WRU per KB past that, ~80+ text frames)
+                                   the standard turn; +1 WRU per KB past that, ~80+ text frames; a
+                                   continued turn's maps all its attempts, and the running write of
+                                   a continuation holds the suspended attempts' map too)
 recent_messages (50 x ~1 KB)       13 RRU (50 KB strongly consistent, one Query request)
 recent_messages_after (the same)   13 RRU (one Query on ``MSG#`` keys above the summary's seq);
                                    a turn's first attempt reads it eventually consistent: 6.5
