@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from agentvm.turns.interrupt import (
         active_turn,
         interrupt_image,
+        interrupt_turn,
         interrupt_turns,
     )
     from agentvm.turns.orphans import (
@@ -120,6 +121,7 @@ if TYPE_CHECKING:
         FollowedTurn,
         WatchedTurn,
         follow_turn,
+        look_at_turn,
     )
     from agentvm.turns.webhooks import (
         EVENT_TYPES,
@@ -197,9 +199,11 @@ __all__ = [
     "first_seq_of",
     "fits_the_quota",
     "follow_turn",
+    "look_at_turn",
     "has_no_job",
     "hold_suspended",
     "interrupt_image",
+    "interrupt_turn",
     "interrupt_turns",
     "is_withdrawn",
     "latest_tick",
@@ -262,6 +266,7 @@ __getattr__, __dir__ = lazy_exports(
         "interrupt": [
             "active_turn",
             "interrupt_image",
+            "interrupt_turn",
             "interrupt_turns",
         ],
         "orphans": [
@@ -343,6 +348,7 @@ __getattr__, __dir__ = lazy_exports(
             "FollowedTurn",
             "WatchedTurn",
             "follow_turn",
+            "look_at_turn",
         ],
         "webhooks": [
             "EVENT_TYPES",
