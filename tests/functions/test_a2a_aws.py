@@ -4,7 +4,7 @@ moto, each request an API Gateway payload 2.0 event; the turns run on the turn w
 from the SQS FIFO queue as the event source mapping feeds it.
 
 API Gateway's HTTP API sends a Lambda's answer whole, so ``SendStreamingMessage`` answers its SSE
-events in one body when the turn ends: the task, ``WORKING``, the reply as one artifact chunk, the
+events in one body when the turn ends: ``WORKING``, the reply as one artifact chunk, the
 final status. A turn still running when the wait (``AVM_MCP_CALL_DEADLINE_S``, 25 s on AWS) is over
 is answered ``WORKING``; the same message id again answers that turn, never a second one.
 

@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 
 CALC = {"type": "builtin", "name": "calculator"}
 LONG = " ".join(f"word{i}" for i in range(60))  # the echo model streams it word by word, 40 ms apart
+LONGER = " ".join(f"more{i}" for i in range(250))  # 10 s of streaming
 
 
 @pytest.fixture(scope="module")
@@ -230,7 +231,7 @@ async def test_a_task_sent_to_one_server_is_read_listed_and_cancelled_on_another
                     f"{server.http}/a2a/{image['imageId']}",
                     ClientConfig(httpx_client=http, streaming=False, polling=True),
                 )
-                [started] = [r async for r in polling.send_message(say(LONG + " cancel me"))]
+                [started] = [r async for r in polling.send_message(say(LONGER))]
                 await polling.close()
             running = started.task
             assert running.status.state == TaskState.TASK_STATE_WORKING  # at once
@@ -246,8 +247,8 @@ async def test_a_task_sent_to_one_server_is_read_listed_and_cancelled_on_another
                 if ended.status.state != TaskState.TASK_STATE_WORKING:
                     break
                 await asyncio.sleep(0.05)
-            assert ended.status.state == TaskState.TASK_STATE_CANCELED
-            assert len(artifact_text(ended).split()) < len(LONG.split())  # its partial reply, if any
+            assert ended.status.state == TaskState.TASK_STATE_CANCELED, ended
+            assert len(artifact_text(ended).split()) < len(LONGER.split())  # its partial reply, if any
 
             listed = await client.list_tasks(ListTasksRequest(page_size=1, include_artifacts=True))
             assert [t.id for t in listed.tasks] == [running.id]  # newest first

@@ -34,6 +34,7 @@ from agentvm import __version__
 from agentvm.api.deps import authenticate
 from agentvm.api.errors import agentvm_error
 from agentvm.errors import AgentVMError, Forbidden, NotFound
+from agentvm.records import TERMINAL
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -46,9 +47,8 @@ if TYPE_CHECKING:
 
 A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
-TURN_ID_KEY = "agentvm.turnId"  # in a task's metadata (the task id is the turn id too)
-REPLY = "reply"  # the artifact id of a task's reply
 MAX_IMAGE_ID = 200
+CANCEL_WAIT_S = 5.0  # how long CancelTask waits for the turn to end
 
 
 class A2aEndpoint:
@@ -214,21 +214,35 @@ def _handler_class() -> type:
             return None
 
         async def on_cancel_task(self, params: Any, context: ServerCallContext) -> Any:
-            """The turn's interrupt (``turns.interrupt.interrupt_turn``): the task answered
-            ``CANCELED`` at once, the turn ends ``interrupted`` within a flush wherever it runs."""
+            """The turn's interrupt (``turns.interrupt.interrupt_turn``), wherever it runs; the
+            answer waits ``CANCEL_WAIT_S`` at most for the turn to end: ``CANCELED`` (with its
+            partial reply), or ``TaskNotCancelableError`` if it ended otherwise first. A turn still
+            live then (queued on AWS until a worker takes it) is answered ``CANCELED``: it ends
+            ``interrupted``."""
             from agentvm.turns.interrupt import interrupt_turn
+            from agentvm.turns.watch import WatchedTurn, follow_turn
 
             runtime, principal, image = (context.state[k] for k in ("runtime", "principal", "image"))
             turn = await interrupt_turn(runtime, principal.tenant_id, image, params.id)
             if turn is None:
                 raise TaskNotFoundError
+            if turn.status not in TERMINAL:
+                user_id = "msg_" + turn.turnId.removeprefix(
+                    "turn_"
+                )  # turn_id_for, backwards (its status is what counts)
+                watched = WatchedTurn(image.sessionId, turn.turnId, user_id, turn.userSeq)
+                wait = min(CANCEL_WAIT_S, runtime.turns.mcp_call_deadline_s)
+                await follow_turn(runtime, watched, deadline_s=wait, poll_s=runtime.turns.mcp_poll_s)
             task = await read_task(runtime, image, params.id)
             if task is None:
                 raise TaskNotFoundError
-            if turn.status in ("completed", "interrupted", "failed"):
+            if task.status.state in (TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED) or (
+                turn.status in TERMINAL
+            ):
                 raise TaskNotCancelableError
-            task.status.state = TaskState.TASK_STATE_CANCELED
-            task.status.ClearField("message")
+            if task.status.state != TaskState.TASK_STATE_CANCELED:  # asked to stop, not ended yet
+                task.status.state = TaskState.TASK_STATE_CANCELED
+                task.status.ClearField("message")
             return task
 
     return TurnRequestHandler
@@ -330,6 +344,8 @@ def _executor_class() -> type:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.tasks import TaskUpdater
     from a2a.types import Part, Task, TaskState, TaskStatus
+
+    from agentvm.api.a2a_tasks import REPLY, TURN_ID_KEY
 
     class TurnExecutor(AgentExecutor):
         """Follows the turn the request sent (``TurnRequestHandler``) in the store, its text deltas

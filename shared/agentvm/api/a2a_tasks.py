@@ -31,7 +31,6 @@ from a2a.types import (
 from a2a.utils.constants import DEFAULT_LIST_TASKS_PAGE_SIZE
 from a2a.utils.errors import InvalidParamsError
 
-from agentvm.api.a2a import REPLY, TURN_ID_KEY
 from agentvm.messages import AssistantMessage, UserMessage, chains, text_of
 from agentvm.records import turn_id_for
 from agentvm.turns.watch import MAX_TURN_MESSAGES, look_at_turn
@@ -44,6 +43,8 @@ if TYPE_CHECKING:
     from agentvm.runtime import Runtime
     from agentvm.turns.watch import FollowedTurn
 
+TURN_ID_KEY = "agentvm.turnId"  # in each task's metadata (the task id is the turn id too)
+REPLY = "reply"  # the artifact id of a task's reply
 TURN_PREFIX = "turn_"
 
 STATES = {
@@ -210,4 +211,4 @@ async def _turn_messages(rt: Runtime, record: TurnRecord) -> list[StoredMessage]
     return []
 
 
-__all__ = ["TurnTaskStore", "list_tasks", "read_task", "task_of"]
+__all__ = ["REPLY", "TURN_ID_KEY", "TurnTaskStore", "list_tasks", "read_task", "task_of"]
