@@ -4,21 +4,19 @@ server (its JSON-RPC dispatcher and ``DefaultRequestHandler``). docs/a2a.md.
 - ``GET /a2a/{image_id}/.well-known/agent-card.json``: the image's agent card (name, description,
   one skill for the image and one per declared tool), security scheme the AgentVM API key as a bearer.
 - ``POST /a2a/{image_id}``: the JSON-RPC methods (``SendMessage``, ``SendStreamingMessage``,
-  ``GetTask``, ``CancelTask``). A message becomes a turn of the image's session through
-  ``turns.submit.send_message`` (the path of every WebSocket, HTTP and MCP turn: budgets, quotas,
-  the image's concurrency policy, usage); the executor follows it in the store
-  (``turns.watch.follow_turn``) and answers its reply as the task's artifact. ``CancelTask``
-  interrupts the image's turn (``turns.interrupt.interrupt_image``).
+  ``GetTask``, ``ListTasks``, ``CancelTask``). A message becomes a turn of the image's session
+  through ``turns.submit.send_message`` (the path of every WebSocket, HTTP and MCP turn: budgets,
+  quotas, the image's concurrency policy, usage), sent before the SDK makes its task: **the task is
+  the turn**, with its id. The executor follows it in the store (``turns.watch.follow_turn``) and
+  answers its reply as the task's artifact. ``GetTask``/``ListTasks`` read the turns
+  (``api/a2a_tasks.py``, the SDK's task store over AgentVM's), ``CancelTask`` interrupts the turn
+  (``turns.interrupt.interrupt_turn``): any process or Lambda on the same store answers them.
 - Mapping: the A2A agent is the image; ``contextId`` is the image's session id (one image owns one
-  session); the A2A task carries the AgentVM turn id in its metadata (``agentvm.turnId``).
+  session); the task id is the AgentVM turn id (also in its metadata, ``agentvm.turnId``).
 
 Auth: the AgentVM API key (``Authorization: Bearer``), checked and rate-limited as ``/v1`` is; the
-tenant is the key's; another tenant's image (or task) answers exactly like a missing one.
-
-Tasks are kept in the SDK's in-memory task store, scoped per tenant (the SDK's owner is the
-tenant id): a restart loses the A2A task objects (``GetTask`` then answers not found), not the
-turns, whose messages and usage stay in AgentVM's own store. The SDK is imported on the first
-``/a2a`` request, never on another route's path.
+tenant is the key's; another tenant's image (or task) answers exactly like a missing one. The SDK
+is imported on the first ``/a2a`` request, never on another route's path.
 """
 
 from __future__ import annotations
@@ -227,9 +225,8 @@ def _handler_class() -> type:
             if turn is None:
                 raise TaskNotFoundError
             if turn.status not in TERMINAL:
-                user_id = "msg_" + turn.turnId.removeprefix(
-                    "turn_"
-                )  # turn_id_for, backwards (its status is what counts)
+                # turn_id_for, backwards (only the turn's status counts here)
+                user_id = "msg_" + turn.turnId.removeprefix("turn_")
                 watched = WatchedTurn(image.sessionId, turn.turnId, user_id, turn.userSeq)
                 wait = min(CANCEL_WAIT_S, runtime.turns.mcp_call_deadline_s)
                 await follow_turn(runtime, watched, deadline_s=wait, poll_s=runtime.turns.mcp_poll_s)
