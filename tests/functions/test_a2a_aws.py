@@ -4,9 +4,12 @@ moto, each request an API Gateway payload 2.0 event; the turns run on the turn w
 from the SQS FIFO queue as the event source mapping feeds it.
 
 API Gateway's HTTP API sends a Lambda's answer whole, so ``SendStreamingMessage`` answers its SSE
-events in one body when the turn ends: the task, ``WORKING``, the reply as one artifact chunk, the
+events in one body when the turn ends: ``WORKING``, the reply as one artifact chunk, the
 final status. A turn still running when the wait (``AVM_MCP_CALL_DEADLINE_S``, 25 s on AWS) is over
-is answered ``WORKING``; the same message id again answers that turn, never a second one."""
+is answered ``WORKING``; the same message id again answers that turn, never a second one.
+
+A task is its turn, read from DynamoDB: ``GetTask``/``ListTasks``/``CancelTask`` answer from a fresh
+HTTP API Lambda (``Stack.function``) as from the one that sent it."""
 
 from __future__ import annotations
 
@@ -15,19 +18,32 @@ import contextlib
 import os
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, ClientConfig, create_client
-from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
 from a2a.utils.errors import TaskNotFoundError
 
 from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
 from agentvm.hosts.aws import run_sync
 from agentvm.runtime import TurnSettings
-from tests.functions.aws_stack import TABLE, Stack, moto_resources
+from functions.http_api import app as http_api
+from functions.turn_worker import app as turn_worker
+from tests.functions.aws_stack import TABLE, Stack, lambda_sqs_event, moto_resources
 from tests.functions.lambda_http import LambdaTransport, one_loop_per_thread, sqs_event_source
 
 if TYPE_CHECKING:
@@ -58,6 +74,19 @@ def short_wait_stack(monkeypatch, context, push):
         yield Stack(resources, context, push, turns=turns)
 
 
+@pytest.fixture
+def slow_stack(monkeypatch, context, push):
+    """Words 10 ms apart, the worker polling for cancel marks every 20 ms in a thread of its own
+    (another Lambda: nothing in memory shared)."""
+    monkeypatch.setattr(turn_worker, "run_sync", lambda coro: asyncio.run(coro))
+    one_loop_per_thread(monkeypatch)
+    turns = TurnSettings(flush_s=0.01, mcp_call_deadline_s=20.0, mcp_poll_s=0.05, cancel_poll_s=0.02)
+    with moto_resources(monkeypatch) as resources:
+        stack = Stack(resources, context, push, turns=turns)
+        stack.model.word_delay_s = 0.01
+        yield stack
+
+
 def make_image(stack: Stack, token: str, name: str = "Support") -> dict[str, Any]:
     stack.connect(CONN, headers={"Authorization": f"Bearer {token}"})
     config = {"name": name, "description": "Answers Acme's questions.", "tools": []}
@@ -65,12 +94,16 @@ def make_image(stack: Stack, token: str, name: str = "Support") -> dict[str, Any
 
 
 @contextlib.asynccontextmanager
-async def a2a_client(stack: Stack, token: str, image_id: str, *, streaming: bool) -> AsyncIterator[Client]:
-    transport = LambdaTransport(stack.http_api, stack.context)
+async def a2a_client(
+    stack: Stack, token: str, image_id: str, *, streaming: bool, polling: bool = False, handler: Any = None
+) -> AsyncIterator[Client]:
+    """The SDK's client through the HTTP API handler (``handler``: another execution environment's)."""
+    transport = LambdaTransport(handler or stack.http_api, stack.context)
     http = httpx.AsyncClient(transport=transport, headers={"Authorization": f"Bearer {token}"}, timeout=60)
     async with http:
         client = await create_client(
-            f"{SERVER}/a2a/{image_id}", ClientConfig(httpx_client=http, streaming=streaming)
+            f"{SERVER}/a2a/{image_id}",
+            ClientConfig(httpx_client=http, streaming=streaming, polling=polling),
         )
         try:
             yield client
@@ -193,6 +226,84 @@ def test_a_wrong_key_and_another_tenant_answer_like_missing_on_aws(stack):
     with sqs_event_source(stack):
         asyncio.run(scenario())
     assert len(stack.model.requests) == 1  # only acme's turn ran
+
+
+def test_a_task_is_its_turn_read_and_listed_from_a_fresh_lambda(stack):
+    """Sent non-blocking (answered ``WORKING`` at once, nothing left running in the function), run
+    by the worker, then read by another execution environment of the HTTP API function."""
+    token = stack.new_key("acme", "admin")
+    image = make_image(stack, token)
+    stack.model.add("Read from another Lambda.")
+
+    async def send() -> Any:
+        async with a2a_client(stack, token, image["imageId"], streaming=False, polling=True) as client:
+            [answer] = [r async for r in client.send_message(say("who reads this?", "m-read"))]
+        return answer.task
+
+    sent = asyncio.run(send())
+    assert sent.status.state == TaskState.TASK_STATE_WORKING and sent.id.startswith("turn_")
+    stack.run_turns()
+
+    async def read() -> None:
+        fresh = stack.function(http_api)  # a cold execution environment: an empty process
+        async with a2a_client(stack, token, image["imageId"], streaming=False, handler=fresh) as client:
+            got = await client.get_task(GetTaskRequest(id=sent.id))
+            assert got.status.state == TaskState.TASK_STATE_COMPLETED
+            assert artifact_text(got) == "Read from another Lambda."
+            assert [m.parts[0].text for m in got.history] == ["who reads this?", "Read from another Lambda."]
+            listed = await client.list_tasks(ListTasksRequest())
+            assert [t.id for t in listed.tasks] == [sent.id] and listed.total_size == 1
+
+    asyncio.run(read())
+    assert len(stack.model.requests) == 1
+
+
+def test_cancel_task_from_a_fresh_lambda_stops_the_turn_the_worker_runs(slow_stack):
+    stack = slow_stack
+    token = stack.new_key("acme", "admin")
+    image = make_image(stack, token)
+    stack.model.add(" ".join(f"w{i}" for i in range(400)))
+
+    async def send() -> Any:
+        async with a2a_client(stack, token, image["imageId"], streaming=False, polling=True) as client:
+            [answer] = [r async for r in client.send_message(say("a long story", "m-long-story"))]
+        return answer.task
+
+    sent = asyncio.run(send())
+    assert sent.status.state == TaskState.TASK_STATE_WORKING
+    sqs, url = stack.resources.sqs, stack.resources.queue_url
+    received = sqs.receive_message(
+        QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
+    )["Messages"]
+    result: dict[str, Any] = {}
+    event = lambda_sqs_event(received, stack.resources.queue_arn)
+    worker = threading.Thread(target=lambda: result.update(stack.worker(event, stack.context)))
+    worker.start()  # the worker Lambda runs the turn
+    deadline, store = time.monotonic() + 10, DynamoDbStore(TABLE)
+    while (record := run_sync(store.get_turn(sent.id))) is None or record.status != "running":
+        assert time.monotonic() < deadline and worker.is_alive(), "the turn did not start"
+        time.sleep(0.01)
+    time.sleep(0.2)  # about 20 words streamed
+
+    async def cancel() -> Any:
+        async with a2a_client(
+            stack, token, image["imageId"], streaming=False, handler=stack.function(http_api)
+        ) as client:
+            canceled = await client.cancel_task(CancelTaskRequest(id=sent.id))
+            assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+        worker.join(10)
+        async with a2a_client(
+            stack, token, image["imageId"], streaming=False, handler=stack.function(http_api)
+        ) as client:
+            return await client.get_task(GetTaskRequest(id=sent.id))
+
+    ended = asyncio.run(cancel())
+    assert not worker.is_alive() and result == {"batchItemFailures": []}
+    assert stack.model.closed_early == 1  # the worker closed the model stream
+    assert ended.status.state == TaskState.TASK_STATE_CANCELED
+    assert 5 <= len(artifact_text(ended).split()) < 400  # the partial reply
+    stored = run_sync(store.get_turn(sent.id))
+    assert stored is not None and stored.status == "interrupted"
 
 
 def test_the_http_api_lambda_imports_the_a2a_sdk_only_on_the_first_a2a_request():

@@ -1,6 +1,8 @@
 """``/a2a/{image_id}`` of a real ``avm serve`` (a subprocess on loopback, the echo model, words 40 ms
 apart), driven by the maintained A2A Python SDK's own client (``a2a.client``): the card, a sent
-message, a streamed one, ``GetTask``, ``CancelTask``, a wrong key, another tenant's image and task."""
+message, a streamed one, ``GetTask``, ``ListTasks``, ``CancelTask``, a wrong key, another tenant's
+image and task; a task (a turn) sent to one ``avm serve`` read and cancelled on a second one on the
+same data dir."""
 
 from __future__ import annotations
 
@@ -11,14 +13,24 @@ from typing import TYPE_CHECKING, Any
 import httpx
 import pytest
 from a2a.client import A2ACardResolver, A2AClientError, ClientConfig, create_client
-from a2a.types import CancelTaskRequest, GetTaskRequest, Message, Part, Role, SendMessageRequest, TaskState
-from a2a.utils.errors import TaskNotFoundError
+from a2a.types import (
+    CancelTaskRequest,
+    GetTaskRequest,
+    ListTasksRequest,
+    Message,
+    Part,
+    Role,
+    SendMessageRequest,
+    TaskState,
+)
+from a2a.utils.errors import TaskNotCancelableError, TaskNotFoundError
 
 from agentvm.client import AgentVMClient
 from tests.integration.avm_process import avm_serve, base_env, free_port, run_avm
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator, Iterator
+    from pathlib import Path
 
     from a2a.client import Client
 
@@ -26,12 +38,17 @@ if TYPE_CHECKING:
 
 CALC = {"type": "builtin", "name": "calculator"}
 LONG = " ".join(f"word{i}" for i in range(60))  # the echo model streams it word by word, 40 ms apart
+LONGER = " ".join(f"more{i}" for i in range(250))  # 10 s of streaming
 
 
 @pytest.fixture(scope="module")
-def served(tmp_path_factory) -> Iterator[tuple[AvmServer, str, str]]:
+def data(tmp_path_factory) -> Path:
+    return tmp_path_factory.mktemp("avm")
+
+
+@pytest.fixture(scope="module")
+def served(data) -> Iterator[tuple[AvmServer, str, str]]:
     """A real ``avm serve``, its admin key (tenant default), and a client key of tenant acme."""
-    data = tmp_path_factory.mktemp("avm")
     made = run_avm("keys", "create", "--tenant", "acme", "--scope", "client", "--data-dir", str(data))
     assert made.returncode == 0, made.stderr
     with avm_serve(data, free_port(), env=base_env(AVM_ECHO_DELAY_MS="40")) as server:
@@ -100,6 +117,13 @@ async def test_send_get_and_stream_are_turns_of_the_images_session(served, image
         assert (
             got.status.state == TaskState.TASK_STATE_COMPLETED and artifact_text(got) == "Echo: hello there"
         )
+        assert task.id == task.metadata["agentvm.turnId"] and task.id.startswith(
+            "turn_"
+        )  # the task is the turn
+        assert [(m.role, m.parts[0].text) for m in got.history] == [
+            (Role.ROLE_USER, "hello there"),
+            (Role.ROLE_AGENT, "Echo: hello there"),
+        ]
     async with a2a_client(server, token, image["imageId"], streaming=True) as client:
         updates = [r async for r in client.send_message(say("6 times 7"))]
     states = [u.status_update.status.state for u in updates if u.HasField("status_update")]
@@ -182,3 +206,65 @@ def test_the_documented_json_rpc_body_and_a_foreign_context(served, image) -> No
     assert "".join(part["text"] for part in task["artifacts"][0]["parts"]) == "Echo: hi"  # the deltas
     foreign = send("ctx-of-someone-else")
     assert foreign["error"]["code"] == -32602 and image["sessionId"] in foreign["error"]["message"]
+
+
+async def test_a_task_sent_to_one_server_is_read_listed_and_cancelled_on_another(served, image, data) -> None:
+    """The task is the turn, in the store: a second ``avm serve`` on the same data dir (the first's
+    SDK holds the only in-memory copy of nothing) answers ``GetTask``, ``ListTasks`` and
+    ``CancelTask`` for it; a non-blocking send answers ``WORKING`` at once."""
+    server, token, _ = served
+    async with a2a_client(server, token, image["imageId"], streaming=False) as client:
+        [answer] = [r async for r in client.send_message(say("from the first server"))]
+    done = answer.task
+    env = base_env(AVM_ECHO_DELAY_MS="40", AVM_WORKER_ID="w1")
+    with avm_serve(data, free_port(), env=env) as other:
+        async with a2a_client(other, token, image["imageId"], streaming=False) as client:
+            got = await client.get_task(GetTaskRequest(id=done.id))
+            assert got.status.state == TaskState.TASK_STATE_COMPLETED
+            assert artifact_text(got) == "Echo: from the first server"
+            assert got.history[0].parts[0].text == "from the first server"
+
+            # Sent (non-blocking) to the first server, cancelled on the second while it runs.
+            http = httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}, timeout=60)
+            async with http:
+                polling = await create_client(
+                    f"{server.http}/a2a/{image['imageId']}",
+                    ClientConfig(httpx_client=http, streaming=False, polling=True),
+                )
+                [started] = [r async for r in polling.send_message(say(LONGER))]
+                await polling.close()
+            running = started.task
+            assert running.status.state == TaskState.TASK_STATE_WORKING  # at once
+            for _ in range(200):  # until the turn streams on the first server
+                seen = await client.get_task(GetTaskRequest(id=running.id))
+                if seen.status.state == TaskState.TASK_STATE_WORKING and await _streaming(server, token):
+                    break
+                await asyncio.sleep(0.05)
+            canceled = await client.cancel_task(CancelTaskRequest(id=running.id))
+            assert canceled.status.state == TaskState.TASK_STATE_CANCELED
+            for _ in range(200):  # the turn ends interrupted on the first server
+                ended = await client.get_task(GetTaskRequest(id=running.id))
+                if ended.status.state != TaskState.TASK_STATE_WORKING:
+                    break
+                await asyncio.sleep(0.05)
+            assert ended.status.state == TaskState.TASK_STATE_CANCELED, ended
+            assert len(artifact_text(ended).split()) < len(LONGER.split())  # its partial reply, if any
+
+            listed = await client.list_tasks(ListTasksRequest(page_size=1, include_artifacts=True))
+            assert [t.id for t in listed.tasks] == [running.id]  # newest first
+            assert listed.total_size >= 2 and listed.next_page_token == running.id
+            more = await client.list_tasks(ListTasksRequest(page_size=100, page_token=listed.next_page_token))
+            assert done.id in [t.id for t in more.tasks] and more.next_page_token == ""
+            finished = await client.list_tasks(ListTasksRequest(status=TaskState.TASK_STATE_COMPLETED))
+            assert done.id in [t.id for t in finished.tasks] and running.id not in [
+                t.id for t in finished.tasks
+            ]
+            with pytest.raises(TaskNotCancelableError):
+                await client.cancel_task(CancelTaskRequest(id=done.id))  # a completed task: not cancelable
+
+
+async def _streaming(server: AvmServer, token: str) -> bool:
+    """The first server runs a turn (``GET /v1/turns``)."""
+    async with httpx.AsyncClient(headers={"Authorization": f"Bearer {token}"}) as http:
+        turns = (await http.get(f"{server.http}/v1/turns?status=running")).json()["turns"]
+    return bool(turns)

@@ -4,25 +4,24 @@ server (its JSON-RPC dispatcher and ``DefaultRequestHandler``). docs/a2a.md.
 - ``GET /a2a/{image_id}/.well-known/agent-card.json``: the image's agent card (name, description,
   one skill for the image and one per declared tool), security scheme the AgentVM API key as a bearer.
 - ``POST /a2a/{image_id}``: the JSON-RPC methods (``SendMessage``, ``SendStreamingMessage``,
-  ``GetTask``, ``CancelTask``). A message becomes a turn of the image's session through
-  ``turns.submit.send_message`` (the path of every WebSocket, HTTP and MCP turn: budgets, quotas,
-  the image's concurrency policy, usage); the executor follows it in the store
-  (``turns.watch.follow_turn``) and answers its reply as the task's artifact. ``CancelTask``
-  interrupts the image's turn (``turns.interrupt.interrupt_image``).
+  ``GetTask``, ``ListTasks``, ``CancelTask``). A message becomes a turn of the image's session
+  through ``turns.submit.send_message`` (the path of every WebSocket, HTTP and MCP turn: budgets,
+  quotas, the image's concurrency policy, usage), sent before the SDK makes its task: **the task is
+  the turn**, with its id. The executor follows it in the store (``turns.watch.follow_turn``) and
+  answers its reply as the task's artifact. ``GetTask``/``ListTasks`` read the turns
+  (``api/a2a_tasks.py``, the SDK's task store over AgentVM's), ``CancelTask`` interrupts the turn
+  (``turns.interrupt.interrupt_turn``): any process or Lambda on the same store answers them.
 - Mapping: the A2A agent is the image; ``contextId`` is the image's session id (one image owns one
-  session); the A2A task carries the AgentVM turn id in its metadata (``agentvm.turnId``).
+  session); the task id is the AgentVM turn id (also in its metadata, ``agentvm.turnId``).
 
 Auth: the AgentVM API key (``Authorization: Bearer``), checked and rate-limited as ``/v1`` is; the
-tenant is the key's; another tenant's image (or task) answers exactly like a missing one.
-
-Tasks are kept in the SDK's in-memory task store, scoped per tenant (the SDK's owner is the
-tenant id): a restart loses the A2A task objects (``GetTask`` then answers not found), not the
-turns, whose messages and usage stay in AgentVM's own store. The SDK is imported on the first
-``/a2a`` request, never on another route's path.
+tenant is the key's; another tenant's image (or task) answers exactly like a missing one. The SDK
+is imported on the first ``/a2a`` request, never on another route's path.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib.util
 from typing import TYPE_CHECKING, Any
 
@@ -33,6 +32,7 @@ from agentvm import __version__
 from agentvm.api.deps import authenticate
 from agentvm.api.errors import agentvm_error
 from agentvm.errors import AgentVMError, Forbidden, NotFound
+from agentvm.records import TERMINAL
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -45,9 +45,8 @@ if TYPE_CHECKING:
 
 A2A_PREFIX = "/a2a"
 CARD_PATH = "/.well-known/agent-card.json"
-TURN_ID_KEY = "agentvm.turnId"
-REPLY = "reply"  # the artifact id of a task's reply
 MAX_IMAGE_ID = 200
+CANCEL_WAIT_S = 5.0  # how long CancelTask waits for the turn to end
 
 
 class A2aEndpoint:
@@ -95,16 +94,16 @@ class A2aEndpoint:
         await response(scope, receive, send)
 
     def _dispatcher(self) -> Any:
-        """One SDK request handler for every image (its running tasks, to cancel, and its task
-        store are the process's); each request's image and tenant are in its call context."""
+        """One SDK request handler for every image (its running tasks are the process's); each
+        request's image and tenant are in its call context, the tasks in AgentVM's store."""
         if "dispatcher" not in self._shared:
-            from a2a.server.request_handlers import DefaultRequestHandler
             from a2a.server.routes.jsonrpc_dispatcher import JsonRpcDispatcher
-            from a2a.server.tasks import InMemoryTaskStore
             from a2a.types import AgentCapabilities, AgentCard
 
-            store = InMemoryTaskStore()
-            handler = DefaultRequestHandler(
+            from agentvm.api.a2a_tasks import TurnTaskStore
+
+            store = TurnTaskStore()
+            handler = _handler_class()(
                 agent_executor=_executor_class()(),
                 task_store=store,
                 agent_card=AgentCard(name="AgentVM", capabilities=AgentCapabilities(streaming=True)),
@@ -117,10 +116,10 @@ class A2aEndpoint:
 
 
 def _request_context_builder(store: Any) -> Any:
-    """A message without a ``contextId`` is in the image's session."""
+    """The task is the turn the request sent (its id); its context, the image's session."""
     from a2a.server.agent_execution import SimpleRequestContextBuilder
 
-    class InTheImagesSession(SimpleRequestContextBuilder):
+    class TheSentTurn(SimpleRequestContextBuilder):
         async def build(
             self,
             context: Any,
@@ -129,11 +128,130 @@ def _request_context_builder(store: Any) -> Any:
             context_id: Any = None,
             task: Any = None,
         ) -> Any:
-            given = params.message.context_id if params is not None else None
-            context_id = context_id or given or context.state["image"].sessionId
+            task_id = task_id or context.state["sent"].turn_id
+            context_id = context_id or context.state["image"].sessionId
             return await super().build(context, params, task_id, context_id, task)
 
-    return InTheImagesSession(task_store=store)
+    return TheSentTurn(task_store=store)
+
+
+def _handler_class() -> type:
+    """The SDK's ``DefaultRequestHandler``, each message's turn sent first (the task is the turn),
+    and ``CancelTask`` the turn's interrupt, on whichever process or host runs it."""
+    from a2a.helpers.proto_helpers import get_message_text
+    from a2a.server.request_handlers import DefaultRequestHandler
+    from a2a.types import TaskState
+    from a2a.utils.errors import InvalidParamsError, TaskNotCancelableError, TaskNotFoundError
+    from a2a.utils.task import apply_history_length
+
+    from agentvm.api.a2a_tasks import read_task
+
+    answered_at_once = {
+        TaskState.TASK_STATE_COMPLETED,
+        TaskState.TASK_STATE_CANCELED,
+        TaskState.TASK_STATE_FAILED,
+        TaskState.TASK_STATE_INPUT_REQUIRED,
+    }
+
+    class TurnRequestHandler(DefaultRequestHandler):
+        async def on_message_send(self, params: Any, context: ServerCallContext) -> Any:
+            try:
+                task = await self._send_turn(params, context, stream=False)
+                if task is not None:
+                    return apply_history_length(task, params.configuration)
+                return await super().on_message_send(params, context)
+            finally:
+                await _close_feed(context)
+
+        async def on_message_send_stream(self, params: Any, context: ServerCallContext) -> Any:
+            try:
+                task = await self._send_turn(params, context, stream=True)
+                if task is not None:
+                    yield apply_history_length(task, params.configuration)
+                    return
+                async for event in super().on_message_send_stream(params, context):
+                    yield event
+            finally:
+                await _close_feed(context)
+
+        async def _send_turn(self, params: Any, context: ServerCallContext, *, stream: bool) -> Any:
+            """Store the message and queue its turn (``send_message``), before the SDK makes its
+            task: the task id is the turn id. The task answered now if nothing is left to follow
+            (a non-blocking send, or the same ``messageId`` again after its turn ended or
+            suspended); else None, the SDK's executor follows the turn."""
+            from agentvm.api.http_turns import AttachablePush, Feed
+            from agentvm.turns.submit import Sender, send_message
+
+            runtime, principal, image = (context.state[k] for k in ("runtime", "principal", "image"))
+            message = params.message
+            if message.task_id:  # one message, one turn: a task is never continued by another
+                raise InvalidParamsError(message="a message is a task of its own: send it without taskId")
+            if message.context_id and message.context_id != image.sessionId:
+                raise InvalidParamsError(message=f"contextId: this agent's is {image.sessionId} (or none)")
+            request_id = message.message_id or runtime.ids.new("a2a")
+            feed = None
+            if stream and isinstance(runtime.push, AttachablePush):  # the turn's text deltas
+                feed = await Feed.open(runtime, principal)
+                context.state["feed"] = feed
+            sent = await send_message(
+                runtime,
+                principal.tenant_id,
+                image,
+                get_message_text(message),
+                request_id=f"a2a:{request_id}",  # a retried message id never runs a second turn
+                sender=Sender(connection_id=feed.connection_id if feed else f"a2a_{request_id}"),
+                concurrency="queue",
+                notices=[],
+            )
+            task = await read_task(runtime, image, sent.turn_id)
+            if task is not None and (
+                params.configuration.return_immediately or task.status.state in answered_at_once
+            ):
+                return task
+            context.state["sent"] = sent
+            return None
+
+        async def on_cancel_task(self, params: Any, context: ServerCallContext) -> Any:
+            """The turn's interrupt (``turns.interrupt.interrupt_turn``), wherever it runs; the
+            answer waits ``CANCEL_WAIT_S`` at most for the turn to end: ``CANCELED`` (with its
+            partial reply), or ``TaskNotCancelableError`` if it ended otherwise first. A turn still
+            live then (queued on AWS until a worker takes it) is answered ``CANCELED``: it ends
+            ``interrupted``."""
+            from agentvm.turns.interrupt import interrupt_turn
+            from agentvm.turns.watch import WatchedTurn, follow_turn
+
+            runtime, principal, image = (context.state[k] for k in ("runtime", "principal", "image"))
+            turn = await interrupt_turn(runtime, principal.tenant_id, image, params.id)
+            if turn is None:
+                raise TaskNotFoundError
+            if turn.status not in TERMINAL:
+                # turn_id_for, backwards (only the turn's status counts here)
+                user_id = "msg_" + turn.turnId.removeprefix("turn_")
+                watched = WatchedTurn(image.sessionId, turn.turnId, user_id, turn.userSeq)
+                wait = min(CANCEL_WAIT_S, runtime.turns.mcp_call_deadline_s)
+                await follow_turn(runtime, watched, deadline_s=wait, poll_s=runtime.turns.mcp_poll_s)
+            task = await read_task(runtime, image, params.id)
+            if task is None:
+                raise TaskNotFoundError
+            if task.status.state in (TaskState.TASK_STATE_COMPLETED, TaskState.TASK_STATE_FAILED) or (
+                turn.status in TERMINAL
+            ):
+                raise TaskNotCancelableError
+            if task.status.state != TaskState.TASK_STATE_CANCELED:  # asked to stop, not ended yet
+                task.status.state = TaskState.TASK_STATE_CANCELED
+                task.status.ClearField("message")
+            return task
+
+    return TurnRequestHandler
+
+
+async def _close_feed(context: ServerCallContext) -> None:
+    """The stream's subscriber connection, if the executor never took it (the executor closes the
+    one it takes when the turn's frames end)."""
+    feed = context.state.pop("feed", None)
+    if feed is not None:
+        with contextlib.suppress(Exception):
+            await feed.close(context.state["runtime"])
 
 
 def agent_card(image: ImageRecord, base_url: str) -> Any:
@@ -223,45 +341,33 @@ def _executor_class() -> type:
     from a2a.server.agent_execution import AgentExecutor, RequestContext
     from a2a.server.tasks import TaskUpdater
     from a2a.types import Part, Task, TaskState, TaskStatus
-    from a2a.utils.errors import InvalidParamsError
+
+    from agentvm.api.a2a_tasks import REPLY, TURN_ID_KEY
 
     class TurnExecutor(AgentExecutor):
-        """One A2A message is one AgentVM turn of the image's session, sent and followed in the store."""
+        """Follows the turn the request sent (``TurnRequestHandler``) in the store, its text deltas
+        streamed as chunks of the artifact ``reply`` where this host pushes them."""
 
         async def execute(self, context: RequestContext, event_queue: EventQueue) -> None:
-            from agentvm.api.http_turns import AttachablePush, Feed
             from agentvm.streaming.frames import TURN_SPAN
             from agentvm.streaming.resume import subscribe_after
-            from agentvm.turns.submit import Sender, send_message
             from agentvm.turns.watch import WatchedTurn, follow_turn
 
             state = context.call_context.state
             runtime: Runtime = state["runtime"]
             principal: Principal = state["principal"]
             image: ImageRecord = state["image"]
-            task_id = context.task_id or runtime.ids.new("task")
-            if context.context_id != image.sessionId:
-                raise InvalidParamsError(message=f"contextId: this agent's is {image.sessionId} (or none)")
-            updater = TaskUpdater(event_queue, task_id, image.sessionId)
+            sent = state["sent"]
+            feed = state.pop("feed", None)  # this executor closes it now
+            updater = TaskUpdater(event_queue, sent.turn_id, image.sessionId)
             message = context.message
-            request_id = message.message_id if message is not None and message.message_id else task_id
-            feed = await Feed.open(runtime, principal) if isinstance(runtime.push, AttachablePush) else None
+            request_id = message.message_id if message is not None and message.message_id else sent.turn_id
             try:
-                sent = await send_message(
-                    runtime,
-                    principal.tenant_id,
-                    image,
-                    context.get_user_input(),
-                    request_id=f"a2a:{request_id}",  # a retried message id never runs a second turn
-                    sender=Sender(connection_id=feed.connection_id if feed else f"a2a_{task_id}"),
-                    concurrency="queue",
-                    notices=[],
-                )
-                if context.current_task is None:  # the turn is stored first: a cancel finds it
+                if context.current_task is None:  # a turn with no record yet (a retried request)
                     history = [message] if message is not None else []
                     submitted = TaskStatus(state=TaskState.TASK_STATE_SUBMITTED)
                     await event_queue.enqueue_event(
-                        Task(id=task_id, context_id=image.sessionId, status=submitted, history=history)
+                        Task(id=sent.turn_id, context_id=image.sessionId, status=submitted, history=history)
                     )
                 stored = await runtime.store.get_turn(sent.turn_id)
                 user_seq = stored.userSeq if stored is not None else 0
@@ -284,7 +390,7 @@ def _executor_class() -> type:
                         )
                         if isinstance(text, str) and text:
                             await updater.add_artifact(
-                                [Part(text=text)], artifact_id=REPLY, name="reply", append=bool(streamed)
+                                [Part(text=text)], artifact_id=REPLY, name=REPLY, append=bool(streamed)
                             )
                             streamed += text
             finally:
@@ -299,7 +405,7 @@ def _executor_class() -> type:
             if followed.reply.startswith(streamed) and len(followed.reply) > len(streamed):
                 rest = followed.reply[len(streamed) :]  # what no delta carried (a host without push)
                 await updater.add_artifact(
-                    [Part(text=rest)], artifact_id=REPLY, name="reply", append=bool(streamed)
+                    [Part(text=rest)], artifact_id=REPLY, name=REPLY, append=bool(streamed)
                 )
             if followed.status == "completed":
                 await updater.complete()
@@ -310,8 +416,8 @@ def _executor_class() -> type:
                     updater.new_agent_message([Part(text="\n".join(followed.waiting))])
                 )
             elif followed.status in ("queued", "running"):  # the wait ended first (AWS: 25 s at most)
-                again = f"send message {request_id} again to get its answer (its turn runs once)"
-                note = f"the turn is still {followed.status}: {again}"
+                again = f"GetTask {sent.turn_id}, or send message {request_id} again, for its answer"
+                note = f"the turn is still {followed.status}: {again} (its turn runs once)"
                 await updater.update_status(
                     TaskState.TASK_STATE_WORKING,
                     updater.new_agent_message([Part(text=note)]),
@@ -322,12 +428,13 @@ def _executor_class() -> type:
                 await updater.failed(updater.new_agent_message([Part(text=reason)]))
 
         async def cancel(self, context: RequestContext, event_queue: EventQueue) -> None:
-            from agentvm.turns.interrupt import interrupt_image
+            """The SDK's own cancel of a task this process runs: the turn's interrupt."""
+            from agentvm.turns.interrupt import interrupt_turn
 
             state = context.call_context.state
             image: ImageRecord = state["image"]
-            await interrupt_image(state["runtime"], state["principal"].tenant_id, image)
             task_id = context.task_id or ""
+            await interrupt_turn(state["runtime"], state["principal"].tenant_id, image, task_id)
             await TaskUpdater(event_queue, task_id, image.sessionId).cancel()
 
     return TurnExecutor

@@ -39,6 +39,7 @@ if TYPE_CHECKING:
     from agentvm.turns.interrupt import (
         active_turn,
         interrupt_image,
+        interrupt_turn,
         interrupt_turns,
     )
     from agentvm.turns.orphans import (
@@ -121,6 +122,7 @@ if TYPE_CHECKING:
         FollowedTurn,
         WatchedTurn,
         follow_turn,
+        look_at_turn,
     )
     from agentvm.turns.webhooks import (
         EVENT_TYPES,
@@ -199,9 +201,11 @@ __all__ = [
     "first_seq_of",
     "fits_the_quota",
     "follow_turn",
+    "look_at_turn",
     "has_no_job",
     "hold_suspended",
     "interrupt_image",
+    "interrupt_turn",
     "interrupt_turns",
     "is_withdrawn",
     "latest_tick",
@@ -264,6 +268,7 @@ __getattr__, __dir__ = lazy_exports(
         "interrupt": [
             "active_turn",
             "interrupt_image",
+            "interrupt_turn",
             "interrupt_turns",
         ],
         "orphans": [
@@ -346,6 +351,7 @@ __getattr__, __dir__ = lazy_exports(
             "FollowedTurn",
             "WatchedTurn",
             "follow_turn",
+            "look_at_turn",
         ],
         "webhooks": [
             "EVENT_TYPES",

@@ -1,6 +1,7 @@
 """The one interrupt: stop a session's active turn (``agent_interrupt``, v1 and v2's
 ``instance.interrupt``, the ``interrupt`` concurrency policy of ``message_send``) or a listed set
-of turns (``POST /v1/turns/cancel``, any number at once).
+of turns (``POST /v1/turns/cancel``, any number at once), or one turn by its id (A2A's
+``CancelTask``).
 
 **How a turn is stopped.** Its interrupt mark in the store (one per turn, so several turns of one
 session can be stopped at once), the in-process signal (``rt.signals``), and for a suspended turn
@@ -60,6 +61,22 @@ async def interrupt_image(rt: Runtime, tenant_id: str, image: ImageRecord) -> bo
     return True
 
 
+async def interrupt_turn(rt: Runtime, tenant_id: str, image: ImageRecord, turn_id: str) -> TurnRecord | None:
+    """Stop one turn of the image's session (the A2A ``CancelTask``), found by its id; the record
+    as it was, or None if the session has no such turn (another session's, another tenant's: the
+    same None). A turn that ended already is left as it is."""
+    if image.tenantId != tenant_id:
+        return None
+    turn = await rt.store.get_turn(turn_id)
+    if turn is None or turn.sessionId != image.sessionId:
+        return None
+    if turn.status in TERMINAL:
+        return turn
+    if not await _ended_if_jobless(rt, turn, tenant_id, image.containerId, grace_ms=0):
+        await _stop(rt, image.sessionId, turn.turnId, turn.status, "the turn was interrupted")
+    return turn
+
+
 async def interrupt_turns(
     rt: Runtime, tenant_id: str, turns: Sequence[LiveTurn], *, reason: str
 ) -> list[str]:
@@ -105,4 +122,4 @@ async def _ended_if_jobless(
     return True
 
 
-__all__ = ["active_turn", "interrupt_image", "interrupt_turns"]
+__all__ = ["active_turn", "interrupt_image", "interrupt_turn", "interrupt_turns"]

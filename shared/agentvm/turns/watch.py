@@ -106,16 +106,24 @@ async def follow_turn(
                 await _tell(on_step, f"writing ({told_chunks} text chunks)")
         if changed and over:  # after the steps it took
             await _tell(on_step, f"turn {status}")
-        if status in TERMINAL:
-            return _outcome(status, chain)
-        if status == "suspended":  # on someone's decision, or (AWS) a sandbox job that continues it
-            waiting = await _waits_on_people(rt, turn.turn_id)
-            if waiting:
-                return FollowedTurn(status, reply=_reply(chain), waiting=waiting)
+        looked = await look_at_turn(rt, turn.turn_id, status, chain)
+        if looked.ended or looked.waiting:  # ended, or suspended on someone's decision
+            return looked
         left = deadline - loop.time()
         if left <= 0:
-            return FollowedTurn(status, reply=_reply(chain))
+            return looked
         await asyncio.sleep(min(poll_s, left))
+
+
+async def look_at_turn(rt: Runtime, turn_id: str, status: str, chain: list[Message]) -> FollowedTurn:
+    """What one look at a turn says, from its record's ``status`` and the messages answering its
+    user message (``chain``): its reply, a failed turn's error, the waits of a turn suspended on
+    someone (a suspended turn waiting on a sandbox job only, as on AWS, has none: it goes on)."""
+    if status in TERMINAL:
+        return _outcome(status, chain)
+    if status == "suspended":
+        return FollowedTurn(status, reply=_reply(chain), waiting=await _waits_on_people(rt, turn_id))
+    return FollowedTurn(status, reply=_reply(chain))
 
 
 async def _tell(on_step: Callable[[str], Awaitable[None]] | None, step: str | None) -> None:
@@ -170,4 +178,11 @@ async def _waits_on_people(rt: Runtime, turn_id: str) -> tuple[str, ...]:
     )
 
 
-__all__ = ["MAX_TURN_MESSAGES", "TEXT_CHUNKS_PER_STEP", "FollowedTurn", "WatchedTurn", "follow_turn"]
+__all__ = [
+    "MAX_TURN_MESSAGES",
+    "TEXT_CHUNKS_PER_STEP",
+    "FollowedTurn",
+    "WatchedTurn",
+    "follow_turn",
+    "look_at_turn",
+]

@@ -1124,6 +1124,7 @@ async def test_tenant_b_reaches_none_of_tenant_a_agents_over_a2a(world):
         ("SendStreamingMessage", {"message": message}),
         ("GetTask", {"id": "t1"}),
         ("CancelTask", {"id": "t1"}),
+        ("ListTasks", {}),
     ]
     transport = httpx.ASGITransport(app=create_app(world.rt))
     async with httpx.AsyncClient(transport=transport, base_url="http://avm", headers=headers) as http:
@@ -1145,6 +1146,27 @@ async def test_tenant_b_reaches_none_of_tenant_a_agents_over_a2a(world):
                 foreign = shown
             else:
                 assert foreign == shown and {status for status, _ in shown} == {404}
+        # B's own image, naming A's turn (a task: suspended, so cancelable) answers as a missing task.
+        b = await world.connect(world.tokens["tenant-b"])
+        mine = (await b.request("image_create", containerId="user-bob", config={"name": "B"}))["record"]
+        answers: dict[str, list[tuple[int, str]]] = {}
+        for task_id in (v.turn_id, "turn_nobody_at_all"):
+            follow_up = {**message, "messageId": f"m-{task_id}", "taskId": task_id}
+            shown = []
+            for method, params in (
+                ("GetTask", {"id": task_id}),
+                ("CancelTask", {"id": task_id}),
+                ("SendMessage", {"message": follow_up}),
+            ):
+                rpc = {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+                answer = await http.post(f"/a2a/{mine['imageId']}", json=rpc)
+                shown.append((answer.status_code, answer.text.replace(task_id, "<ID>")))
+            answers[task_id] = shown
+        assert answers[v.turn_id] == answers["turn_nobody_at_all"]
+        assert "TaskNotFound" in answers[v.turn_id][0][1] or "-32001" in answers[v.turn_id][0][1]
+        rpc = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+        listed = (await http.post(f"/a2a/{mine['imageId']}", json=rpc)).json()["result"]
+        assert listed.get("tasks", []) == []  # B's image: none of A's turns
     await world.run_turns()  # nothing B did may have queued work on A's sessions
     assert v.client.frames[a_frames:] == []
     assert await snapshot(world, v) == before
