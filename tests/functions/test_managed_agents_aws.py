@@ -10,9 +10,11 @@ on AWS) and answers the stored events after its cursor as one body; ``Last-Event
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+from typing import TYPE_CHECKING, Any
 
 import anthropic
+import boto3
 import httpx2
 import pytest
 from anthropic.types.beta.sessions import BetaManagedAgentsStreamSessionEvents
@@ -20,8 +22,12 @@ from pydantic import TypeAdapter
 
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.runtime import TurnSettings
+from functions.sandbox_worker import app as sandbox_worker
 from tests.functions.aws_stack import Stack, moto_resources
 from tests.functions.lambda_http import Httpx2LambdaTransport, one_loop_per_thread, sqs_event_source
+
+if TYPE_CHECKING:
+    from collections.abc import Iterator
 
 pytestmark = pytest.mark.aws
 
@@ -221,3 +227,94 @@ def test_a_custom_tool_round_trip_through_the_lambda_handlers(stack, transports)
     assert answered.custom_tool_use_id == use.id and answered.content[0].text == "shipped"
     assert rest[-1].type == "session.status_idle" and rest[-1].stop_reason.type == "end_turn"
     assert len(stack.model.requests) == 2
+
+
+@pytest.fixture
+def sandbox_stack(monkeypatch, context, push):
+    """The stack with the sandbox queue and the workspace bucket, as ``template.yaml`` gives the turn
+    worker: the agent toolset's tools are the sandbox's, each call a job for the sandbox worker."""
+    one_loop_per_thread(monkeypatch)
+    turns = TurnSettings(flush_s=0.01, mcp_call_deadline_s=20.0, mcp_poll_s=0.05)
+    with moto_resources(monkeypatch) as resources:
+        url = resources.sqs.create_queue(QueueName="agentvm-sandbox.fifo", Attributes={"FifoQueue": "true"})[
+            "QueueUrl"
+        ]
+        boto3.client("s3", region_name="us-east-1").create_bucket(Bucket="agentvm-workspaces")
+        monkeypatch.setenv("AVM_SANDBOX_QUEUE_URL", url)
+        monkeypatch.setenv("AVM_WORKSPACE_BUCKET", "agentvm-workspaces")
+        yield Stack(resources, context, push, turns=turns)
+
+
+@contextlib.contextmanager
+def both_workers(stack: Stack) -> Iterator[None]:
+    """The turn queue's and the sandbox queue's event source mappings, each feeding its function."""
+    sqs = stack.resources.sqs
+    url = sqs.get_queue_url(QueueName="agentvm-sandbox.fifo")["QueueUrl"]
+    arn = sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["QueueArn"])["Attributes"]["QueueArn"]
+    with sqs_event_source(stack), sqs_event_source(stack, (url, arn), stack.function(sandbox_worker)):
+        yield
+
+
+def asking_session(client: anthropic.Anthropic) -> str:
+    toolset = {
+        "type": "agent_toolset_20260401",
+        "default_config": {"enabled": True, "permission_policy": {"type": "always_ask"}},
+    }
+    agent = client.beta.agents.create(name="Helper", model=MODEL, tools=[toolset])
+    env = client.beta.environments.create(name="dev")
+    return client.beta.sessions.create(agent=agent.id, environment_id=env.id).id
+
+
+def asked(client: anthropic.Anthropic, session_id: str) -> tuple[Any, int]:
+    """``user.message`` → the turn suspends on its ``ls`` call: the tool use, and the last SSE id."""
+    before = stream_ids(client, session_id, "0")
+    client.beta.sessions.events.send(session_id, events=say("What is in the workspace?"))
+    events = streamed(client, session_id, extra_headers={"Last-Event-ID": before[-1] if before else "0"})
+    [use] = [e for e in events if e.type == "agent.tool_use"]
+    assert (use.name, use.evaluated_permission) == ("ls", "ask")
+    assert not [e for e in events if e.type == "agent.tool_result"]  # it did not run
+    assert events[-1].type == "session.status_idle"
+    assert events[-1].stop_reason.type == "requires_action" and events[-1].stop_reason.event_ids == [use.id]
+    assert client.beta.sessions.retrieve(session_id).status == "idle"
+    return use, max(int(i) for i in stream_ids(client, session_id, "0"))
+
+
+def test_a_tool_confirmation_denied_then_allowed_through_the_lambda_handlers(sandbox_stack, transports):
+    """An ``always_ask`` toolset: the turn suspends on the sandbox call (its approval wait in
+    DynamoDB); a denial continues it with the model told, an approval runs the call on the sandbox
+    worker, then the reply."""
+    stack = sandbox_stack
+    client = sdk(stack, transports, stack.new_key("acme", "admin"))
+    session_id = asking_session(client)
+    ls = Calls(("ls", {"path": "."}))
+    stack.model.add(ls, "Not allowed, then.", ls, "The workspace is empty.")
+
+    with both_workers(stack):
+        use, last_seen = asked(client, session_id)
+        denial = {
+            "type": "user.tool_confirmation",
+            "tool_use_id": use.id,
+            "result": "deny",
+            "deny_message": "no",
+        }
+        client.beta.sessions.events.send(session_id, events=[denial])
+        denied = streamed(client, session_id, extra_headers={"Last-Event-ID": str(last_seen)})
+        [result] = [e for e in denied if e.type == "agent.tool_result"]
+        assert result.tool_use_id == use.id and result.content[0].text == "Execution denied: no"
+        assert [e.content[0].text for e in denied if e.type == "agent.message"] == ["Not allowed, then."]
+        assert denied[-1].type == "session.status_idle" and denied[-1].stop_reason.type == "end_turn"
+        [told] = stack.model.requests[1].messages[-1].tool_results
+        assert told.content == "Execution denied: no"
+
+        use, last_seen = asked(client, session_id)
+        allowed = {"type": "user.tool_confirmation", "tool_use_id": use.id, "result": "allow"}
+        client.beta.sessions.events.send(session_id, events=[allowed])
+        with pytest.raises(anthropic.ConflictError):  # answered already
+            client.beta.sessions.events.send(session_id, events=[allowed])
+        ran = streamed(client, session_id, extra_headers={"Last-Event-ID": str(last_seen)})
+    [result] = [e for e in ran if e.type == "agent.tool_result"]
+    assert result.tool_use_id == use.id and result.is_error is False  # run by the sandbox worker
+    assert [e.content[0].text for e in ran if e.type == "agent.message"] == ["The workspace is empty."]
+    assert ran[-1].type == "session.status_idle" and ran[-1].stop_reason.type == "end_turn"
+    assert client.beta.sessions.retrieve(session_id).status == "idle"
+    assert len(stack.model.requests) == 4
