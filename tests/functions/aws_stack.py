@@ -125,6 +125,9 @@ class Stack:
         self.push = push
         self.model = model or ScriptedModelClient()
         self.clock = clock or ManualClock()
+        # Replaces the host's turn settings whole: the worker polls its turns' cancel marks only
+        # when ``turns.cancel_poll_s`` is set (0, the default, is the local host's in-process
+        # signal, which never reaches another function), so a test that interrupts sets it.
         self.turns = turns or TurnSettings(flush_s=10.0)
         self.runtimes: dict[str, Runtime] = {}
         self.authorizer = self._handler(ws_authorizer)

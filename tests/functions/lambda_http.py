@@ -156,15 +156,18 @@ class Httpx2LambdaTransport(httpx2.BaseTransport):
 class SqsEventSource:
     """The turn queue's event source mapping: jobs to the worker handler as they arrive."""
 
-    def __init__(self, stack: Stack) -> None:
+    def __init__(self, stack: Stack, queue: tuple[str, str] | None = None, handler: Any = None) -> None:
         self.stack = stack
+        # another queue's mapping (url, arn) and its function's handler: default the turn queue's
+        self.queue = queue or (stack.resources.queue_url, stack.resources.queue_arn)
+        self.handler = handler or stack.worker
         self.delivered = 0
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._poll, name="turn-worker-lambda", daemon=True)
 
     def _poll(self) -> None:
         while not self._stop.is_set():
-            sqs, url = self.stack.resources.sqs, self.stack.resources.queue_url
+            sqs, (url, arn) = self.stack.resources.sqs, self.queue
             received = sqs.receive_message(
                 QueueUrl=url, MaxNumberOfMessages=10, AttributeNames=["All"], MessageAttributeNames=["All"]
             ).get("Messages", [])
@@ -173,8 +176,8 @@ class SqsEventSource:
                 continue
             from agentvm.adapters.aws.sqs_queue import lambda_sqs_event
 
-            event = lambda_sqs_event(received, self.stack.resources.queue_arn)
-            answer = self.stack.worker(event, self.stack.context)
+            event = lambda_sqs_event(received, arn)
+            answer = self.handler(event, self.stack.context)
             failed = {f["itemIdentifier"] for f in answer["batchItemFailures"]}
             for m in received:
                 if m["MessageId"] not in failed:
@@ -191,8 +194,10 @@ class SqsEventSource:
 
 
 @contextlib.contextmanager
-def sqs_event_source(stack: Stack) -> Iterator[SqsEventSource]:
-    with SqsEventSource(stack) as source:
+def sqs_event_source(
+    stack: Stack, queue: tuple[str, str] | None = None, handler: Any = None
+) -> Iterator[SqsEventSource]:
+    with SqsEventSource(stack, queue, handler) as source:
         yield source
 
 
