@@ -240,6 +240,17 @@ def test_a_custom_tool_round_trip_through_the_lambda_handlers(stack, transports)
     assert answered.custom_tool_use_id == use.id and answered.content[0].text == "shipped"
     assert rest[-1].type == "session.status_idle" and rest[-1].stop_reason.type == "end_turn"
     assert len(stack.model.requests) == 2
+    # The whole turn, its suspended part first, each event once (the continued turn's replay).
+    kinds = {"user.message", "agent.custom_tool_use", "user.custom_tool_result", "agent.message"}
+    listed = [e.type for e in client.beta.sessions.events.list(session_id).data]
+    assert [t for t in listed if t in kinds or t == "session.status_idle"] == [
+        "user.message",
+        "agent.custom_tool_use",
+        "session.status_idle",
+        "user.custom_tool_result",
+        "agent.message",
+        "session.status_idle",
+    ]
 
 
 @pytest.fixture
