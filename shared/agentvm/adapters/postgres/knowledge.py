@@ -108,7 +108,9 @@ SEARCH_WORDS = (
     " ORDER BY rank DESC, document_id, ordinal LIMIT %s"
 )
 EXACT_BELOW = 2000  # a version with fewer chunks of the query's dimension is scanned exactly
-OVERFETCH = 10  # HNSW candidates a result (k x OVERFETCH), re-ranked by their exact similarity
+OVERFETCH = (
+    40  # HNSW candidates a result (k x OVERFETCH: 400 for k = 10), re-ranked by their exact similarity
+)
 MAX_EF_SEARCH = 1000  # pgvector's ceiling for hnsw.ef_search
 HNSW_MAX_DIMENSIONS = 2000  # pgvector's ceiling for an HNSW index on `vector`
 # pg_advisory_xact_lock's key while a node creates a dimension's HNSW index: b"avm-hnsw"
@@ -185,8 +187,10 @@ class PostgresKnowledgeIndex:
         *,
         analyze_after_rows: int | None = ANALYZE_AFTER_ROWS,
         exact_below: int = EXACT_BELOW,
+        overfetch: int = OVERFETCH,
     ) -> None:
         self._db = database
+        self.overfetch = overfetch  # HNSW candidates a result, re-ranked exactly
         self.exact_below = exact_below  # chunks of a version under which a query scans exactly
         self.analyze_after_rows = analyze_after_rows  # None: leave statistics to autovacuum
         self._pgvector: bool | None = None  # the extension exists in this database (asked once)
@@ -296,7 +300,7 @@ class PostgresKnowledgeIndex:
                 if dimensions > HNSW_MAX_DIMENSIONS or row is None or row[0] < self.exact_below:
                     cur = await conn.execute(_EXACT_PGVECTOR, (list(vector), *scope, dimensions, limit))
                 else:
-                    candidates = limit * OVERFETCH
+                    candidates = limit * self.overfetch
                     ef_search = str(min(MAX_EF_SEARCH, max(40, candidates)))
                     await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (ef_search,))
                     if self._iterative:
