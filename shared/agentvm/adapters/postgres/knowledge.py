@@ -155,7 +155,7 @@ def _hnsw_query(dimensions: int) -> str:
 
 def _hnsw_index(dimensions: int) -> str:
     n = int(dimensions)
-    return (
+    return (  # IF NOT EXISTS: another node may have created it while this one waited for the lock
         f"CREATE INDEX IF NOT EXISTS knowledge_chunks_cosine_{n} ON knowledge_chunks"
         f" USING hnsw ((embedding::vector({n})) vector_cosine_ops) WHERE dimensions = {n}"
     )
@@ -219,9 +219,13 @@ class PostgresKnowledgeIndex:
     async def _ensure_hnsw_index(self, dimensions: int) -> None:
         if dimensions in self._indexed or dimensions > HNSW_MAX_DIMENSIONS or not await self.uses_pgvector():
             return
+        name = f"knowledge_chunks_cosine_{int(dimensions)}"
         async with self._db.transaction() as conn:
-            await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INDEX_LOCK_KEY,))
-            await conn.execute(_hnsw_index(dimensions))
+            # looked up first: CREATE INDEX IF NOT EXISTS takes the table's SHARE lock (waiting for
+            # every insert in flight) before it finds the index there
+            if await (await conn.execute("SELECT to_regclass(%s)", (name,))).fetchone() == (None,):
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INDEX_LOCK_KEY,))
+                await conn.execute(_hnsw_index(dimensions))
         self._indexed.add(dimensions)
 
     async def add_chunks(
