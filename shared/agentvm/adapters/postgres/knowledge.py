@@ -52,12 +52,14 @@ through the primary key without it, 2.2 ms through the GIN index with it.
   ``add_chunks`` the first time it stores vectors of that length (in its own transaction, under an
   advisory lock: nodes adding the same new dimension do not race). No second copy of a vector in
   the table, no schema change for a new model, and nodes without pgvector keep writing the same
-  rows (the index follows them). A query of a version holding ``EXACT_BELOW`` (2,000) or more
+  rows (the index follows them). A query of a version holding ``EXACT_BELOW`` (10,000) or more
   chunks of its dimension asks the index for ``limit x OVERFETCH`` candidates (``hnsw.ef_search``
   as many, at most pgvector's 1,000; ``hnsw.iterative_scan = relaxed_order`` so that the rows of
   other versions and tenants the index visits do not leave it short) and re-ranks them by their
   exact cosine similarity. A smaller version is scanned exactly with pgvector's ``<=>`` (C, through
-  the primary key: about ``chunks x dimensions`` operations, fast at that size). Dimensions above
+  the primary key: about ``chunks x dimensions`` operations, ~7 µs a chunk at 384 dimensions, so
+  under 70 ms below 10,000 chunks, with perfect recall; the index answers 10,000 chunks in ~8 ms
+  but found 0.73 to 0.82 of the exact top ten there, on fake-llm embeddings). Dimensions above
   ``HNSW_MAX_DIMENSIONS`` (2,000, pgvector's limit for ``vector``) are scanned exactly too.
 * *Exact in SQL*, when the extension is absent (not installed, or not created: it is not a trusted
   extension): the cosine similarity of every chunk of the version, ``sum(a * b)`` over ``unnest``
@@ -107,7 +109,7 @@ SEARCH_WORDS = (
     " AND words @@ (CAST('s' || md5(%s || chr(1) || %s || chr(1) || %s) AS tsquery) && q)"
     " ORDER BY rank DESC, document_id, ordinal LIMIT %s"
 )
-EXACT_BELOW = 2000  # a version with fewer chunks of the query's dimension is scanned exactly
+EXACT_BELOW = 10_000  # a version with fewer chunks of the query's dimension is scanned exactly
 OVERFETCH = (
     40  # HNSW candidates a result (k x OVERFETCH: 400 for k = 10), re-ranked by their exact similarity
 )
