@@ -110,9 +110,7 @@ SEARCH_WORDS = (
     " ORDER BY rank DESC, document_id, ordinal LIMIT %s"
 )
 EXACT_BELOW = 10_000  # a version with fewer chunks of the query's dimension is scanned exactly
-OVERFETCH = (
-    40  # HNSW candidates a result (k x OVERFETCH: 400 for k = 10), re-ranked by their exact similarity
-)
+OVERFETCH = 100  # HNSW candidates a result (k x OVERFETCH: 1,000 for k = 10), re-ranked exactly
 MAX_EF_SEARCH = 1000  # pgvector's ceiling for hnsw.ef_search
 HNSW_MAX_DIMENSIONS = 2000  # pgvector's ceiling for an HNSW index on `vector`
 # pg_advisory_xact_lock's key while a node creates a dimension's HNSW index: b"avm-hnsw"
