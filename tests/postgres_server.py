@@ -260,3 +260,18 @@ async def fresh_database(*, migrated: bool = True, max_size: int = 4) -> AsyncIt
     finally:
         await database.close()
         server.drop_database(url)
+
+
+async def require_pgvector(database: Database) -> None:
+    """Skip (fail under ``CI=true``) unless ``database`` has the ``vector`` extension: migration
+    0113 creates it when the server has pgvector (``scripts/install_pgvector.sh``, which ``./dev
+    test`` runs when it is missing)."""
+    async with database.connection() as conn:
+        cur = await conn.execute("SELECT 1 FROM pg_extension WHERE extname = 'vector'")
+        present = await cur.fetchone() is not None
+    if present:
+        return
+    reason = "no pgvector on this PostgreSQL server (scripts/install_pgvector.sh installs it)"
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"pgvector is required in CI: {reason}", pytrace=False)
+    pytest.skip(reason)

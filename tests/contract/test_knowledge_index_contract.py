@@ -1,9 +1,14 @@
 """The ``KnowledgeIndex`` port's contract, on SQLite (FTS5 words, sqlite-vec vectors) and PostgreSQL
 (tsvector words, real[] vectors), and hybrid search over each: ranks, stemming, tenant and version
-isolation, replacement and deletion, and the fusion of both lists."""
+isolation, replacement and deletion, and the fusion of both lists. PostgreSQL three ways: as
+configured (pgvector when installed; versions this small are scanned exactly with ``<=>``), through
+pgvector's HNSW index for every query (``exact_below=0``; pgvector is required under CI=true), and
+without the extension (the exact scan in SQL)."""
 
 from __future__ import annotations
 
+import logging
+import random
 from contextlib import asynccontextmanager
 from typing import TYPE_CHECKING, Any
 
@@ -37,10 +42,35 @@ async def on_postgres() -> AsyncIterator[Any]:
         yield PostgresKnowledgeIndex(database)
 
 
+@asynccontextmanager
+async def on_postgres_hnsw() -> AsyncIterator[Any]:
+    from agentvm.adapters.postgres.knowledge import PostgresKnowledgeIndex
+    from tests.postgres_server import fresh_database, require_pgvector
+
+    async with fresh_database() as database:
+        await require_pgvector(database)
+        yield PostgresKnowledgeIndex(database, exact_below=0)
+
+
+@asynccontextmanager
+async def on_postgres_without_pgvector() -> AsyncIterator[Any]:
+    from agentvm.adapters.postgres.knowledge import PostgresKnowledgeIndex
+    from tests.postgres_server import fresh_database
+
+    async with fresh_database() as database:
+        async with database.connection() as conn:
+            await conn.execute("DROP EXTENSION IF EXISTS vector")
+        idx = PostgresKnowledgeIndex(database)
+        assert not await idx.uses_pgvector()
+        yield idx
+
+
 @pytest.fixture(
     params=[
         pytest.param(on_sqlite, id="sqlite"),
         pytest.param(on_postgres, id="postgres", marks=pytest.mark.postgres),
+        pytest.param(on_postgres_hnsw, id="postgres-hnsw", marks=pytest.mark.postgres),
+        pytest.param(on_postgres_without_pgvector, id="postgres-exact", marks=pytest.mark.postgres),
     ]
 )
 async def empty(request):
@@ -268,3 +298,72 @@ async def test_postgres_refreshes_its_statistics_after_a_large_add():
         assert await analysed_rows(database) == -1
         await idx.add_chunks("acme", "handbook", "1", HANDBOOK, None)
         assert await analysed_rows(database) == 7
+
+
+def seeded_vectors(seed: int, count: int, dimensions: int) -> list[list[float]]:
+    rng = random.Random(seed)
+    return [[rng.gauss(0, 1) for _ in range(dimensions)] for _ in range(count)]
+
+
+@pytest.mark.postgres
+async def test_pgvector_indexes_each_dimension_and_its_search_matches_the_exact_one():
+    """A version at or above ``exact_below`` chunks is searched through the dimension's HNSW index
+    (created on the first add of that dimension), over-fetched and re-ranked: the same top ten as
+    the exact scan here, never another tenant's or another dimension's chunks."""
+    from agentvm.adapters.postgres import knowledge
+    from tests.postgres_server import fresh_database, require_pgvector
+
+    async with fresh_database() as database:
+        await require_pgvector(database)
+        hnsw = knowledge.PostgresKnowledgeIndex(database, exact_below=300)
+        exact = knowledge.PostgresKnowledgeIndex(database, exact_below=10**9)
+        chunks = [chunk(f"doc-{n}.md", 0, f"chunk {n}") for n in range(400)]
+        await hnsw.add_chunks("acme", "kb", "1", chunks, seeded_vectors(1, 400, 16))
+        await hnsw.add_chunks("other", "kb", "1", chunks, seeded_vectors(2, 400, 16))
+        await hnsw.add_chunks("acme", "kb", "1", [chunk("short.md", 0, "eight")], seeded_vectors(3, 1, 8))
+        async with database.connection() as conn:
+            cur = await conn.execute(
+                "SELECT indexname FROM pg_indexes WHERE indexname LIKE 'knowledge_chunks_cosine_%'"
+                " ORDER BY indexname"
+            )
+            assert [r[0] for r in await cur.fetchall()] == [
+                "knowledge_chunks_cosine_16",
+                "knowledge_chunks_cosine_8",
+            ]
+            # the HNSW query can use its dimension's index (the planner's choice on a table this
+            # small is a sort, so sorting is priced out here)
+            await conn.execute("SET enable_sort = off")
+            plan = await conn.execute(
+                "EXPLAIN " + knowledge._hnsw_query(16), ([1.0] * 16, "acme", "kb", "1", 100, 10)
+            )
+            assert "knowledge_chunks_cosine_16" in "\n".join(r[0] for r in await plan.fetchall())
+        found = 0
+        for query in seeded_vectors(4, 10, 16):
+            got = await hnsw.search_vectors("acme", "kb", "1", query, 10)
+            want = await exact.search_vectors("acme", "kb", "1", query, 10)
+            assert len(got) == 10 and all(h.chunk.document_id.startswith("doc-") for h in got)
+            found += len({h.chunk.document_id for h in got} & {h.chunk.document_id for h in want})
+            assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
+        assert found / 100 >= 0.9  # recall@10 against the exact scan
+        assert len(await hnsw.search_vectors("other", "kb", "1", query, 500)) == 400
+
+
+@pytest.mark.postgres
+async def test_without_pgvector_vector_search_scans_exactly_and_says_so_once(caplog, monkeypatch):
+    from agentvm.adapters.postgres import knowledge
+    from tests.postgres_server import fresh_database
+
+    monkeypatch.setattr(knowledge, "_told_exact", False)
+    async with fresh_database() as database:
+        async with database.connection() as conn:
+            await conn.execute("DROP EXTENSION IF EXISTS vector")
+        with caplog.at_level(logging.INFO, logger="agentvm.adapters.postgres.knowledge"):
+            for _ in range(2):
+                idx = knowledge.PostgresKnowledgeIndex(database, exact_below=0)
+                await idx.add_chunks("acme", "kb", "1", HANDBOOK, seeded_vectors(5, len(HANDBOOK), 16))
+                hits = await idx.search_vectors("acme", "kb", "1", seeded_vectors(5, 1, 16)[0], 3)
+                assert hits[0].chunk == HANDBOOK[0] and hits[0].score == pytest.approx(1.0)
+        assert caplog.text.count("no pgvector in this database") == 1
+        async with database.connection() as conn:
+            cur = await conn.execute("SELECT count(*) FROM pg_indexes WHERE indexname LIKE '%cosine%'")
+            assert (await cur.fetchone())[0] == 0

@@ -1,5 +1,5 @@
 """The ``KnowledgeIndex`` port on PostgreSQL (the cluster host): a ``tsvector`` for words, ``real[]``
-vectors ranked by exact cosine similarity in SQL.
+vectors ranked by cosine similarity (pgvector's HNSW index where the extension is, exact otherwise).
 
 **Table** ``knowledge_chunks`` (migrations ``0111_knowledge_chunks``, ``0112_knowledge_unaccent``):
 one row per chunk, keyed by ``(tenant_id, resource, version, document_id, ordinal)``; every query
@@ -42,20 +42,38 @@ on carry no statistics, migration 0112) and small beside indexing 1,000 chunks (
 wait. Measured at 10,000 chunks (BENCHMARKS.md, "ANALYZE after a publish"): a rare word in 128 ms
 through the primary key without it, 2.2 ms through the GIN index with it.
 
-**Vectors.** pgvector is not packaged for Debian bookworm's PostgreSQL (nor available on every
-managed database), so a vector is a ``real[]`` with its ``norm`` stored beside it, and
-``search_vectors`` computes the exact cosine similarity of every chunk of the version in SQL (a
-brute-force scan: ``sum(a * b)`` over ``unnest`` of both arrays). Exact, so recall is perfect, but
-its cost grows with the version: about ``chunks x dimensions`` multiplications a query, evaluated
-row by row by the executor (BENCHMARKS.md, "Knowledge search on SQLite and PostgreSQL", has the
-milliseconds at 1k, 10k and 100k chunks). Storage: ``4 x dimensions`` bytes a vector (1.5 KiB at
-384). Where the pgvector extension is installed, a ``vector(n)`` column with an HNSW index
-(``vector_cosine_ops``) is the step that makes this logarithmic; it is not written here because no
-test could run it on this platform.
+**Vectors** are ``real[]`` with their ``norm`` beside them, on every server. Two ways to search them:
+
+* *pgvector* (the ``vector`` extension, migration ``0113_knowledge_pgvector``; Debian bookworm does
+  not package it for PostgreSQL 15: ``scripts/install_pgvector.sh`` builds Debian trixie's 0.8.0).
+  Embeddings differ in length by provider and model, and an HNSW index needs one fixed dimension,
+  so there is no ``vector`` column: each dimension ``n`` gets its own partial expression index,
+  ``hnsw ((embedding::vector(n)) vector_cosine_ops) WHERE dimensions = n``, created by
+  ``add_chunks`` the first time it stores vectors of that length (in its own transaction, under an
+  advisory lock: nodes adding the same new dimension do not race). No second copy of a vector in
+  the table, no schema change for a new model, and nodes without pgvector keep writing the same
+  rows (the index follows them). A query of a version holding ``EXACT_BELOW`` (10,000) or more
+  chunks of its dimension asks the index for ``limit x OVERFETCH`` candidates (``hnsw.ef_search``
+  as many, at most pgvector's 1,000; ``hnsw.iterative_scan = relaxed_order`` so that the rows of
+  other versions and tenants the index visits do not leave it short) and re-ranks them by their
+  exact cosine similarity. A smaller version is scanned exactly with pgvector's ``<=>`` (C, through
+  the primary key: about ``chunks x dimensions`` operations, ~7 µs a chunk at 384 dimensions, so
+  under 70 ms below 10,000 chunks, with perfect recall; the index answers 10,000 chunks in ~8 ms
+  but found 0.73 to 0.82 of the exact top ten there, on fake-llm embeddings). Dimensions above
+  ``HNSW_MAX_DIMENSIONS`` (2,000, pgvector's limit for ``vector``) are scanned exactly too.
+* *Exact in SQL*, when the extension is absent (not installed, or not created: it is not a trusted
+  extension): the cosine similarity of every chunk of the version, ``sum(a * b)`` over ``unnest``
+  of both arrays, row by row in the executor. Perfect recall, cost ``chunks x dimensions`` a query,
+  slow past a few thousand chunks. Logged once per process.
+
+BENCHMARKS.md ("pgvector") has the latency and recall@10 of both at 1k, 10k and 100k chunks.
+Storage: ``4 x dimensions`` bytes a vector in the table (1.5 KiB at 384), about as much again in
+its HNSW index.
 """
 
 from __future__ import annotations
 
+import logging
 import math
 from typing import TYPE_CHECKING
 
@@ -65,6 +83,8 @@ if TYPE_CHECKING:
     from collections.abc import Sequence
 
     from agentvm.adapters.postgres.database import Database
+
+logger = logging.getLogger(__name__)
 
 _COLUMNS = KnowledgeChunk.COLUMNS
 _SCOPE = "tenant_id = %s AND resource = %s AND version = %s"
@@ -89,6 +109,58 @@ SEARCH_WORDS = (
     " AND words @@ (CAST('s' || md5(%s || chr(1) || %s || chr(1) || %s) AS tsquery) && q)"
     " ORDER BY rank DESC, document_id, ordinal LIMIT %s"
 )
+EXACT_BELOW = 10_000  # a version with fewer chunks of the query's dimension is scanned exactly
+OVERFETCH = 100  # HNSW candidates a result (k x OVERFETCH: 1,000 for k = 10), re-ranked exactly
+MAX_EF_SEARCH = 1000  # pgvector's ceiling for hnsw.ef_search
+HNSW_MAX_DIMENSIONS = 2000  # pgvector's ceiling for an HNSW index on `vector`
+# pg_advisory_xact_lock's key while a node creates a dimension's HNSW index: b"avm-hnsw"
+_INDEX_LOCK_KEY = int.from_bytes(b"avm-hnsw", "big", signed=True)
+_told_exact = False  # the "no pgvector" line is logged once per process
+# The exact scan without pgvector: cosine in SQL over both arrays.
+_EXACT_IN_SQL = (
+    f"SELECT {_COLUMNS},"
+    " (SELECT sum(a::float8 * b) FROM unnest(embedding, %b::real[]) AS t(a, b))"
+    " / (NULLIF(norm, 0) * %s) AS similarity"
+    f" FROM knowledge_chunks WHERE {_SCOPE} AND dimensions = %s"
+    " ORDER BY similarity DESC NULLS LAST, document_id, ordinal LIMIT %s"
+)
+# The exact scan with pgvector: ``<=>`` (cosine distance) on the untyped cast, which no HNSW index
+# matches, so the planner reads the version through the primary key.
+_EXACT_PGVECTOR = (
+    f"SELECT {_COLUMNS}, 1 - (embedding::vector <=> CAST(%b::real[] AS vector)) AS similarity"
+    f" FROM knowledge_chunks WHERE {_SCOPE} AND dimensions = %s AND norm > 0"
+    " ORDER BY similarity DESC, document_id, ordinal LIMIT %s"
+)
+# How many chunks of a dimension a version holds, counting no further than EXACT_BELOW.
+_COUNT_UP_TO = (
+    "SELECT count(*) FROM (SELECT 1 FROM knowledge_chunks"
+    f" WHERE {_SCOPE} AND dimensions = %s LIMIT %s) AS held"
+)
+
+
+def _hnsw_query(dimensions: int) -> str:
+    """The HNSW search of one dimension: ``limit x OVERFETCH`` candidates in the index's order
+    (the expression and predicate are the index's, so the planner can use it), then the exact
+    re-rank. ``dimensions`` is an int (formatted, not a parameter: a type modifier must be literal)."""
+    typed = f"embedding::vector({int(dimensions)})"
+    return (
+        f"SELECT {_COLUMNS}, 1 - distance AS similarity FROM ("
+        f" SELECT {_COLUMNS}, {typed} <=> q AS distance"
+        f" FROM knowledge_chunks, CAST(CAST(%b AS real[]) AS vector({int(dimensions)})) AS q"
+        f" WHERE {_SCOPE} AND dimensions = {int(dimensions)} AND norm > 0"
+        " ORDER BY distance LIMIT %s) AS candidates"
+        " ORDER BY distance, document_id, ordinal LIMIT %s"
+    )
+
+
+def _hnsw_index(dimensions: int) -> str:
+    n = int(dimensions)
+    return (  # IF NOT EXISTS: another node may have created it while this one waited for the lock
+        f"CREATE INDEX IF NOT EXISTS knowledge_chunks_cosine_{n} ON knowledge_chunks"
+        f" USING hnsw ((embedding::vector({n})) vector_cosine_ops) WHERE dimensions = {n}"
+    )
+
+
 _INSERT = (
     "INSERT INTO knowledge_chunks (tenant_id, resource, version, document_id, ordinal, title,"
     " heading_path, location, text, embedding, dimensions, norm)"
@@ -107,11 +179,54 @@ def _norm(vector: Sequence[float]) -> float:
 class PostgresKnowledgeIndex:
     """``agentvm.ports.KnowledgeIndex`` on the node's ``Database``."""
 
-    vectors = True  # real[] needs no extension
+    vectors = True  # real[] needs no extension (pgvector, when present, indexes them)
 
-    def __init__(self, database: Database, *, analyze_after_rows: int | None = ANALYZE_AFTER_ROWS) -> None:
+    def __init__(
+        self,
+        database: Database,
+        *,
+        analyze_after_rows: int | None = ANALYZE_AFTER_ROWS,
+        exact_below: int = EXACT_BELOW,
+        overfetch: int = OVERFETCH,
+    ) -> None:
         self._db = database
+        self.overfetch = overfetch  # HNSW candidates a result, re-ranked exactly
+        self.exact_below = exact_below  # chunks of a version under which a query scans exactly
         self.analyze_after_rows = analyze_after_rows  # None: leave statistics to autovacuum
+        self._pgvector: bool | None = None  # the extension exists in this database (asked once)
+        self._iterative = False  # pgvector 0.8 or later: hnsw.iterative_scan
+        self._indexed: set[int] = set()  # dimensions whose HNSW index this instance ensured
+
+    async def uses_pgvector(self) -> bool:
+        """Whether the database has the ``vector`` extension (asked once; logged once per process
+        when it has not: vector search is then the exact scan in SQL)."""
+        global _told_exact
+        if self._pgvector is None:
+            async with self._db.connection() as conn:
+                cur = await conn.execute("SELECT extversion FROM pg_extension WHERE extname = 'vector'")
+                row = await cur.fetchone()
+            self._pgvector = row is not None
+            # hnsw.iterative_scan is pgvector 0.8's; before it, the over-fetch alone
+            self._iterative = row is not None and tuple(int(p) for p in row[0].split(".")[:2]) >= (0, 8)
+            if not self._pgvector and not _told_exact:
+                _told_exact = True
+                logger.info(
+                    "knowledge: no pgvector in this database: vector search scans every chunk of a"
+                    " version exactly (slow past a few thousand chunks; docs/embeddings.md)"
+                )
+        return self._pgvector
+
+    async def _ensure_hnsw_index(self, dimensions: int) -> None:
+        if dimensions in self._indexed or dimensions > HNSW_MAX_DIMENSIONS or not await self.uses_pgvector():
+            return
+        name = f"knowledge_chunks_cosine_{int(dimensions)}"
+        async with self._db.transaction() as conn:
+            # looked up first: CREATE INDEX IF NOT EXISTS takes the table's SHARE lock (waiting for
+            # every insert in flight) before it finds the index there
+            if await (await conn.execute("SELECT to_regclass(%s)", (name,))).fetchone() == (None,):
+                await conn.execute("SELECT pg_advisory_xact_lock(%s)", (_INDEX_LOCK_KEY,))
+                await conn.execute(_hnsw_index(dimensions))
+        self._indexed.add(dimensions)
 
     async def add_chunks(
         self,
@@ -141,6 +256,8 @@ class PostgresKnowledgeIndex:
         ]
         if not rows:
             return
+        if dimensions:
+            await self._ensure_hnsw_index(dimensions)
         async with self._db.transaction() as conn, conn.cursor() as cur:
             await cur.executemany(_INSERT, rows)  # pipelined: one round trip per batch, not per row
         if self.analyze_after_rows is not None and len(rows) >= self.analyze_after_rows:
@@ -174,16 +291,28 @@ class PostgresKnowledgeIndex:
         norm = _norm(vector)
         if limit < 1 or not vector or norm == 0:
             return []
-        async with self._db.connection() as conn:
-            cur = await conn.execute(
-                f"SELECT {_COLUMNS},"
-                " (SELECT sum(a::float8 * b) FROM unnest(embedding, %b::real[]) AS t(a, b))"
-                " / (NULLIF(norm, 0) * %s) AS similarity"
-                f" FROM knowledge_chunks WHERE {_SCOPE} AND dimensions = %s"
-                " ORDER BY similarity DESC NULLS LAST, document_id, ordinal LIMIT %s",
-                (list(vector), norm, owner, resource, version, len(vector), limit),
-            )
-            rows = await cur.fetchall()
+        dimensions = len(vector)
+        scope = (owner, resource, version)
+        if not await self.uses_pgvector():
+            query, params = _EXACT_IN_SQL, (list(vector), norm, *scope, dimensions, limit)
+            async with self._db.connection() as conn:
+                rows = await (await conn.execute(query, params)).fetchall()
+        else:
+            async with self._db.transaction() as conn:
+                cur = await conn.execute(_COUNT_UP_TO, (*scope, dimensions, self.exact_below))
+                row = await cur.fetchone()
+                if dimensions > HNSW_MAX_DIMENSIONS or row is None or row[0] < self.exact_below:
+                    cur = await conn.execute(_EXACT_PGVECTOR, (list(vector), *scope, dimensions, limit))
+                else:
+                    candidates = limit * self.overfetch
+                    ef_search = str(min(MAX_EF_SEARCH, max(40, candidates)))
+                    await conn.execute("SELECT set_config('hnsw.ef_search', %s, true)", (ef_search,))
+                    if self._iterative:
+                        await conn.execute("SET LOCAL hnsw.iterative_scan = relaxed_order")
+                    cur = await conn.execute(
+                        _hnsw_query(dimensions), (list(vector), *scope, candidates, limit)
+                    )
+                rows = await cur.fetchall()
         return [KnowledgeHit(KnowledgeChunk.from_row(r), float(r[6] or 0.0)) for r in rows]
 
     async def drop_version(self, owner: str, resource: str, version: str) -> None:
@@ -236,4 +365,12 @@ class PostgresKnowledgeIndex:
         return [KnowledgeChunk.from_row(r) for r in rows]
 
 
-__all__ = ["ANALYZE_AFTER_ROWS", "MAX_QUERY_TERMS", "SEARCH_WORDS", "PostgresKnowledgeIndex"]
+__all__ = [
+    "ANALYZE_AFTER_ROWS",
+    "EXACT_BELOW",
+    "HNSW_MAX_DIMENSIONS",
+    "MAX_QUERY_TERMS",
+    "OVERFETCH",
+    "SEARCH_WORDS",
+    "PostgresKnowledgeIndex",
+]
