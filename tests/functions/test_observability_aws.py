@@ -31,7 +31,10 @@ def stack(monkeypatch, context, push):
         shipper = MotoLogShipper(LOG_GROUP)
         add_log_handler(shipper)  # the core's lines, as the functions' Powertools handler ships them
         root = logging.getLogger()
-        level, root.level = root.level, logging.INFO
+        # setLevel, not ``root.level =``: it clears the loggers' cached isEnabledFor answers (a
+        # logger asked at WARNING by an earlier test of this process would go on refusing INFO)
+        level = root.level
+        root.setLevel(logging.INFO)
         try:
             stack = Stack(resources, context, push)
             stack.shipper = shipper

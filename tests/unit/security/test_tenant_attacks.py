@@ -99,7 +99,10 @@ def _logging_to(handler: logging.Handler) -> Iterator[None]:
 
     add_log_handler(handler)
     root = logging.getLogger()
-    level, root.level = root.level, logging.INFO
+    # setLevel, not ``root.level =``: it clears the loggers' cached isEnabledFor answers (a
+    # logger asked at WARNING by an earlier test of this process would go on refusing INFO)
+    level = root.level
+    root.setLevel(logging.INFO)
     try:
         yield
     finally:
