@@ -396,3 +396,45 @@ def test_only_the_functions_that_record_or_replay_webhook_deliveries_may_wake_th
     schedule = sender["Events"]["EveryMinute"]
     assert schedule["Type"] == "ScheduleV2"
     assert schedule["Properties"]["ScheduleExpression"] == "rate(1 minute)"
+
+
+EMBEDDERS = {"http_api", "turn_worker"}  # knowledge publish and search; the worker's knowledge tool
+
+
+def _conditional_statements(fn: dict[str, Any], condition: str) -> list[dict[str, Any]]:
+    out = []
+    for policy in fn["Properties"].get("Policies", []):
+        branch = policy.get("Fn::If") if isinstance(policy, dict) else None
+        if branch and branch[0] == condition:
+            assert branch[2] == {"Ref": "AWS::NoValue"}, "without the condition: no statement at all"
+            out.extend(branch[1]["Statement"])
+    return out
+
+
+@pytest.mark.parametrize("name", FUNCTIONS)
+def test_bedrock_invoke_model_is_granted_only_with_bedrock_access_and_only_on_the_embeddings_model(
+    template, functions, name
+):
+    assert template["Parameters"]["BedrockAccess"]["Default"] == "Disabled"
+    assert template["Conditions"]["BedrockEmbeddings"] == {
+        "Fn::Equals": [{"Ref": "BedrockAccess"}, "Enabled"]
+    }
+    fn = functions[name]
+    assert not any("bedrock" in str(s.get("Action", "")) for s in _statements(fn)), "never unconditional"
+    statements = _conditional_statements(fn, "BedrockEmbeddings")
+    if name not in EMBEDDERS:
+        assert statements == []
+        return
+    assert statements == [
+        {
+            "Effect": "Allow",
+            "Action": "bedrock:InvokeModel",
+            "Resource": {
+                "Fn::Sub": "arn:${AWS::Partition}:bedrock:${AWS::Region}::foundation-model/${EmbeddingsModel}"
+            },
+        }
+    ]
+    model = _environment(template, fn)["AVM_EMBEDDINGS_MODEL"]["Fn::If"]
+    assert model == ["BedrockEmbeddings", {"Fn::Sub": "bedrock/${EmbeddingsModel}"}, {"Ref": "AWS::NoValue"}]
+    default = template["Parameters"]["EmbeddingsModel"]["Default"]
+    Settings.model_validate({"embeddings_model": f"bedrock/{default}"})
