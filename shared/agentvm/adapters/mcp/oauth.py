@@ -1,0 +1,73 @@
+"""OAuth tokens of remote MCP servers, kept per tenant and per server URL, sealed at rest.
+
+The official MCP SDK runs the OAuth 2.1 flow (``mcp.client.auth.OAuthClientProvider``: protected
+resource metadata, authorization server metadata, dynamic client registration, PKCE, refresh); it
+reads and writes what it learns through a ``TokenStorage``. ``SealedTokenStorage`` is that storage
+over a plain text record store (``OAuthRecords``): every record is sealed with the config centre's
+``SecretSealer`` under a name binding the tenant and the server URL, so a record copied under
+another tenant's name does not open, and neither tokens nor client secrets are plaintext at rest.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from typing import TYPE_CHECKING, Protocol
+
+if TYPE_CHECKING:
+    from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+    from agentvm.configcentre.sealing import SecretSealer
+
+
+class OAuthRecords(Protocol):
+    """Where sealed OAuth records live (a host's key-value table); values are opaque text."""
+
+    async def get(self, key: str) -> str | None: ...
+
+    async def put(self, key: str, value: str) -> None: ...
+
+
+def record_key(tenant_id: str, server_url: str, kind: str) -> str:
+    """The key of one record: the tenant, a hash of the server URL (no URL in a key), the kind."""
+    digest = hashlib.sha256(server_url.encode()).hexdigest()[:32]
+    return f"mcp-oauth/{tenant_id}/{digest}/{kind}"
+
+
+class SealedTokenStorage:
+    """The SDK's ``TokenStorage`` for one tenant and one server URL."""
+
+    def __init__(self, records: OAuthRecords, sealer: SecretSealer, tenant_id: str, server_url: str) -> None:
+        self._records = records
+        self._sealer = sealer
+        self._tenant_id = tenant_id
+        self._server_url = server_url
+
+    def __repr__(self) -> str:
+        return f"SealedTokenStorage(tenant={self._tenant_id!r})"
+
+    async def _get(self, kind: str) -> str | None:
+        key = record_key(self._tenant_id, self._server_url, kind)
+        stored = await self._records.get(key)
+        return None if stored is None else self._sealer.open(key, stored)
+
+    async def _put(self, kind: str, value: str) -> None:
+        key = record_key(self._tenant_id, self._server_url, kind)
+        await self._records.put(key, self._sealer.seal(key, value))
+
+    async def get_tokens(self) -> OAuthToken | None:
+        from mcp.shared.auth import OAuthToken
+
+        raw = await self._get("tokens")
+        return None if raw is None else OAuthToken.model_validate_json(raw)
+
+    async def set_tokens(self, tokens: OAuthToken) -> None:
+        await self._put("tokens", tokens.model_dump_json(exclude_none=True))
+
+    async def get_client_info(self) -> OAuthClientInformationFull | None:
+        from mcp.shared.auth import OAuthClientInformationFull
+
+        raw = await self._get("client")
+        return None if raw is None else OAuthClientInformationFull.model_validate_json(raw)
+
+    async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
+        await self._put("client", client_info.model_dump_json(exclude_none=True))
