@@ -11,7 +11,7 @@ another tenant's name does not open, and neither tokens nor client secrets are p
 from __future__ import annotations
 
 import hashlib
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
     from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
@@ -71,3 +71,34 @@ class SealedTokenStorage:
 
     async def set_client_info(self, client_info: OAuthClientInformationFull) -> None:
         await self._put("client", client_info.model_dump_json(exclude_none=True))
+
+
+class NeedsAuthorization(Exception):
+    """A server asks for OAuth and the tenant has no usable tokens: an admin must authorize it first.
+    Raised from the SDK's redirect hook, so a turn never waits on a browser."""
+
+    def __init__(self, server_url: str) -> None:
+        super().__init__("this MCP server needs OAuth authorization; start it with the authorize route")
+        self.server_url = server_url
+
+
+def turn_auth(storage: SealedTokenStorage, server_url: str, redirect_uri: str) -> Any:
+    """The SDK's ``OAuthClientProvider`` (an ``httpx.Auth``) for a turn: it attaches the stored
+    tokens and refreshes them (writing the new ones back); with none it raises ``NeedsAuthorization``
+    instead of starting a browser flow."""
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import OAuthClientMetadata
+
+    async def refuse(_authorization_url: str) -> None:
+        raise NeedsAuthorization(server_url)
+
+    metadata = OAuthClientMetadata.model_validate(
+        {
+            "client_name": "AgentVM",
+            "redirect_uris": [redirect_uri],
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "client_secret_post",
+        }
+    )
+    return OAuthClientProvider(server_url, metadata, storage, redirect_handler=refuse)
