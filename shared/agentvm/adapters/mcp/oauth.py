@@ -11,9 +11,13 @@ another tenant's name does not open, and neither tokens nor client secrets are p
 from __future__ import annotations
 
 import hashlib
+import json
+import time
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
     from agentvm.configcentre.sealing import SecretSealer
@@ -36,8 +40,17 @@ def record_key(tenant_id: str, server_url: str, kind: str) -> str:
 class SealedTokenStorage:
     """The SDK's ``TokenStorage`` for one tenant and one server URL."""
 
-    def __init__(self, records: OAuthRecords, sealer: SecretSealer, tenant_id: str, server_url: str) -> None:
+    def __init__(
+        self,
+        records: OAuthRecords,
+        sealer: SecretSealer,
+        tenant_id: str,
+        server_url: str,
+        *,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
         self._records = records
+        self._clock = clock
         self._sealer = sealer
         self._tenant_id = tenant_id
         self._server_url = server_url
@@ -58,10 +71,20 @@ class SealedTokenStorage:
         from mcp.shared.auth import OAuthToken
 
         raw = await self._get("tokens")
-        return None if raw is None else OAuthToken.model_validate_json(raw)
+        if raw is None:
+            return None
+        record = json.loads(raw)
+        expires_at = record.pop("expiresAt", None)
+        if expires_at is not None:  # what is left of the lifetime, so the SDK refreshes an expired one
+            record["expires_in"] = int(expires_at - self._clock())
+        return OAuthToken.model_validate(record)
 
     async def set_tokens(self, tokens: OAuthToken) -> None:
-        await self._put("tokens", tokens.model_dump_json(exclude_none=True))
+        record = tokens.model_dump(mode="json", exclude_none=True)
+        expires_in = record.pop("expires_in", None)
+        if expires_in is not None:
+            record["expiresAt"] = self._clock() + expires_in
+        await self._put("tokens", json.dumps(record))
 
     async def get_client_info(self) -> OAuthClientInformationFull | None:
         from mcp.shared.auth import OAuthClientInformationFull
@@ -86,10 +109,14 @@ def turn_auth(storage: SealedTokenStorage, server_url: str, redirect_uri: str) -
     """The SDK's ``OAuthClientProvider`` (an ``httpx.Auth``) for a turn: it attaches the stored
     tokens and refreshes them (writing the new ones back); with none it raises ``NeedsAuthorization``
     instead of starting a browser flow."""
-    from mcp.client.auth import OAuthClientProvider
     from mcp.shared.auth import OAuthClientMetadata
 
+    provider_class = _stored_expiry_provider_class()
+
     async def refuse(_authorization_url: str) -> None:
+        raise NeedsAuthorization(server_url)
+
+    async def no_callback() -> Any:
         raise NeedsAuthorization(server_url)
 
     metadata = OAuthClientMetadata.model_validate(
@@ -101,4 +128,21 @@ def turn_auth(storage: SealedTokenStorage, server_url: str, redirect_uri: str) -
             "token_endpoint_auth_method": "client_secret_post",
         }
     )
-    return OAuthClientProvider(server_url, metadata, storage, redirect_handler=refuse)
+    return provider_class(
+        server_url, metadata, storage, redirect_handler=refuse, callback_handler=no_callback
+    )
+
+
+def _stored_expiry_provider_class() -> type:
+    from mcp.client.auth import OAuthClientProvider
+
+    class StoredExpiryProvider(OAuthClientProvider):
+        """The SDK's provider, which also knows when loaded tokens expire (it learns an expiry only
+        from a token response), so an expired access token is refreshed before a request."""
+
+        async def _initialize(self) -> None:
+            await super()._initialize()
+            if self.context.current_tokens is not None and self.context.current_tokens.expires_in is not None:
+                self.context.update_token_expiry(self.context.current_tokens)
+
+    return StoredExpiryProvider
