@@ -8,6 +8,7 @@ the new tokens are written back; another tenant has none."""
 from __future__ import annotations
 
 import asyncio
+import logging
 import socket
 import time
 from typing import TYPE_CHECKING
@@ -121,7 +122,10 @@ async def _authorize(url: str, records: DictRecords, tenant: str) -> None:
     assert answer.status_code != 401
 
 
-async def test_needs_authorization_then_authorized_then_refreshed(server: tuple[str, AutoApprove]) -> None:
+async def test_needs_authorization_then_authorized_then_refreshed(
+    server: tuple[str, AutoApprove], caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.DEBUG)
     url, provider = server
     records = DictRecords()
 
@@ -154,3 +158,7 @@ async def test_needs_authorization_then_authorized_then_refreshed(server: tuple[
         await other.list_tools()
     assert "needs OAuth authorization" in str(refused.value)
     await other.aclose()
+    assert len(provider.every_token) == 4  # authorized once, refreshed once
+    assert not any(token in caplog.text for token in provider.every_token)
+    at_rest = " ".join(records.rows.values())
+    assert not any(token in at_rest for token in provider.every_token)

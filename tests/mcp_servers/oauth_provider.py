@@ -25,6 +25,7 @@ class AutoApprove:
         self.refresh: dict[str, RefreshToken] = {}
         self.access: dict[str, AccessToken] = {}
         self.issued = 0
+        self.every_token: list[str] = []  # every access and refresh token ever issued
 
     async def get_client(self, client_id: str) -> OAuthClientInformationFull | None:
         return self.clients.get(client_id)
@@ -55,6 +56,7 @@ class AutoApprove:
     def _issue(self, client_id: str, scopes: list[str], resource: str | None) -> OAuthToken:
         self.issued += 1
         access, refresh = secrets.token_urlsafe(16), secrets.token_urlsafe(16)
+        self.every_token += [access, refresh]
         expires = int(time.time()) + self.access_ttl_s
         self.access[access] = AccessToken(
             token=access, client_id=client_id, scopes=scopes, expires_at=expires, resource=resource
