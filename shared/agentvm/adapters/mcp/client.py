@@ -92,9 +92,11 @@ class SdkMcpSession:
         *,
         connect_timeout_s: float = 10.0,
         on_tools_changed: Callable[[], None] | None = None,
+        http_auth: Any = None,
     ) -> None:
         self.server = server
         self._config = config
+        self._http_auth = http_auth  # an httpx.Auth for a remote server (the SDK's OAuth provider)
         self._connect_timeout_s = connect_timeout_s
         self._on_tools_changed = on_tools_changed
         self._client: Any = None
@@ -345,12 +347,14 @@ class SdkMcpSession:
         if kind == "sse":
             from mcp.client.sse import sse_client
 
-            return sse_client(self._config["url"], headers=headers, timeout=self._connect_timeout_s)
+            return sse_client(
+                self._config["url"], headers=headers, timeout=self._connect_timeout_s, auth=self._http_auth
+            )
         from mcp.client.streamable_http import streamable_http_client
         from mcp.shared._httpx_utils import create_mcp_http_client
 
         return streamable_http_client(
-            self._config["url"], http_client=create_mcp_http_client(headers=headers)
+            self._config["url"], http_client=create_mcp_http_client(headers=headers, auth=self._http_auth)
         )
 
     async def _guard(self, call: Any, what: str, stage: str, *, settle_s: float = 0.0) -> Any:

@@ -1,0 +1,56 @@
+"""MCP OAuth token storage: sealed at rest, bound to tenant and server URL."""
+
+from __future__ import annotations
+
+import pytest
+from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+
+from agentvm.adapters.mcp.oauth import SealedTokenStorage, record_key
+from agentvm.configcentre.sealing import SecretSealer, SecretUnreadable
+
+URL = "https://mcp.example.test/mcp"
+
+
+class DictRecords:
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.rows.get(key)
+
+    async def put(self, key: str, value: str) -> None:
+        self.rows[key] = value
+
+
+@pytest.fixture
+def sealer() -> SecretSealer:
+    return SecretSealer(lambda: [b"s" * 32])
+
+
+async def test_tokens_and_client_round_trip_sealed(sealer: SecretSealer) -> None:
+    records = DictRecords()
+    storage = SealedTokenStorage(records, sealer, "t1", URL)
+    assert await storage.get_tokens() is None
+    await storage.set_tokens(OAuthToken(access_token="at-secret", refresh_token="rt-secret", expires_in=60))
+    client = OAuthClientInformationFull(
+        client_id="cid", client_secret="cs-secret", redirect_uris=["https://avm.test/cb"]
+    )
+    await storage.set_client_info(client)
+    tokens = await storage.get_tokens()
+    assert tokens is not None and tokens.access_token == "at-secret" and tokens.refresh_token == "rt-secret"
+    got = await storage.get_client_info()
+    assert got is not None and got.client_secret == "cs-secret"
+    at_rest = " ".join(records.rows.values())
+    for plain in ("at-secret", "rt-secret", "cs-secret"):
+        assert plain not in at_rest
+    assert all(URL not in key for key in records.rows)
+
+
+async def test_another_tenant_sees_nothing_and_a_copied_record_does_not_open(sealer: SecretSealer) -> None:
+    records = DictRecords()
+    await SealedTokenStorage(records, sealer, "t1", URL).set_tokens(OAuthToken(access_token="at"))
+    other = SealedTokenStorage(records, sealer, "t2", URL)
+    assert await other.get_tokens() is None
+    records.rows[record_key("t2", URL, "tokens")] = records.rows[record_key("t1", URL, "tokens")]
+    with pytest.raises(SecretUnreadable):
+        await other.get_tokens()
