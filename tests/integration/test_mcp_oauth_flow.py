@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import socket
 import time
 from typing import TYPE_CHECKING
 from urllib.parse import parse_qs, urlparse
@@ -26,7 +25,8 @@ from mcp.shared.auth import AuthorizationCodeResult, OAuthClientMetadata
 from agentvm.adapters.mcp.client import McpUnavailable, SdkMcpSession
 from agentvm.adapters.mcp.oauth import SealedTokenStorage, record_key, turn_auth
 from agentvm.configcentre.sealing import SecretSealer
-from tests.mcp_servers.oauth_provider import AutoApprove
+from tests.mcp_servers.fixtures import free_port
+from tests.mcp_servers.oauth_provider import AutoApprove, DictRecords
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -35,26 +35,9 @@ REDIRECT = "http://127.0.0.1:9/v1/mcp/oauth/callback"
 SEALER = SecretSealer(lambda: [b"k" * 32])
 
 
-class DictRecords:
-    def __init__(self) -> None:
-        self.rows: dict[str, str] = {}
-
-    async def get(self, key: str) -> str | None:
-        return self.rows.get(key)
-
-    async def put(self, key: str, value: str) -> None:
-        self.rows[key] = value
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 async def server() -> AsyncIterator[tuple[str, AutoApprove]]:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     provider = AutoApprove()
     mcp = MCPServer(

@@ -5,7 +5,6 @@ provider attaches them and the tool runs."""
 from __future__ import annotations
 
 import asyncio
-import socket
 from typing import TYPE_CHECKING
 
 import pytest
@@ -18,6 +17,8 @@ from mcp.shared.auth import OAuthToken
 from agentvm.adapters.mcp.client import McpUnavailable, SdkMcpSession
 from agentvm.adapters.mcp.oauth import SealedTokenStorage, turn_auth
 from agentvm.configcentre.sealing import SecretSealer
+from tests.mcp_servers.fixtures import free_port
+from tests.mcp_servers.oauth_provider import DictRecords
 
 if TYPE_CHECKING:
     from collections.abc import AsyncIterator
@@ -30,26 +31,9 @@ class Verifier:
         return AccessToken(token=token, client_id="c", scopes=[]) if token == GOOD else None
 
 
-class DictRecords:
-    def __init__(self) -> None:
-        self.rows: dict[str, str] = {}
-
-    async def get(self, key: str) -> str | None:
-        return self.rows.get(key)
-
-    async def put(self, key: str, value: str) -> None:
-        self.rows[key] = value
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 @pytest.fixture
 async def protected_url() -> AsyncIterator[str]:
-    port = _free_port()
+    port = free_port()
     base = f"http://127.0.0.1:{port}"
     server = MCPServer(
         "oauth-protected",

@@ -17,6 +17,19 @@ from mcp.server.auth.provider import (
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 
+class DictRecords:
+    """The token storage's records (``SealedTokenStorage``'s port) in a dict: what a table holds."""
+
+    def __init__(self) -> None:
+        self.rows: dict[str, str] = {}
+
+    async def get(self, key: str) -> str | None:
+        return self.rows.get(key)
+
+    async def put(self, key: str, value: str) -> None:
+        self.rows[key] = value
+
+
 class AutoApprove:
     def __init__(self, access_ttl_s: int = 3600) -> None:
         self.access_ttl_s = access_ttl_s

@@ -7,19 +7,9 @@ from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
 from agentvm.adapters.mcp.oauth import SealedTokenStorage, record_key
 from agentvm.configcentre.sealing import SecretSealer, SecretUnreadable
+from tests.mcp_servers.oauth_provider import DictRecords
 
 URL = "https://mcp.example.test/mcp"
-
-
-class DictRecords:
-    def __init__(self) -> None:
-        self.rows: dict[str, str] = {}
-
-    async def get(self, key: str) -> str | None:
-        return self.rows.get(key)
-
-    async def put(self, key: str, value: str) -> None:
-        self.rows[key] = value
 
 
 @pytest.fixture
