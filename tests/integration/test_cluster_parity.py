@@ -82,7 +82,12 @@ def test_the_cluster_node_wires_every_port_the_local_host_wires_on_postgresql(tm
 
     local = local_runtime(Settings(data_dir=tmp_path / "local")).runtime
     with cluster_database() as url:
-        settings = Settings(database_url=url, data_dir=tmp_path / "node", database_pool_max_size=2)
+        settings = Settings(
+            database_url=url,
+            data_dir=tmp_path / "node",
+            database_pool_max_size=2,
+            knowledge_exact_below=50_000,  # AVM_KNOWLEDGE_EXACT_BELOW reaches the pgvector search
+        )
         node = run_sync(start_node(settings))
         try:
             cluster = cluster_runtime(settings, node).runtime
@@ -103,6 +108,7 @@ def test_the_cluster_node_wires_every_port_the_local_host_wires_on_postgresql(tm
     assert on_sqlite == {"tenant_purge": "LocalTenantPurge"}
     assert type(cluster.store).__module__ == "agentvm.adapters.postgres.store"
     assert type(cluster.knowledge_index).__module__ == "agentvm.adapters.postgres.knowledge"
+    assert cluster.knowledge_index.exact_below == 50_000  # type: ignore[attr-defined]
     assert cluster.queue is node.queue and cluster.push is node.push and cluster.signals is node.signals
 
 

@@ -141,7 +141,7 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
     from agentvm.adapters.postgres.knowledge import PostgresKnowledgeIndex
     from agentvm.ports import KnowledgeLimits
 
-    runtime.knowledge_index = PostgresKnowledgeIndex(db)
+    runtime.knowledge_index = PostgresKnowledgeIndex(db, exact_below=settings.knowledge_exact_below)
     runtime.knowledge_limits = KnowledgeLimits(
         max_file_bytes=settings.knowledge_max_file_bytes,
         max_documents=settings.knowledge_max_documents,
