@@ -32,6 +32,11 @@ def turn_id_for(user_message_id: str) -> str:
     return "turn_" + user_message_id.removeprefix("msg_")
 
 
+def user_message_id_for(turn_id: str) -> str:
+    """The user message a turn answers: ``turn_id_for`` read backwards."""
+    return "msg_" + turn_id.removeprefix("turn_")
+
+
 def workspace_digest(tenant_id: str, container_id: str) -> str:
     """The name of a container's workspace (a directory here, an S3 prefix on AWS): a hash of the
     ids, so client-chosen names never become path components and tenants never share one."""
@@ -614,5 +619,6 @@ __all__ = [
     "UsageKind",
     "UsageRecord",
     "turn_id_for",
+    "user_message_id_for",
     "workspace_digest",
 ]

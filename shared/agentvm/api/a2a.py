@@ -32,7 +32,7 @@ from agentvm import __version__
 from agentvm.api.deps import authenticate
 from agentvm.api.errors import agentvm_error
 from agentvm.errors import AgentVMError, Forbidden, NotFound
-from agentvm.records import TERMINAL
+from agentvm.records import TERMINAL, user_message_id_for
 
 if TYPE_CHECKING:
     from a2a.server.context import ServerCallContext
@@ -225,8 +225,7 @@ def _handler_class() -> type:
             if turn is None:
                 raise TaskNotFoundError
             if turn.status not in TERMINAL:
-                # turn_id_for, backwards (only the turn's status counts here)
-                user_id = "msg_" + turn.turnId.removeprefix("turn_")
+                user_id = user_message_id_for(turn.turnId)
                 watched = WatchedTurn(image.sessionId, turn.turnId, user_id, turn.userSeq)
                 wait = min(CANCEL_WAIT_S, runtime.turns.mcp_call_deadline_s)
                 await follow_turn(runtime, watched, deadline_s=wait, poll_s=runtime.turns.mcp_poll_s)

@@ -19,7 +19,6 @@ if TYPE_CHECKING:
         render_payload,
         send_result,
         send_result_body,
-        user_message_id,
         v2_context,
         v2_history,
     )
@@ -90,7 +89,6 @@ __all__ = [
     "subscribe_after",
     "text_length",
     "unpack",
-    "user_message_id",
     "v2_context",
     "v2_history",
     "wants_batches",
@@ -106,7 +104,6 @@ __getattr__, __dir__ = lazy_exports(
             "render_payload",
             "send_result",
             "send_result_body",
-            "user_message_id",
             "v2_context",
             "v2_history",
         ],

@@ -32,6 +32,7 @@ import json
 from typing import TYPE_CHECKING, Any
 
 from agentvm.events import dumps
+from agentvm.records import user_message_id_for
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -76,11 +77,6 @@ def v2_context(context: Json | None) -> Json | None:
             out["instanceId"] = value
         out[key] = value
     return out
-
-
-def user_message_id(turn_id: str) -> str:
-    """The user message a turn answers (``records.turn_id_for`` read backwards)."""
-    return "msg_" + turn_id.removeprefix("turn_")
 
 
 class V2Renderer:
@@ -204,7 +200,7 @@ class V2Renderer:
 
     def _turn_response(self, turn_id: str | None, frame: Json) -> Json:
         now = int(frame.get("timestamp", 0))
-        message_id = self._message_id or (user_message_id(turn_id) if turn_id else None)
+        message_id = self._message_id or (user_message_id_for(turn_id) if turn_id else None)
         usage = self._usage or {"inputTokens": 0, "outputTokens": 0}
         return {
             "turnId": turn_id,
@@ -347,7 +343,6 @@ __all__ = [
     "render_payload",
     "send_result",
     "send_result_body",
-    "user_message_id",
     "v2_context",
     "v2_history",
 ]

@@ -42,6 +42,7 @@ REPLAYABLE = TERMINAL | {"suspended", "running"}
 if TYPE_CHECKING:
     from collections.abc import Sequence
 
+    from agentvm.events import Json
     from agentvm.messages import Message
     from agentvm.ports import ConnectionInfo
     from agentvm.records import SessionRecord, TurnRecord
@@ -157,20 +158,19 @@ def _rendered(whole: list[str], missed: list[str], cursor: int, starts: set[int]
     ``whole`` (the turn as sent) the client has: a step's calls, the turn's model and start. Each
     attempt is rendered from its first frame (a seq of ``starts``) on, as its worker did."""
     renderer = V2Renderer()
+
+    def fed(frame: Json) -> list[Json]:
+        nonlocal renderer
+        if frame.get("seq") in starts:  # an attempt's first frame: a renderer of its own
+            renderer = V2Renderer()
+        return renderer.feed(frame)
+
     for payload in whole:
         frame = json.loads(payload)
         if frame.get("seq", 0) > cursor:
             break
-        if frame.get("seq") in starts:
-            renderer = V2Renderer()
-        renderer.feed(frame)
-    out: list[str] = []
-    for payload in missed:
-        frame = json.loads(payload)
-        if frame.get("seq") in starts:
-            renderer = V2Renderer()
-        out.extend(notification(e) for e in renderer.feed(frame))
-    return out
+        fed(frame)
+    return [notification(e) for payload in missed for e in fed(json.loads(payload))]
 
 
 async def _clamped(rt: Runtime, session_id: str, after: int) -> int:

@@ -153,10 +153,14 @@ def _hnsw_query(dimensions: int) -> str:
     )
 
 
+def _hnsw_index_name(dimensions: int) -> str:
+    return f"knowledge_chunks_cosine_{int(dimensions)}"
+
+
 def _hnsw_index(dimensions: int) -> str:
     n = int(dimensions)
     return (  # IF NOT EXISTS: another node may have created it while this one waited for the lock
-        f"CREATE INDEX IF NOT EXISTS knowledge_chunks_cosine_{n} ON knowledge_chunks"
+        f"CREATE INDEX IF NOT EXISTS {_hnsw_index_name(n)} ON knowledge_chunks"
         f" USING hnsw ((embedding::vector({n})) vector_cosine_ops) WHERE dimensions = {n}"
     )
 
@@ -219,7 +223,7 @@ class PostgresKnowledgeIndex:
     async def _ensure_hnsw_index(self, dimensions: int) -> None:
         if dimensions in self._indexed or dimensions > HNSW_MAX_DIMENSIONS or not await self.uses_pgvector():
             return
-        name = f"knowledge_chunks_cosine_{int(dimensions)}"
+        name = _hnsw_index_name(dimensions)
         async with self._db.transaction() as conn:
             # looked up first: CREATE INDEX IF NOT EXISTS takes the table's SHARE lock (waiting for
             # every insert in flight) before it finds the index there

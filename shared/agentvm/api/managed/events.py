@@ -18,6 +18,7 @@ from agentvm.api.managed.inputs import check_event, send_event
 from agentvm.api.managed.sessions import live_session
 from agentvm.errors import BadRequest
 from agentvm.messages import ToolCallMessage, UserMessage
+from agentvm.records import user_message_id_for
 from agentvm.streaming.frames import TURN_SPAN
 
 if TYPE_CHECKING:
@@ -123,8 +124,7 @@ async def _live_turn_ended(rt: Runtime, image: ImageRecord) -> None:
         return
     # follow_turn returns at once for a turn suspended on someone; once answered, its continuation
     # is followed like a queued turn
-    user_message_id = "msg_" + turn.turnId.removeprefix("turn_")  # records.turn_id_for's inverse
-    watched = WatchedTurn(image.sessionId, turn.turnId, user_message_id, turn.userSeq)
+    watched = WatchedTurn(image.sessionId, turn.turnId, user_message_id_for(turn.turnId), turn.userSeq)
     await follow_turn(rt, watched, deadline_s=rt.turns.mcp_call_deadline_s, poll_s=rt.turns.mcp_poll_s)
 
 
