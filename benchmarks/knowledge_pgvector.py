@@ -8,7 +8,7 @@ through the HNSW index against the exact scan, as the index grows.
   neighbour's chunks (``hnsw.iterative_scan``). Queries: ``--queries`` short texts of the same
   vocabulary, embedded the same way.
 * At each of ``--sizes`` (chunks a tenant, after an ANALYZE): the exact scan (pgvector's ``<=>``
-  over every chunk of the version: the adapter's path below ``EXACT_BELOW``, and the truth), then
+  over every chunk of the version: the adapter's default path, and the truth), then
   the HNSW path at each ``--overfetch`` (candidates = 10 x overfetch, ``hnsw.ef_search`` as many,
   at most 1,000, re-ranked exactly): median ms a query, and recall@10 (the share of the exact top
   ten found, averaged over the queries; its minimum beside it). Indexing: µs a chunk, both tenants,
@@ -66,7 +66,7 @@ async def run(sizes: list[int], dimensions: int, queries: int, overfetch: list[i
         async with fresh_database(max_size=2) as database:
             await require_pgvector(database)
             writer = PostgresKnowledgeIndex(database, analyze_after_rows=None)
-            exact = PostgresKnowledgeIndex(database, exact_below=10**9)
+            exact = PostgresKnowledgeIndex(database)  # the default: exact
             held = 0
             for size in sizes:
                 elapsed = 0.0

@@ -1,7 +1,7 @@
 """The ``KnowledgeIndex`` port's contract, on SQLite (FTS5 words, sqlite-vec vectors) and PostgreSQL
 (tsvector words, real[] vectors), and hybrid search over each: ranks, stemming, tenant and version
 isolation, replacement and deletion, and the fusion of both lists. PostgreSQL three ways: as
-configured (pgvector when installed; versions this small are scanned exactly with ``<=>``), through
+configured (pgvector when installed; every query exact with ``<=>``, ``exact_below`` unset), through
 pgvector's HNSW index for every query (``exact_below=0``; pgvector is required under CI=true), and
 without the extension (the exact scan in SQL)."""
 
@@ -316,7 +316,7 @@ async def test_pgvector_indexes_each_dimension_and_its_search_matches_the_exact_
     async with fresh_database() as database:
         await require_pgvector(database)
         hnsw = knowledge.PostgresKnowledgeIndex(database, exact_below=300)
-        exact = knowledge.PostgresKnowledgeIndex(database, exact_below=10**9)
+        exact = knowledge.PostgresKnowledgeIndex(database)  # the default: every query exact
         chunks = [chunk(f"doc-{n}.md", 0, f"chunk {n}") for n in range(400)]
         await hnsw.add_chunks("acme", "kb", "1", chunks, seeded_vectors(1, 400, 16))
         await hnsw.add_chunks("other", "kb", "1", chunks, seeded_vectors(2, 400, 16))
@@ -345,6 +345,9 @@ async def test_pgvector_indexes_each_dimension_and_its_search_matches_the_exact_
             found += len({h.chunk.document_id for h in got} & {h.chunk.document_id for h in want})
             assert [h.score for h in got] == sorted((h.score for h in got), reverse=True)
         assert found / 100 >= 0.9  # recall@10 against the exact scan
+        async with database.connection() as conn:  # the index only where the operator chose it
+            assert await hnsw._through_the_index(conn, ("acme", "kb", "1"), 16)
+            assert not await exact._through_the_index(conn, ("acme", "kb", "1"), 16)
         assert len(await hnsw.search_vectors("other", "kb", "1", query, 500)) == 400
 
 
