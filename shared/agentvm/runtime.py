@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Ids,
         KnowledgeIndex,
         LogStore,
+        McpOAuthRecords,
         MemoryLimits,
         MemoryStore,
         Metrics,
@@ -225,6 +226,9 @@ class Runtime:
     # The questions MCP servers ask users mid-call (agent/tools/elicitation.py), held in this
     # process. None: every question is declined at once (AWS: the answer would reach another Lambda).
     elicitations: Elicitations | None = None
+    # Tenants' sealed OAuth records of remote MCP servers (ports/mcp_oauth.py). None: servers that
+    # need OAuth cannot be authorized on this host (a turn reports them unavailable).
+    mcp_oauth: McpOAuthRecords | None = None
     # The tool calls suspended turns wait on (turns/waits.py). None: tools never wait (a call that
     # needs approval or the client is answered with an error instead).
     waits: ToolWaits | None = None

@@ -16,6 +16,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``elicitations``: ``Elicitations``, ``ElicitationStore`` (MCP servers' questions to users);
+- ``mcp_oauth``: ``McpOAuthRecords`` (sealed OAuth records of remote MCP servers);
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
 - ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
 - ``centres``: the config and resource centres' stores and faces;
@@ -56,6 +57,7 @@ from agentvm.ports.knowledge import (
     KnowledgeLimits,
     vector_dimensions,
 )
+from agentvm.ports.mcp_oauth import McpOAuthRecords
 from agentvm.ports.memory import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ITEMS,
@@ -198,6 +200,7 @@ __all__ = [
     "MAX_TOPIC_CHARS",
     "MEMORY_SOURCES",
     "McpConnector",
+    "McpOAuthRecords",
     "McpServerFailed",
     "McpSession",
     "McpSessionPool",
