@@ -65,6 +65,9 @@ class Settings(BaseSettings):
         default=None, validation_alias=AliasChoices("AVM_OPENAI_BASE_URL", "OPENAI_BASE_URL")
     )
     bedrock_region: str | None = None  # enables provider "bedrock" (credentials from the AWS chain)
+    # the region this process runs in (AWS Lambda sets AWS_REGION): Bedrock embeddings use it when
+    # AVM_BEDROCK_REGION is unset, so a stack with BedrockAccess embeds without enabling chat on Bedrock
+    aws_region: str | None = Field(default=None, validation_alias=AliasChoices("AWS_REGION"))
     openai_compatible: dict[str, CompatProvider] = Field(default_factory=dict)  # JSON in env
     provider_timeout_s: float = 60.0
     # embeddings for knowledge search (adapters/embeddings/choice.py): "provider/model" through the

@@ -438,3 +438,22 @@ def test_bedrock_invoke_model_is_granted_only_with_bedrock_access_and_only_on_th
     assert model == ["BedrockEmbeddings", {"Fn::Sub": "bedrock/${EmbeddingsModel}"}, {"Ref": "AWS::NoValue"}]
     default = template["Parameters"]["EmbeddingsModel"]["Default"]
     Settings.model_validate({"embeddings_model": f"bedrock/{default}"})
+
+
+@pytest.mark.parametrize("name", sorted(EMBEDDERS))
+def test_with_bedrock_access_the_embedders_build_a_bedrock_embedder_in_their_own_region(
+    template, functions, name
+):
+    """What a deployed function sees with BedrockAccess=Enabled: the template's variables under the
+    condition, plus the AWS_REGION every Lambda has; no AVM_BEDROCK_REGION (chat on Bedrock stays off)."""
+    from agentvm.adapters.embeddings.bedrock import BedrockEmbedder
+    from agentvm.adapters.embeddings.choice import embedder_for
+
+    environment = _environment(template, functions[name])
+    assert "AVM_BEDROCK_REGION" not in environment
+    default = template["Parameters"]["EmbeddingsModel"]["Default"]
+    settings = Settings.model_validate({"embeddings_model": f"bedrock/{default}", "AWS_REGION": "eu-west-3"})
+    assert settings.bedrock_region is None
+    embedder = embedder_for(settings)
+    assert isinstance(embedder, BedrockEmbedder)
+    assert embedder._client.meta.region_name == "eu-west-3"  # the boto3 client it calls

@@ -78,7 +78,8 @@ def embedder_for(
     provider, name, dimensions = ref.provider, ref.name, choice.dimensions
     timeout, attempts = settings.provider_timeout_s, max(settings.provider_max_attempts, 1)
     if provider == "bedrock":
-        if not settings.bedrock_region:
+        region = settings.bedrock_region or settings.aws_region  # a Lambda's own region
+        if not region:
             raise _not_configured(provider, "set AVM_BEDROCK_REGION")
         from agentvm.adapters.embeddings.bedrock import BEDROCK_MODELS, BedrockEmbedder
 
@@ -93,10 +94,8 @@ def embedder_for(
             raise InvalidConfig(
                 f"{DIMENSIONS_KEY}: {choice.model} gives {shown}, not {dimensions}", key=DIMENSIONS_KEY
             )
-        client = _bedrock_client(settings.bedrock_region, timeout, attempts)
-        return BedrockEmbedder(
-            name, region=settings.bedrock_region, dimensions=dimensions, on_usage=on_usage, client=client
-        )
+        client = _bedrock_client(region, timeout, attempts)
+        return BedrockEmbedder(name, region=region, dimensions=dimensions, on_usage=on_usage, client=client)
     if provider == "openai":
         if settings.openai_api_key is None:
             raise _not_configured(provider, "set OPENAI_API_KEY")
