@@ -46,10 +46,10 @@ CLOCK = Clock()  # reset by the fixture: each test starts at NOW
 
 
 @pytest.fixture(
-    params=[  # the PostgreSQL and DynamoDB stores follow
+    params=[  # the DynamoDB store follows
         p
         for p in backends(lambda path: SqliteMcpOAuthRecords(path, now=CLOCK), _dynamodb, postgres=_postgres)
-        if p.id.startswith("sqlite")
+        if p.id != "dynamodb"
     ]
 )
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Any]:
