@@ -46,11 +46,7 @@ CLOCK = Clock()  # reset by the fixture: each test starts at NOW
 
 
 @pytest.fixture(
-    params=[  # the DynamoDB store follows
-        p
-        for p in backends(lambda path: SqliteMcpOAuthRecords(path, now=CLOCK), _dynamodb, postgres=_postgres)
-        if p.id != "dynamodb"
-    ]
+    params=backends(lambda path: SqliteMcpOAuthRecords(path, now=CLOCK), _dynamodb, postgres=_postgres)
 )
 async def store(request: pytest.FixtureRequest, tmp_path: Any) -> AsyncIterator[Any]:
     CLOCK.now = NOW
@@ -152,3 +148,23 @@ async def test_keys_and_values_are_bounded(store):
     with pytest.raises(BadRequest):  # bytes, not characters
         await store.put("acme", "tokens:abc", "é" * (MCP_OAUTH_MAX_VALUE_BYTES // 2 + 1))
     assert await store.get("acme", "tokens:abc") is None
+
+
+@pytest.mark.aws
+async def test_on_dynamodb_ttl_drops_an_expiring_record_no_sooner_than_it_expires():
+    import boto3
+
+    from agentvm.adapters.aws.dynamodb.mcp_oauth import DynamoDbMcpOAuthRecords
+    from tests.contract.moto_table import REGION, TABLE, atomic_moto, create_table
+
+    with atomic_moto():
+        create_table()
+        store = DynamoDbMcpOAuthRecords(TABLE, region=REGION, now=CLOCK)
+        await store.put("acme", "state:s1", "pending", expires_at=NOW + 10.5)
+        await store.put("acme", "tokens:abc", "sealed")
+        client = boto3.client("dynamodb", region_name=REGION)
+        key = {"pk": {"S": "MCPOAUTH#state:s1"}, "sk": {"S": "META"}}
+        item = client.get_item(TableName=TABLE, Key=key)["Item"]
+        assert item["expiresAt"] == {"N": str(int(NOW) + 11)}  # the second rounded up
+        key = {"pk": {"S": "MCPOAUTH#tokens:abc"}, "sk": {"S": "META"}}
+        assert "expiresAt" not in client.get_item(TableName=TABLE, Key=key)["Item"]  # kept
