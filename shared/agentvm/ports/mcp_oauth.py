@@ -18,6 +18,11 @@ from __future__ import annotations
 
 from typing import Protocol
 
+from agentvm.errors import BadRequest
+
+MCP_OAUTH_MAX_KEY_CHARS = 200
+MCP_OAUTH_MAX_VALUE_BYTES = 16 * 1024  # of the sealed value, UTF-8
+
 
 class McpOAuthRecords(Protocol):
     """Sealed OAuth records of remote MCP servers, per tenant. Keys are at most 200 characters;
@@ -47,4 +52,18 @@ class McpOAuthRecords(Protocol):
         ...
 
 
-__all__ = ["McpOAuthRecords"]
+def check_mcp_oauth_record(key: str, value: str) -> None:
+    """``BadRequest`` unless ``key`` (1 to ``MCP_OAUTH_MAX_KEY_CHARS`` characters) and ``value``
+    (at most ``MCP_OAUTH_MAX_VALUE_BYTES`` bytes) are within the limits every store keeps."""
+    if not key or len(key) > MCP_OAUTH_MAX_KEY_CHARS:
+        raise BadRequest(f"an MCP OAuth record's key has 1 to {MCP_OAUTH_MAX_KEY_CHARS} characters")
+    if len(value.encode()) > MCP_OAUTH_MAX_VALUE_BYTES:
+        raise BadRequest(f"an MCP OAuth record's value is at most {MCP_OAUTH_MAX_VALUE_BYTES} bytes")
+
+
+__all__ = [
+    "MCP_OAUTH_MAX_KEY_CHARS",
+    "MCP_OAUTH_MAX_VALUE_BYTES",
+    "McpOAuthRecords",
+    "check_mcp_oauth_record",
+]
