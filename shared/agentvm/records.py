@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
-WaitKind = Literal["approval", "client", "sandbox"]
+# ``mcp_task``: a 2026-07-28 MCP task that outlives its turn worker (docs/mcp.md, "Tasks: long calls";
+# the kind and its stores are in place, the suspension that creates it is not built yet).
+WaitKind = Literal["approval", "client", "sandbox", "mcp_task"]
 WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
 UsageKind = Literal["turn", "step", "compaction", "title", "reply_cache", "embedding"]
 Scope = Literal["admin", "client"]
