@@ -227,12 +227,16 @@ class ToolWait(_Record):
     files: list[dict[str, Any]] = Field(default_factory=list)  # a sandbox job's changed files
     consumed: bool = False
     job: TurnJob
+    # an ``mcp_task`` wait's task (turns/mcp_tasks.py): ``server``, ``sealedTaskId`` (the task id is
+    # the server's bearer token for it: sealed, and never in ``to_wire``), ``pollMs``, and what the
+    # client was last told (``reports``, ``message``)
+    task: dict[str, Any] | None = None
 
     @property
     def callId(self) -> str:
-        """The tool call's id (a sandbox job's wait is keyed ``<call id>#job``: the same call may
-        have waited for approval first)."""
-        return self.toolCallId.removesuffix(JOB_SUFFIX)
+        """The tool call's id (a sandbox job's wait is keyed ``<call id>#job``, an MCP task's
+        ``<call id>#task``: the same call may have waited for approval first)."""
+        return self.toolCallId.removesuffix(JOB_SUFFIX).removesuffix(TASK_SUFFIX)
 
     def to_wire(self) -> dict[str, Any]:
         """What clients see: no tenant, no job."""
@@ -257,6 +261,7 @@ class ToolWait(_Record):
 
 
 JOB_SUFFIX = "#job"
+TASK_SUFFIX = "#task"
 
 
 class SandboxJob(_Record):
@@ -584,42 +589,43 @@ class WebhookDelivery(_Record):
 
 
 __all__ = [
-    "DeliveryStatus",
-    "WebhookDelivery",
-    "WebhookEndpoint",
-    "WebhookEventType",
-    "RunStatus",
-    "ScheduleRecord",
-    "ScheduleRun",
-    "SessionPolicy",
     "ApiKeyRecord",
     "BudgetRecord",
     "ConcurrencyPolicy",
     "ContainerRecord",
     "DEFAULT_IMAGE_NAME",
+    "DeliveryStatus",
     "FrameMap",
     "ImageRecord",
-    "Scope",
-    "SessionRecord",
-    "SessionSummary",
-    "TERMINAL",
-    "TurnJob",
-    "TurnRecord",
-    "TurnStatus",
     "JOB_SUFFIX",
     "RESOURCE_PLURALS",
     "ResourceHead",
     "ResourceVersion",
+    "RunStatus",
     "SandboxJob",
+    "ScheduleRecord",
+    "ScheduleRun",
+    "Scope",
     "SessionImport",
+    "SessionPolicy",
+    "SessionRecord",
+    "SessionSummary",
+    "TASK_SUFFIX",
+    "TERMINAL",
     "TenantLimitOverrides",
     "TenantRecord",
     "TenantStatus",
     "ToolWait",
-    "WaitKind",
-    "WaitStatus",
+    "TurnJob",
+    "TurnRecord",
+    "TurnStatus",
     "UsageKind",
     "UsageRecord",
+    "WaitKind",
+    "WaitStatus",
+    "WebhookDelivery",
+    "WebhookEndpoint",
+    "WebhookEventType",
     "turn_id_for",
     "user_message_id_for",
     "workspace_digest",

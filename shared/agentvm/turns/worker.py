@@ -313,6 +313,8 @@ async def _run(
         toolbox.reports.attach(hooks.sink.emit)
         if rt.elicitations is not None and image.mcpServers:  # their questions, to the session's clients
             toolbox.elicitation = _elicitation_scope(rt, job, image)
+        if rt.mcp_tasks is not None and rt.waits is not None and image.mcpServers:
+            toolbox.task_inline_s = rt.mcp_tasks.follow_for_s  # then the turn suspends on the task
     hooks.trace = start_turn(
         job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens
     )
