@@ -40,7 +40,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.mcp_tasks")
 
 DEFAULT_POLL_MS = 1000  # a task whose server gave no poll interval
-REQUEST_TIMEOUT_S = 10.0  # one tasks/get or tasks/cancel (and the connection before it)
+REQUEST_TIMEOUT_S = 10.0  # a session's connection, and then one tasks/get
+CANCEL_TIMEOUT_S = 5.0  # a tasks/cancel, connection included (an interrupt waits for it)
 _MAX_MESSAGE_CHARS = 500
 
 _Key = tuple[str, str, str]  # (tenant, image, server)
@@ -75,21 +76,32 @@ def _task_id(rt: Runtime, wait: ToolWait) -> str:
 
 
 class _Sessions:
-    """One session per (tenant, image, server) for one sweep; closed at its end."""
+    """One session per (tenant, image, server) for one sweep, closed at its end; a server that
+    could not be reached is not tried again in the same sweep."""
 
     def __init__(self, rt: Runtime) -> None:
         self._rt = rt
         self._open: dict[_Key, McpSession] = {}
+        self._failed: dict[_Key, Exception] = {}
 
     async def of(self, wait: ToolWait) -> McpSession:
-        assert wait.task is not None and self._rt.tools is not None
+        assert wait.task is not None
         key = (wait.tenantId, wait.imageId, str(wait.task["server"]))
+        if key in self._failed:
+            raise self._failed[key]
         if key not in self._open:
-            image = await self._rt.store.get_image(wait.tenantId, wait.imageId)
-            if image is None or image.tenantId != wait.tenantId:
-                raise McpServerFailed(key[2], "call", "is gone: its image was deleted")
-            self._open[key] = await self._rt.tools.task_session(image, key[2])
+            try:
+                self._open[key] = await asyncio.wait_for(self._session(wait, key[2]), REQUEST_TIMEOUT_S)
+            except Exception as exc:
+                self._failed[key] = exc
+                raise
         return self._open[key]
+
+    async def _session(self, wait: ToolWait, server: str) -> McpSession:
+        image = await self._rt.store.get_image(wait.tenantId, wait.imageId)
+        if image is None or image.tenantId != wait.tenantId or self._rt.tools is None:
+            raise McpServerFailed(server, "call", "is gone: its image was deleted")
+        return await self._rt.tools.task_session(image, server)
 
     async def aclose(self) -> None:
         sessions, self._open = list(self._open.values()), {}
@@ -98,65 +110,75 @@ class _Sessions:
 
 async def follow_task_waits(rt: Runtime, waits: list[ToolWait], decide: Decide) -> int:
     """Poll each due ``mcp_task`` wait's task once (see the module docstring) and answer the ended
-    ones with ``decide``; returns how many waits were answered. Never raises for one wait's failure."""
+    ones with ``decide``; returns how many waits it handled (answered, or polled and rescheduled).
+    Never raises for one wait's failure (that wait is tried again by the next sweep)."""
     if not waits:
         return 0
     sessions = _Sessions(rt)
-    answered = 0
+    handled = 0
     try:
         for wait in waits:
             try:
-                answered += await _follow(rt, wait, sessions, decide)
-            except Exception as exc:  # the next sweep tries again
+                await _follow(rt, wait, sessions, decide)
+                handled += 1
+            except Exception as exc:
                 log.warning(
                     "following an MCP task failed",
                     extra={"turn_id": wait.turnId, "error": type(exc).__name__},
                 )
     finally:
         await sessions.aclose()
-    return answered
+    return handled
 
 
-async def _follow(rt: Runtime, wait: ToolWait, sessions: _Sessions, decide: Decide) -> int:
+async def _follow(rt: Runtime, wait: ToolWait, sessions: _Sessions, decide: Decide) -> None:
     assert rt.waits is not None and wait.task is not None
     now = rt.clock.now_ms()
     if wait.deadlineAt <= now:
         if await decide(rt, wait, "timed_out") is not None:
             await _cancel(rt, wait, sessions)
-            return 1
-        return 0
+        return
     poll_ms = int(wait.task.get("pollMs") or DEFAULT_POLL_MS)
+    if rt.mcp_tasks is None:  # a sweeper without the server secret: nothing opens the task id
+        log.warning("MCP task waits need the server secret (AVM_AUTH_SECRET_PARAMETER)")
+        await _remember(rt, wait, wait.task, now + poll_ms)
+        return
+    task_id = _task_id(rt, wait)
+
+    def said(text: str) -> str:  # what the server says, without the task id (a bearer token)
+        return text.replace(task_id, "[task id]")
+
     try:
-        session = await asyncio.wait_for(sessions.of(wait), REQUEST_TIMEOUT_S)
-        state = await asyncio.wait_for(session.get_task(_task_id(rt, wait)), REQUEST_TIMEOUT_S)
+        session = await sessions.of(wait)
+        state = await asyncio.wait_for(session.get_task(task_id), REQUEST_TIMEOUT_S)
     except (McpServerFailed, TimeoutError, OSError) as exc:  # unreachable: pending until its deadline
         log.info(
             "MCP task not reachable this sweep",
             extra={"turn_id": wait.turnId, "server": wait.task.get("server"), "error": type(exc).__name__},
         )
         await _remember(rt, wait, wait.task, now + poll_ms)
-        return 0
+        return
     except Exception as exc:  # the server refused tasks/get (it no longer knows the task): ended
-        text = f"Error: the MCP task could not be read: {str(exc)[:300] or type(exc).__name__}"
-        return int(await decide(rt, wait, "answered", output=text, is_error=True) is not None)
+        text = f"Error: the MCP task could not be read: {said(str(exc)[:300]) or type(exc).__name__}"
+        await decide(rt, wait, "answered", output=text, is_error=True)
+        return
     if state.status == "completed" and state.output is not None:
-        output = state.output
-        return int(
-            await decide(rt, wait, "answered", output=output.text, is_error=output.is_error) is not None
-        )
+        await decide(rt, wait, "answered", output=state.output.text, is_error=state.output.is_error)
+        return
     if state.status in ("completed", "failed", "cancelled"):
-        why = state.error or state.message or f"the task {state.status}"
+        why = said(state.error or state.message or f"the task {state.status}")
         status = "failed" if state.status == "completed" else state.status
-        text = f"Error: the MCP task {status}: {why}"
-        return int(await decide(rt, wait, "answered", output=text, is_error=True) is not None)
-    task = await _report(rt, wait, state)
+        await decide(rt, wait, "answered", output=f"Error: the MCP task {status}: {why}", is_error=True)
+        return
+    task = await _report(rt, wait, state, said)
     if state.poll_ms is not None and state.poll_ms > 0:
         task["pollMs"] = poll_ms = state.poll_ms
     await _remember(rt, wait, task, now + poll_ms)
-    return 0
 
 
-async def _report(rt: Runtime, wait: ToolWait, state: McpTaskState) -> dict[str, Any]:
+async def _report(
+    rt: Runtime, wait: ToolWait, state: McpTaskState, said: Callable[[str], str]
+) -> dict[str, Any]:
     """A new status message (or status) of the task, pushed to the session's subscribers as the
     call's ``tool_progress``; returns the wait's task as it is now."""
     from agentvm.streaming.fanout import Fanout
@@ -175,7 +197,7 @@ async def _report(rt: Runtime, wait: ToolWait, state: McpTaskState) -> dict[str,
         "toolId": wait.callId,
         "toolName": wait.toolName,
         "progress": float(task["reports"]),
-        "message": message[:_MAX_MESSAGE_CHARS],
+        "message": said(message)[:_MAX_MESSAGE_CHARS],
     }
     frame = agent_event("tool_progress", data, now_ms=rt.clock.now_ms(), context=context)
     with contextlib.suppress(Exception):  # a push that fails costs a status line
@@ -205,9 +227,14 @@ async def cancel_task(rt: Runtime, wait: ToolWait) -> None:
 
 
 async def _cancel(rt: Runtime, wait: ToolWait, sessions: _Sessions) -> None:
+    """``tasks/cancel``, within ``CANCEL_TIMEOUT_S`` in all (an interrupt's function waits for it)."""
+
+    async def cancel() -> None:
+        session = await sessions.of(wait)
+        await session.cancel_task(_task_id(rt, wait))
+
     try:
-        session = await asyncio.wait_for(sessions.of(wait), REQUEST_TIMEOUT_S)
-        await asyncio.wait_for(session.cancel_task(_task_id(rt, wait)), REQUEST_TIMEOUT_S)
+        await asyncio.wait_for(cancel(), CANCEL_TIMEOUT_S)
         log.info("MCP task cancelled", extra={"turn_id": wait.turnId})
     except Exception as exc:  # noqa: BLE001 (best effort: the server's TTL ends it otherwise)
         log.info(
