@@ -117,6 +117,10 @@ def test_a_long_task_suspends_the_turn_and_the_sweeper_delivers_its_progress_and
     assert (wait["kind"], wait["status"], wait["toolName"]) == ("mcp_task", "pending", "survey")
     assert wait["input"] == {"stages": 3, "seconds": 1.5} and "task" not in wait
     assert _frames(stack, "conversation_end") == []
+    [suspended] = _frames(stack, "turn_suspended")
+    assert [(w["kind"], w["toolCallId"]) for w in suspended["waitingFor"]] == [
+        ("mcp_task", wait["toolCallId"])
+    ]
     assert len(stack.model.requests) == 1
     stored = run_sync(DynamoDbToolWaits(TABLE).list_waits("acme"))
     assert stored[0].task is not None and stored[0].task["sealedTaskId"].startswith("avm-sealed:v1:")
