@@ -318,10 +318,9 @@ async def _run_tools(
 
     async def one(call: ToolCallEnd) -> ToolRun:
         plain = ToolCall(call.id, call.name, call.input)
-        run = await _waits_or_finished(
+        return await _waits_or_finished(
             step, plain, await toolbox.run(plain, input_error=call.input_error), hooks
         )
-        return run
 
     tasks = [asyncio.create_task(one(call)) for call in runnable]
     waiter = asyncio.create_task(cancelled.wait())

@@ -98,7 +98,7 @@ class McpTaskHandedOff(Exception):
         self.poll_ms = poll_ms
         self.message = message
         self.reports = reports
-        self.server = ""  # the image's name of the server (set by the tool that called it)
+        self.server = ""  # the image's name of the server (set by the toolbox, from the tool)
         self.remaining_s = 0.0  # what is left of the call's deadline (set by the toolbox)
 
     def __repr__(self) -> str:
