@@ -115,3 +115,22 @@ async def test_nobody_answers_a_task_wait_but_its_task(harness):
             )
     [wait] = await harness.rt.waits.turn_waits("turn_1")
     assert wait.status == "pending"
+
+
+def test_a_call_hands_its_task_off_before_the_turns_own_deadline():
+    from types import SimpleNamespace
+
+    from agentvm.runtime import TurnSettings
+    from agentvm.turns.worker import _inline_follow
+    from tests.security_harness import ManualClock
+
+    clock = ManualClock()
+    rt = SimpleNamespace(turns=TurnSettings(turn_deadline_s=60), clock=clock)
+    follow = _inline_follow(rt, McpTaskSuspension(SEALER, 20.0))  # type: ignore[arg-type]
+    assert follow() == 20.0
+    clock.advance(40)  # 20 s of the turn left, less the 5 s margin
+    assert follow() == 15.0
+    clock.advance(30)
+    assert follow() == 0.0
+    unbounded = SimpleNamespace(turns=TurnSettings(turn_deadline_s=0), clock=clock)
+    assert _inline_follow(unbounded, McpTaskSuspension(SEALER, 20.0))() == 20.0  # type: ignore[arg-type]
