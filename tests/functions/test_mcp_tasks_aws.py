@@ -170,3 +170,23 @@ def test_a_task_past_the_tools_deadline_times_out_and_is_cancelled(stack):
     [result] = stack.model.requests[1].messages[-1].tool_results
     assert result.is_error and "timed out after" in result.content
     assert _frames(stack, "conversation_end")[-1]["reason"] == "completed"
+
+
+def test_a_server_the_sweeper_cannot_reach_leaves_the_wait_pending_until_its_deadline(stack, tmp_path):
+    port = free_port()
+    argv = [sys.executable, str(TASKS_SERVER), "http", str(port)]
+    with served_over_http(argv, port, {}, "a second tasks server") as config:
+        stack.tasks = config  # type: ignore[attr-defined]
+        _start(stack, {"stages": 10, "seconds": 2}, timeout_s=60)
+    # the server is gone: the sweeper cannot ask it, and the wait waits
+    assert _sweep(stack)["waits"] == 1  # polled, not answered
+    [wait] = _waits(stack)
+    assert wait["status"] == "pending"
+    stack.run_turns()
+    assert _frames(stack, "conversation_end") == [] and len(stack.model.requests) == 1
+
+    stack.clock.advance(60)
+    assert _sweep(stack)["waits"] == 1  # timed out (its tasks/cancel finds no server: best effort)
+    stack.run_turns()
+    [result] = stack.model.requests[1].messages[-1].tool_results
+    assert result.is_error and "timed out after" in result.content
