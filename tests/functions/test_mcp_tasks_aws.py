@@ -190,3 +190,19 @@ def test_a_server_the_sweeper_cannot_reach_leaves_the_wait_pending_until_its_dea
     stack.run_turns()
     [result] = stack.model.requests[1].messages[-1].tool_results
     assert result.is_error and "timed out after" in result.content
+
+
+def test_a_task_that_fails_while_the_turn_waits_is_the_calls_error_result(stack):
+    stack.model.add(Calls(("doomed", {"seconds": 2})), "It failed.")
+    acme = stack.new_key("acme", "admin")
+    stack.connect(CONN, headers={"Authorization": f"Bearer {acme}"})
+    config = {"mcpServers": {"lab": stack.tasks}}  # type: ignore[attr-defined]
+    image = stack.request(CONN, "image_create", "i", containerId="alice", config=config)["record"]
+    stack.request(CONN, "message_send", "m", imageId=image["imageId"], content="survey it")
+    stack.run_turns()
+    assert [w["kind"] for w in _waits(stack)] == ["mcp_task"]
+
+    _sweep_until_the_turn_ends(stack)
+    assert list(_ends(stack).values()) == ["failed"]
+    [result] = stack.model.requests[1].messages[-1].tool_results
+    assert result.is_error and result.content == "Error: the MCP task failed: the survey site is flooded"
