@@ -28,7 +28,7 @@ from agentvm.observability.tracing import NO_TRACE
 from agentvm.records import JOB_SUFFIX, TASK_SUFFIX, ToolWait, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.frames import message_frame_data
-from agentvm.turns.mcp_tasks import task_of_wait
+from agentvm.turns.mcp_tasks import cancel_task, task_of_wait
 from agentvm.turns.suspend import sandbox_job
 from agentvm.turns.waits import wait_event_data
 
@@ -290,6 +290,9 @@ class TurnHooks:
         if self.rt.waits is not None:
             for key in self._wait_keys.get(result.call_id, ()):
                 await self.rt.waits.consume(self.job.turnId, key)
+            waited = self.waits.get(result.call_id)
+            if waited is not None and waited.kind == "mcp_task" and waited.status == "pending":
+                await cancel_task(self.rt, waited)  # answered without its task (interrupted): stop it
         for kind in (
             "tool_result",
             "tool_result_message",
