@@ -183,9 +183,8 @@ class Toolbox:
                 output: ToolOutput = await tool.call(call.input)
         except TimeoutError:
             return done(f"Error: {call.name} timed out after {timeout:g} s", "timeout")
-        except (
-            McpTaskHandedOff
-        ) as handoff:  # its task runs on: the turn waits for what is left of the deadline
+        except McpTaskHandedOff as handoff:
+            # its task runs on: the turn waits for it, for what is left of the call's deadline
             handoff.server = str(getattr(tool, "server", ""))
             handoff.remaining_s = max(0.0, timeout - (loop.time() - started))
             return replace(done("", "suspended"), handoff=handoff)
