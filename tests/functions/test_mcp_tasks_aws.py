@@ -161,6 +161,8 @@ def test_an_interrupt_while_suspended_cancels_the_task_on_the_server(stack):
 def test_a_task_past_the_tools_deadline_times_out_and_is_cancelled(stack):
     _start(stack, {"stages": 10, "seconds": 2}, timeout_s=5)
     assert _ends(stack) == {}
+    [wait] = _waits(stack)  # what is left of the call's 5 s after its 1 s inline follow
+    assert 2_000 <= wait["deadlineAt"] - wait["createdAt"] <= 4_000
 
     stack.clock.advance(10)  # past the wait's deadline (the call's 5 s, counted from its start)
     assert _sweep(stack)["waits"] == 1

@@ -176,6 +176,7 @@ class Toolbox:
             asking = CallElicitation(self.elicitation, self.reports, call.id, call.name)
         asking_token = set_current_elicitation(asking)
         inline_token = MCP_TASK_INLINE_S.set(None if self.task_inline_s is None else self.task_inline_s())
+        limit: asyncio.Timeout | None = None
         try:
             async with asyncio.timeout(timeout) as limit:  # paused while a user answers a question
                 if asking is not None:
@@ -186,7 +187,8 @@ class Toolbox:
         except McpTaskHandedOff as handoff:
             # its task runs on: the turn waits for it, for what is left of the call's deadline
             handoff.server = str(getattr(tool, "server", ""))
-            handoff.remaining_s = max(0.0, timeout - (loop.time() - started))
+            ends = limit.when() if limit is not None else None  # moved on by the questions' pauses
+            handoff.remaining_s = max(0.0, (ends or started + timeout) - loop.time())
             return replace(done("", "suspended"), handoff=handoff)
         except asyncio.CancelledError:
             raise
