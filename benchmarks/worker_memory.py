@@ -48,7 +48,8 @@ bare = rss()
 os.environ.update({
     "AVM_TABLE_NAME": "agentvm", "AVM_QUEUE_URL": "https://sqs.us-east-1.amazonaws.com/1/t.fifo",
     "AVM_WS_ENDPOINT": "https://a.execute-api.us-east-1.amazonaws.com/prod",
-    "AVM_AUTH_SECRET": "x" * 48, "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x",
+    "AVM_AUTH_SECRET": "x" * 48, "AVM_AUTH_SECRET_PARAMETER": "/agentvm/auth-secret",
+    "AWS_DEFAULT_REGION": "us-east-1", "AWS_ACCESS_KEY_ID": "x",
     "AWS_SECRET_ACCESS_KEY": "x", "POWERTOOLS_SERVICE_NAME": "agentvm",
 })
 from functions.turn_worker import app

@@ -37,6 +37,7 @@ SERIAL_FILES = frozenset(
     {
         "tests/contract/test_turn_queue_contract.py",
         "tests/functions/test_managed_agents_aws.py",  # an interrupt must land within a 12 s reply
+        "tests/functions/test_mcp_tasks_aws.py",  # a 1 s inline follow against 1.5 s task stages
         "tests/functions/test_observability_aws.py",
         "tests/integration/test_chat.py",
         "tests/integration/test_cluster_acceptance.py",

@@ -28,7 +28,8 @@ if TYPE_CHECKING:
 
     from agentvm.runtime import Runtime
 
-REQUIRED_SETTINGS = ("table_name", "ws_endpoint")
+# the server secret seals the ids of MCP tasks turns wait on (turns/mcp_tasks.py)
+REQUIRED_SETTINGS = ("table_name", "ws_endpoint", "auth_secret_parameter")
 
 logger = Logger()
 

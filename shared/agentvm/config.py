@@ -168,6 +168,10 @@ class Settings(BaseSettings):
     # An MCP server's question to the user mid-call (agent/tools/elicitation.py) waits this long for
     # the client's answer, then is answered cancel (the call waits meanwhile; its own timeout pauses).
     mcp_elicitation_timeout_s: float = Field(default=300.0, gt=0, le=3600)
+    # AWS: a call follows its 2026-07-28 MCP task this long (less when the invocation has less left);
+    # a task still working then suspends the turn, and the waits sweeper follows it (turns/mcp_tasks.py).
+    # Hosts that do not suspend on tasks (avm serve, cluster nodes) follow every task to its end.
+    mcp_task_inline_s: float = Field(default=20.0, ge=0, le=600)
     # Sandbox jobs without bubblewrap run as plain processes of the server's user: allowed on a
     # loopback address, refused elsewhere unless this is set (adapters/sandbox/process.py).
     sandbox_allow_unisolated: bool = False

@@ -16,7 +16,9 @@ from pydantic import BaseModel, ConfigDict, Field
 
 ConcurrencyPolicy = Literal["queue", "reject", "interrupt"]
 TurnStatus = Literal["queued", "running", "suspended", "completed", "interrupted", "failed"]
-WaitKind = Literal["approval", "client", "sandbox"]
+# ``mcp_task``: a 2026-07-28 MCP task that outlives its turn worker's inline follow (AWS:
+# turns/mcp_tasks.py; docs/mcp.md, "AWS: a task that outlives a Lambda").
+WaitKind = Literal["approval", "client", "sandbox", "mcp_task"]
 WaitStatus = Literal["pending", "approved", "denied", "answered", "timed_out", "cancelled"]
 UsageKind = Literal["turn", "step", "compaction", "title", "reply_cache", "embedding"]
 Scope = Literal["admin", "client"]
@@ -225,12 +227,16 @@ class ToolWait(_Record):
     files: list[dict[str, Any]] = Field(default_factory=list)  # a sandbox job's changed files
     consumed: bool = False
     job: TurnJob
+    # an ``mcp_task`` wait's task (turns/mcp_tasks.py): ``server``, ``sealedTaskId`` (the task id is
+    # the server's bearer token for it: sealed, and never in ``to_wire``), ``pollMs``, and what the
+    # client was last told (``reports``, ``message``)
+    task: dict[str, Any] | None = None
 
     @property
     def callId(self) -> str:
-        """The tool call's id (a sandbox job's wait is keyed ``<call id>#job``: the same call may
-        have waited for approval first)."""
-        return self.toolCallId.removesuffix(JOB_SUFFIX)
+        """The tool call's id (a sandbox job's wait is keyed ``<call id>#job``, an MCP task's
+        ``<call id>#task``: the same call may have waited for approval first)."""
+        return self.toolCallId.removesuffix(JOB_SUFFIX).removesuffix(TASK_SUFFIX)
 
     def to_wire(self) -> dict[str, Any]:
         """What clients see: no tenant, no job."""
@@ -255,6 +261,7 @@ class ToolWait(_Record):
 
 
 JOB_SUFFIX = "#job"
+TASK_SUFFIX = "#task"
 
 
 class SandboxJob(_Record):
@@ -605,6 +612,7 @@ __all__ = [
     "TurnRecord",
     "TurnStatus",
     "JOB_SUFFIX",
+    "TASK_SUFFIX",
     "RESOURCE_PLURALS",
     "ResourceHead",
     "ResourceVersion",

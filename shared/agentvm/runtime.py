@@ -28,6 +28,7 @@ if TYPE_CHECKING:
         KnowledgeIndex,
         LogStore,
         McpOAuthRecords,
+        McpTaskSuspension,
         MemoryLimits,
         MemoryStore,
         Metrics,
@@ -234,6 +235,9 @@ class Runtime:
     waits: ToolWaits | None = None
     # Where sandbox jobs go when they do not run in the turn (AWS). None: they run in the turn.
     sandbox_jobs: SandboxJobs | None = None
+    # Turns suspend on MCP tasks that outlive the inline follow (AWS: turns/mcp_tasks.py). None: a
+    # call follows its task to its end (a host whose worker may run as long as a task does).
+    mcp_tasks: McpTaskSuspension | None = None
     # The resource centre (agentvm/resources). None: this host serves no /v1/resources.
     resources: ResourceRegistry | None = None
     # Knowledge versions' chunks, searched by words and vectors (resources/indexing.py). None: a

@@ -10,7 +10,7 @@ import pytest
 from agentvm.adapters.aws.dynamodb.waits import DynamoDbToolWaits
 from agentvm.adapters.local.sqlite.waits import SqliteToolWaits
 from agentvm.adapters.postgres.waits import PostgresToolWaits
-from agentvm.records import ToolWait, TurnJob
+from agentvm.records import ToolWait, TurnJob, WaitKind
 from tests.contract.moto_table import backends
 
 
@@ -28,6 +28,7 @@ def wait(
     container: str = "alice",
     created: int = 1000,
     deadline: int = 5000,
+    kind: WaitKind = "approval",
 ) -> ToolWait:
     job = TurnJob(
         turnId=turn,
@@ -49,7 +50,7 @@ def wait(
         toolCallId=call,
         toolName="deploy",
         input={"env": "prod"},
-        kind="approval",
+        kind=kind,
         createdAt=created,
         deadlineAt=deadline,
         checkAt=deadline,
@@ -111,3 +112,15 @@ async def test_due_waits_are_those_whose_check_time_passed_and_not_consumed(wait
     assert await waits.due_waits(5000, 10) == []
     assert [w.toolCallId for w in await waits.due_waits(20_000, 10)] == ["late", "early"]  # by check time
     assert len(await waits.due_waits(20_000, 1)) == 1
+
+
+@pytest.mark.parametrize("kind", ["sandbox", "mcp_task"])
+async def test_every_kind_of_pending_wait_is_found_by_the_sweep(waits, kind):
+    """The pending index (DynamoDB's GSI, the SQL stores' check-time index) holds every kind: the
+    sweeper polls a sandbox job's or an MCP task's wait as it times out an approval."""
+    await waits.put_wait(wait("c1", deadline=1000, kind=kind))
+    [due] = await waits.due_waits(5000, 10)
+    assert (due.toolCallId, due.kind, due.status) == ("c1", kind, "pending")
+    decided = await waits.decide("turn_1", "c1", {"status": "answered", "output": "done", "checkAt": 9000})
+    assert decided is not None and decided.kind == kind and decided.output == "done"
+    assert await waits.decide("turn_1", "c1", {"status": "timed_out"}) is None

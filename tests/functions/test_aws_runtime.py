@@ -214,9 +214,9 @@ def test_aws_runtime_attaches_security_on_the_table_without_reading_the_secret(n
         rt.auth.keys.secrets.hash("avm_x")
 
 
-@pytest.mark.parametrize("app", [ws_connect, ws_disconnect, turn_worker])
+@pytest.mark.parametrize("app", [ws_connect, ws_disconnect])
 def test_functions_that_never_verify_tokens_fail_closed_if_they_ever_did(app, no_network):
-    # No AVM_AUTH_SECRET_PARAMETER ($connect, $disconnect, the worker): still an authenticator, so
+    # No AVM_AUTH_SECRET_PARAMETER ($connect, $disconnect): still an authenticator, so
     # never an unauthenticated mode; it refuses to check a token, naming the variable to set.
     rt = aws_runtime(_settings(), require=app.REQUIRED_SETTINGS)
     assert rt.auth is not None
@@ -224,8 +224,9 @@ def test_functions_that_never_verify_tokens_fail_closed_if_they_ever_did(app, no
         run_sync(rt.auth.keys.create("acme", ["client"]))
 
 
-def test_functions_that_verify_tokens_require_the_secret_parameter():
-    for app in (ws_authorizer, ws_default, http_api):
+def test_functions_that_verify_tokens_or_seal_require_the_secret_parameter():
+    # the turn worker seals the ids of MCP tasks its turns wait on (turns/mcp_tasks.py)
+    for app in (ws_authorizer, ws_default, http_api, turn_worker):
         with pytest.raises(RuntimeError, match="AVM_AUTH_SECRET_PARAMETER"):
             aws_runtime(_settings(), require=app.REQUIRED_SETTINGS)
 

@@ -33,7 +33,8 @@ MODEL_USERS = {
 AUTH_USERS = {"ws_authorizer", "ws_default", "http_api"}
 # ...and the webhook sender, which opens the endpoints' signing secrets, sealed under a key derived
 # from the server secret (docs/webhooks.md, "Secrets").
-SECRET_READERS = AUTH_USERS | {"webhook_sender"}
+# the turn worker and the wait sweeper seal and open the ids of MCP tasks turns wait on (docs/mcp.md)
+SECRET_READERS = AUTH_USERS | {"webhook_sender", "turn_worker", "wait_sweeper"}
 FUNCTIONS = [
     "ws_authorizer",
     "ws_connect",
@@ -144,6 +145,7 @@ def test_only_functions_that_post_may_manage_connections(template, functions):
     assert {n for n, fn in functions.items() if "AVM_WS_ENDPOINT" in _environment(template, fn)} == {
         "ws_default",
         "turn_worker",
+        "wait_sweeper",  # an MCP task's progress while its turn waits
     }
 
 

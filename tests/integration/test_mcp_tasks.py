@@ -289,3 +289,46 @@ async def test_a_2026_tasks_question_reaches_the_user_and_the_answer_the_task(ha
         assert _ends(log) == ["completed"]
     finally:
         await pool.aclose()
+
+
+@pytest.mark.parametrize("tasks_server", ["http"], indirect=True)  # a stdio server is its session's
+async def test_a_call_allowed_an_inline_follow_hands_its_task_off_and_another_session_follows_it(
+    tasks_server,
+):
+    """Where turns suspend on tasks (AWS), ``MCP_TASK_INLINE_S`` bounds the call's follow: a task
+    still working then ends the call with ``McpTaskHandedOff`` (not cancelled), and a new session, as
+    the waits sweeper opens, reads it with ``tasks/get`` until it completes, or cancels it. (Over
+    Streamable HTTP: a stdio server's process, and its tasks, are its session's.)"""
+    from agentvm.ports import MCP_TASK_INLINE_S, McpTaskHandedOff
+
+    config, log = tasks_server
+    caller, follower = SdkMcpSession("lab", dict(config)), SdkMcpSession("lab", dict(config))
+    reports: list[str | None] = []
+    token = MCP_TASK_INLINE_S.set(0.5)
+    try:
+        with pytest.raises(McpTaskHandedOff) as handed:
+            await caller.call_tool(
+                "survey", {"stages": 2, "seconds": 1.0}, on_progress=lambda p, t, m: reports.append(m)
+            )
+        handoff = handed.value
+        assert handoff.task_id not in repr(handoff) + str(handoff)
+        assert handoff.poll_ms == 200 and handoff.reports == len(reports) and handoff.message == reports[-1]
+        await caller.aclose()
+        assert _ends(log) == []  # handed off, not cancelled
+
+        deadline = time.monotonic() + 30
+        while (state := await follower.get_task(handoff.task_id)).status == "working":
+            assert time.monotonic() < deadline
+            await asyncio.sleep(0.2)
+        assert state.status == "completed" and state.output is not None
+        assert (state.output.text, state.output.is_error) == ("surveyed 2 stages", False)
+
+        with pytest.raises(McpTaskHandedOff) as again:
+            await follower.call_tool("survey", {"stages": 20, "seconds": 0.5})
+        await follower.cancel_task(again.value.task_id)
+        assert (await follower.get_task(again.value.task_id)).status == "cancelled"
+        assert _ends(log) == ["completed", "cancelled"]
+    finally:
+        MCP_TASK_INLINE_S.reset(token)
+        await caller.aclose()
+        await follower.aclose()

@@ -5,7 +5,8 @@
 - ``survey(stages, seconds)``: to a client that declares the extension on its request, a task
   (``resultType: "task"``) whose ``statusMessage`` says which stage runs (``stage 2 of 4``), then
   completes with ``surveyed <stages> stages``; to any other client, the same work in the call itself.
-- ``doomed()``: a task that fails with a JSON-RPC error (``the survey site is flooded``).
+- ``doomed(seconds)``: a task that fails after ``seconds`` (0.3) with a JSON-RPC error (``the survey
+  site is flooded``).
 - ``consent(question)``: a task that asks the user (``input_required``: an ``elicitation/create``
   in ``inputRequests``, answered with ``tasks/update``), then completes with what it was told
   (``accept: {'approve': True}``, ``decline``...).
@@ -78,8 +79,9 @@ async def _survey_work(task_id: str, stages: int, seconds: float) -> None:
     )
 
 
-async def _doomed_work(task_id: str) -> None:
-    await asyncio.sleep(0.3)
+async def _doomed_work(task_id: str, seconds: float) -> None:
+    _set(task_id, "working", "surveying")
+    await asyncio.sleep(seconds)
     _set(task_id, "failed", "flooded", error={"code": -32603, "message": "the survey site is flooded"})
 
 
@@ -145,7 +147,7 @@ class TasksExtension(Extension):
             if params.name == "survey"
             else _consent_work(task_id, str(arguments.get("question", "")))
             if params.name == "consent"
-            else _doomed_work(task_id)
+            else _doomed_work(task_id, float(arguments.get("seconds", 0.3)))
         )
         _work[task_id] = asyncio.get_running_loop().create_task(work)
         return {"resultType": "task", **_tasks[task_id]}
@@ -185,8 +187,8 @@ async def survey(stages: int = 3, seconds: float = 0.4) -> str:
 
 
 @server.tool()
-async def doomed() -> str:
-    """A survey that cannot succeed."""
+async def doomed(seconds: float = 0.3) -> str:
+    """A survey that cannot succeed (it fails after ``seconds``)."""
     raise RuntimeError("the survey site is flooded")
 
 

@@ -44,7 +44,7 @@ from agentvm.llm import (
 if TYPE_CHECKING:
     from agentvm.agent.tools.toolbox import Toolbox, ToolRun
     from agentvm.llm import ModelRequest
-    from agentvm.ports import Clock, ModelClient
+    from agentvm.ports import Clock, McpTaskHandedOff, ModelClient
     from agentvm.records import WaitKind
 
 INTERRUPTED_RESULT = "Error: the tool was stopped before it finished (the turn was interrupted)"
@@ -140,10 +140,17 @@ class StepHooks(StreamHooks, Protocol):
         ...
 
     async def tool_waits(
-        self, step: StepOutcome, call: ToolCall, kind: WaitKind, timeout_s: float
+        self,
+        step: StepOutcome,
+        call: ToolCall,
+        kind: WaitKind,
+        timeout_s: float,
+        *,
+        handoff: McpTaskHandedOff | None = None,
     ) -> ToolRun | None:
-        """Record that ``call`` waits (for the client, or approval), then announce it. None: it
-        waits; a ``ToolRun``: it cannot wait here, and this is its (error) result."""
+        """Record that ``call`` waits (for the client, approval, a sandbox job, or its MCP task:
+        ``handoff``), then announce it. None: it waits; a ``ToolRun``: it cannot wait here, and
+        this is its (error) result."""
         ...
 
 
@@ -310,15 +317,29 @@ async def _run_tools(
             answered.append(refused)
 
     async def one(call: ToolCallEnd) -> ToolRun:
-        run = await toolbox.run(ToolCall(call.id, call.name, call.input), input_error=call.input_error)
-        await hooks.tool_finished(step, run)
-        return run
+        plain = ToolCall(call.id, call.name, call.input)
+        return await _waits_or_finished(
+            step, plain, await toolbox.run(plain, input_error=call.input_error), hooks
+        )
 
     tasks = [asyncio.create_task(one(call)) for call in runnable]
     waiter = asyncio.create_task(cancelled.wait())
     runs = await _gather_until_cancel(runnable, tasks, waiter, step, hooks)
-    by_id = {run.result.call_id: run for run in [*runs, *answered]}
+    waiting += [run.result.call_id for run in runs if run.handoff is not None]
+    by_id = {run.result.call_id: run for run in [*runs, *answered] if run.handoff is None}
     return [by_id[c.id] for c in step.calls if c.id in by_id], waiting
+
+
+async def _waits_or_finished(step: StepOutcome, call: ToolCall, run: ToolRun, hooks: StepHooks) -> ToolRun:
+    """A call's run stored as its result; or, for a call whose MCP task runs on (``run.handoff``),
+    recorded as a wait (the run comes back as it is: the turn suspends on it)."""
+    if run.handoff is not None:
+        refused = await hooks.tool_waits(step, call, "mcp_task", run.handoff.remaining_s, handoff=run.handoff)
+        if refused is None:
+            return run
+        run = refused
+    await hooks.tool_finished(step, run)
+    return run
 
 
 async def _gather_until_cancel(
@@ -388,7 +409,12 @@ async def _finish_pending(
                 continue
             run = refused
         elif (resolution is not None or call.id in pending.rerun) and not stop:
-            run = await toolbox.run(plain)
+            run = await _waits_or_finished(step, plain, await toolbox.run(plain), hooks)
+            if run.handoff is not None:
+                waiting.append(call.id)
+            else:
+                results[call.id] = run.result
+            continue
         else:
             run = _refused(
                 call, "Error: the worker running this tool stopped before it finished; it was not run again"

@@ -111,6 +111,8 @@ class Renderer:
             for wait in event.data.waitingFor:
                 if wait.kind == "sandbox":
                     self.note(f"[waiting] {wait.toolName}: a sandbox job")
+                elif wait.kind == "mcp_task":
+                    self.note(f"[waiting] {wait.toolName}: its MCP task")
         elif isinstance(event, ToolProgressEvent):
             self.note(f"[progress] {event.data.toolName} {_progress(event.data)}")
         elif isinstance(event, McpServerFailedEvent):

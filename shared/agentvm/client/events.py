@@ -463,7 +463,7 @@ class ModelRetryEvent(Event):
 class WaitingFor(WireModel):
     toolCallId: str
     toolName: str
-    kind: Literal["approval", "client", "sandbox"] | str
+    kind: Literal["approval", "client", "sandbox", "mcp_task"] | str
     deadlineAt: int
 
 

@@ -54,7 +54,7 @@ class ToolWaitInfo(WireModel):
     toolCallId: str
     toolName: str
     input: dict[str, Any] = Field(default_factory=dict)
-    kind: Literal["approval", "client", "sandbox"] | str
+    kind: Literal["approval", "client", "sandbox", "mcp_task"] | str
     status: str
     createdAt: int
     deadlineAt: int

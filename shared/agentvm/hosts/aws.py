@@ -166,6 +166,15 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
         cache_s=settings.config_cache_s,
     )
     runtime.webhooks = aws_webhooks(settings, secrets_)
+    # a long MCP task suspends its turn (turns/mcp_tasks.py): its id sealed on the wait, as webhook
+    # secrets are; followed inline no longer than the invocation can wait
+    from agentvm.configcentre.sealing import SecretSealer
+    from agentvm.ports import McpTaskSuspension
+
+    if settings.auth_secret is not None or settings.auth_secret_parameter:  # else: nothing to seal with
+        runtime.mcp_tasks = McpTaskSuspension(
+            SecretSealer(secrets_.newest_first), settings.mcp_task_inline_s, INVOCATION.wait_budget_s
+        )
     runtime.webhooks_allow_private = settings.webhooks_allow_private_networks
     runtime.metrics = cloudwatch_metrics(settings)
     from agentvm.observability.tracing import configure_tracing

@@ -105,6 +105,12 @@ class LazyToolSources:
     async def toolbox(
         self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
     ) -> Toolbox:
+        return await self._sources().toolbox(store, image, storage=storage)
+
+    async def task_session(self, image: ImageRecord, server: str) -> McpSession:
+        return await self._sources().task_session(image, server)
+
+    def _sources(self) -> ToolSources:
         if self._built is None:
             self._built = _build(
                 self._settings,
@@ -113,7 +119,7 @@ class LazyToolSources:
                 remote_sandbox=self._remote_sandbox,
                 keep_mcp_sessions=self._keep_mcp_sessions,
             )
-        return await self._built.toolbox(store, image, storage=storage)
+        return self._built
 
 
 def tool_sources(

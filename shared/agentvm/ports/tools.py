@@ -3,11 +3,12 @@ turn's tools come from (``ToolCatalog``)."""
 
 from __future__ import annotations
 
+from contextvars import ContextVar
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
-    from collections.abc import Mapping
+    from collections.abc import Callable, Mapping
 
     from agentvm.llm import ToolBlock, ToolSpec
     from agentvm.ports.elicitations import ElicitFn
@@ -83,6 +84,68 @@ class McpServerFailed(ConnectionError):
         self.exit_code = exit_code
 
 
+class McpTaskHandedOff(Exception):
+    """A call whose MCP task (2026-07-28) still works after the inline follow the turn allowed
+    (``MCP_TASK_INLINE_S``): the turn suspends on it (an ``mcp_task`` wait) and the waits sweeper
+    follows it from there (``turns/mcp_tasks.py``). ``task_id`` is the server's bearer token for the
+    task: never logged, never sent to a client, sealed on the wait; it is left out of ``str`` and
+    ``repr``. ``reports``: the progress reports the call sent so far, ``message`` the last status
+    message, ``poll_ms`` the server's poll interval."""
+
+    def __init__(self, task_id: str, *, poll_ms: int | None, message: str | None, reports: int) -> None:
+        super().__init__("the MCP task still runs: the turn waits for it")
+        self.task_id = task_id
+        self.poll_ms = poll_ms
+        self.message = message
+        self.reports = reports
+        self.server = ""  # the image's name of the server (set by the toolbox, from the tool)
+        self.remaining_s = 0.0  # what is left of the call's deadline (set by the toolbox)
+
+    def __repr__(self) -> str:
+        return "McpTaskHandedOff()"
+
+
+# How long the running call may follow a 2026-07-28 task before handing it off (the toolbox sets it
+# for the call; None: follow it to its end, as every host that does not suspend on tasks does)
+MCP_TASK_INLINE_S: ContextVar[float | None] = ContextVar("agentvm_mcp_task_inline_s", default=None)
+
+
+class Sealer(Protocol):
+    """Seals a secret under a name (its associated data) and opens it (``configcentre.SecretSealer``)."""
+
+    def seal(self, name: str, value: str) -> str: ...
+    def open(self, name: str, stored: str) -> str: ...
+
+
+@dataclass(frozen=True)
+class McpTaskSuspension:
+    """A host whose turns suspend on a long MCP task (AWS): a call follows its 2026-07-28 task
+    ``inline_s`` at most (less when the invocation has less left: ``time_left_s``), then the turn
+    waits for it (``turns/mcp_tasks.py``); the task id is sealed with ``sealer`` on the wait."""
+
+    sealer: Sealer
+    inline_s: float = 20.0
+    time_left_s: Callable[[], float | None] | None = None  # None: not bounded by an invocation
+
+    def follow_for_s(self) -> float:
+        """How long a call may follow its task now, before handing it off."""
+        left = self.time_left_s() if self.time_left_s is not None else None
+        return self.inline_s if left is None else max(0.0, min(self.inline_s, left))
+
+
+@dataclass(frozen=True, slots=True)
+class McpTaskState:
+    """A task as ``tasks/get`` answered: ``status`` (working, input_required, completed, failed,
+    cancelled), the server's status message and poll interval; once completed the tool's
+    ``output``, once failed the server's ``error`` message."""
+
+    status: str
+    message: str | None = None
+    poll_ms: int | None = None
+    output: ToolOutput | None = None
+    error: str | None = None
+
+
 class McpSession(Protocol):
     """A connection to one MCP server for the length of a turn (or of one tool listing).
 
@@ -99,6 +162,14 @@ class McpSession(Protocol):
     ) -> ToolOutput:
         """``on_elicit`` answers the server's ``elicitation/create`` during this call (None: the
         session answers ``decline``)."""
+        ...
+
+    async def get_task(self, task_id: str) -> McpTaskState:
+        """One ``tasks/get`` of a 2026-07-28 task (a suspended call's: ``turns/mcp_tasks.py``)."""
+        ...
+
+    async def cancel_task(self, task_id: str) -> None:
+        """``tasks/cancel`` of a 2026-07-28 task."""
         ...
 
     async def aclose(self) -> None: ...
@@ -167,16 +238,27 @@ class ToolCatalog(Protocol):
         """The turn's ``agent.tools.Toolbox`` for ``image`` (``storage``: the workspace's byte account)."""
         ...
 
+    async def task_session(self, image: ImageRecord, server: str) -> McpSession:
+        """A session of ``image``'s MCP ``server``, its config and header secrets resolved again for
+        the image's tenant (the waits sweeper polls suspended calls' tasks through it). Raises
+        ``McpServerFailed`` for a server the image no longer has or that cannot be reached."""
+        ...
+
 
 __all__ = [
     "FileChange",
     "HttpToolClient",
     "HttpToolResponse",
+    "MCP_TASK_INLINE_S",
     "McpConnector",
     "McpServerFailed",
     "McpSession",
     "McpSessionPool",
+    "McpTaskHandedOff",
+    "McpTaskState",
+    "McpTaskSuspension",
     "ProgressFn",
+    "Sealer",
     "Tool",
     "ToolCatalog",
     "ToolOutput",

@@ -42,6 +42,12 @@ if TYPE_CHECKING:
         interrupt_turn,
         interrupt_turns,
     )
+    from agentvm.turns.mcp_tasks import (
+        cancel_task,
+        follow_task_waits,
+        sealed_name,
+        task_of_wait,
+    )
     from agentvm.turns.orphans import (
         GRACE_MS,
         JobLookup,
@@ -145,7 +151,6 @@ if TYPE_CHECKING:
 
 __all__ = [
     "AfterReplyTasks",
-    "answer_elicitation",
     "CLAIM_STALE_MS",
     "CacheLookup",
     "CancelPoll",
@@ -171,6 +176,7 @@ __all__ = [
     "WatchedTurn",
     "active_turn",
     "answer",
+    "answer_elicitation",
     "answer_from_cache",
     "answer_job",
     "answer_send",
@@ -178,6 +184,7 @@ __all__ = [
     "backoff_ms",
     "cache_lookup",
     "cached_reply",
+    "cancel_task",
     "cancel_turn_waits",
     "charge_storage",
     "check_cron",
@@ -200,8 +207,8 @@ __all__ = [
     "first_question",
     "first_seq_of",
     "fits_the_quota",
+    "follow_task_waits",
     "follow_turn",
-    "look_at_turn",
     "has_no_job",
     "hold_suspended",
     "interrupt_image",
@@ -209,6 +216,7 @@ __all__ = [
     "interrupt_turns",
     "is_withdrawn",
     "latest_tick",
+    "look_at_turn",
     "new_secret",
     "next_tick",
     "normalise_question",
@@ -224,6 +232,7 @@ __all__ = [
     "run_sandbox_job",
     "sandbox_job",
     "schedules_of",
+    "sealed_name",
     "send_message",
     "set_status",
     "set_title",
@@ -231,6 +240,7 @@ __all__ = [
     "suspended_before",
     "sweep_orphans",
     "sweep_waits",
+    "task_of_wait",
     "title_after_turn",
     "token_usage",
     "tokens_since",
@@ -270,6 +280,12 @@ __getattr__, __dir__ = lazy_exports(
             "interrupt_image",
             "interrupt_turn",
             "interrupt_turns",
+        ],
+        "mcp_tasks": [
+            "cancel_task",
+            "follow_task_waits",
+            "sealed_name",
+            "task_of_wait",
         ],
         "orphans": [
             "GRACE_MS",

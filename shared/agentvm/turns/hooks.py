@@ -25,9 +25,10 @@ from agentvm.messages import (
     ToolResultPart,
 )
 from agentvm.observability.tracing import NO_TRACE
-from agentvm.records import JOB_SUFFIX, ToolWait, UsageRecord
+from agentvm.records import JOB_SUFFIX, TASK_SUFFIX, ToolWait, UsageRecord
 from agentvm.security.budgets import BudgetedModelClient
 from agentvm.streaming.frames import message_frame_data
+from agentvm.turns.mcp_tasks import cancel_task, task_of_wait
 from agentvm.turns.suspend import sandbox_job
 from agentvm.turns.waits import wait_event_data
 
@@ -38,7 +39,7 @@ if TYPE_CHECKING:
     from agentvm.llm import ToolCall
     from agentvm.messages import Message
     from agentvm.observability.tracing import TurnTrace, _NoTrace
-    from agentvm.ports import ModelClient
+    from agentvm.ports import McpTaskHandedOff, ModelClient
     from agentvm.records import TurnJob, WaitKind
     from agentvm.runtime import Runtime
     from agentvm.security.budgets import Scope
@@ -199,39 +200,62 @@ class TurnHooks:
             self._emit("assistant_message", stored)
 
     async def tool_waits(
-        self, step: StepOutcome, call: ToolCall, kind: WaitKind, timeout_s: float
+        self,
+        step: StepOutcome,
+        call: ToolCall,
+        kind: WaitKind,
+        timeout_s: float,
+        *,
+        handoff: McpTaskHandedOff | None = None,
     ) -> ToolRun | None:
         rt, job = self.rt, self.job
-        if rt.waits is None or (kind == "sandbox" and rt.sandbox_jobs is None):
-            who = {"approval": "approval", "client": "the client's result", "sandbox": "a sandbox worker"}[
-                kind
-            ]
+        if (
+            rt.waits is None
+            or (kind == "sandbox" and rt.sandbox_jobs is None)
+            or (kind == "mcp_task" and (rt.mcp_tasks is None or handoff is None))
+        ):
+            who = {
+                "approval": "approval",
+                "client": "the client's result",
+                "sandbox": "a sandbox worker",
+                "mcp_task": "its MCP task's end",
+            }[kind]
             note = f"Error: {call.name} needs {who}, and this server cannot suspend a turn to wait for it"
             return ToolRun(ToolResult(call.id, call.name, note, is_error=True), "error", 0.0)
         now = rt.clock.now_ms()
         deadline = now + int(timeout_s * 1000)
+        key = call.id + (JOB_SUFFIX if kind == "sandbox" else TASK_SUFFIX if kind == "mcp_task" else "")
+        task = None
+        if handoff is not None:
+            assert rt.mcp_tasks is not None
+            task = task_of_wait(rt.mcp_tasks, job, key, handoff, now)
         wait = ToolWait(
             tenantId=job.tenantId,
             containerId=job.containerId,
             imageId=job.imageId,
             sessionId=job.sessionId,
             turnId=job.turnId,
-            toolCallId=call.id + JOB_SUFFIX if kind == "sandbox" else call.id,
+            toolCallId=key,
             toolName=call.name,
             input=call.input,
             kind=kind,
             createdAt=now,
             deadlineAt=deadline,
-            checkAt=deadline,
+            # an MCP task's wait is looked at by the sweeper at each poll (turns/mcp_tasks.py)
+            checkAt=deadline if task is None else min(deadline, int(task["pollAt"])),
             # its continuation: a v2 message.send was answered when the turn suspended
             job=job.model_copy(update={"resume": None, "rpcConnectionId": None, "rpcId": None}),
+            task=task,
         )
         if not await rt.waits.put_wait(wait):  # a redelivered attempt: the first one recorded it
             wait = await rt.waits.get_wait(job.turnId, wait.toolCallId) or wait
-        if kind == "sandbox":
-            for key in self._wait_keys.get(call.id, set()) - {wait.toolCallId}:
-                await rt.waits.consume(job.turnId, key)  # its approval is used: the job answers now
+        if kind in ("sandbox", "mcp_task"):
+            for other in self._wait_keys.get(call.id, set()) - {wait.toolCallId}:
+                await rt.waits.consume(job.turnId, other)  # its approval is used: the job answers now
         self.remember(wait)
+        if kind == "mcp_task":
+            log.info("turn suspends on an MCP task", extra={"turn_id": job.turnId, "tool": call.name})
+            return None
         if kind == "sandbox":
             assert rt.sandbox_jobs is not None
             if wait.status == "pending":  # (again, if a redelivery finds it pending: idempotent)
@@ -266,6 +290,9 @@ class TurnHooks:
         if self.rt.waits is not None:
             for key in self._wait_keys.get(result.call_id, ()):
                 await self.rt.waits.consume(self.job.turnId, key)
+            waited = self.waits.get(result.call_id)
+            if waited is not None and waited.kind == "mcp_task" and waited.status == "pending":
+                await cancel_task(self.rt, waited)  # answered without its task (interrupted): stop it
         for kind in (
             "tool_result",
             "tool_result_message",

@@ -17,6 +17,7 @@ from agentvm.agent.history import open_step, pending_user_ids, tool_result_of
 from agentvm.agent.loop import PendingStep
 from agentvm.llm import ToolCall
 from agentvm.records import SandboxJob, turn_id_for
+from agentvm.turns.mcp_tasks import cancel_task
 from agentvm.turns.waits import resolution_of
 
 if TYPE_CHECKING:
@@ -111,6 +112,8 @@ async def _resolutions(
             timed_out = await rt.waits.decide(
                 wait.turnId, wait.toolCallId, {"status": "timed_out", "decidedAt": now}
             )
+            if timed_out is not None:
+                await cancel_task(rt, timed_out)  # an MCP task's: tasks/cancel (no-op for other kinds)
             wait = timed_out or await rt.waits.get_wait(wait.turnId, wait.toolCallId) or wait
         remember(wait)
         out[wait.callId] = resolution_of(wait)

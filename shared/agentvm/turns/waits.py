@@ -11,7 +11,9 @@ loop goes on from the stored step, on either host, after any restart.
 
 ``sweep`` runs every few seconds (locally in the server; on AWS a scheduled function): a pending
 wait past its deadline is answered ``timed_out``; a decided wait not consumed ``RETRY_MS`` after
-its decision has its continuation enqueued again (the first enqueue was lost). Enqueuing twice is
+its decision has its continuation enqueued again (the first enqueue was lost). A pending wait on an
+MCP task (AWS) is due at each of its polls: the sweep asks the server how the task is
+(``turns/mcp_tasks.py``). Enqueuing twice is
 harmless: the queue drops the same job key, and a continuation that finds nothing to do exits.
 """
 
@@ -25,6 +27,7 @@ from agentvm.agent.tools.toolbox import ToolRun, capped
 from agentvm.errors import AlreadyAnswered, BadRequest, NotFound
 from agentvm.llm import ToolResult
 from agentvm.ports import FileChange
+from agentvm.turns.mcp_tasks import cancel_task, follow_task_waits
 
 if TYPE_CHECKING:
     from collections.abc import Mapping
@@ -61,6 +64,7 @@ def resolution_of(wait: ToolWait) -> Resolution:
             "client": f"Error: no result from the client within {waited:g} s",
             "approval": f"Error: no approval within {waited:g} s; the call was not run",
             "sandbox": f"Error: the sandbox job did not finish within {waited:g} s",
+            "mcp_task": f"Error: {name} timed out after {waited:g} s (its MCP task was cancelled)",
         }[wait.kind]
         return Resolution("result", ToolRun(ToolResult(call_id, name, text, is_error=True), "timeout", 0.0))
     note = INTERRUPTED_RESULT if not wait.reason else f"Error: cancelled: {wait.reason}"
@@ -137,6 +141,8 @@ async def answer(
     caller's, of the right kind, and still pending."""
     wait = await find_wait(rt, tenant_id, turn_id, call_id)
     if wait.kind != kind:
+        if wait.kind in ("sandbox", "mcp_task"):
+            raise BadRequest(f"{call_id} is running ({wait.kind}): its result comes from the tool itself")
         if wait.kind == "client":
             raise BadRequest(f"{call_id} is a client-side tool call: send its result (tool_result_request)")
         raise BadRequest(f"{call_id} waits for approval, not for a result (tool_approval_request)")
@@ -156,8 +162,10 @@ async def cancel_turn_waits(rt: Runtime, turn_id: str, reason: str) -> bool:
         return False
     cancelled = False
     for wait in await rt.waits.turn_waits(turn_id):
-        if wait.status == "pending" and not wait.consumed:
-            cancelled = await decide(rt, wait, "cancelled", reason=reason) is not None or cancelled
+        pending = wait.status == "pending" and not wait.consumed
+        if pending and await decide(rt, wait, "cancelled", reason=reason) is not None:
+            cancelled = True
+            await cancel_task(rt, wait)  # an MCP task's: tasks/cancel (nothing for other kinds)
     return cancelled
 
 
@@ -168,8 +176,12 @@ async def sweep_waits(rt: Runtime, *, limit: int = 100) -> int:
         return 0
     now = rt.clock.now_ms()
     acted = 0
+    tasks: list[ToolWait] = []  # pending waits on MCP tasks: polled below, a session per server
     for wait in await rt.waits.due_waits(now, limit):
         try:
+            if wait.status == "pending" and wait.kind == "mcp_task" and wait.task is not None:
+                tasks.append(wait)
+                continue
             if wait.status == "pending":
                 if wait.deadlineAt > now:  # rescheduled early: look again at the deadline
                     await rt.waits.reschedule(wait, wait.deadlineAt)
@@ -183,7 +195,7 @@ async def sweep_waits(rt: Runtime, *, limit: int = 100) -> int:
             acted += 1
         except Exception as exc:
             log.warning("sweeping a wait failed", extra={"turn_id": wait.turnId, "error": type(exc).__name__})
-    return acted
+    return acted + await follow_task_waits(rt, tasks, decide)
 
 
 __all__ = [

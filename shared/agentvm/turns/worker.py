@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from agentvm.agent.tools.elicitation import ElicitationScope
     from agentvm.agent.tools.toolbox import Toolbox
     from agentvm.events import Json
-    from agentvm.ports import Tool
+    from agentvm.ports import McpTaskSuspension, Tool
     from agentvm.records import ImageRecord, TurnJob, TurnStatus
     from agentvm.runtime import Runtime
 
@@ -313,6 +313,8 @@ async def _run(
         toolbox.reports.attach(hooks.sink.emit)
         if rt.elicitations is not None and image.mcpServers:  # their questions, to the session's clients
             toolbox.elicitation = _elicitation_scope(rt, job, image)
+        if rt.mcp_tasks is not None and rt.waits is not None and image.mcpServers:
+            toolbox.task_inline_s = _inline_follow(rt, rt.mcp_tasks)  # then the turn suspends on the task
     hooks.trace = start_turn(
         job, agent_name=image.name or "", model_ref=model_ref, max_tokens=rt.turns.max_output_tokens
     )
@@ -397,6 +399,23 @@ def _persisted(rt: Runtime, job: TurnJob) -> Json:
         now_ms=rt.clock.now_ms(),
         context=context_for(job),
     )
+
+
+_HANDOFF_MARGIN_S = 5.0  # a task is handed off this long before the turn's deadline at the latest
+
+
+def _inline_follow(rt: Runtime, suspension: McpTaskSuspension) -> Callable[[], float]:
+    """How long a call may follow its MCP task now (``turns/mcp_tasks.py``): the host's bound
+    (``AVM_MCP_TASK_INLINE_S``, the invocation's time left), and never past the turn's own deadline:
+    a turn cut by its deadline would cancel the task instead of waiting for it."""
+    if not rt.turns.turn_deadline_s:
+        return suspension.follow_for_s
+    ends = rt.clock.monotonic() + rt.turns.turn_deadline_s - _HANDOFF_MARGIN_S
+
+    def follow_for_s() -> float:
+        return max(0.0, min(suspension.follow_for_s(), ends - rt.clock.monotonic()))
+
+    return follow_for_s
 
 
 __all__ = ["process_turn", "prompt_cache_key"]

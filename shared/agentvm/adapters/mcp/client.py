@@ -30,7 +30,9 @@ question may be shown against the wrong one of them). No call to answer it, or a
 server that declares task support; 2026-07-28: any call, at the server's choice, since the session
 declares the ``io.modelcontextprotocol/tasks`` extension) is followed to its end by
 ``adapters.mcp.tasks``: its status messages are the call's progress, and a call cancelled while its
-task runs sends ``tasks/cancel``.
+task runs sends ``tasks/cancel``. Where the call allows (``ports.MCP_TASK_INLINE_S``: a host that
+suspends turns on tasks), a 2026-07-28 task still working after that long ends the call with
+``McpTaskHandedOff``; ``get_task`` and ``cancel_task`` are how the waits sweeper follows it then.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ from agentvm.ports import ElicitationRequest, McpServerFailed, ToolOutput
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from agentvm.ports import ElicitFn, ProgressFn
+    from agentvm.ports import ElicitFn, McpTaskState, ProgressFn
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -164,6 +166,22 @@ class SdkMcpSession:
             _CALL_ELICITOR.reset(token)
             self._elicitors.remove(on_elicit)
         return _output(result)
+
+    async def get_task(self, task_id: str) -> McpTaskState:
+        """One ``tasks/get`` of a 2026-07-28 task (a suspended call's, polled by the waits sweeper)."""
+        from agentvm.adapters.mcp import tasks
+
+        client = await self._connected("call")
+        call = tasks.get_task_2026(client.session, task_id, to_output=_output)
+        state: McpTaskState = await self._guard(call, "tasks/get", "call")
+        return state
+
+    async def cancel_task(self, task_id: str) -> None:
+        """``tasks/cancel`` of a 2026-07-28 task."""
+        from agentvm.adapters.mcp import tasks
+
+        client = await self._connected("call")
+        await self._guard(tasks.cancel_task_2026(client.session, task_id), "tasks/cancel", "call")
 
     @staticmethod
     def _tasks_extension_spoken(client: Any) -> bool:

@@ -41,7 +41,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from agentvm.llm import ToolSpec
-    from agentvm.ports import ElicitFn, ProgressFn, ToolOutput
+    from agentvm.ports import ElicitFn, McpTaskState, ProgressFn, ToolOutput
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -308,6 +308,15 @@ class McpLease:
         return await self._use(
             entry, lambda s: s.call_tool(name, arguments, on_progress=on_progress, on_elicit=on_elicit)
         )
+
+    async def get_task(self, task_id: str) -> McpTaskState:
+        entry = await self._held()
+        state: McpTaskState = await self._use(entry, lambda s: s.get_task(task_id))
+        return state
+
+    async def cancel_task(self, task_id: str) -> None:
+        entry = await self._held()
+        await self._use(entry, lambda s: s.cancel_task(task_id))
 
     async def aclose(self) -> None:
         entry, self._entry = self._entry, None

@@ -35,10 +35,12 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import Request, RequestParams, Result
 
+from agentvm.ports import MCP_TASK_INLINE_S, McpTaskHandedOff, McpTaskState
+
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from agentvm.ports import ProgressFn
+    from agentvm.ports import ProgressFn, ToolOutput
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -127,7 +129,7 @@ class TaskFollower:
         self.task_id = task_id
         self._on_progress = on_progress
         self._seen: tuple[str, str | None] | None = None
-        self._reports = 0
+        self.reports = 0
         self.status = "working"
         self.message: str | None = None
         self.poll_s = DEFAULT_POLL_S
@@ -140,10 +142,10 @@ class TaskFollower:
             return
         repeated = self._seen is not None and message == self._seen[1]  # a new status, the old message
         self._seen = (status, message)
-        self._reports += 1
+        self.reports += 1
         if self._on_progress is not None:
             self._on_progress(
-                float(self._reports), None, f"task {status}" if repeated or not message else message
+                float(self.reports), None, f"task {status}" if repeated or not message else message
             )
 
     @property
@@ -239,13 +241,18 @@ async def follow_task_2026(
     *,
     on_progress: ProgressFn | None,
     elicit: Callable[[Any, Any], Awaitable[Any]] | None = None,
+    inline_s: float | None = None,
 ) -> Any:
     """A 2026-07-28 task (``resultType: "task"``) polled with ``tasks/get`` until it ends; returns the
     ``CallToolResult`` it carries. ``failed`` and ``cancelled`` raise ``TaskEnded``. While it is
     ``input_required``, each question (``elicitation/create`` in ``inputRequests``, each key once) is
     answered through ``elicit`` and the answers sent with ``tasks/update``; other requests (sampling,
-    roots: not declared) are left unanswered."""
+    roots: not declared) are left unanswered.
+
+    ``inline_s`` (a host that suspends turns on tasks: AWS): a task still ``working`` after that long
+    raises ``McpTaskHandedOff`` instead (not cancelled: the waits sweeper follows it from there)."""
     follower = TaskFollower(created.task_id, on_progress)
+    hand_off_at = None if inline_s is None else asyncio.get_running_loop().time() + inline_s
     answered: set[str] = set()
     follower.saw(created.status, created.status_message, created.poll_interval_ms)
 
@@ -281,7 +288,37 @@ async def follow_task_2026(
                     update = _UpdateTaskParams(task_id=created.task_id, input_responses=responses)
                     await session.send_request(_UpdateTask(params=update), types.EmptyResult)
                     continue
+            loop_time = asyncio.get_running_loop().time()
+            if got.status == "working" and hand_off_at is not None and loop_time >= hand_off_at:
+                raise McpTaskHandedOff(
+                    created.task_id,
+                    poll_ms=got.poll_interval_ms,
+                    message=follower.message,
+                    reports=follower.reports,
+                )
             await asyncio.sleep(follower.poll_s)
+
+
+async def get_task_2026(
+    session: Any, task_id: str, *, to_output: Callable[[Any], ToolOutput]
+) -> McpTaskState:
+    """One ``tasks/get`` of a 2026-07-28 task, on the SDK's ``ClientSession``; a completed task's
+    ``CallToolResult`` made the tool's output by ``to_output``."""
+    got = await session.send_request(_GetTask(params=_TaskIdParams(task_id=task_id)), _DetailedTask)
+    state = McpTaskState(got.status, got.status_message, got.poll_interval_ms)
+    if got.status == "completed":
+        result = types.CallToolResult.model_validate(got.result or {})
+        return McpTaskState(got.status, got.status_message, got.poll_interval_ms, output=to_output(result))
+    if got.status == "failed":
+        error = got.error or {}
+        message = str(error.get("message") or got.status_message or "the task failed")
+        return McpTaskState(got.status, got.status_message, got.poll_interval_ms, error=message)
+    return state
+
+
+async def cancel_task_2026(session: Any, task_id: str) -> None:
+    """``tasks/cancel`` of a 2026-07-28 task, on the SDK's ``ClientSession``."""
+    await session.send_request(_CancelTask(params=_TaskIdParams(task_id=task_id)), types.EmptyResult)
 
 
 async def _answer(request: dict[str, Any], elicit: Callable[[Any, Any], Awaitable[Any]] | None) -> Any:
@@ -305,6 +342,8 @@ async def _cancelled_on_exit(follower: TaskFollower, cancel: Callable[[], Awaita
     on the server first, within ``CANCEL_TIMEOUT_S``."""
     try:
         yield
+    except McpTaskHandedOff:
+        raise  # followed from elsewhere now (the turn suspends on it): the task goes on
     except BaseException:
         if not follower.ended:
             try:
@@ -322,7 +361,11 @@ def tasks_extension() -> Any:
 
     async def resolve(created: _CreatedTask, context: ClaimContext) -> Any:
         return await follow_task_2026(
-            context.session, created, on_progress=CALL_PROGRESS.get(), elicit=CALL_ELICIT.get()
+            context.session,
+            created,
+            on_progress=CALL_PROGRESS.get(),
+            elicit=CALL_ELICIT.get(),
+            inline_s=MCP_TASK_INLINE_S.get(),
         )
 
     class TasksExtension(ClientExtension):
@@ -341,7 +384,9 @@ __all__ = [
     "TaskEnded",
     "TaskFollower",
     "call_tool_as_task_2025",
+    "cancel_task_2026",
     "follow_task_2026",
+    "get_task_2026",
     "supports_tasks",
     "tasks_extension",
 ]

@@ -325,6 +325,16 @@ class ToolSources:
             reports=reports,
         )
 
+    async def task_session(self, image: ImageRecord, server: str) -> McpSession:
+        """A session of ``image``'s MCP ``server``, its config and header secrets resolved again for
+        the image's tenant: the waits sweeper follows a suspended call's task through it
+        (``turns/mcp_tasks.py``). The caller closes it."""
+        servers = parse_mcp_servers(image.mcpServers or {}, allow_stdio=self.allow_stdio)
+        if self.mcp is None or server not in servers:
+            raise McpServerFailed(server, "call", "is no longer one of the image's servers")
+        secrets = tenant_secrets(self.secrets, image.tenantId)
+        return await TurnMcpSessions(self.mcp, servers, secrets, self.allow_private_networks).get(server)
+
     async def _catalog(
         self,
         store: Store,

@@ -8,7 +8,9 @@ so the caller can stop a running tool.
 
 Some calls are not run here at all: a client-side tool's and one that needs a person's approval
 (``Toolbox.wait_for``). The turn suspends on them (``agent.waits``) and goes on once they are
-answered.
+answered. And a call may become a wait while it runs: with ``task_inline_s`` set (a host that
+suspends turns on MCP tasks), an MCP call whose 2026-07-28 task still works after that long comes
+back as a run whose ``handoff`` holds the task (``ports.McpTaskHandedOff``): the turn waits for it.
 """
 
 from __future__ import annotations
@@ -33,7 +35,7 @@ from agentvm.agent.tools.reports import (
     set_current_progress,
 )
 from agentvm.llm import ToolResult, blocks_text
-from agentvm.ports import FileChange, ToolOutput
+from agentvm.ports import MCP_TASK_INLINE_S, FileChange, McpTaskHandedOff, ToolOutput
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable, Sequence
@@ -54,11 +56,12 @@ class ToolRun:
     """The outcome of one call: the result for the model, and how it went (for events and metrics)."""
 
     result: ToolResult
-    status: str  # "ok" | "error" | "timeout" | "invalid_input" | "unknown_tool" | "denied"
+    status: str  # "ok" | "error" | "timeout" | "invalid_input" | "unknown_tool" | "denied" | "suspended"
     duration_s: float
     reason: str | None = None  # a denial's reason, as the person gave it
     files: tuple[FileChange, ...] = ()  # workspace files a sandbox tool changed
     structured: Any = None  # a JSON value the tool returned beside its content (MCP structuredContent)
+    handoff: McpTaskHandedOff | None = None  # status "suspended": its MCP task runs on; the turn waits
 
 
 class ClientTool:
@@ -107,6 +110,9 @@ class Toolbox:
         # who answers an MCP server's questions during a call (elicitation.py; the worker sets it).
         # None: every question is declined at once.
         self.elicitation: ElicitationScope | None = None
+        # how long a call follows its MCP task before the turn suspends on it (the worker sets it
+        # where turns suspend on tasks). None: every task is followed to its end in the call.
+        self.task_inline_s: Callable[[], float] | None = None
 
     def add(self, tools: Sequence[Tool]) -> None:
         """More tools (a name already taken keeps its first tool)."""
@@ -169,6 +175,8 @@ class Toolbox:
         if self.elicitation is not None:
             asking = CallElicitation(self.elicitation, self.reports, call.id, call.name)
         asking_token = set_current_elicitation(asking)
+        inline_token = MCP_TASK_INLINE_S.set(None if self.task_inline_s is None else self.task_inline_s())
+        limit: asyncio.Timeout | None = None
         try:
             async with asyncio.timeout(timeout) as limit:  # paused while a user answers a question
                 if asking is not None:
@@ -176,6 +184,12 @@ class Toolbox:
                 output: ToolOutput = await tool.call(call.input)
         except TimeoutError:
             return done(f"Error: {call.name} timed out after {timeout:g} s", "timeout")
+        except McpTaskHandedOff as handoff:
+            # its task runs on: the turn waits for it, for what is left of the call's deadline
+            handoff.server = str(getattr(tool, "server", ""))
+            ends = limit.when() if limit is not None else None  # moved on by the questions' pauses
+            handoff.remaining_s = max(0.0, (ends or started + timeout) - loop.time())
+            return replace(done("", "suspended"), handoff=handoff)
         except asyncio.CancelledError:
             raise
         except Exception as exc:
@@ -183,6 +197,7 @@ class Toolbox:
             message = str(exc)[:_MAX_ERROR_CHARS] or type(exc).__name__
             return done(f"Error: {call.name} failed: {message}", "error")
         finally:
+            MCP_TASK_INLINE_S.reset(inline_token)
             reset_current_progress(token)
             reset_current_elicitation(asking_token)
             if asking is not None:
