@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Ids,
         KnowledgeIndex,
         LogStore,
+        McpOAuthAccess,
         McpOAuthRecords,
         MemoryLimits,
         MemoryStore,
@@ -280,6 +281,16 @@ class Runtime:
     webhooks: Webhooks | None = None
     # Webhook URLs may reach loopback and private addresses (AVM_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: dev, tests)
     webhooks_allow_private: bool = False
+
+    def mcp_oauth_access(self) -> McpOAuthAccess | None:
+        """The OAuth records of remote MCP servers with the sealer that opens them (the config
+        centre's); None when this host keeps no such records or seals no secrets."""
+        from agentvm.ports.mcp_oauth import McpOAuthAccess
+
+        sealer = self.config.sealer if self.config is not None else None
+        if self.mcp_oauth is None or sealer is None:
+            return None
+        return McpOAuthAccess(self.mcp_oauth, sealer)
 
 
 __all__ = [

@@ -16,7 +16,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``elicitations``: ``Elicitations``, ``ElicitationStore`` (MCP servers' questions to users);
-- ``mcp_oauth``: ``McpOAuthRecords`` (sealed OAuth records of remote MCP servers);
+- ``mcp_oauth``: ``McpOAuthRecords`` (sealed OAuth records of remote MCP servers), ``McpOAuthAuth``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
 - ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
 - ``centres``: the config and resource centres' stores and faces;
@@ -24,7 +24,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``clock``: ``Clock``, ``Ids``.
 """
 
-from agentvm.ports.centres import ConfigLayers, ConfigStore, ResourceRegistry, ResourceStore
+from agentvm.ports.centres import ConfigLayers, ConfigStore, ResourceRegistry, ResourceStore, Sealer
 from agentvm.ports.clock import Clock, Ids
 from agentvm.ports.connections import (
     PROTOCOL_V1,
@@ -57,7 +57,7 @@ from agentvm.ports.knowledge import (
     KnowledgeLimits,
     vector_dimensions,
 )
-from agentvm.ports.mcp_oauth import McpOAuthRecords
+from agentvm.ports.mcp_oauth import McpOAuthAccess, McpOAuthAuth, McpOAuthRecords
 from agentvm.ports.memory import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ITEMS,
@@ -200,6 +200,8 @@ __all__ = [
     "MAX_TOPIC_CHARS",
     "MEMORY_SOURCES",
     "McpConnector",
+    "McpOAuthAccess",
+    "McpOAuthAuth",
     "McpOAuthRecords",
     "McpServerFailed",
     "McpSession",
@@ -232,6 +234,7 @@ __all__ = [
     "SandboxLimits",
     "SandboxRun",
     "Schedules",
+    "Sealer",
     "SearchPage",
     "SearchPosition",
     "SearchTerm",

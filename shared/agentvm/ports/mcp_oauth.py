@@ -16,7 +16,11 @@ Two kinds of record live here:
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
+
+if TYPE_CHECKING:
+    from agentvm.ports.centres import Sealer
 
 
 class McpOAuthRecords(Protocol):
@@ -47,4 +51,23 @@ class McpOAuthRecords(Protocol):
         ...
 
 
-__all__ = ["McpOAuthRecords"]
+@dataclass(frozen=True, slots=True)
+class McpOAuthAccess:
+    """What a turn needs to reach its tenant's OAuth-protected MCP servers: the records and the
+    sealer (the config centre's) that opens them."""
+
+    records: McpOAuthRecords
+    sealer: Sealer
+
+
+class McpOAuthAuth(Protocol):
+    """Turns a tenant's stored OAuth records into the HTTP auth of a remote MCP server's session
+    (``adapters.mcp.oauth.StoredOAuth``)."""
+
+    async def http_auth(self, access: McpOAuthAccess, tenant_id: str, server_url: str) -> Any | None:
+        """An ``httpx.Auth`` that attaches (and refreshes, writing back) the tenant's tokens for the
+        server; None when the tenant has not authorized it (no tokens stored)."""
+        ...
+
+
+__all__ = ["McpOAuthAccess", "McpOAuthAuth", "McpOAuthRecords"]

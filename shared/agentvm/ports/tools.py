@@ -11,6 +11,7 @@ if TYPE_CHECKING:
 
     from agentvm.llm import ToolBlock, ToolSpec
     from agentvm.ports.elicitations import ElicitFn
+    from agentvm.ports.mcp_oauth import McpOAuthAccess
     from agentvm.ports.security import StorageAccount
     from agentvm.ports.store import Store
     from agentvm.records import ImageRecord
@@ -111,7 +112,9 @@ class McpConnector(Protocol):
     the session connects on first use, so a turn that calls no MCP tool never connects.
     """
 
-    def session(self, server: str, config: Mapping[str, Any]) -> McpSession: ...
+    def session(self, server: str, config: Mapping[str, Any], *, http_auth: Any = None) -> McpSession:
+        """``http_auth``: an ``httpx.Auth`` for a remote server (its OAuth, ``ports.McpOAuthAuth``)."""
+        ...
 
 
 class McpSessionPool(Protocol):
@@ -122,7 +125,12 @@ class McpSessionPool(Protocol):
     ``aclose`` hands the session back to the pool instead of closing it.
     """
 
-    def lease(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> McpSession: ...
+    def lease(
+        self, tenant: str, container: str, server: str, config: Mapping[str, Any], *, http_auth: Any = None
+    ) -> McpSession:
+        """``http_auth``: as ``McpConnector.session``'s, used when the lease opens a new session."""
+        ...
+
     def tools_changed(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> bool:
         """The server said its tools changed (``notifications/tools/list_changed``) since the last
         listing through this pool."""
@@ -162,9 +170,15 @@ class ToolCatalog(Protocol):
     allow_stdio: bool
 
     async def toolbox(
-        self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
+        self,
+        store: Store,
+        image: ImageRecord,
+        *,
+        storage: StorageAccount | None = None,
+        mcp_oauth: McpOAuthAccess | None = None,
     ) -> Any:
-        """The turn's ``agent.tools.Toolbox`` for ``image`` (``storage``: the workspace's byte account)."""
+        """The turn's ``agent.tools.Toolbox`` for ``image`` (``storage``: the workspace's byte account;
+        ``mcp_oauth``: the host's OAuth records of remote MCP servers)."""
         ...
 
 
