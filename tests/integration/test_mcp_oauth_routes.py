@@ -174,7 +174,7 @@ async def test_forgetting_the_connection_makes_the_server_need_authorization_aga
     assert landed.status_code == 200
     async with _http(harness, "tenant-a") as http:
         forgotten = await http.delete("/v1/mcp/oauth/connections", params={"server_url": url})
-        assert forgotten.status_code == 204
+        assert forgotten.json() == {"connected": False, "expires_at": None}
         status = await http.get("/v1/mcp/oauth/connections", params={"server_url": url})
     assert status.json() == {"connected": False, "expires_at": None}
     assert not [k for k in records.rows if not k.startswith("mcp-oauth-pending/")]

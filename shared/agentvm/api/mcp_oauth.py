@@ -114,15 +114,25 @@ async def connection_status(
     return {"connected": found.connected, "expires_at": found.expires_at}
 
 
-@router.delete("/connections", status_code=204, responses=error_responses(400))
-async def forget_connection(runtime: RuntimeDep, caller: Caller, server_url: str = SERVER_URL) -> None:
+@router.delete(
+    "/connections",
+    response_model=None,
+    responses={
+        **ok(200, ConnectionStatus, {"connected": False, "expires_at": None}, "forgotten"),
+        **error_responses(400),
+    },
+)
+async def forget_connection(
+    runtime: RuntimeDep, caller: Caller, server_url: str = SERVER_URL
+) -> dict[str, Any]:
     """Forget the tenant's tokens for the server (a turn reports it needs authorization again)."""
     from agentvm.adapters.mcp.oauth_flow import forget
 
     await forget(_access(runtime), admin(caller).tenant_id, server_url)
+    return {"connected": False, "expires_at": None}
 
 
-@callback.get("/callback", response_class=HTMLResponse, include_in_schema=True)
+@callback.get("/callback", response_class=HTMLResponse, include_in_schema=False)  # a page, not an API
 async def finish(
     runtime: RuntimeDep,
     state: str = Query(default="", max_length=256),
