@@ -97,6 +97,9 @@ def test_deleting_a_tenant_revokes_its_keys_and_keeps_its_conversations_marked(s
     prompt = {"kind": "prompt", "name": "p", "spec": {"template": "x"}}
     assert stack.http("POST", "/v1/resources", acme, prompt)[0] == 201
     stack.http("POST", "/v1/tenants", platform, {"name": "Acme", "tenantId": "acme"})
+    rt = stack.runtimes["http_api"]
+    for tenant in ("acme", "globex"):  # sealed OAuth tokens of a remote MCP server
+        run_sync(rt.mcp_oauth.put(tenant, f"tokens:{tenant}", "sealed"))
 
     status, gone = stack.http("DELETE", "/v1/tenants/acme", platform)
     assert status == 200
@@ -120,8 +123,9 @@ def test_deleting_a_tenant_revokes_its_keys_and_keeps_its_conversations_marked(s
     status, reused = stack.http("POST", "/v1/tenants", platform, {"name": "Acme", "tenantId": "acme"})
     assert status == 409
 
-    rt = stack.runtimes["http_api"]
     assert run_sync(rt.resources.store.list_heads("acme")) == []
+    assert run_sync(rt.mcp_oauth.get("acme", "tokens:acme")) is None  # a Query of gsi1, no scan
+    assert run_sync(rt.mcp_oauth.get("globex", "tokens:globex")) == "sealed"
     assert run_sync(rt.budgets.store.get_budget("acme", "user-alice")) is None
     [kept] = run_sync(rt.store.list_images("acme"))  # unreachable: no key of acme works
     assert run_sync(rt.store.list_messages(kept.sessionId))

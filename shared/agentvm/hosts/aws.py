@@ -152,6 +152,10 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
 
     # /v1/schedules on the HTTP API; functions/schedule_sweeper fires them (docs/schedules.md)
     runtime.schedules = DynamoDbSchedules(settings.table_name)
+    from agentvm.adapters.aws.dynamodb.mcp_oauth import DynamoDbMcpOAuthRecords
+
+    # tenants' sealed OAuth tokens of remote MCP servers; a browser flow ends in any function
+    runtime.mcp_oauth = DynamoDbMcpOAuthRecords(settings.table_name)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre is given no sealer, so it refuses secrets.

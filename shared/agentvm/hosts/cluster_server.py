@@ -169,6 +169,10 @@ def cluster_runtime(settings: Settings, node: ClusterNode) -> LocalHost:
         memory=memory,
         stored_workspaces=stored_workspaces,
     )
+    from agentvm.adapters.postgres.mcp_oauth import PostgresMcpOAuthRecords
+
+    # tenants' sealed OAuth tokens of remote MCP servers; a browser flow ends on any node
+    runtime.mcp_oauth = PostgresMcpOAuthRecords(db)
     configure_tracing(settings)
     if settings.log_store_max_bytes > 0:  # /v1/logs: every node's lines in one table
         from agentvm.adapters.postgres.logs import PostgresLogStore

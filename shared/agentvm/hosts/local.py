@@ -168,6 +168,10 @@ def local_runtime(settings: Settings) -> LocalHost:
     runtime.tenant_purge = LocalTenantPurge(
         store, settings.data_dir / "workspaces", replies=runtime.replies, memory=memory
     )
+    from agentvm.adapters.local.sqlite.mcp_oauth import SqliteMcpOAuthRecords
+
+    # tenants' sealed OAuth tokens of remote MCP servers, and their pending browser authorizations
+    runtime.mcp_oauth = SqliteMcpOAuthRecords(settings.data_dir / "agentvm.db")
     from agentvm.adapters.local.prometheus_metrics import PrometheusMetrics
 
     runtime.metrics = PrometheusMetrics(

@@ -57,7 +57,14 @@ from agentvm.ports.knowledge import (
     KnowledgeLimits,
     vector_dimensions,
 )
-from agentvm.ports.mcp_oauth import McpOAuthAccess, McpOAuthAuth, McpOAuthRecords
+from agentvm.ports.mcp_oauth import (
+    MCP_OAUTH_MAX_KEY_CHARS,
+    MCP_OAUTH_MAX_VALUE_BYTES,
+    McpOAuthAccess,
+    McpOAuthAuth,
+    McpOAuthRecords,
+    check_mcp_oauth_record,
+)
 from agentvm.ports.memory import (
     DEFAULT_MAX_BYTES,
     DEFAULT_MAX_ITEMS,
@@ -198,6 +205,8 @@ __all__ = [
     "MAX_REPLY_TTL_S",
     "MAX_TEXT_CHARS",
     "MAX_TOPIC_CHARS",
+    "MCP_OAUTH_MAX_KEY_CHARS",
+    "MCP_OAUTH_MAX_VALUE_BYTES",
     "MEMORY_SOURCES",
     "McpConnector",
     "McpOAuthAccess",
@@ -262,6 +271,7 @@ __all__ = [
     "WorkspaceEntry",
     "WorkspaceQuota",
     "WorkspaceScan",
+    "check_mcp_oauth_record",
     "check_memory_room",
     "container_scope",
     "image_scope",

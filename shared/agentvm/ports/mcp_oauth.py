@@ -19,8 +19,13 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
+from agentvm.errors import BadRequest
+
 if TYPE_CHECKING:
     from agentvm.ports.centres import Sealer
+
+MCP_OAUTH_MAX_KEY_CHARS = 200
+MCP_OAUTH_MAX_VALUE_BYTES = 16 * 1024  # of the sealed value, UTF-8
 
 
 class McpOAuthRecords(Protocol):
@@ -70,4 +75,20 @@ class McpOAuthAuth(Protocol):
         ...
 
 
-__all__ = ["McpOAuthAccess", "McpOAuthAuth", "McpOAuthRecords"]
+def check_mcp_oauth_record(key: str, value: str) -> None:
+    """``BadRequest`` unless ``key`` (1 to ``MCP_OAUTH_MAX_KEY_CHARS`` characters) and ``value``
+    (at most ``MCP_OAUTH_MAX_VALUE_BYTES`` bytes) are within the limits every store keeps."""
+    if not key or len(key) > MCP_OAUTH_MAX_KEY_CHARS:
+        raise BadRequest(f"an MCP OAuth record's key has 1 to {MCP_OAUTH_MAX_KEY_CHARS} characters")
+    if len(value.encode()) > MCP_OAUTH_MAX_VALUE_BYTES:
+        raise BadRequest(f"an MCP OAuth record's value is at most {MCP_OAUTH_MAX_VALUE_BYTES} bytes")
+
+
+__all__ = [
+    "MCP_OAUTH_MAX_KEY_CHARS",
+    "MCP_OAUTH_MAX_VALUE_BYTES",
+    "McpOAuthAccess",
+    "McpOAuthAuth",
+    "McpOAuthRecords",
+    "check_mcp_oauth_record",
+]

@@ -12,11 +12,12 @@ tenant ``deleting``, and deleting it again finishes the job):
 3. its budgets (the tenant's and its containers') are deleted;
 4. its resources (every version, head and dependency edge) are deleted;
 5. its settings in the config centre are removed (audited);
-6. the tool calls its suspended turns wait on are cancelled (no continuation is queued);
-7. its conversations are purged where the host can do that cheaply (``TenantPurge``: the local
+6. its OAuth records of remote MCP servers (sealed tokens, pending authorizations) are deleted;
+7. the tool calls its suspended turns wait on are cancelled (no continuation is queued);
+8. its conversations are purged where the host can do that cheaply (``TenantPurge``: the local
    host); elsewhere (AWS) they are kept, unreachable, and the tombstone says so (no ``purgedAt``);
-8. its keys are revoked once more (one made while the deletion ran);
-9. the record is marked ``deleted``: a tombstone, so the id is never registered again.
+9. its keys are revoked once more (one made while the deletion ran);
+10. the record is marked ``deleted``: a tombstone, so the id is never registered again.
 
 Usage records are kept on every host: they are what the tenant is billed for.
 """
@@ -147,6 +148,8 @@ async def delete(runtime: Runtime, tenant_id: str, *, by: str | None) -> dict[st
     resources = runtime.resources
     done["deletedResourceVersions"] = 0 if resources is None else await resources.delete_tenant(tenant_id)
     done["removedSettings"] = await _remove_settings(runtime, tenant_id, by)
+    if runtime.mcp_oauth is not None:
+        await runtime.mcp_oauth.delete_tenant(tenant_id)
     done["cancelledToolCalls"] = await _cancel_waits(runtime, tenant_id)
     purged_at = None
     if runtime.tenant_purge is not None:

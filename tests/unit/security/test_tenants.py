@@ -1,8 +1,8 @@
 """The tenant registry (``/v1/tenants``) on the local wiring with real keys: platform admins only
 (or the open dev mode), CRUD with pages, Deepractice's RPC aliases and their shapes, deletion that
-revokes keys and removes budgets, resources, settings, waits and conversations (usage kept), an
-interrupted deletion finished by deleting again, the platform tenant undeletable, tombstones that
-keep their id, and bad input refused with the field named and nothing written."""
+revokes keys and removes budgets, resources, settings, MCP OAuth records, waits and conversations
+(usage kept), an interrupted deletion finished by deleting again, the platform tenant undeletable,
+tombstones that keep their id, and bad input refused with the field named and nothing written."""
 
 from __future__ import annotations
 
@@ -128,6 +128,11 @@ async def test_deleting_a_tenant_revokes_its_keys_and_removes_everything_but_its
             await http.post("/v1/resources", json={"kind": "agent", "name": "a", "spec": spec})
             await http.put("/v1/config/llm.maxOutputTokens", json={"value": 9})
             await http.post("/v1/auth/keys", json={"scopes": ["client"]})
+    from agentvm.adapters.local.sqlite.mcp_oauth import SqliteMcpOAuthRecords
+
+    world.rt.mcp_oauth = SqliteMcpOAuthRecords(":memory:")
+    for tenant in ("acme", "globex"):
+        await world.rt.mcp_oauth.put(tenant, f"tokens:{tenant}", "sealed")
     [wait] = await world.rt.waits.list_waits("acme")
     session = chats["acme"]["image"]["sessionId"]
     assert await world.store.list_messages(session)
@@ -169,6 +174,7 @@ async def test_deleting_a_tenant_revokes_its_keys_and_removes_everything_but_its
     assert await world.store.get_session("acme", session) is None
     assert len(await world.store.list_usage("acme")) == 2  # billing keeps the usage
     assert await world.rt.waits.list_waits("acme") == []
+    assert await world.rt.mcp_oauth.get("acme", "tokens:acme") is None
     cancelled = await world.rt.waits.get_wait(wait.turnId, wait.toolCallId)
     assert (cancelled.status, cancelled.consumed) == ("cancelled", True)
     assert not (tmp_path / "workspaces" / _digest("acme", "user-alice")).exists()
@@ -181,6 +187,7 @@ async def test_deleting_a_tenant_revokes_its_keys_and_removes_everything_but_its
     assert await world.rt.waits.list_waits("globex")
     assert (await world.rt.budgets.store.get_budget("globex")).dailyTokens == 10
     assert len(await world.rt.resources.store.list_heads("globex")) == 2
+    assert await world.rt.mcp_oauth.get("globex", "tokens:globex") == "sealed"
     assert await world.rt.sandbox.read("globex", "user-alice", "notes.txt", max_bytes=100) == b"private"
     async with world.http(globex) as http:
         assert (await http.get("/v1/config/llm.maxOutputTokens")).json()["value"] == 9

@@ -34,6 +34,8 @@ Schedule run   SCHEDRUN#<id>  TICK#<tickAt>   (gsi2 while claimed: SCHEDCLAIM / 
 Webhooks       WEBHOOKS#<t>,  EP#<e>, EVT#,   WHDUE         <nextAttemptAt:013d>#<d>  (pending
                HOOK#<e>,      META            deliveries only; gsi2 HOOKDLV#<e> / <createdAt>#<d>:
                WHDLV#<d>                      dynamodb.webhooks)
+MCP OAuth      MCPOAUTH#<k>   META            MCPOAUTH#<t>  <k>  (a record of McpOAuthRecords, <k> its
+                                                            key; TTL at its expiry: dynamodb.mcp_oauth)
 =============  =============  ==============  ============  ===============================
 
 Attributes besides the keys: records (container, image, session, turn, usage) hold ``data``, the
