@@ -219,3 +219,28 @@ async def test_a_host_without_records_or_a_server_url_it_may_not_reach_is_refuse
         harness.rt.mcp_oauth = DictRecords()  # private addresses are refused by default
         private = await http.post("/v1/mcp/oauth/authorizations", json={"server_url": url})
         assert private.status_code == 400 and "server_url" in private.json()["error"]["message"]
+
+
+async def test_pooled_sessions_of_two_authorized_tenants_are_never_shared(
+    harness: Harness, records: DictRecords, server: tuple[str, AutoApprove]
+) -> None:
+    from agentvm.adapters.mcp.pool import PooledMcpSessions
+
+    url, provider = server
+    pool = PooledMcpSessions(SdkMcpConnector(connect_timeout_s=10))
+    assert isinstance(harness.rt.tools, ToolSources)
+    harness.rt.tools.mcp_pool = pool
+    try:
+        for tenant in ("tenant-a", "tenant-b"):
+            landed, _ = await authorize(harness, tenant, url)
+            assert landed.status_code == 200
+        for tenant, n in (("tenant-a", 1), ("tenant-b", 2), ("tenant-a", 3)):
+            c, image_id = await _image(harness, url, tenant)  # each tenant's container "u1"
+            await _turn(harness, c, image_id, ("add", {"a": n, "b": n}))
+            [result] = harness.model.requests[-1].messages[-1].tool_results
+            assert result.content == str(2 * n) and not result.is_error
+        assert pool.open_sessions("tenant-a") == 1 and pool.open_sessions("tenant-b") == 1
+        assert pool.counts["reused"] >= 1  # A's second turn took A's session back, not B's
+        assert len(provider.access) == 2  # one token per tenant, each on its own session
+    finally:
+        await pool.aclose()
