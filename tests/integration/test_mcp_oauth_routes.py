@@ -201,11 +201,21 @@ async def test_refusals_store_nothing_and_say_so_on_a_page(
         exchange = await http.get("/v1/mcp/oauth/callback", params={"state": state, "code": "not-a-code"})
         assert exchange.status_code == 400 and "could not be exchanged" in exchange.text
         assert "not-a-code" not in exchange.text
+        # A's pending authorization moved under tenant B (by someone who can write the table)
+        # does not open: nothing is stored, for B or A
+        moved = (await http.post("/v1/mcp/oauth/authorizations", json={"server_url": url})).json()
+        state = dict(httpx.URL(moved["authorization_url"]).params)["state"]
+        _, sealed, expires_at = records.rows[f"mcp-oauth-pending/{state}"]
+        records.rows[f"mcp-oauth-pending/{state}"] = ("tenant-b", sealed, expires_at)
+        async with httpx.AsyncClient() as browser:
+            landing = httpx.URL((await browser.get(moved["authorization_url"])).headers["location"])
+        hijacked = await http.get(f"{landing.path}?{landing.query.decode()}")
+        assert hijacked.status_code == 400 and "could not be read" in hijacked.text
         not_oauth = await http.post(
             "/v1/mcp/oauth/authorizations", json={"server_url": "http://127.0.0.1:9/mcp"}
         )
         assert not_oauth.status_code == 400
-    assert provider.issued == 0
+    assert provider.issued == 0  # no code was exchanged
     assert not records.rows  # pending authorizations taken, no tokens
 
 

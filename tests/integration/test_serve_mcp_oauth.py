@@ -8,7 +8,7 @@ the workers keep (database, WAL, logs)."""
 
 from __future__ import annotations
 
-from urllib.parse import urlsplit
+from urllib.parse import parse_qs, urlsplit
 
 import httpx
 
@@ -56,5 +56,6 @@ async def test_authorized_on_one_worker_called_back_on_the_other_then_used_in_a_
         assert b"mcp-oauth" in kept  # the records are there, sealed
         secrets_ = [*provider.every_token, *(str(c.client_secret) for c in provider.clients.values())]
         assert len(secrets_) == 3
+        secrets_ += [value for values in parse_qs(landing.query).values() for value in values]  # code, state
         for secret in secrets_:
             assert secret.encode() not in kept

@@ -229,7 +229,11 @@ async def finish_authorization(
         raise AuthorizationFailed(f"the authorization server answered {shown}; nothing was stored")
     if not code:
         raise AuthorizationFailed("the authorization server sent no code; nothing was stored")
-    pending = json.loads(access.sealer.open(_seal_name(tenant_id, key), sealed))
+    try:
+        pending = json.loads(access.sealer.open(_seal_name(tenant_id, key), sealed))
+    except Exception as exc:  # a server secret rotated twice since, or a record not sealed here
+        log.warning("MCP OAuth pending authorization unreadable", extra={"error": type(exc).__name__})
+        raise AuthorizationFailed("this authorization could not be read; start it again") from None
     server_url = pending["serverUrl"]
     client = OAuthClientInformationFull.model_validate(pending["client"])
     metadata = None if pending["metadata"] is None else OAuthMetadata.model_validate(pending["metadata"])
