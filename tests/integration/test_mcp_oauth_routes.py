@@ -254,3 +254,29 @@ async def test_pooled_sessions_of_two_authorized_tenants_are_never_shared(
         assert len(provider.access) == 2  # one token per tenant, each on its own session
     finally:
         await pool.aclose()
+
+
+async def test_a_server_waiting_for_authorization_leaves_the_other_servers_lists_cached(
+    harness: Harness, records: DictRecords, server: tuple[str, AutoApprove]
+) -> None:
+    """The other servers' lists are listed once and read from the image afterwards (their time
+    kept: the TTL still runs), while the server without tokens is reported each turn."""
+    from tests.mcp_servers.fixtures import stdio_config
+
+    url, _ = server
+    c = await harness.client()
+    await c.request("container_create", containerId="u1")
+    servers = {"crm": {"type": "http", "url": url, "auth": "oauth"}, "people": stdio_config()}
+    image_id = (await c.request("image_create", containerId="u1", config={"mcpServers": servers}))["record"][
+        "imageId"
+    ]
+    listed_at = []
+    for _ in range(2):
+        await _turn(harness, c, image_id)
+        image = await harness.rt.store.get_image("tenant-a", image_id)
+        assert image is not None and image.toolCatalog is not None
+        assert set(image.toolCatalog["servers"]) == {"people"}
+        listed_at.append(image.toolCatalog["listedAt"])
+    assert listed_at[0] == listed_at[1]
+    assert [f["server"] for f in _failures(c)] == ["crm", "crm"]
+    assert {t.name for t in harness.model.requests[-1].tools} >= {"ask"}  # people's tools are there

@@ -395,7 +395,8 @@ class ToolSources:
         )
         expired = time.time() - float(cached.get("listedAt") or 0) >= self.tools_ttl_s
         changed = {name for name in previous if self._tools_changed(image, name, servers, secrets)}
-        if previous and set(previous) == set(servers) and not expired and not changed:
+        wanted = set(servers) - left_out  # a server left out keeps the list it had, if any
+        if previous and wanted <= set(previous) <= set(servers) and not expired and not changed:
             return previous, []
         assert self.mcp is not None
         listed = {} if expired else {n: tools for n, tools in previous.items() if n not in changed}
@@ -411,7 +412,6 @@ class ToolSources:
         waiting: dict[str, _Listing] = {}
         for name, server in servers.items():
             if name in left_out:
-                kept_stale = True  # the lists kept keep their time (this one is not listed)
                 continue
             if name in listed:
                 continue
