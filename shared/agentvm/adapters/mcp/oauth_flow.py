@@ -182,8 +182,9 @@ async def start_authorization(
         "state": state,
         "code_challenge": pkce.code_challenge,
         "code_challenge_method": "S256",
-        "resource": _resource_url(server_url, resource),
     }
+    if resource is not None:  # RFC 8707, as the SDK sends it (and the token request will too)
+        query["resource"] = _resource_url(server_url, resource)
     if scope:
         query["scope"] = scope
     pending = {
