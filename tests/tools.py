@@ -47,7 +47,7 @@ class FixedToolSources(ToolSources):
         self._timeout = timeout_s
         self._max = max_chars
 
-    async def toolbox(self, store, image, *, storage=None) -> Toolbox:
+    async def toolbox(self, store, image, *, storage=None, mcp_oauth=None) -> Toolbox:
         return Toolbox(self._tools, default_timeout_s=self._timeout, max_output_chars=self._max)
 
 

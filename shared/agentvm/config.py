@@ -158,6 +158,10 @@ class Settings(BaseSettings):
     tool_secrets: dict[str, dict[str, SecretStr]] = Field(default_factory=dict)
     # Tools may reach loopback, private and link-local addresses (agent/tools/egress.py); off by default.
     tool_allow_private_networks: bool = False
+    # The server's public base URL (https://agents.example.com): MCP OAuth's redirect URI is this +
+    # /v1/mcp/oauth/callback (api/mcp_oauth.py). Unset: the request's own base URL (wrong behind a
+    # proxy that rewrites the host: set it there).
+    public_url: str | None = Field(default=None, pattern=r"^https?://[^\s/]+(/[^\s]*)?$")
     # MCP sessions kept across turns (adapters/mcp/pool.py, docs/mcp.md; not on AWS): one per
     # (tenant, container, server), closed after this many idle seconds; at most this many per tenant
     # and per server process. Tool lists are listed again when older than the TTL (and on list_changed).

@@ -27,6 +27,7 @@ if TYPE_CHECKING:
         Ids,
         KnowledgeIndex,
         LogStore,
+        McpOAuthAccess,
         McpOAuthRecords,
         McpTaskSuspension,
         MemoryLimits,
@@ -42,6 +43,7 @@ if TYPE_CHECKING:
         Sandbox,
         SandboxJobs,
         Schedules,
+        Sealer,
         SessionArchive,
         StorageAccount,
         Store,
@@ -230,6 +232,9 @@ class Runtime:
     # Tenants' sealed OAuth records of remote MCP servers (ports/mcp_oauth.py). None: servers that
     # need OAuth cannot be authorized on this host (a turn reports them unavailable).
     mcp_oauth: McpOAuthRecords | None = None
+    # What seals those records. None: the config centre's sealer (AWS, whose config centre seals
+    # nothing, gives one of its own, derived from the server secret as the webhooks' is).
+    mcp_oauth_sealer: Sealer | None = None
     # The tool calls suspended turns wait on (turns/waits.py). None: tools never wait (a call that
     # needs approval or the client is answered with an error instead).
     waits: ToolWaits | None = None
@@ -284,6 +289,17 @@ class Runtime:
     webhooks: Webhooks | None = None
     # Webhook URLs may reach loopback and private addresses (AVM_WEBHOOKS_ALLOW_PRIVATE_NETWORKS: dev, tests)
     webhooks_allow_private: bool = False
+
+    def mcp_oauth_access(self) -> McpOAuthAccess | None:
+        """The OAuth records of remote MCP servers with the sealer that opens them
+        (``mcp_oauth_sealer``, else the config centre's); None when this host keeps no such records
+        or seals no secrets."""
+        from agentvm.ports.mcp_oauth import McpOAuthAccess
+
+        sealer = self.mcp_oauth_sealer or (self.config.sealer if self.config is not None else None)
+        if self.mcp_oauth is None or sealer is None:
+            return None
+        return McpOAuthAccess(self.mcp_oauth, sealer)
 
 
 __all__ = [

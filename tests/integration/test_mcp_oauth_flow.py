@@ -119,7 +119,7 @@ async def test_needs_authorization_then_authorized_then_refreshed(
     await before.aclose()
 
     await _authorize(url, records, "t1")
-    at_rest = " ".join(records.rows.values())
+    at_rest = " ".join(records.values())
     assert provider.access and all(token not in at_rest for token in provider.access)
     assert all(token not in at_rest for token in provider.refresh)
 
@@ -127,14 +127,14 @@ async def test_needs_authorization_then_authorized_then_refreshed(
     assert "add" in [t.name for t in await session.list_tools()]
     await session.aclose()
 
-    stored = records.rows[record_key("t1", url, "tokens")]
+    stored = records.rows[record_key("t1", url, "tokens")][1]
     issued = provider.issued
     provider.access.clear()  # as if they had expired on the server too
     again = _session(url, records, "t1", hours_later=2)  # the stored access token expired an hour ago
     assert "add" in [t.name for t in await again.list_tools()]
     await again.aclose()
     assert provider.issued == issued + 1  # refreshed, not authorized anew (that would need a person)
-    assert records.rows[record_key("t1", url, "tokens")] != stored  # the new tokens written back
+    assert records.rows[record_key("t1", url, "tokens")][1] != stored  # the new tokens written back
 
     other = _session(url, records, "t2")
     with pytest.raises(McpUnavailable) as refused:
@@ -143,5 +143,5 @@ async def test_needs_authorization_then_authorized_then_refreshed(
     await other.aclose()
     assert len(provider.every_token) == 4  # authorized once, refreshed once
     assert not any(token in caplog.text for token in provider.every_token)
-    at_rest = " ".join(records.rows.values())
+    at_rest = " ".join(records.values())
     assert not any(token in at_rest for token in provider.every_token)

@@ -1,11 +1,16 @@
 """An in-memory authorization server on the MCP SDK's provider interface, for tests: it registers
 any client, approves every authorization at once (redirecting with a code), and issues short-lived
-access tokens with refresh tokens. ``issued`` counts access tokens (a refresh issues one more)."""
+access tokens with refresh tokens. ``issued`` counts access tokens (a refresh issues one more);
+``token_requests`` counts requests its token endpoint answered. ``DictRecords``: the records port
+in a dict."""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import secrets
 import time
+from typing import TYPE_CHECKING
 
 from mcp.server.auth.provider import (
     AccessToken,
@@ -16,18 +21,57 @@ from mcp.server.auth.provider import (
 )
 from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
 
+from agentvm.errors import Conflict
+
+if TYPE_CHECKING:
+    from collections.abc import AsyncIterator, Callable
+
 
 class DictRecords:
-    """The token storage's records (``SealedTokenStorage``'s port) in a dict: what a table holds."""
+    """``ports.McpOAuthRecords`` in a dict, for tests: what a host's table holds, by key (the
+    stores themselves have their contract tests)."""
 
-    def __init__(self) -> None:
-        self.rows: dict[str, str] = {}
+    def __init__(self, clock: Callable[[], float] = time.time) -> None:
+        self.clock = clock
+        self.rows: dict[str, tuple[str, str, float | None]] = {}  # key -> (tenant, value, expires_at)
 
-    async def get(self, key: str) -> str | None:
-        return self.rows.get(key)
+    def values(self) -> list[str]:
+        return [value for _, value, _ in self.rows.values()]
 
-    async def put(self, key: str, value: str) -> None:
-        self.rows[key] = value
+    def _live(self, key: str) -> tuple[str, str, float | None] | None:
+        row = self.rows.get(key)
+        if row is not None and row[2] is not None and row[2] <= self.clock():
+            del self.rows[key]
+            return None
+        return row
+
+    async def get(self, tenant_id: str, key: str) -> str | None:
+        row = self._live(key)
+        return row[1] if row is not None and row[0] == tenant_id else None
+
+    async def put(self, tenant_id: str, key: str, value: str, *, expires_at: float | None = None) -> None:
+        row = self._live(key)
+        if row is not None and row[0] != tenant_id:
+            raise Conflict("this key belongs to another tenant")
+        self.rows[key] = (tenant_id, value, expires_at)
+
+    async def take(self, key: str) -> tuple[str, str] | None:
+        row = self._live(key)
+        if row is None:
+            return None
+        del self.rows[key]
+        return row[0], row[1]
+
+    async def delete(self, tenant_id: str, key: str) -> None:
+        row = self._live(key)
+        if row is not None and row[0] == tenant_id:
+            del self.rows[key]
+
+    async def delete_tenant(self, tenant_id: str) -> int:
+        keys = [key for key, row in self.rows.items() if row[0] == tenant_id]
+        for key in keys:
+            del self.rows[key]
+        return len(keys)
 
 
 class AutoApprove:
@@ -105,3 +149,56 @@ class AutoApprove:
     async def revoke_token(self, token: AccessToken | RefreshToken) -> None:
         self.access.pop(token.token, None)
         self.refresh.pop(token.token, None)
+
+
+@contextlib.asynccontextmanager
+async def protected_server(provider: AutoApprove | None = None) -> AsyncIterator[tuple[str, AutoApprove]]:
+    """An MCP server (an ``add`` tool) on one loopback port whose authorization server runs on
+    another: the server's origin has no ``/token``, so a refresh that works went to the token
+    endpoint of the authorization server's metadata. Yields the MCP URL and the provider."""
+    import uvicorn
+    from mcp.server.auth.provider import ProviderTokenVerifier
+    from mcp.server.auth.routes import create_auth_routes
+    from mcp.server.auth.settings import AuthSettings, ClientRegistrationOptions
+    from mcp.server.mcpserver import MCPServer
+    from pydantic import AnyHttpUrl
+    from starlette.applications import Starlette
+
+    from tests.mcp_servers.fixtures import free_port
+
+    provider = provider or AutoApprove()
+    mcp_port, as_port = free_port(), free_port()
+    issuer = f"http://127.0.0.1:{as_port}"
+    registration = ClientRegistrationOptions(enabled=True)
+    authorization_server = Starlette(
+        routes=create_auth_routes(provider, AnyHttpUrl(issuer), client_registration_options=registration)
+    )
+    mcp = MCPServer(
+        "oauth-protected",
+        token_verifier=ProviderTokenVerifier(provider),
+        auth=AuthSettings(
+            issuer_url=AnyHttpUrl(issuer),
+            resource_server_url=AnyHttpUrl(f"http://127.0.0.1:{mcp_port}/mcp"),
+            validate_token_resource=False,
+            client_registration_options=registration,
+        ),
+    )
+
+    @mcp.tool()
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    servers = [
+        uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="error"))
+        for app, port in ((mcp.streamable_http_app(), mcp_port), (authorization_server, as_port))
+    ]
+    tasks = [asyncio.create_task(server.serve()) for server in servers]
+    while not all(server.started for server in servers):
+        await asyncio.sleep(0.02)
+    try:
+        yield f"http://127.0.0.1:{mcp_port}/mcp", provider
+    finally:
+        for server in servers:
+            server.should_exit = True
+        await asyncio.gather(*tasks)

@@ -44,6 +44,7 @@ from agentvm.api import (
     logs,
     managed,
     mcp,
+    mcp_oauth,
     memory,
     metrics,
     registry,
@@ -91,6 +92,7 @@ _DOMAINS = (
     schedules,
     webhooks,
     elicitations,
+    mcp_oauth,
 )
 for _domain in _DOMAINS:
     v1.include_router(_domain.router)
@@ -124,6 +126,7 @@ def create_app(runtime: Runtime, *, open_tenant: str | None = None, **fastapi_kw
     if assets is not None:
         app.mount(docs_pages.ASSETS_URL, StaticFiles(directory=assets), name="docs-assets")
         app.include_router(docs_pages.router)
+    app.include_router(mcp_oauth.callback)  # GET /v1/mcp/oauth/callback: no key (the state is the capability)
     app.include_router(v1)
     # Anthropic's Managed Agents API (api/managed/): the official SDK with base_url=<server>/anthropic
     app.include_router(managed.router)

@@ -156,6 +156,10 @@ def aws_runtime(settings: Settings, *, require: Iterable[str] = ("table_name",))
 
     # tenants' sealed OAuth tokens of remote MCP servers; a browser flow ends in any function
     runtime.mcp_oauth = DynamoDbMcpOAuthRecords(settings.table_name)
+    from agentvm.configcentre.sealing import SecretSealer
+
+    # sealed under a key derived from the server secret (read from SSM on first use), as webhooks'
+    runtime.mcp_oauth_sealer = SecretSealer(secrets_.newest_first)
     # No tenant_purge: purging here would be a Query per session and a scan for turns, so a deleted
     # tenant's conversations are kept and its tombstone says so (docs/tenants.md).
     # Provider keys stay in SSM on AWS: the config centre is given no sealer, so it refuses secrets.

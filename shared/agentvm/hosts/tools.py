@@ -19,6 +19,7 @@ if TYPE_CHECKING:
     from agentvm.ports import (
         HttpToolClient,
         HttpToolResponse,
+        McpOAuthAccess,
         McpSession,
         Sandbox,
         StorageAccount,
@@ -59,12 +60,12 @@ class LazyMcpConnector:
     def __init__(self) -> None:
         self._connector: Any = None
 
-    def session(self, server: str, config: Mapping[str, Any]) -> McpSession:
+    def session(self, server: str, config: Mapping[str, Any], *, http_auth: Any = None) -> McpSession:
         if self._connector is None:
             from agentvm.adapters.mcp.client import SdkMcpConnector
 
             self._connector = SdkMcpConnector()
-        return self._connector.session(server, config)
+        return self._connector.session(server, config, http_auth=http_auth)
 
 
 class LazyToolSources:
@@ -103,12 +104,19 @@ class LazyToolSources:
             await self._built.mcp_pool.aclose()
 
     async def toolbox(
-        self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
+        self,
+        store: Store,
+        image: ImageRecord,
+        *,
+        storage: StorageAccount | None = None,
+        mcp_oauth: McpOAuthAccess | None = None,
     ) -> Toolbox:
-        return await self._sources().toolbox(store, image, storage=storage)
+        return await self._sources().toolbox(store, image, storage=storage, mcp_oauth=mcp_oauth)
 
-    async def task_session(self, image: ImageRecord, server: str) -> McpSession:
-        return await self._sources().task_session(image, server)
+    async def task_session(
+        self, image: ImageRecord, server: str, *, mcp_oauth: McpOAuthAccess | None = None
+    ) -> McpSession:
+        return await self._sources().task_session(image, server, mcp_oauth=mcp_oauth)
 
     def _sources(self) -> ToolSources:
         if self._built is None:
@@ -171,6 +179,8 @@ def _build(
     remote_sandbox: bool = False,
     keep_mcp_sessions: bool = False,
 ) -> ToolSources:
+    from agentvm.adapters.mcp.oauth import StoredOAuth
+    from agentvm.adapters.mcp.oauth_flow import callback_url
     from agentvm.agent.tools.sources import ToolSources
 
     pool = None
@@ -200,6 +210,8 @@ def _build(
         max_media_block_bytes=settings.tool_max_media_block_bytes,
         max_media_result_bytes=settings.tool_max_media_result_bytes,
         list_deadline_s=settings.mcp_list_deadline_s,
+        # the redirect URI is named only in a registration a turn would make (the routes register)
+        oauth=StoredOAuth(callback_url(settings.public_url, "http://localhost")),
     )
 
 

@@ -16,7 +16,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``models``: ``ModelClient``, ``ModelResolver``;  ``embeddings``: ``Embedder``;
 - ``tools``: ``Tool``, MCP and HTTP tool clients, ``ToolCatalog``;
 - ``elicitations``: ``Elicitations``, ``ElicitationStore`` (MCP servers' questions to users);
-- ``mcp_oauth``: ``McpOAuthRecords`` (sealed OAuth records of remote MCP servers);
+- ``mcp_oauth``: ``McpOAuthRecords`` (sealed OAuth records of remote MCP servers), ``McpOAuthAuth``;
 - ``sandbox``: ``Sandbox``, ``SandboxJobs`` and their value types;
 - ``security``: tenants, keys, counters, budgets, and the security services the runtime holds;
 - ``centres``: the config and resource centres' stores and faces;
@@ -24,7 +24,7 @@ the event loop. Import from here (``from agentvm.ports import Store``); the modu
 - ``clock``: ``Clock``, ``Ids``.
 """
 
-from agentvm.ports.centres import ConfigLayers, ConfigStore, ResourceRegistry, ResourceStore
+from agentvm.ports.centres import ConfigLayers, ConfigStore, ResourceRegistry, ResourceStore, Sealer
 from agentvm.ports.clock import Clock, Ids
 from agentvm.ports.connections import (
     PROTOCOL_V1,
@@ -60,6 +60,8 @@ from agentvm.ports.knowledge import (
 from agentvm.ports.mcp_oauth import (
     MCP_OAUTH_MAX_KEY_CHARS,
     MCP_OAUTH_MAX_VALUE_BYTES,
+    McpOAuthAccess,
+    McpOAuthAuth,
     McpOAuthRecords,
     check_mcp_oauth_record,
 )
@@ -151,7 +153,6 @@ from agentvm.ports.tools import (
     McpTaskState,
     McpTaskSuspension,
     ProgressFn,
-    Sealer,
     Tool,
     ToolCatalog,
     ToolOutput,
@@ -213,6 +214,8 @@ __all__ = [
     "MCP_TASK_INLINE_S",
     "MEMORY_SOURCES",
     "McpConnector",
+    "McpOAuthAccess",
+    "McpOAuthAuth",
     "McpOAuthRecords",
     "McpServerFailed",
     "McpSession",

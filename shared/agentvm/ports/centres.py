@@ -76,11 +76,24 @@ class ResourceStore(Protocol):
 # ports sit below them.
 
 
+class Sealer(Protocol):
+    """Seals and opens secrets under a name (``configcentre.sealing.SecretSealer``): the name is
+    bound to the sealed value, so a value moved under another name does not open."""
+
+    def seal(self, name: str, value: str) -> str: ...
+    def open(self, name: str, stored: str) -> str: ...
+
+
 class ConfigLayers(Protocol):
     """Layered settings applied per turn (``configcentre.centre.ConfigCentre``)."""
 
     store: ConfigStore
     settings: Settings
+
+    @property
+    def sealer(self) -> Sealer | None:
+        """None: this host seals no secrets (they are refused)."""
+        ...
 
     async def seal_stored_secrets(self) -> list[str]: ...
     async def resolved(self, tenant_id: str | None) -> dict[str, tuple[Any, Any]]: ...
@@ -160,4 +173,5 @@ __all__ = [
     "ConfigStore",
     "ResourceRegistry",
     "ResourceStore",
+    "Sealer",
 ]

@@ -16,9 +16,13 @@ Two kinds of record live here:
 
 from __future__ import annotations
 
-from typing import Protocol
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, Protocol
 
 from agentvm.errors import BadRequest
+
+if TYPE_CHECKING:
+    from agentvm.ports.centres import Sealer
 
 MCP_OAUTH_MAX_KEY_CHARS = 200
 MCP_OAUTH_MAX_VALUE_BYTES = 16 * 1024  # of the sealed value, UTF-8
@@ -52,6 +56,25 @@ class McpOAuthRecords(Protocol):
         ...
 
 
+@dataclass(frozen=True, slots=True)
+class McpOAuthAccess:
+    """What a turn needs to reach its tenant's OAuth-protected MCP servers: the records and the
+    sealer (the config centre's) that opens them."""
+
+    records: McpOAuthRecords
+    sealer: Sealer
+
+
+class McpOAuthAuth(Protocol):
+    """Turns a tenant's stored OAuth records into the HTTP auth of a remote MCP server's session
+    (``adapters.mcp.oauth.StoredOAuth``)."""
+
+    async def http_auth(self, access: McpOAuthAccess, tenant_id: str, server_url: str) -> Any | None:
+        """An ``httpx.Auth`` that attaches (and refreshes, writing back) the tenant's tokens for the
+        server; None when the tenant has not authorized it (no tokens stored)."""
+        ...
+
+
 def check_mcp_oauth_record(key: str, value: str) -> None:
     """``BadRequest`` unless ``key`` (1 to ``MCP_OAUTH_MAX_KEY_CHARS`` characters) and ``value``
     (at most ``MCP_OAUTH_MAX_VALUE_BYTES`` bytes) are within the limits every store keeps."""
@@ -64,6 +87,8 @@ def check_mcp_oauth_record(key: str, value: str) -> None:
 __all__ = [
     "MCP_OAUTH_MAX_KEY_CHARS",
     "MCP_OAUTH_MAX_VALUE_BYTES",
+    "McpOAuthAccess",
+    "McpOAuthAuth",
     "McpOAuthRecords",
     "check_mcp_oauth_record",
 ]

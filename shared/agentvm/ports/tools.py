@@ -11,7 +11,9 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from agentvm.llm import ToolBlock, ToolSpec
+    from agentvm.ports.centres import Sealer
     from agentvm.ports.elicitations import ElicitFn
+    from agentvm.ports.mcp_oauth import McpOAuthAccess
     from agentvm.ports.security import StorageAccount
     from agentvm.ports.store import Store
     from agentvm.records import ImageRecord
@@ -110,13 +112,6 @@ class McpTaskHandedOff(Exception):
 MCP_TASK_INLINE_S: ContextVar[float | None] = ContextVar("agentvm_mcp_task_inline_s", default=None)
 
 
-class Sealer(Protocol):
-    """Seals a secret under a name (its associated data) and opens it (``configcentre.SecretSealer``)."""
-
-    def seal(self, name: str, value: str) -> str: ...
-    def open(self, name: str, stored: str) -> str: ...
-
-
 @dataclass(frozen=True)
 class McpTaskSuspension:
     """A host whose turns suspend on a long MCP task (AWS): a call follows its 2026-07-28 task
@@ -182,7 +177,9 @@ class McpConnector(Protocol):
     the session connects on first use, so a turn that calls no MCP tool never connects.
     """
 
-    def session(self, server: str, config: Mapping[str, Any]) -> McpSession: ...
+    def session(self, server: str, config: Mapping[str, Any], *, http_auth: Any = None) -> McpSession:
+        """``http_auth``: an ``httpx.Auth`` for a remote server (its OAuth, ``ports.McpOAuthAuth``)."""
+        ...
 
 
 class McpSessionPool(Protocol):
@@ -193,7 +190,12 @@ class McpSessionPool(Protocol):
     ``aclose`` hands the session back to the pool instead of closing it.
     """
 
-    def lease(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> McpSession: ...
+    def lease(
+        self, tenant: str, container: str, server: str, config: Mapping[str, Any], *, http_auth: Any = None
+    ) -> McpSession:
+        """``http_auth``: as ``McpConnector.session``'s, used when the lease opens a new session."""
+        ...
+
     def tools_changed(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> bool:
         """The server said its tools changed (``notifications/tools/list_changed``) since the last
         listing through this pool."""
@@ -233,14 +235,23 @@ class ToolCatalog(Protocol):
     allow_stdio: bool
 
     async def toolbox(
-        self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
+        self,
+        store: Store,
+        image: ImageRecord,
+        *,
+        storage: StorageAccount | None = None,
+        mcp_oauth: McpOAuthAccess | None = None,
     ) -> Any:
-        """The turn's ``agent.tools.Toolbox`` for ``image`` (``storage``: the workspace's byte account)."""
+        """The turn's ``agent.tools.Toolbox`` for ``image`` (``storage``: the workspace's byte account;
+        ``mcp_oauth``: the host's OAuth records of remote MCP servers)."""
         ...
 
-    async def task_session(self, image: ImageRecord, server: str) -> McpSession:
-        """A session of ``image``'s MCP ``server``, its config and header secrets resolved again for
-        the image's tenant (the waits sweeper polls suspended calls' tasks through it). Raises
+    async def task_session(
+        self, image: ImageRecord, server: str, *, mcp_oauth: McpOAuthAccess | None = None
+    ) -> McpSession:
+        """A session of ``image``'s MCP ``server``, its config, header secrets and OAuth tokens
+        (``mcp_oauth``) resolved again for the image's tenant (the waits sweeper polls suspended
+        calls' tasks through it). Raises
         ``McpServerFailed`` for a server the image no longer has or that cannot be reached."""
         ...
 
@@ -258,7 +269,6 @@ __all__ = [
     "McpTaskState",
     "McpTaskSuspension",
     "ProgressFn",
-    "Sealer",
     "Tool",
     "ToolCatalog",
     "ToolOutput",

@@ -101,7 +101,7 @@ class _Sessions:
         image = await self._rt.store.get_image(wait.tenantId, wait.imageId)
         if image is None or image.tenantId != wait.tenantId or self._rt.tools is None:
             raise McpServerFailed(server, "call", "is gone: its image was deleted")
-        return await self._rt.tools.task_session(image, server)
+        return await self._rt.tools.task_session(image, server, mcp_oauth=self._rt.mcp_oauth_access())
 
     async def aclose(self) -> None:
         sessions, self._open = list(self._open.values()), {}

@@ -245,7 +245,9 @@ async def _toolbox(rt: Runtime, image: ImageRecord, turn_id: str) -> Toolbox | N
     its memory tools (``agent.tools.memory``, when the host keeps memory)."""
     box = None
     if rt.tools is not None and (image.tools or image.mcpServers):
-        box = await rt.tools.toolbox(rt.store, image, storage=rt.storage_quota)
+        box = await rt.tools.toolbox(
+            rt.store, image, storage=rt.storage_quota, mcp_oauth=rt.mcp_oauth_access()
+        )
     found: list[Tool] = []
     knowledge = [t for t in image.tools or [] if t.get("type") == "knowledge"]
     if knowledge and rt.resources is not None:

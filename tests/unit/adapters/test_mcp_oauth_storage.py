@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import pytest
-from mcp.shared.auth import OAuthClientInformationFull, OAuthToken
+from mcp.shared.auth import OAuthClientInformationFull, OAuthMetadata, OAuthToken
 
 from agentvm.adapters.mcp.oauth import SealedTokenStorage, record_key
 from agentvm.configcentre.sealing import SecretSealer, SecretUnreadable
@@ -30,7 +30,7 @@ async def test_tokens_and_client_round_trip_sealed(sealer: SecretSealer) -> None
     assert tokens is not None and tokens.access_token == "at-secret" and tokens.refresh_token == "rt-secret"
     got = await storage.get_client_info()
     assert got is not None and got.client_secret == "cs-secret"
-    at_rest = " ".join(records.rows.values())
+    at_rest = " ".join(records.values())
     for plain in ("at-secret", "rt-secret", "cs-secret"):
         assert plain not in at_rest
     assert all(URL not in key for key in records.rows)
@@ -41,6 +41,32 @@ async def test_another_tenant_sees_nothing_and_a_copied_record_does_not_open(sea
     await SealedTokenStorage(records, sealer, "t1", URL).set_tokens(OAuthToken(access_token="at"))
     other = SealedTokenStorage(records, sealer, "t2", URL)
     assert await other.get_tokens() is None
-    records.rows[record_key("t2", URL, "tokens")] = records.rows[record_key("t1", URL, "tokens")]
+    _, sealed, _ = records.rows[record_key("t1", URL, "tokens")]
+    records.rows[record_key("t2", URL, "tokens")] = ("t2", sealed, None)  # copied under t2 by hand
     with pytest.raises(SecretUnreadable):
         await other.get_tokens()
+
+
+async def test_metadata_round_trips_and_forget_drops_every_record_of_that_tenant_and_url(
+    sealer: SecretSealer,
+) -> None:
+    records = DictRecords()
+    storage = SealedTokenStorage(records, sealer, "t1", URL)
+    metadata = OAuthMetadata.model_validate(
+        {
+            "issuer": "https://auth.example.test",
+            "authorization_endpoint": "https://auth.example.test/oauth/authorize",
+            "token_endpoint": "https://auth.example.test/oauth/token",
+        }
+    )
+    await storage.set_metadata(metadata)
+    await storage.set_tokens(OAuthToken(access_token="at", expires_in=60))
+    await SealedTokenStorage(records, sealer, "t1", URL + "/other").set_tokens(OAuthToken(access_token="x"))
+    got = await storage.get_metadata()
+    assert got is not None and str(got.token_endpoint) == "https://auth.example.test/oauth/token"
+    connected, expires_at = await storage.expires_at()
+    assert connected and expires_at is not None
+    await storage.forget()
+    assert await storage.get_tokens() is None and await storage.get_metadata() is None
+    assert await storage.expires_at() == (False, None)
+    assert len(records.rows) == 1  # the other URL's tokens stay

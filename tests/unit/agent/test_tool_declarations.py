@@ -40,6 +40,10 @@ WEATHER = {
         ({"mcpServers": {"a": {"command": ["python"]}}}, "config.mcpServers"),
         ({"mcpServers": {"a": "python server.py"}}, "config.mcpServers"),
         ({"mcpServers": {"bad name": {"command": "x"}}}, "config.mcpServers"),
+        (
+            {"mcpServers": {"a": {"type": "http", "url": "https://m.example.com", "auth": "basic"}}},
+            "config.mcpServers",
+        ),
         ({"maxSteps": 0}, "config.maxSteps"),
         ({"maxSteps": "5"}, "config.maxSteps"),
     ],
@@ -68,6 +72,15 @@ async def test_stdio_mcp_servers_are_refused_where_the_host_cannot_run_them(harn
     remote = {"search": {"type": "http", "url": "https://mcp.example.com/mcp"}}
     ok = await c.request("image_create", containerId="u1", config={"mcpServers": remote})
     assert "error" not in ok
+    oauth = {"crm": {"type": "sse", "url": "https://mcp.example.com/sse", "auth": "oauth"}}
+    ok = await c.request("image_create", containerId="u1", config={"mcpServers": oauth})
+    assert "error" not in ok, ok
+    stdio = {"files": {"command": "python", "auth": "oauth"}}  # OAuth is for a URL only
+    refused = await c.request("image_create", containerId="u1", config={"mcpServers": stdio})
+    assert (
+        refused["code"] == "bad_request"
+        and "files.auth: OAuth is for remote servers only" in refused["error"]
+    )
 
 
 async def test_accepted_declarations_are_stored_with_secret_references_not_values(harness):

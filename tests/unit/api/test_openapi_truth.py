@@ -48,6 +48,9 @@ ROUTE_ERRORS = {
     ("post", "/v1/turns/cancel"): {400, 404},
     ("post", "/v1/turns/{turn_id}/cancel"): {400, 404},
     ("post", "/v1/elicitations/{elicitation_id}"): {400, 404},  # 404: no such open question
+    ("post", "/v1/mcp/oauth/authorizations"): {400},  # 400: a URL refused, no OAuth there, no records
+    ("get", "/v1/mcp/oauth/connections"): {400},
+    ("delete", "/v1/mcp/oauth/connections"): {400},
     ("get", "/v1/containers/{container_id}/workspace"): {400, 404},
     ("get", "/v1/containers/{container_id}/workspace/file"): {400, 404},
     # agent memory (api/memory.py): 404 a missing container or a host without memory; 409

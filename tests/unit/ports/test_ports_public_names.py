@@ -64,6 +64,8 @@ PUBLIC = [
     "MCP_TASK_INLINE_S",
     "MEMORY_SOURCES",
     "McpConnector",
+    "McpOAuthAccess",
+    "McpOAuthAuth",
     "McpOAuthRecords",
     "McpServerFailed",
     "McpSession",

@@ -784,6 +784,7 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
         tenant_budget = (await http.get("/v1/budgets/tenant")).json()  # A set one; B has none
         assert (tenant_budget["dailyTokens"], tenant_budget["usage"]["month"]) == (None, 0)
         await http.put("/v1/budgets/tenant", json={"daily_tokens": 1, "monthly_tokens": 1})
+        await _mcp_oauth_attacks(world, http)
     schema = create_app(world.rt).openapi()
     attacked = {_route(schema, method, url) for method, url in sent}
     every = {(m.upper(), p) for p, ops in schema["paths"].items() if p.startswith("/v1/") for m in ops}
@@ -804,6 +805,42 @@ async def test_tenant_b_cannot_see_or_touch_tenant_a_over_http(world, tmp_path):
     assert normalise(forged_ws, "\0") == normalise(made_up_ws, "\0")
 
     assert await snapshot(world, v) == before
+
+
+A_OAUTH_URL = "https://mcp.crm.example.com/mcp"
+
+
+async def _mcp_oauth_attacks(world: World, http: httpx.AsyncClient) -> None:
+    """B's key on the MCP OAuth routes (api/mcp_oauth.py): a server A authorized reads, for B, like
+    one nobody did, and B's forgetting it leaves A's tokens."""
+    from mcp.shared.auth import OAuthToken
+
+    from agentvm.adapters.mcp.oauth import SealedTokenStorage
+    from tests.mcp_servers.oauth_provider import DictRecords
+
+    if world.rt.mcp_oauth is None:
+        world.rt.mcp_oauth = DictRecords()
+    access = world.rt.mcp_oauth_access()  # None on AWS: its config centre seals nothing
+    if access is not None:
+        a_tokens = SealedTokenStorage(access.records, access.sealer, "tenant-a", A_OAUTH_URL)
+        await a_tokens.set_tokens(OAuthToken(access_token="a-access", expires_in=3600))
+    answers: dict[str, list[tuple[int, Any]]] = {}
+    for url in (A_OAUTH_URL, "https://mcp.nobody.example.com/mcp"):
+        params = {"server_url": url}
+        answers[url] = [
+            (r.status_code, r.json())
+            for r in [
+                await http.get("/v1/mcp/oauth/connections", params=params),
+                await http.delete("/v1/mcp/oauth/connections", params=params),
+            ]
+        ]
+    assert answers[A_OAUTH_URL] == answers["https://mcp.nobody.example.com/mcp"]
+    assert "a-access" not in json.dumps(answers)
+    # B cannot have the server authorize anything at a private address (nor A's pending state)
+    refused = await http.post("/v1/mcp/oauth/authorizations", json={"server_url": "http://127.0.0.1:9/mcp"})
+    assert refused.status_code == 400
+    if access is not None:
+        assert await a_tokens.get_tokens() is not None  # B's DELETE forgot nothing of A's
 
 
 def _recorder(sent: list[tuple[str, str]]) -> Callable[[httpx.Request], Awaitable[None]]:
@@ -1173,3 +1210,61 @@ async def test_tenant_b_reaches_none_of_tenant_a_agents_over_a2a(world):
     await world.run_turns()  # nothing B did may have queued work on A's sessions
     assert v.client.frames[a_frames:] == []
     assert await snapshot(world, v) == before
+
+
+async def test_tenant_b_gets_no_use_of_tenant_a_mcp_oauth_authorization(tmp_path):
+    """A real authorization of tenant A (a loopback MCP server whose authorization server approves
+    at once): its state lands tokens under A only, even through B's browser; it works once; B's
+    key sees and forgets nothing of A's; and B's turn naming the same server URL is not
+    authorized by A's tokens."""
+    from urllib.parse import urlsplit
+
+    from agentvm.adapters.llm.scripted import Calls
+    from agentvm.adapters.mcp.client import SdkMcpConnector
+    from agentvm.adapters.mcp.oauth import StoredOAuth
+    from agentvm.agent.tools.sources import ToolSources
+    from tests.mcp_servers.oauth_provider import DictRecords, protected_server
+
+    async with local_sqlite_world(tmp_path) as world, protected_server() as (url, provider):
+        rt = world.rt
+        records = DictRecords()
+        rt.mcp_oauth = records
+        assert rt.config is not None
+        rt.config.settings = rt.config.settings.model_copy(update={"tool_allow_private_networks": True})
+        rt.tools = ToolSources(
+            mcp=SdkMcpConnector(connect_timeout_s=10),
+            allow_private_networks=True,
+            list_deadline_s=10,
+            oauth=StoredOAuth("http://avm/v1/mcp/oauth/callback"),
+        )
+        async with world.http("tenant-a") as a, world.http("tenant-b") as b:
+            started = await a.post("/v1/mcp/oauth/authorizations", json={"server_url": url})
+            async with httpx.AsyncClient() as browser:
+                approved = await browser.get(started.json()["authorization_url"])
+            landing = urlsplit(approved.headers["location"])
+            landed = await b.get(f"{landing.path}?{landing.query}")  # in B's browser, B's key and all
+            assert landed.status_code == 200
+            replayed = await b.get(f"{landing.path}?{landing.query}")
+            assert replayed.status_code == 400 and "already used" in replayed.text
+            assert {tenant for tenant, _, _ in records.rows.values()} == {"tenant-a"}
+            params = {"server_url": url}
+            assert (await b.get("/v1/mcp/oauth/connections", params=params)).json()["connected"] is False
+            await b.delete("/v1/mcp/oauth/connections", params=params)
+            assert (await a.get("/v1/mcp/oauth/connections", params=params)).json()["connected"] is True
+
+        servers = {"crm": {"type": "http", "url": url, "auth": "oauth"}}
+        for tenant, container in (("tenant-b", "user-bob"), ("tenant-a", "user-ann")):
+            c = await world.connect(world.tokens[tenant])
+            await c.request("container_create", containerId=container)
+            config = {"mcpServers": servers}
+            img = (await c.request("image_create", containerId=container, config=config))["record"]
+            world.model.add(Calls(("add", {"a": 1, "b": 2})), "Done.")
+            await c.request("message_send", imageId=img["imageId"], content="add them")
+            await world.run_turns()
+            failures = [f["data"] for f in c.session_events() if f["type"] == "mcp_server_failed"]
+            [result] = world.model.requests[-1].messages[-1].tool_results
+            if tenant == "tenant-b":  # no tool of A's server for B: the call is of an unknown tool
+                assert "needs OAuth authorization" in failures[0]["reason"] and result.is_error
+            else:
+                assert failures == [] and result.content == "3"
+        assert provider.issued == 1

@@ -44,7 +44,9 @@ import warnings
 from contextvars import ContextVar
 from typing import TYPE_CHECKING, Any, Literal
 
+from agentvm.adapters.mcp.oauth import NeedsAuthorization
 from agentvm.adapters.mcp.stderr_tail import StderrTail
+from agentvm.agent.tools.reports import MCP_NEEDS_AUTHORIZATION
 from agentvm.llm import IMAGE_MEDIA_TYPES, Attachment, ToolBlock, ToolSpec, blocks_text
 from agentvm.ports import ElicitationRequest, McpServerFailed, ToolOutput
 
@@ -78,11 +80,21 @@ class SdkMcpConnector:
         self.connect_timeout_s = connect_timeout_s
 
     def session(
-        self, server: str, config: Mapping[str, Any], *, on_tools_changed: Callable[[], None] | None = None
+        self,
+        server: str,
+        config: Mapping[str, Any],
+        *,
+        on_tools_changed: Callable[[], None] | None = None,
+        http_auth: Any = None,
     ) -> SdkMcpSession:
-        """``on_tools_changed``: called when the server sends ``notifications/tools/list_changed``."""
+        """``on_tools_changed``: called when the server sends ``notifications/tools/list_changed``;
+        ``http_auth``: an ``httpx.Auth`` for a remote server (``oauth.turn_auth``)."""
         return SdkMcpSession(
-            server, dict(config), connect_timeout_s=self.connect_timeout_s, on_tools_changed=on_tools_changed
+            server,
+            dict(config),
+            connect_timeout_s=self.connect_timeout_s,
+            on_tools_changed=on_tools_changed,
+            http_auth=http_auth,
         )
 
 
@@ -293,7 +305,10 @@ class SdkMcpSession:
                         await asyncio.wait({listener}, timeout=1.0)
         except BaseException as exc:  # noqa: BLE001 (reported to the waiting callers, then ended)
             if not self._ready.done():
-                failure = McpUnavailable(self.server, "start", f"is unreachable: {_why(exc)}")
+                reason = (
+                    MCP_NEEDS_AUTHORIZATION if _needs_authorization(exc) else f"is unreachable: {_why(exc)}"
+                )
+                failure = McpUnavailable(self.server, "start", reason)
                 self._log_failure(failure)
                 self._ready.set_exception(failure)
                 self._ready.exception()  # retrieved: a session closed before its first use waits for none
@@ -487,6 +502,13 @@ def _carries(blocks: list[ToolBlock], structured: Any) -> bool:
         if parsed == structured or (wrapped is not None and parsed == wrapped):
             return True
     return False
+
+
+def _needs_authorization(exc: BaseException) -> bool:
+    """The SDK's OAuth provider reached the point where a browser would open (``oauth.turn_auth``)."""
+    while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
+        exc = exc.exceptions[0]
+    return isinstance(exc, NeedsAuthorization)
 
 
 def _why(exc: BaseException) -> str:

@@ -16,6 +16,8 @@ after ``idle_s`` without a lease, at the host's shutdown (``aclose``), or to mak
   The first restart is at once; each further crash in a row doubles the wait (``backoff_base_s``,
   at most ``backoff_max_s``), and a use before then fails with an error saying when it is tried
   again. A call that succeeds ends the run of crashes.
+- **OAuth**: a remote server's session opened with the key's tenant's tokens (``http_auth``) is
+  never another tenant's: the tenant is in the key.
 - **Tool lists**: ``tools_changed`` says the server sent ``notifications/tools/list_changed``
   since the session's last listing (``agent.tools.sources`` lists it again).
 
@@ -70,6 +72,7 @@ _Key = tuple[str, str, str, str]  # tenant, container, server, config fingerprin
 class _Entry:
     key: _Key
     config: dict[str, Any]
+    http_auth: Any = None  # a remote server's OAuth (the key's tenant's tokens)
     session: SdkMcpSession | None = None
     leases: int = 0
     last_used: float = 0.0
@@ -121,8 +124,11 @@ class PooledMcpSessions:
         self.counts = dict.fromkeys(SESSION_EVENTS, 0)
 
     # -- the port --------------------------------------------------------------------------------
-    def lease(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> McpLease:
-        return McpLease(self, (tenant, container, server, config_fingerprint(config)), dict(config))
+    def lease(
+        self, tenant: str, container: str, server: str, config: Mapping[str, Any], *, http_auth: Any = None
+    ) -> McpLease:
+        key = (tenant, container, server, config_fingerprint(config))
+        return McpLease(self, key, dict(config), http_auth)
 
     def tools_changed(self, tenant: str, container: str, server: str, config: Mapping[str, Any]) -> bool:
         entry = self._entries.get((tenant, container, server, config_fingerprint(config)))
@@ -167,13 +173,15 @@ class PooledMcpSessions:
         return closed
 
     # -- leases ----------------------------------------------------------------------------------
-    async def _acquire(self, key: _Key, config: dict[str, Any]) -> _Entry:
+    async def _acquire(self, key: _Key, config: dict[str, Any], http_auth: Any = None) -> _Entry:
         if self._closed:
             raise McpUnavailable(key[2], "start", "is unavailable: the server is shutting down")
         async with self._lock:
             entry = self._entries.get(key)
             if entry is None:
-                entry = self._entries[key] = _Entry(key, config, last_used=self._clock())
+                entry = self._entries[key] = _Entry(key, config, http_auth, last_used=self._clock())
+            elif http_auth is not None:
+                entry.http_auth = http_auth  # the newest turn's (fresh from the store), for a new session
             entry.leases += 1
             try:
                 await self._ensure_session(entry)
@@ -213,7 +221,9 @@ class PooledMcpSessions:
         def changed() -> None:
             entry.tools_changed = True
 
-        entry.session = self._connector.session(entry.server, entry.config, on_tools_changed=changed)
+        entry.session = self._connector.session(
+            entry.server, entry.config, on_tools_changed=changed, http_auth=entry.http_auth
+        )
         self.counts["started"] += 1
 
     async def _make_room(self, entry: _Entry) -> None:
@@ -284,6 +294,7 @@ class McpLease:
     pool: PooledMcpSessions
     key: _Key
     config: dict[str, Any]
+    http_auth: Any = None
     _entry: _Entry | None = field(default=None, repr=False)
     _taking: asyncio.Lock = field(default_factory=asyncio.Lock, repr=False)  # parallel calls: one lease
 
@@ -331,7 +342,7 @@ class McpLease:
                 self.pool._release(entry)
                 self._entry = entry = None
             if entry is None:
-                self._entry = entry = await self.pool._acquire(self.key, self.config)
+                self._entry = entry = await self.pool._acquire(self.key, self.config, self.http_auth)
             return entry
 
     async def _use(self, entry: _Entry, call: Callable[[SdkMcpSession], Any]) -> Any:

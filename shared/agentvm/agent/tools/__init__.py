@@ -70,6 +70,7 @@ if TYPE_CHECKING:
         memory_tools,
     )
     from agentvm.agent.tools.reports import (
+        MCP_NEEDS_AUTHORIZATION,
         MCP_SERVER_FAILED,
         PROGRESS_INTERVAL_S,
         TOOL_PROGRESS,
@@ -145,6 +146,7 @@ __all__ = [
     "MAX_READ_BYTES",
     "MAX_TOOLS",
     "MAX_WAIT_S",
+    "MCP_NEEDS_AUTHORIZATION",
     "MCP_SERVER_FAILED",
     "McpRemoteServer",
     "McpStdioServer",
@@ -243,6 +245,7 @@ __getattr__, __dir__ = lazy_exports(
         ],
         "reports": [
             "CallProgress",
+            "MCP_NEEDS_AUTHORIZATION",
             "MCP_SERVER_FAILED",
             "PROGRESS_INTERVAL_S",
             "TOOL_PROGRESS",

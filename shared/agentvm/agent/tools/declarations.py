@@ -3,7 +3,9 @@
 Three sources, all in the image's ``config``:
 
 * ``mcpServers``: AgentX's ``McpServerConfig`` map (protocol §6.1): stdio ``{command, args, env}``
-  (local host only), ``{"type": "http", url, headers}`` (Streamable HTTP) or ``{"type": "sse", ...}``.
+  (local host only), ``{"type": "http", url, headers}`` (Streamable HTTP) or ``{"type": "sse", ...}``;
+  a remote one may add ``"auth": "oauth"``: it is reached with the tenant's OAuth tokens for its URL
+  (an admin authorizes it once, docs/mcp.md "OAuth").
 * ``tools``: a list of declarations: ``{"type": "http", name, description, inputSchema, method, url,
   headers, timeoutS, idempotent}``, ``{"type": "builtin", name}`` (``agent.tools.builtin``) or
   ``{"type": "sandbox", wallS, cpuS, memoryMb, outputBytes, processes}`` (``agent.sandbox_tools``: the tools
@@ -176,6 +178,8 @@ class McpRemoteServer(_Decl):
     url: StrictStr = Field(max_length=2000)
     headers: dict[str, HeaderValue] = Field(default_factory=dict)
     timeoutS: float | None = Field(default=None, gt=0, le=900)
+    # "oauth": reached with the tenant's OAuth tokens for this URL (docs/mcp.md, "OAuth")
+    auth: Literal["oauth"] | None = None
 
     _url = field_validator("url")(_check_url)
 
@@ -209,6 +213,11 @@ def parse_mcp_servers(
         if not isinstance(cfg, dict):
             raise ValueError(f"{name}: must be an object")
         kind = cfg.get("type")
+        if "auth" in cfg and kind not in ("http", "sse"):
+            raise ValueError(
+                f"{name}.auth: OAuth is for remote servers only ({{'type': 'http' or 'sse', 'url': ..., "
+                "'auth': 'oauth'})"
+            )
         try:
             if kind in (None, "stdio"):
                 server: McpStdioServer | McpRemoteServer = McpStdioServer.model_validate(cfg)

@@ -21,6 +21,11 @@ if TYPE_CHECKING:
 Json = dict[str, Any]
 
 MCP_SERVER_FAILED = "mcp_server_failed"
+# the reason a server with ``"auth": "oauth"`` the tenant has not authorized is reported with
+MCP_NEEDS_AUTHORIZATION = (
+    "needs OAuth authorization: an admin of the tenant must authorize it first "
+    "(POST /v1/mcp/oauth/authorizations with its server_url, then open the authorization_url)"
+)
 TOOL_PROGRESS = "tool_progress"
 PROGRESS_INTERVAL_S = 0.5
 _MAX_MESSAGE_CHARS = 500
@@ -120,6 +125,7 @@ def reset_current_progress(token: Any) -> None:
 
 
 __all__ = [
+    "MCP_NEEDS_AUTHORIZATION",
     "MCP_SERVER_FAILED",
     "PROGRESS_INTERVAL_S",
     "TOOL_PROGRESS",

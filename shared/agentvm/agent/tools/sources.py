@@ -25,6 +25,12 @@ when it ends); it may outlive the turn that started it.
 Names are unique per image: declared tools keep theirs; an MCP tool whose name is taken gets its
 server's name as a prefix (``<server>__<tool>``).
 
+A remote server declared with ``"auth": "oauth"`` is reached with the tenant's OAuth tokens for its
+URL (``oauth``, a ``ports.McpOAuthAuth``; the records come with the turn's ``mcp_oauth`` access).
+Without tokens (or on a host that keeps none) it is left out of the turn, and the client is told
+(``mcp_server_failed``, stage "start", the reason saying an admin must authorize it first).
+Without a pool its listings are kept per tenant, so no tenant's listing runs on another's tokens.
+
 Secrets that headers reference (``{"secret": "NAME"}``) are the image's tenant's
 (``AVM_TOOL_SECRETS = {"<tenant>": {"NAME": "value"}, "*": {...}}``, ``"*"``: every tenant's), so
 one tenant can never send another tenant's secret to a URL of its choosing. URLs must resolve to
@@ -60,7 +66,7 @@ from agentvm.agent.tools.declarations import (
 from agentvm.agent.tools.egress import EgressRefused, check_public
 from agentvm.agent.tools.elicitation import current_elicitation
 from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES
-from agentvm.agent.tools.reports import ToolReports, current_progress
+from agentvm.agent.tools.reports import MCP_NEEDS_AUTHORIZATION, ToolReports, current_progress
 from agentvm.agent.tools.toolbox import DEFAULT_MAX_OUTPUT_CHARS, DEFAULT_TIMEOUT_S, ClientTool, Toolbox
 from agentvm.llm import ToolSpec
 from agentvm.ports import McpServerFailed, ToolOutput
@@ -71,6 +77,8 @@ if TYPE_CHECKING:
     from agentvm.ports import (
         HttpToolClient,
         McpConnector,
+        McpOAuthAccess,
+        McpOAuthAuth,
         McpSession,
         McpSessionPool,
         Sandbox,
@@ -83,6 +91,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("agentvm.tools")
 
 _PLACEHOLDER = re.compile(r"\{([A-Za-z0-9_]+)\}")
+_NO_OAUTH_HERE = "needs OAuth authorization, which this server cannot keep (no OAuth records store)"
 _LIST_TIMEOUT_S = 20.0  # a listing's own bound (it may go on past the turn's deadline, in the background)
 DEFAULT_TOOLS_TTL_S = 600.0
 DEFAULT_LIST_DEADLINE_S = 5.0
@@ -180,8 +189,8 @@ class McpTool:
     idempotent: bool = False
 
     async def call(self, arguments: dict[str, Any]) -> ToolOutput:
-        session = await self.sessions.get(self.server)
         try:
+            session = await self.sessions.get(self.server)
             return await session.call_tool(
                 self.remote_name, arguments, on_progress=current_progress(), on_elicit=current_elicitation()
             )
@@ -204,6 +213,7 @@ class TurnMcpSessions:
     pool: McpSessionPool | None = None
     owner: tuple[str, str] = ("", "")  # (tenant, container) the pooled sessions belong to
     reports: ToolReports = field(default_factory=ToolReports)
+    http_auths: Mapping[str, Any] = field(default_factory=dict)  # by server: its OAuth (the tenant's tokens)
     _open: dict[str, McpSession] = field(default_factory=dict)
 
     async def get(self, server: str) -> McpSession:
@@ -214,10 +224,9 @@ class TurnMcpSessions:
             if isinstance(config, McpRemoteServer) and not self.allow_private:
                 await check_public(config.url)
             resolved = _resolved(config, self.secrets)
-            if self.pool is not None:
-                self._open[server] = self.pool.lease(*self.owner, server, resolved)
-            else:
-                self._open[server] = self.connector.session(server, resolved)
+            self._open[server] = _open(
+                self.connector, self.pool, self.owner, server, resolved, self.http_auths
+            )
         return self._open[server]
 
     async def aclose(self) -> None:
@@ -248,15 +257,22 @@ class ToolSources:
     max_media_result_bytes: int = DEFAULT_MAX_RESULT_BYTES
     list_deadline_s: float = DEFAULT_LIST_DEADLINE_S  # a turn waits this long for servers' tool lists
     list_retry_s: float = DEFAULT_LIST_RETRY_S  # a server whose listing failed is left out this long
+    oauth: McpOAuthAuth | None = None  # None: servers with "auth": "oauth" are left out (reported)
     # listings by (tenant, container, servers fingerprint, server) (tenant and container empty
     # without a pool): one in flight at a time, kept past its turn
     _listings: dict[tuple[str, str, str, str], _Listing] = field(default_factory=dict, repr=False)
 
     async def toolbox(
-        self, store: Store, image: ImageRecord, *, storage: StorageAccount | None = None
+        self,
+        store: Store,
+        image: ImageRecord,
+        *,
+        storage: StorageAccount | None = None,
+        mcp_oauth: McpOAuthAccess | None = None,
     ) -> Toolbox:
         """The image's tools; ``storage``: the tenant's storage account its sandbox calls are
-        charged to (``security/storage_quota.py``)."""
+        charged to (``security/storage_quota.py``); ``mcp_oauth``: the host's OAuth records of
+        remote MCP servers (None: it keeps none)."""
         secrets = tenant_secrets(self.secrets, image.tenantId)
         tools: list[Tool] = []
         notes: list[str] = []
@@ -291,7 +307,13 @@ class ToolSources:
         closers = []
         if image.mcpServers and self.mcp is not None:
             servers = parse_mcp_servers(image.mcpServers, allow_stdio=self.allow_stdio)
-            catalog, listing_notes = await self._catalog(store, image, servers, secrets, reports)
+            auths, unauthorized = await self._oauth(servers, image.tenantId, mcp_oauth)
+            for name, reason in unauthorized.items():
+                notes.append(f"MCP server {name!r} {reason}")
+                reports.server_failed(name, "start", reason)
+            catalog, listing_notes = await self._catalog(
+                store, image, servers, secrets, reports, auths, left_out=set(unauthorized)
+            )
             notes += listing_notes
             sessions = TurnMcpSessions(
                 self.mcp,
@@ -301,9 +323,10 @@ class ToolSources:
                 reports=reports,
                 pool=self.mcp_pool,
                 owner=(image.tenantId, image.containerId),
+                http_auths=auths,
             )
             taken = {t.spec.name for t in tools}
-            for server in sorted(catalog):
+            for server in sorted(set(catalog) - set(unauthorized)):
                 for entry in catalog[server]:
                     name = _unique_name(entry["name"], server, taken)
                     taken.add(name)
@@ -325,15 +348,45 @@ class ToolSources:
             reports=reports,
         )
 
-    async def task_session(self, image: ImageRecord, server: str) -> McpSession:
-        """A session of ``image``'s MCP ``server``, its config and header secrets resolved again for
-        the image's tenant: the waits sweeper follows a suspended call's task through it
-        (``turns/mcp_tasks.py``). The caller closes it."""
+    async def task_session(
+        self, image: ImageRecord, server: str, *, mcp_oauth: McpOAuthAccess | None = None
+    ) -> McpSession:
+        """A session of ``image``'s MCP ``server``, its config, header secrets and OAuth tokens
+        resolved again for the image's tenant: the waits sweeper follows a suspended call's task
+        through it (``turns/mcp_tasks.py``). The caller closes it."""
         servers = parse_mcp_servers(image.mcpServers or {}, allow_stdio=self.allow_stdio)
         if self.mcp is None or server not in servers:
             raise McpServerFailed(server, "call", "is no longer one of the image's servers")
+        auths, unauthorized = await self._oauth({server: servers[server]}, image.tenantId, mcp_oauth)
+        if server in unauthorized:
+            raise McpServerFailed(server, "call", unauthorized[server])
         secrets = tenant_secrets(self.secrets, image.tenantId)
-        return await TurnMcpSessions(self.mcp, servers, secrets, self.allow_private_networks).get(server)
+        return await TurnMcpSessions(
+            self.mcp, servers, secrets, self.allow_private_networks, http_auths=auths
+        ).get(server)
+
+    async def _oauth(
+        self,
+        servers: Mapping[str, McpStdioServer | McpRemoteServer],
+        tenant_id: str,
+        access: McpOAuthAccess | None,
+    ) -> tuple[dict[str, Any], dict[str, str]]:
+        """The HTTP auth of each server declared with ``"auth": "oauth"`` the tenant has authorized,
+        and why each other one is left out of the turn."""
+        auths: dict[str, Any] = {}
+        unauthorized: dict[str, str] = {}
+        for name, server in servers.items():
+            if not isinstance(server, McpRemoteServer) or server.auth != "oauth":
+                continue
+            if self.oauth is None or access is None:
+                unauthorized[name] = _NO_OAUTH_HERE
+                continue
+            auth = await self.oauth.http_auth(access, tenant_id, server.url)
+            if auth is None:
+                unauthorized[name] = MCP_NEEDS_AUTHORIZATION
+            else:
+                auths[name] = auth
+        return auths, unauthorized
 
     async def _catalog(
         self,
@@ -342,10 +395,16 @@ class ToolSources:
         servers: Mapping[str, McpStdioServer | McpRemoteServer],
         secrets: Mapping[str, str],
         reports: ToolReports,
+        auths: Mapping[str, Any] | None = None,
+        *,
+        left_out: set[str] | None = None,
     ) -> tuple[dict[str, list[dict[str, Any]]], list[str]]:
         """The servers' tool lists: from the image record while fresh, else listed now (concurrently,
         within the deadline) and stored there (stale: older than ``tools_ttl_s``, or the server said
-        its tools changed)."""
+        its tools changed). ``auths``: servers' OAuth; ``left_out``: servers not listed this turn
+        (reported already; a list they had is kept)."""
+        auths = auths or {}
+        left_out = left_out or set()
         key = servers_fingerprint(image.mcpServers)
         cached = image.toolCatalog or {}
         previous: dict[str, list[dict[str, Any]]] = (
@@ -353,7 +412,8 @@ class ToolSources:
         )
         expired = time.time() - float(cached.get("listedAt") or 0) >= self.tools_ttl_s
         changed = {name for name in previous if self._tools_changed(image, name, servers, secrets)}
-        if previous and set(previous) == set(servers) and not expired and not changed:
+        wanted = set(servers) - left_out  # a server left out keeps the list it had, if any
+        if previous and wanted <= set(previous) <= set(servers) and not expired and not changed:
             return previous, []
         assert self.mcp is not None
         listed = {} if expired else {n: tools for n, tools in previous.items() if n not in changed}
@@ -368,9 +428,13 @@ class ToolSources:
         owner = (image.tenantId, image.containerId) if self.mcp_pool is not None else ("", "")
         waiting: dict[str, _Listing] = {}
         for name, server in servers.items():
+            if name in left_out:
+                continue
             if name in listed:
                 continue
-            listing = self._listing(key, name, server, secrets, owner)
+            # without a pool, a listing on a tenant's tokens is that tenant's alone
+            lister = owner if name not in auths or owner != ("", "") else (image.tenantId, "")
+            listing = self._listing(key, name, server, secrets, lister, auths.get(name))
             if isinstance(listing, str):
                 unavailable(name, "start", listing)
             else:
@@ -390,7 +454,7 @@ class ToolSources:
             )
             if done and exc is None:
                 listed[name] = listing.task.result()
-                self._listings.pop((*owner, key, name), None)
+                self._listings.pop((*listing.owner, key, name), None)
                 continue
             if name in previous:  # a refresh that failed or is late: keep the list it had this turn
                 listed[name] = previous[name]
@@ -445,6 +509,7 @@ class ToolSources:
         server: McpStdioServer | McpRemoteServer,
         secrets: Mapping[str, str],
         owner: tuple[str, str],
+        http_auth: Any = None,
     ) -> _Listing | str:
         """The server's listing: the one in flight or finished lately, else a new one; or why it
         cannot be listed (a missing secret, a refused address: reported, not retried in the background).
@@ -460,9 +525,11 @@ class ToolSources:
         except MissingSecret as exc:
             return f"is unavailable: {exc}"
         url = server.url if isinstance(server, McpRemoteServer) and not self.allow_private_networks else None
-        task = loop.create_task(self._list(name, server, config, url, owner), name=f"mcp-list:{name}")
+        task = loop.create_task(
+            self._list(name, server, config, url, owner, http_auth), name=f"mcp-list:{name}"
+        )
         task.add_done_callback(_retrieved)  # a failure nobody waits for any more is not "never retrieved"
-        listing = _Listing(task, loop)
+        listing = _Listing(task, loop, owner)
         self._listings[(*owner, key, name)] = listing
         return listing
 
@@ -473,6 +540,7 @@ class ToolSources:
         config: dict[str, Any],
         url: str | None,
         owner: tuple[str, str],
+        http_auth: Any = None,
     ) -> list[dict[str, Any]]:
         if url is not None:
             try:
@@ -480,10 +548,8 @@ class ToolSources:
             except EgressRefused as exc:
                 raise McpServerFailed(name, "start", f"is unavailable: {exc}") from None
         assert self.mcp is not None
-        session = (
-            self.mcp_pool.lease(*owner, name, config)
-            if self.mcp_pool is not None
-            else self.mcp.session(name, config)
+        session = _open(
+            self.mcp, self.mcp_pool, owner, name, config, {} if http_auth is None else {name: http_auth}
         )
         try:
             # The declared timeout is per tool call; starting a server and listing may take longer.
@@ -503,6 +569,7 @@ class _Listing:
 
     task: asyncio.Task[list[dict[str, Any]]]
     loop: asyncio.AbstractEventLoop
+    owner: tuple[str, str]  # the (tenant, container) of its key in ``ToolSources._listings``
     failed_at: float | None = None  # when a turn saw it fail (loop time): retried after list_retry_s
 
 
@@ -517,6 +584,23 @@ def _short(exc: BaseException) -> str:
 
 def _approval_names(tools: list[str] | str) -> frozenset[str] | str:
     return "*" if tools == "*" else frozenset(tools)
+
+
+def _open(
+    connector: McpConnector,
+    pool: McpSessionPool | None,
+    owner: tuple[str, str],
+    server: str,
+    config: dict[str, Any],
+    http_auths: Mapping[str, Any],
+) -> McpSession:
+    """A session of ``server``: leased from the pool (its key holds the tenant: no two tenants share
+    one), else opened for the turn; with the server's OAuth when it has one."""
+    auth = http_auths.get(server)
+    extra = {} if auth is None else {"http_auth": auth}
+    if pool is not None:
+        return pool.lease(*owner, server, config, **extra)
+    return connector.session(server, config, **extra)
 
 
 def _resolved(server: McpStdioServer | McpRemoteServer, secrets: Mapping[str, str]) -> dict[str, Any]:
