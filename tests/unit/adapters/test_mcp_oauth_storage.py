@@ -70,3 +70,13 @@ async def test_metadata_round_trips_and_forget_drops_every_record_of_that_tenant
     assert await storage.get_tokens() is None and await storage.get_metadata() is None
     assert await storage.expires_at() == (False, None)
     assert len(records.rows) == 1  # the other URL's tokens stay
+
+
+async def test_a_record_written_in_plaintext_is_not_taken_for_tokens(sealer: SecretSealer) -> None:
+    """``SecretSealer.open`` passes an unsealed value through (an older version's plaintext
+    setting); AgentVM seals every OAuth record, so one in plaintext was not written by it."""
+    records = DictRecords()
+    storage = SealedTokenStorage(records, sealer, "t1", URL)
+    planted = OAuthToken(access_token="planted").model_dump_json()
+    records.rows[record_key("t1", URL, "tokens")] = ("t1", planted, None)
+    assert await storage.get_tokens() is None

@@ -19,6 +19,7 @@ import time
 from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.tools.reports import MCP_NEEDS_AUTHORIZATION
+from agentvm.configcentre.sealing import is_sealed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -60,7 +61,9 @@ class SealedTokenStorage:
     async def _get(self, kind: str) -> str | None:
         key = record_key(self._tenant_id, self._server_url, kind)
         stored = await self._records.get(self._tenant_id, key)
-        return None if stored is None else self._sealer.open(key, stored)
+        if stored is None or not is_sealed(stored):  # AgentVM writes none in plaintext: not its own
+            return None
+        return self._sealer.open(key, stored)
 
     async def _put(self, kind: str, value: str) -> None:
         key = record_key(self._tenant_id, self._server_url, kind)

@@ -35,6 +35,7 @@ from urllib.parse import urlencode, urljoin, urlparse
 
 from agentvm.adapters.mcp.oauth import SealedTokenStorage
 from agentvm.agent.tools.egress import EgressRefused, check_public
+from agentvm.configcentre.sealing import is_sealed
 
 if TYPE_CHECKING:
     from collections.abc import Callable
@@ -231,6 +232,8 @@ async def finish_authorization(
     if not code:
         raise AuthorizationFailed("the authorization server sent no code; nothing was stored")
     try:
+        if not is_sealed(sealed):  # AgentVM writes none in plaintext: not its own
+            raise ValueError("not sealed")
         pending = json.loads(access.sealer.open(_seal_name(tenant_id, key), sealed))
     except Exception as exc:  # a server secret rotated twice since, or a record not sealed here
         log.warning("MCP OAuth pending authorization unreadable", extra={"error": type(exc).__name__})
