@@ -96,6 +96,12 @@ PREFIX = "knowledge/"
 SUFFIX = ".sqlite"
 SEGMENT_SUFFIX = ".json.gz"
 FETCHES = 16  # segments downloaded at once when a draft's local file is (re)built
+# A read that finds more segments than this merges them into one (see "Compaction"): a cold read of
+# 32 is two rounds of FETCHES parallel GETs, so past it each further round is a compaction's worth
+# of saved round trips for every later cold function, while the merged PUT re-sends the draft's
+# bytes once per COMPACT_AFTER uploads at most (O(n^2 / 32) bytes, not O(n^2)).
+COMPACT_AFTER = 32
+MERGED = "~"  # a merged segment's key: the last segment it replaces, then this and a generation
 _RETRY_CODES = frozenset(
     {"PreconditionFailed", "412", "NoSuchKey", "404", "ConditionalRequestConflict", "409"}
 )
@@ -126,6 +132,37 @@ def draft_prefix(owner: str, resource: str) -> str:
 def segment_key(owner: str, resource: str) -> str:
     """A new segment's key: the writer's clock first (segments list in time order), then randomness."""
     return f"{draft_prefix(owner, resource)}{time.time_ns():020d}-{secrets.token_hex(6)}{SEGMENT_SUFFIX}"
+
+
+def merged_key(last: str) -> str:
+    """The key of the segment merging segments up to ``last``: right after ``last`` in key order
+    (``~`` sorts after ``.`` and every character of a segment's name), so a segment written later
+    still applies after it; the same for two functions merging the same segments (one PUT wins)."""
+    base = last.removesuffix(SEGMENT_SUFFIX)
+    stem, _, generation = base.partition(MERGED)
+    return f"{stem}{MERGED}{int(generation or 0) + 1:06d}{SEGMENT_SUFFIX}"
+
+
+def is_merged(key: str) -> bool:
+    return MERGED in key.rsplit("/", 1)[-1]
+
+
+def merge_segments(
+    segments: Sequence[tuple[list[KnowledgeChunk], list[list[float]] | None]],
+) -> tuple[list[KnowledgeChunk], list[list[float]] | None] | None:
+    """Segments' chunks as one segment's, applying them in order: a later chunk of the same
+    document and ordinal replaces an earlier one and takes its place at the end, as in the index.
+    None when some carry vectors and others not (such segments are left as they are)."""
+    if len({vectors is None for _, vectors in segments}) > 1:
+        return None
+    last: dict[tuple[str, int], tuple[KnowledgeChunk, list[float] | None]] = {}
+    for chunks, vectors in segments:
+        for n, c in enumerate(chunks):
+            last.pop((c.document_id, c.ordinal), None)
+            last[(c.document_id, c.ordinal)] = (c, None if vectors is None else vectors[n])
+    kept = list(last.values())
+    with_vectors = segments and segments[0][1] is not None
+    return [c for c, _ in kept], ([v for _, v in kept if v is not None] if with_vectors else None)
 
 
 def encode_segment(chunks: Sequence[KnowledgeChunk], vectors: Sequence[Sequence[float]] | None) -> bytes:
@@ -174,6 +211,7 @@ class S3KnowledgeIndex:
         cache_bytes: int = 256 * 1024 * 1024,
         revalidate_s: float = 60.0,
         attempts: int = 8,
+        compact_after: int | None = COMPACT_AFTER,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         if client is None:
@@ -188,6 +226,7 @@ class S3KnowledgeIndex:
         self.cache_bytes = cache_bytes
         self.revalidate_s = revalidate_s
         self.attempts = attempts
+        self.compact_after = compact_after  # None: never compact (benchmarks compare)
         self._now = now
         self._cache: OrderedDict[str, _Cached] = OrderedDict()  # least recently used first
         self._lock = asyncio.Lock()  # one change of the cache at a time (a Lambda serves one event)
@@ -442,7 +481,58 @@ class S3KnowledgeIndex:
                 await view.index.add_chunks(owner, resource, DRAFT, words_only, None)
             view.size = _size_of(view.path)
             self._evict(keep={view_key})
+        if self.compact_after is not None and len(view.applied) > self.compact_after:
+            await self._compact(owner, resource, view)
         return view
+
+    async def _compact(self, owner: str, resource: str, view: _Cached) -> None:
+        """Merge the segments ``view`` applied into one (its local file, already built, is what the
+        merged segment holds); a compaction that fails leaves the draft as it was, readable."""
+        from botocore.exceptions import ClientError
+
+        segments = list(view.applied)
+        try:
+            done = await asyncio.to_thread(self._merge, owner, resource, segments, _view_key(owner, resource))
+        except ClientError as e:  # the read itself succeeded: the next one compacts
+            log.warning("knowledge draft compaction failed: %s", e.response.get("Error", {}).get("Code"))
+            return
+        if done is None:
+            return
+        key, etag = done
+        documents = frozenset(d for k, _ in segments for d in view.documents.get(k, ()))
+        for old, _ in segments:
+            view.documents.pop(old, None)
+            self._forget(old)
+        view.applied = [(key, etag)]
+        view.documents[key] = documents
+
+    def _merge(
+        self, owner: str, resource: str, segments: list[tuple[str, str]], keep: str
+    ) -> tuple[str, str] | None:
+        """Write ``segments``' chunks as one merged segment (``If-None-Match: *``), check by a new
+        LIST that none of them changed meanwhile (else delete it again: a document dropped
+        meanwhile is not resurrected), then delete them. The merged segment and its ETag; None
+        when another function merged them first, or one changed."""
+        decoded = [decode_segment(data) for data in self._fetch_segments(segments, keep)]
+        merged = merge_segments(decoded)
+        if merged is None:
+            return None
+        key = merged_key(segments[-1][0])
+        data = encode_segment(*merged)
+        etag = self._put_bytes(key, data, {"IfNoneMatch": "*"})
+        if etag is None:
+            return None
+        current = dict(self._list_segments(owner, resource))
+        if any(current.get(k) != e for k, e in segments):
+            self._s3.delete_object(Bucket=self.bucket, Key=key)
+            log.info("knowledge draft changed while being compacted: compaction undone")
+            return None
+        self._delete_keys([k for k, _ in segments])
+        path = self._new_path(SEGMENT_SUFFIX)
+        path.write_bytes(data)
+        self._install(key, path, etag, keep=keep)
+        log.info("knowledge draft compacted", extra={"segments": len(segments), "bytes": len(data)})
+        return key, etag
 
     async def _drop_from_draft(self, owner: str, resource: str, document_id: str) -> int:
         """Delete the segments holding only ``document_id``, rewrite those holding others too
@@ -460,6 +550,7 @@ class S3KnowledgeIndex:
                 ]
                 if not found:
                     return 0  # nothing to drop: no write
+                seen = set(view.applied)
                 holding = [(k, e) for k, e in view.applied if document_id in view.documents.get(k, ())]
                 changed = await asyncio.to_thread(
                     self._drop_in_segments, holding, document_id, view.documents, _view_key(owner, resource)
@@ -477,6 +568,9 @@ class S3KnowledgeIndex:
                         applied.append((key, changed.get(key, etag)))
                     view.applied = applied
                     view.size = _size_of(view.path)
+                    await asyncio.to_thread(
+                        self._drop_in_new_merged, owner, resource, document_id, seen | set(applied)
+                    )
                     return found[0].bytes
                 self._forget(_view_key(owner, resource))
             log.info(
@@ -519,6 +613,43 @@ class S3KnowledgeIndex:
             changed[key] = new_etag
             self._forget(key)
         return changed
+
+    def _drop_in_new_merged(
+        self, owner: str, resource: str, document_id: str, seen: set[tuple[str, str]]
+    ) -> None:
+        """After a drop: a merged segment this drop did not see (written by a compaction that read
+        a segment before the drop changed it) may hold the document again; list until none does.
+        (A merging function checks its segments after its PUT and undoes it if one changed, so
+        only a drop landing between that check and its deletes needs this; the drop's next LIST
+        comes after the merged PUT, so it finds it, or the segment merging it again.)"""
+        from botocore.exceptions import ClientError
+
+        keep = _view_key(owner, resource)
+        for _ in range(self.attempts):
+            new = [s for s in self._list_segments(owner, resource) if is_merged(s[0]) and s not in seen]
+            if not new:
+                return
+            for key, etag in new:
+                try:
+                    (data,) = self._fetch_segments([(key, etag)], keep)
+                except ClientError as e:  # gone or changed since the listing: the next one says
+                    if e.response.get("Error", {}).get("Code") in _RETRY_CODES:
+                        continue
+                    raise
+                chunks, vectors = decode_segment(data)
+                kept = [n for n, c in enumerate(chunks) if c.document_id != document_id]
+                if len(kept) < len(chunks):
+                    body = encode_segment(
+                        [chunks[n] for n in kept], None if vectors is None else [vectors[n] for n in kept]
+                    )
+                    new_etag = self._put_bytes(key, body, {"IfMatch": etag})
+                    self._forget(key)
+                    if new_etag is None:
+                        continue
+                    etag = new_etag
+                    log.info("knowledge document dropped from a segment merged meanwhile")
+                seen.add((key, etag))
+        raise Conflict("the knowledge resource is being changed by someone else; try again")
 
     async def _convert_legacy(self, owner: str, resource: str) -> None:
         """A draft written as one file (before segments) becomes the first segment (its chunks,
@@ -644,7 +775,9 @@ class S3KnowledgeIndex:
         return keys
 
     def _delete_prefix(self, prefix: str) -> None:
-        keys = self._list(prefix)
+        self._delete_keys(self._list(prefix))
+
+    def _delete_keys(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):
             batch = [{"Key": k} for k in keys[start : start + 1000]]
             self._s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
