@@ -31,13 +31,40 @@ longer the applied one plus new segments at its end (another function removed a 
 local file is rebuilt from the segments (their payloads are cached too, so that costs LIST and
 local work, not downloads). ``drop_document`` deletes the segments holding only that document and
 rewrites (``If-Match`` their ETag) the few that hold others too; the local file drops it in place.
-So n uploads move O(n) bytes into S3 (each its own segment), not O(n^2) (BENCHMARKS.md: 50 uploads).
+So n uploads move O(n) bytes into S3 (each its own segment), not O(n^2) (BENCHMARKS.md: 50 uploads),
+until compaction (below) sends them again now and then.
 Segment names carry the writer's clock: two functions whose clocks disagree may apply two writes of
 the same document and ordinal in the other order, which only matters when the same document is
 uploaded twice at the same moment (the upload that lands last may then not be the one kept).
 A draft written before segments (one ``draft.sqlite`` file) is turned into the first segment the
 first time it is read (while a deployment replaces the functions, an upload by an old function
 landing between that read and the file's deletion would be lost: upload after the deployment).
+
+**Compaction.** A cold function reads every segment (BENCHMARKS.md: 500 uploads, 500 GETs). So a
+read that finds more than ``COMPACT_AFTER`` (32) segments, once its local file is built, merges
+them: one segment holding their chunks as applying them in order leaves them (a later chunk of
+the same document and ordinal replaces the earlier, so each chunk once), named after the last of
+them plus ``~`` and a generation (right after it in key order: a segment written later still
+applies after it), PUT with ``If-None-Match: *`` (two functions merging the same segments: one
+wins, the other stops). It then LISTs again: if one of the merged segments changed or went
+meanwhile (a document dropped), it deletes the merged one again and stops (nothing resurrected);
+otherwise it deletes the merged ones (``DeleteObjects``, one request). Only listed segments are
+merged and deleted, so an upload landing meanwhile (a new key) stays, applied after the merge.
+A reader listing between the merged PUT and the deletes (or after a compaction failed there)
+applies both the merged segment and the ones it merges: by the replacement rule the result is the
+same chunks, each once, so it only fetches more; the next compaction merges them again. The
+remaining window, a drop that listed before the merged PUT and writes after that check, is
+closed by the drop: after its writes it LISTs again and removes the document from any merged
+segment it had not seen (``If-Match``), until none is new (a merged segment written later
+merges the one it fixed, and is then fixed too). This also drops the document from an upload of
+the same document made during the drop and merged meanwhile: two such calls at once have no
+order anyway. The deletes are not conditional: S3's conditional ``DeleteObject`` (and moto's)
+would only turn the rewritten-meanwhile case into a leftover segment, which the drop's check
+handles anyway. Segments with vectors mixed with words-only ones are not merged (drafts are words
+only: ``resources/uploads.py``). Merging re-sends the draft's bytes at most once per
+``COMPACT_AFTER`` uploads: O(n^2 / 32) bytes in all (500 uploads: ~25x the draft, against the 1,700x
+of one file rewritten each time), and a cold read then GETs at most 33 segments, 3 rounds.
+
 Publishing is unchanged: the draft's chunks (read through its local file) become a version's
 single file, written once (``If-None-Match: *``).
 
@@ -52,7 +79,11 @@ KB per chunk of ~800 bytes with words only, ~8 KB with 1,536-dimension vectors: 
 ~2 GB or ~8 GB, $0.05 or $0.19 a month. Publishing is one PUT per version, a search of a version at
 most one GET (none while the cached file is fresh). An upload is one LIST (its limits read the
 draft) and one PUT of its own segment; a draft's search one LIST, plus one GET per segment this
-function has not seen (a cold function fetches them all, 16 at a time). A search needs the
+function has not seen (a cold function fetches them all, 16 at a time: at most ``COMPACT_AFTER`` +
+1 of them), and past ``COMPACT_AFTER`` segments one PUT, one LIST and one ``DeleteObjects`` more.
+What compaction does not remove: a cold function still indexes every chunk of the draft into its
+``/tmp`` file (FTS5: about 0.15 ms a chunk, BENCHMARKS.md), the larger part of a cold read on real
+S3 once the GETs are few. A search needs the
 version's whole file in ``/tmp``: this suits versions up to some hundreds of thousands of chunks,
 not millions.
 """
@@ -488,13 +519,17 @@ class S3KnowledgeIndex:
     async def _compact(self, owner: str, resource: str, view: _Cached) -> None:
         """Merge the segments ``view`` applied into one (its local file, already built, is what the
         merged segment holds); a compaction that fails leaves the draft as it was, readable."""
-        from botocore.exceptions import ClientError
+        from botocore.exceptions import BotoCoreError, ClientError
 
         segments = list(view.applied)
         try:
             done = await asyncio.to_thread(self._merge, owner, resource, segments, _view_key(owner, resource))
-        except ClientError as e:  # the read itself succeeded: the next one compacts
-            log.warning("knowledge draft compaction failed: %s", e.response.get("Error", {}).get("Code"))
+        except ClientError as e:  # the read itself succeeded: a later one compacts
+            code = e.response.get("Error", {}).get("Code")
+            (log.info if code in _RETRY_CODES else log.warning)("knowledge draft not compacted: %s", code)
+            return
+        except BotoCoreError as e:
+            log.warning("knowledge draft not compacted: %s", type(e).__name__)
             return
         if done is None:
             return
