@@ -5,7 +5,11 @@ draft's uploads and a version's searches cost in requests and bytes, and the fil
   Zipf-like words, ``benchmarks.knowledge_search``'s corpus) added one by one to one draft, as
   ``POST /v1/knowledge/{name}/documents`` does (the draft's documents read for its limits, then
   the chunks added), by ``--writers`` functions in turn (each its own cache); the S3 requests, the
-  bytes PUT and downloaded, and the draft's bytes in S3 at the end.
+  bytes PUT and downloaded, and the draft's bytes in S3 at the end; then ``--cold-runs`` new
+  functions' first search of it (median), and with ``--phases`` where one spends its time (LIST,
+  GETs, decoding, indexing). ``--compaction both`` (the default) does it all twice, the draft's
+  segments never merged and merged past ``COMPACT_AFTER``, side by side; ``off`` also runs on an
+  adapter from before compaction (``PYTHONPATH`` to an older checkout's ``shared/``).
 * A version: ``--chunks`` chunks with ``--dimensions``-float vectors published in one write; a
   cold read (download into the cache, open), warm searches (words, vectors: no request), and a
   revalidation after the freshness window (a conditional GET: 304).
@@ -28,7 +32,8 @@ from typing import Any
 import boto3
 from moto import mock_aws
 
-from agentvm.adapters.aws.s3_knowledge import COMPACT_AFTER, S3KnowledgeIndex, draft_prefix
+from agentvm.adapters.aws import s3_knowledge
+from agentvm.adapters.aws.s3_knowledge import S3KnowledgeIndex, draft_prefix
 from agentvm.hosts.aws import s3_knowledge_index
 from agentvm.ports import DRAFT, KnowledgeChunk
 from benchmarks.knowledge_search import text, unit
@@ -141,7 +146,9 @@ async def main(args: argparse.Namespace) -> None:
     with mock_aws(), tempfile.TemporaryDirectory() as tmp:
         s3 = boto3.client("s3", region_name="us-east-1")
         s3.create_bucket(Bucket=BUCKET)
-        modes = {"off": [None], "on": [COMPACT_AFTER], "both": [None, COMPACT_AFTER]}[args.compaction]
+        # an adapter from before compaction (PYTHONPATH to an older checkout's shared/) runs "off"
+        merged = getattr(s3_knowledge, "COMPACT_AFTER", None)
+        modes = {"off": [None], "on": [merged], "both": [None, merged]}[args.compaction]
         writer = None
         for compact_after in modes:
             resource = "kb" if compact_after is None else "kb-compacted"

@@ -337,4 +337,4 @@ def _floats(vector: Sequence[float]) -> bytes:
     return struct.pack(f"<{len(vector)}f", *vector)
 
 
-__all__ = ["MAX_QUERY_TERMS", "SqliteKnowledgeIndex", "match_expression", "scope_of"]
+__all__ = ["BULK_LOAD", "MAX_QUERY_TERMS", "SqliteKnowledgeIndex", "match_expression", "scope_of"]
