@@ -15,6 +15,7 @@ from botocore.exceptions import ClientError
 from moto import mock_aws
 
 from agentvm.adapters.aws.s3_knowledge import (
+    _view_key,
     decode_segment,
     draft_prefix,
     encode_segment,
@@ -231,3 +232,24 @@ async def test_a_compaction_failing_halfway_leaves_a_readable_draft_merged_again
     (merged,) = segment_keys(s3)
     chunks, _ = decode_segment(s3.get_object(Bucket=BUCKET, Key=merged)["Body"].read())
     assert len(chunks) == COMPACT_AFTER + 1  # merged once more, each chunk still once
+
+
+async def test_a_warm_reader_takes_a_merge_of_what_it_holds_without_indexing_again(s3, tmp_path):
+    writer = new_index(s3, tmp_path, "writer", compact_after=None)
+    for n in range(COMPACT_AFTER + 1):
+        await upload(writer, n)
+    reader = new_index(s3, tmp_path, "reader", compact_after=None)
+    await reader.documents("acme", "kb", DRAFT)
+    local_file = reader._cache[_view_key("acme", "kb")].path
+    await new_index(s3, tmp_path, "compactor", compact_after=COMPACT_AFTER).documents("acme", "kb", DRAFT)
+    await upload(writer, 99)  # after the merge
+    gets = requests_of(s3, "GetObject")
+    expected = [f"{n}.md" for n in range(COMPACT_AFTER + 1)] + ["99.md"]
+    assert sorted(await documents_of(reader)) == sorted(expected)
+    assert len(gets) == 2  # the merged segment (what it replaces) and the new one
+    assert reader._cache[_view_key("acme", "kb")].path == local_file  # not built again
+    # a merged segment rewritten by a drop no longer says what it holds: the file is built again
+    assert await writer.drop_document("acme", "kb", DRAFT, "2.md") > 0
+    assert "2.md" not in await documents_of(reader)
+    assert reader._cache[_view_key("acme", "kb")].path != local_file
+    assert sorted(await documents_of(reader)) == sorted(d for d in expected if d != "2.md")

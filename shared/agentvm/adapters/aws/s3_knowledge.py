@@ -50,6 +50,9 @@ wins, the other stops). It then LISTs again: if one of the merged segments chang
 meanwhile (a document dropped), it deletes the merged one again and stops (nothing resurrected);
 otherwise it deletes the merged ones (``DeleteObjects``, one request). Only listed segments are
 merged and deleted, so an upload landing meanwhile (a new key) stays, applied after the merge.
+The merged segment names the segments (key and ETag) it holds: a warm function whose local file
+holds exactly those first takes it as is (one GET, nothing indexed again); a merged segment
+rewritten by a drop names none, and such a function builds its file again.
 A reader listing between the merged PUT and the deletes (or after a compaction failed there)
 applies both the merged segment and the ones it merges: by the replacement rule the result is the
 same chunks, each once, so it only fetches more; the next compaction merges them again. The
@@ -202,11 +205,26 @@ def merge_segments(
     return [c for c, _ in kept], ([v for _, v in kept if v is not None] if with_vectors else None)
 
 
-def encode_segment(chunks: Sequence[KnowledgeChunk], vectors: Sequence[Sequence[float]] | None) -> bytes:
-    """One ``add_chunks`` call's arguments as a segment's bytes."""
+def encode_segment(
+    chunks: Sequence[KnowledgeChunk],
+    vectors: Sequence[Sequence[float]] | None,
+    replaces: Sequence[tuple[str, str]] = (),
+) -> bytes:
+    """One ``add_chunks`` call's arguments as a segment's bytes; a merged segment's also name the
+    segments (key, ETag) it holds exactly (a segment rewritten later no longer does: it names none)."""
     rows = [[c.document_id, c.title, c.heading_path, c.location, c.ordinal, c.text] for c in chunks]
-    payload = {"chunks": rows, "vectors": None if vectors is None else [list(v) for v in vectors]}
+    payload: dict[str, Any] = {
+        "chunks": rows,
+        "vectors": None if vectors is None else [list(v) for v in vectors],
+    }
+    if replaces:
+        payload["replaces"] = [list(segment) for segment in replaces]
     return gzip.compress(json.dumps(payload, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+
+
+def replaced_segments(data: bytes) -> list[tuple[str, str]]:
+    """The segments (key, ETag) a merged segment holds exactly, as written by the merge ([]: none)."""
+    return [(key, etag) for key, etag in json.loads(gzip.decompress(data)).get("replaces", [])]
 
 
 def decode_segment(data: bytes) -> tuple[list[KnowledgeChunk], list[list[float]] | None]:
@@ -490,7 +508,10 @@ class S3KnowledgeIndex:
             self._forget(view_key)
             return None
         view = self._cache.get(view_key)
-        if view is not None and view.applied == listing[: len(view.applied)]:
+        if view is not None and (
+            view.applied == listing[: len(view.applied)]
+            or await asyncio.to_thread(self._adopt_merge, view, listing)  # merged by another function
+        ):
             self._cache.move_to_end(view_key)
             new = listing[len(view.applied) :]
         else:  # first read, or the segments changed under it: built again from all of them
@@ -521,6 +542,27 @@ class S3KnowledgeIndex:
         if self.compact_after is not None and len(view.applied) > self.compact_after:
             await self._compact(owner, resource, view)
         return view
+
+    def _adopt_merge(self, view: _Cached, listing: list[tuple[str, str]]) -> bool:
+        """When another function merged segments this local file holds (the listing starts with a
+        merged segment naming exactly the first of ``view.applied``, then the rest of them), the file
+        already holds what it does: the merged segment replaces them in ``view.applied``, nothing is
+        indexed again. False: it does not (the file is built again)."""
+        head = listing[0]
+        if not is_merged(head[0]) or head in view.applied:
+            return False
+        (data,) = self._fetch_segments([head], _view_key_of(head[0]))
+        replaced = replaced_segments(data)
+        rest = view.applied[len(replaced) :]
+        if not replaced or view.applied[: len(replaced)] != replaced or listing[1 : 1 + len(rest)] != rest:
+            return False
+        documents = frozenset(d for k, _ in replaced for d in view.documents.get(k, ()))
+        for key, _ in replaced:
+            view.documents.pop(key, None)
+            self._forget(key)
+        view.applied = [head, *rest]
+        view.documents[head[0]] = documents
+        return True
 
     async def _compact(self, owner: str, resource: str, view: _Cached) -> None:
         """Merge the segments ``view`` applied into one (its local file, already built, is what the
@@ -559,7 +601,7 @@ class S3KnowledgeIndex:
         if merged is None:
             return None
         key = merged_key(segments[-1][0])
-        data = encode_segment(*merged)
+        data = encode_segment(*merged, replaces=segments)
         etag = self._put_bytes(key, data, {"IfNoneMatch": "*"})
         if etag is None:
             return None
@@ -835,6 +877,11 @@ def _view_key(owner: str, resource: str) -> str:
     return f"{draft_prefix(owner, resource)}{_VIEW}"
 
 
+def _view_key_of(segment: str) -> str:
+    """The local file's cache key of the draft ``segment`` belongs to."""
+    return f"{segment.rsplit('/', 1)[0]}/{_VIEW}"
+
+
 def _size_of(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
@@ -854,6 +901,7 @@ __all__ = [
     "is_merged",
     "merge_segments",
     "merged_key",
+    "replaced_segments",
     "object_key",
     "owner_prefix",
     "resource_prefix",
