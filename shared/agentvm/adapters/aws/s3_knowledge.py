@@ -69,8 +69,8 @@ conditional: S3's conditional ``DeleteObject`` (``If-Match``; moto has it, not t
 drop's check handles anyway. Segments with vectors mixed with words-only ones are not merged (drafts are words
 only: ``resources/uploads.py``). Merging re-sends the draft's bytes at most once per
 ``COMPACT_AFTER`` uploads: O(n^2 / 32) bytes in all (BENCHMARKS.md, 500 uploads: 12.2 MiB PUT for
-a 1.4 MB draft, 8x, against ~1,700x for one file rewritten each time), and a cold read then GETs
-at most 33 segments, 3 rounds (500 uploads: 20 GETs, not 500; its first search 0.49 s, not 2.0).
+a 1.5 MB draft, 8x, against ~1,700x for one file rewritten each time), and a cold read then GETs
+at most 33 segments, 3 rounds (500 uploads: 20 GETs, not 500; its first search 0.5 s, not 2.6).
 The read that compacts pays for it (a PUT of the draft, a LIST, a ``DeleteObjects``): on the
 upload path that is an upload's limits read, once every 32 uploads.
 
