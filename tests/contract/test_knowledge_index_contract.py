@@ -219,6 +219,36 @@ async def test_a_chunk_of_the_same_document_and_ordinal_replaces_the_indexed_one
     assert await index.search_words("acme", "handbook", "1", "original card", 5) == []
 
 
+async def test_a_large_first_add_indexes_as_adding_one_by_one_does(empty):
+    """SQLite indexes a large add to an empty index in one FTS5 'rebuild' (``BULK_LOAD``): the same
+    hits, scores and vectors as chunk by chunk, a repeated document and ordinal replaced, and the
+    index kept up to date by later adds and removals."""
+    rng = random.Random(3)
+    words = ["refunds", "invoices", "shipping", "security", "returns", "rotterdam", "card", "plan"]
+    chunks = [
+        chunk(f"d{n // 4}.md", n % 4, " ".join(rng.choice(words) for _ in range(12))) for n in range(120)
+    ]
+    chunks.append(chunk("d0.md", 1, "Replaced: express delivery only."))  # the same document and ordinal
+    embedder = BagOfWordsEmbedder()
+    vectors = embedder.embed([c.text for c in chunks], purpose="document")
+    await empty.add_chunks("acme", "kb", "1", chunks, vectors)  # one call, into an empty index
+    for c, v in zip(chunks, vectors, strict=True):  # one by one, into one that is not
+        await empty.add_chunks("acme", "kb", "2", [c], [v])
+    (query,) = embedder.embed(["refunds card"], purpose="query")
+    for text in ("refunds card", "express delivery", "original"):
+        bulk = await empty.search_words("acme", "kb", "1", text, 20)
+        assert bulk == await empty.search_words("acme", "kb", "2", text, 20)
+    near = [await empty.search_vectors("acme", "kb", v, query, 10) for v in ("1", "2")]
+    assert near[0] == near[1] and near[0]
+    assert len(await empty.chunks("acme", "kb", "1")) == 120
+    await empty.add_chunks("acme", "kb", "1", [chunk("d1.md", 0, "Zeppelin arrivals.")], None)
+    assert [h.chunk.document_id for h in await empty.search_words("acme", "kb", "1", "zeppelin", 5)] == [
+        "d1.md"
+    ]
+    await empty.drop_document("acme", "kb", "1", "d1.md")
+    assert await empty.search_words("acme", "kb", "1", "zeppelin", 5) == []
+
+
 async def test_vectors_find_the_nearest_chunks_per_version_and_tenant(empty):
     idx = empty
     assert idx.vectors  # sqlite-vec loaded (through sqlean.py where sqlite3 cannot load extensions)

@@ -25,6 +25,7 @@ from tests.contract.test_knowledge_index_contract import (  # the index contract
     HANDBOOK,
     chunk,
     test_a_chunk_of_the_same_document_and_ordinal_replaces_the_indexed_one,  # noqa: F401
+    test_a_large_first_add_indexes_as_adding_one_by_one_does,  # noqa: F401
     test_accents_are_folded_in_the_text_and_in_the_query,  # noqa: F401
     test_another_tenant_resource_or_version_never_returns_hits,  # noqa: F401
     test_documents_chunks_stats_and_dropping,  # noqa: F401

@@ -31,13 +31,49 @@ longer the applied one plus new segments at its end (another function removed a 
 local file is rebuilt from the segments (their payloads are cached too, so that costs LIST and
 local work, not downloads). ``drop_document`` deletes the segments holding only that document and
 rewrites (``If-Match`` their ETag) the few that hold others too; the local file drops it in place.
-So n uploads move O(n) bytes into S3 (each its own segment), not O(n^2) (BENCHMARKS.md: 50 uploads).
+So n uploads move O(n) bytes into S3 (each its own segment), not O(n^2) (BENCHMARKS.md: 50 uploads),
+until compaction (below) sends them again now and then.
 Segment names carry the writer's clock: two functions whose clocks disagree may apply two writes of
 the same document and ordinal in the other order, which only matters when the same document is
 uploaded twice at the same moment (the upload that lands last may then not be the one kept).
 A draft written before segments (one ``draft.sqlite`` file) is turned into the first segment the
 first time it is read (while a deployment replaces the functions, an upload by an old function
 landing between that read and the file's deletion would be lost: upload after the deployment).
+
+**Compaction.** A cold function reads every segment (BENCHMARKS.md: 500 uploads, 500 GETs). So a
+read that finds more than ``COMPACT_AFTER`` (32) segments, once its local file is built, merges
+them: one segment holding their chunks as applying them in order leaves them (a later chunk of
+the same document and ordinal replaces the earlier, so each chunk once), named after the last of
+them plus ``~`` and a generation (right after it in key order: a segment written later still
+applies after it), PUT with ``If-None-Match: *`` (two functions merging the same segments: one
+wins, the other stops). It then LISTs again: if one of the merged segments changed or went
+meanwhile (a document dropped), it deletes the merged one again and stops (nothing resurrected);
+otherwise it deletes the merged ones (``DeleteObjects``, one request). Only listed segments are
+merged and deleted, so an upload landing meanwhile (a new key) stays, applied after the merge.
+The merged segment names the segments (key and ETag) it holds: a warm function whose local file
+holds exactly those first takes it as is (one GET, nothing indexed again); a merged segment
+rewritten by a drop names none, and such a function builds its file again.
+A reader listing between the merged PUT and the deletes (or after a compaction failed there)
+applies both the merged segment and the ones it merges: by the replacement rule the result is the
+same chunks, each once, so it only fetches more; the next compaction merges them again. The
+remaining window, a drop that listed before the merged PUT and writes after that check, is
+closed by the drop: after its writes it LISTs again and removes the document from any merged
+segment it had not seen (``If-Match``), until none is new (a merged segment written later
+merges the one it fixed, and is then fixed too). This also drops the document from an upload of
+the same document made during the drop and merged meanwhile: two such calls at once have no
+order anyway. What is left: a drop whose function dies between its writes and that LIST (or
+that gives up after ``attempts`` merges in a row, answering 409) can leave the document in a
+merged segment written meanwhile; dropping it again removes it. The deletes are not
+conditional: S3's conditional ``DeleteObject`` (``If-Match``; moto has it, not the per-key ETag of
+``DeleteObjects``) would only turn the rewritten-meanwhile case into a leftover segment, which the
+drop's check handles anyway. Segments with vectors mixed with words-only ones are not merged (drafts are words
+only: ``resources/uploads.py``). Merging re-sends the draft's bytes at most once per
+``COMPACT_AFTER`` uploads: O(n^2 / 32) bytes in all (BENCHMARKS.md, 500 uploads: 12.2 MiB PUT for
+a 1.5 MB draft, 8x, against ~1,700x for one file rewritten each time), and a cold read then GETs
+at most 33 segments, 3 rounds (500 uploads: 20 GETs, not 500; its first search 0.5 s, not 2.6).
+The read that compacts pays for it (a PUT of the draft, a LIST, a ``DeleteObjects``): on the
+upload path that is an upload's limits read, once every 32 uploads.
+
 Publishing is unchanged: the draft's chunks (read through its local file) become a version's
 single file, written once (``If-None-Match: *``).
 
@@ -52,7 +88,11 @@ KB per chunk of ~800 bytes with words only, ~8 KB with 1,536-dimension vectors: 
 ~2 GB or ~8 GB, $0.05 or $0.19 a month. Publishing is one PUT per version, a search of a version at
 most one GET (none while the cached file is fresh). An upload is one LIST (its limits read the
 draft) and one PUT of its own segment; a draft's search one LIST, plus one GET per segment this
-function has not seen (a cold function fetches them all, 16 at a time). A search needs the
+function has not seen (a cold function fetches them all, 16 at a time: at most ``COMPACT_AFTER`` +
+1 of them), and past ``COMPACT_AFTER`` segments one PUT, one LIST and one ``DeleteObjects`` more.
+What compaction does not remove: a cold function still indexes every chunk of the draft into its
+``/tmp`` file (one FTS5 rebuild: about 0.05 ms a chunk here, BENCHMARKS.md), the larger part of a
+cold read on real S3 once the GETs are few. A search needs the
 version's whole file in ``/tmp``: this suits versions up to some hundreds of thousands of chunks,
 not millions.
 """
@@ -96,6 +136,12 @@ PREFIX = "knowledge/"
 SUFFIX = ".sqlite"
 SEGMENT_SUFFIX = ".json.gz"
 FETCHES = 16  # segments downloaded at once when a draft's local file is (re)built
+# A read that finds more segments than this merges them into one (see "Compaction"): a cold read of
+# 32 is two rounds of FETCHES parallel GETs, so past it each further round is a compaction's worth
+# of saved round trips for every later cold function, while the merged PUT re-sends the draft's
+# bytes once per COMPACT_AFTER uploads at most (O(n^2 / 32) bytes, not O(n^2)).
+COMPACT_AFTER = 32
+MERGED = "~"  # a merged segment's key: the last segment it replaces, then this and a generation
 _RETRY_CODES = frozenset(
     {"PreconditionFailed", "412", "NoSuchKey", "404", "ConditionalRequestConflict", "409"}
 )
@@ -128,11 +174,57 @@ def segment_key(owner: str, resource: str) -> str:
     return f"{draft_prefix(owner, resource)}{time.time_ns():020d}-{secrets.token_hex(6)}{SEGMENT_SUFFIX}"
 
 
-def encode_segment(chunks: Sequence[KnowledgeChunk], vectors: Sequence[Sequence[float]] | None) -> bytes:
-    """One ``add_chunks`` call's arguments as a segment's bytes."""
+def merged_key(last: str) -> str:
+    """The key of the segment merging segments up to ``last``: right after ``last`` in key order
+    (``~`` sorts after ``.`` and every character of a segment's name), so a segment written later
+    still applies after it; the same for two functions merging the same segments (one PUT wins)."""
+    base = last.removesuffix(SEGMENT_SUFFIX)
+    stem, _, generation = base.partition(MERGED)
+    return f"{stem}{MERGED}{int(generation or 0) + 1:06d}{SEGMENT_SUFFIX}"
+
+
+def is_merged(key: str) -> bool:
+    return MERGED in key.rsplit("/", 1)[-1]
+
+
+def merge_segments(
+    segments: Sequence[tuple[list[KnowledgeChunk], list[list[float]] | None]],
+) -> tuple[list[KnowledgeChunk], list[list[float]] | None] | None:
+    """Segments' chunks as one segment's, applying them in order: a later chunk of the same
+    document and ordinal replaces an earlier one and takes its place at the end, as in the index.
+    None when some carry vectors and others not (such segments are left as they are)."""
+    if len({vectors is None for _, vectors in segments}) > 1:
+        return None
+    last: dict[tuple[str, int], tuple[KnowledgeChunk, list[float] | None]] = {}
+    for chunks, vectors in segments:
+        for n, c in enumerate(chunks):
+            last.pop((c.document_id, c.ordinal), None)
+            last[(c.document_id, c.ordinal)] = (c, None if vectors is None else vectors[n])
+    kept = list(last.values())
+    with_vectors = segments and segments[0][1] is not None
+    return [c for c, _ in kept], ([v for _, v in kept if v is not None] if with_vectors else None)
+
+
+def encode_segment(
+    chunks: Sequence[KnowledgeChunk],
+    vectors: Sequence[Sequence[float]] | None,
+    replaces: Sequence[tuple[str, str]] = (),
+) -> bytes:
+    """One ``add_chunks`` call's arguments as a segment's bytes; a merged segment's also name the
+    segments (key, ETag) it holds exactly (a segment rewritten later no longer does: it names none)."""
     rows = [[c.document_id, c.title, c.heading_path, c.location, c.ordinal, c.text] for c in chunks]
-    payload = {"chunks": rows, "vectors": None if vectors is None else [list(v) for v in vectors]}
+    payload: dict[str, Any] = {
+        "chunks": rows,
+        "vectors": None if vectors is None else [list(v) for v in vectors],
+    }
+    if replaces:
+        payload["replaces"] = [list(segment) for segment in replaces]
     return gzip.compress(json.dumps(payload, separators=(",", ":")).encode(), compresslevel=6, mtime=0)
+
+
+def replaced_segments(data: bytes) -> list[tuple[str, str]]:
+    """The segments (key, ETag) a merged segment holds exactly, as written by the merge ([]: none)."""
+    return [(key, etag) for key, etag in json.loads(gzip.decompress(data)).get("replaces", [])]
 
 
 def decode_segment(data: bytes) -> tuple[list[KnowledgeChunk], list[list[float]] | None]:
@@ -174,6 +266,7 @@ class S3KnowledgeIndex:
         cache_bytes: int = 256 * 1024 * 1024,
         revalidate_s: float = 60.0,
         attempts: int = 8,
+        compact_after: int | None = COMPACT_AFTER,
         now: Callable[[], float] = time.monotonic,
     ) -> None:
         if client is None:
@@ -188,6 +281,7 @@ class S3KnowledgeIndex:
         self.cache_bytes = cache_bytes
         self.revalidate_s = revalidate_s
         self.attempts = attempts
+        self.compact_after = compact_after  # None: never compact (benchmarks compare)
         self._now = now
         self._cache: OrderedDict[str, _Cached] = OrderedDict()  # least recently used first
         self._lock = asyncio.Lock()  # one change of the cache at a time (a Lambda serves one event)
@@ -414,7 +508,10 @@ class S3KnowledgeIndex:
             self._forget(view_key)
             return None
         view = self._cache.get(view_key)
-        if view is not None and view.applied == listing[: len(view.applied)]:
+        if view is not None and (
+            view.applied == listing[: len(view.applied)]
+            or await asyncio.to_thread(self._adopt_merge, view, listing)  # merged by another function
+        ):
             self._cache.move_to_end(view_key)
             new = listing[len(view.applied) :]
         else:  # first read, or the segments changed under it: built again from all of them
@@ -442,7 +539,83 @@ class S3KnowledgeIndex:
                 await view.index.add_chunks(owner, resource, DRAFT, words_only, None)
             view.size = _size_of(view.path)
             self._evict(keep={view_key})
+        if self.compact_after is not None and len(view.applied) > self.compact_after:
+            await self._compact(owner, resource, view)
         return view
+
+    def _adopt_merge(self, view: _Cached, listing: list[tuple[str, str]]) -> bool:
+        """When another function merged segments this local file holds (the listing starts with a
+        merged segment naming exactly the first of ``view.applied``, then the rest of them), the file
+        already holds what it does: the merged segment replaces them in ``view.applied``, nothing is
+        indexed again. False: it does not (the file is built again)."""
+        head = listing[0]
+        if not is_merged(head[0]) or head in view.applied:
+            return False
+        (data,) = self._fetch_segments([head], _view_key_of(head[0]))
+        replaced = replaced_segments(data)
+        rest = view.applied[len(replaced) :]
+        if not replaced or view.applied[: len(replaced)] != replaced or listing[1 : 1 + len(rest)] != rest:
+            return False
+        documents = frozenset(d for k, _ in replaced for d in view.documents.get(k, ()))
+        for key, _ in replaced:
+            view.documents.pop(key, None)
+            self._forget(key)
+        view.applied = [head, *rest]
+        view.documents[head[0]] = documents
+        return True
+
+    async def _compact(self, owner: str, resource: str, view: _Cached) -> None:
+        """Merge the segments ``view`` applied into one (its local file, already built, is what the
+        merged segment holds); a compaction that fails leaves the draft as it was, readable."""
+        from botocore.exceptions import BotoCoreError, ClientError
+
+        segments = list(view.applied)
+        try:
+            done = await asyncio.to_thread(self._merge, owner, resource, segments, _view_key(owner, resource))
+        except ClientError as e:  # the read itself succeeded: a later one compacts
+            code = e.response.get("Error", {}).get("Code")
+            (log.info if code in _RETRY_CODES else log.warning)("knowledge draft not compacted: %s", code)
+            return
+        except BotoCoreError as e:
+            log.warning("knowledge draft not compacted: %s", type(e).__name__)
+            return
+        if done is None:
+            return
+        key, etag = done
+        documents = frozenset(d for k, _ in segments for d in view.documents.get(k, ()))
+        for old, _ in segments:
+            view.documents.pop(old, None)
+            self._forget(old)
+        view.applied = [(key, etag)]
+        view.documents[key] = documents
+
+    def _merge(
+        self, owner: str, resource: str, segments: list[tuple[str, str]], keep: str
+    ) -> tuple[str, str] | None:
+        """Write ``segments``' chunks as one merged segment (``If-None-Match: *``), check by a new
+        LIST that none of them changed meanwhile (else delete it again: a document dropped
+        meanwhile is not resurrected), then delete them. The merged segment and its ETag; None
+        when another function merged them first, or one changed."""
+        decoded = [decode_segment(data) for data in self._fetch_segments(segments, keep)]
+        merged = merge_segments(decoded)
+        if merged is None:
+            return None
+        key = merged_key(segments[-1][0])
+        data = encode_segment(*merged, replaces=segments)
+        etag = self._put_bytes(key, data, {"IfNoneMatch": "*"})
+        if etag is None:
+            return None
+        current = dict(self._list_segments(owner, resource))
+        if any(current.get(k) != e for k, e in segments):
+            self._s3.delete_object(Bucket=self.bucket, Key=key)
+            log.info("knowledge draft changed while being compacted: compaction undone")
+            return None
+        self._delete_keys([k for k, _ in segments])
+        path = self._new_path(SEGMENT_SUFFIX)
+        path.write_bytes(data)
+        self._install(key, path, etag, keep=keep)
+        log.info("knowledge draft compacted", extra={"segments": len(segments), "bytes": len(data)})
+        return key, etag
 
     async def _drop_from_draft(self, owner: str, resource: str, document_id: str) -> int:
         """Delete the segments holding only ``document_id``, rewrite those holding others too
@@ -460,6 +633,7 @@ class S3KnowledgeIndex:
                 ]
                 if not found:
                     return 0  # nothing to drop: no write
+                seen = set(view.applied)
                 holding = [(k, e) for k, e in view.applied if document_id in view.documents.get(k, ())]
                 changed = await asyncio.to_thread(
                     self._drop_in_segments, holding, document_id, view.documents, _view_key(owner, resource)
@@ -477,6 +651,9 @@ class S3KnowledgeIndex:
                         applied.append((key, changed.get(key, etag)))
                     view.applied = applied
                     view.size = _size_of(view.path)
+                    await asyncio.to_thread(
+                        self._drop_in_new_merged, owner, resource, document_id, seen | set(applied)
+                    )
                     return found[0].bytes
                 self._forget(_view_key(owner, resource))
             log.info(
@@ -519,6 +696,43 @@ class S3KnowledgeIndex:
             changed[key] = new_etag
             self._forget(key)
         return changed
+
+    def _drop_in_new_merged(
+        self, owner: str, resource: str, document_id: str, seen: set[tuple[str, str]]
+    ) -> None:
+        """After a drop: a merged segment this drop did not see (written by a compaction that read
+        a segment before the drop changed it) may hold the document again; list until none does.
+        (A merging function checks its segments after its PUT and undoes it if one changed, so
+        only a drop landing between that check and its deletes needs this; the drop's next LIST
+        comes after the merged PUT, so it finds it, or the segment merging it again.)"""
+        from botocore.exceptions import ClientError
+
+        keep = _view_key(owner, resource)
+        for _ in range(self.attempts):
+            new = [s for s in self._list_segments(owner, resource) if is_merged(s[0]) and s not in seen]
+            if not new:
+                return
+            for key, etag in new:
+                try:
+                    (data,) = self._fetch_segments([(key, etag)], keep)
+                except ClientError as e:  # gone or changed since the listing: the next one says
+                    if e.response.get("Error", {}).get("Code") in _RETRY_CODES:
+                        continue
+                    raise
+                chunks, vectors = decode_segment(data)
+                kept = [n for n, c in enumerate(chunks) if c.document_id != document_id]
+                if len(kept) < len(chunks):
+                    body = encode_segment(
+                        [chunks[n] for n in kept], None if vectors is None else [vectors[n] for n in kept]
+                    )
+                    new_etag = self._put_bytes(key, body, {"IfMatch": etag})
+                    self._forget(key)
+                    if new_etag is None:
+                        continue
+                    etag = new_etag
+                    log.info("knowledge document dropped from a segment merged meanwhile")
+                seen.add((key, etag))
+        raise Conflict("the knowledge resource is being changed by someone else; try again")
 
     async def _convert_legacy(self, owner: str, resource: str) -> None:
         """A draft written as one file (before segments) becomes the first segment (its chunks,
@@ -644,7 +858,9 @@ class S3KnowledgeIndex:
         return keys
 
     def _delete_prefix(self, prefix: str) -> None:
-        keys = self._list(prefix)
+        self._delete_keys(self._list(prefix))
+
+    def _delete_keys(self, keys: list[str]) -> None:
         for start in range(0, len(keys), 1000):
             batch = [{"Key": k} for k in keys[start : start + 1000]]
             self._s3.delete_objects(Bucket=self.bucket, Delete={"Objects": batch, "Quiet": True})
@@ -661,6 +877,11 @@ def _view_key(owner: str, resource: str) -> str:
     return f"{draft_prefix(owner, resource)}{_VIEW}"
 
 
+def _view_key_of(segment: str) -> str:
+    """The local file's cache key of the draft ``segment`` belongs to."""
+    return f"{segment.rsplit('/', 1)[0]}/{_VIEW}"
+
+
 def _size_of(path: Path) -> int:
     return sum(p.stat().st_size for p in (path, Path(f"{path}-wal")) if p.exists())
 
@@ -671,11 +892,16 @@ def _remove(path: Path) -> None:
 
 
 __all__ = [
+    "COMPACT_AFTER",
     "PREFIX",
     "S3KnowledgeIndex",
     "decode_segment",
     "draft_prefix",
     "encode_segment",
+    "is_merged",
+    "merge_segments",
+    "merged_key",
+    "replaced_segments",
     "object_key",
     "owner_prefix",
     "resource_prefix",

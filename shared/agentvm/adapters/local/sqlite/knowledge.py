@@ -45,7 +45,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("agentvm.knowledge")
 
-_SCHEMA = """
+_FTS_ON_INSERT = """CREATE TRIGGER IF NOT EXISTS knowledge_chunks_ai AFTER INSERT ON knowledge_chunks BEGIN
+    INSERT INTO knowledge_fts(rowid, scope, title, heading_path, text)
+    VALUES (new.id, new.scope, new.title, new.heading_path, new.text);
+END;
+"""
+_SCHEMA = f"""
 CREATE TABLE IF NOT EXISTS knowledge_chunks (
     id INTEGER PRIMARY KEY,
     owner TEXT NOT NULL, resource TEXT NOT NULL, version TEXT NOT NULL,
@@ -59,20 +64,29 @@ CREATE VIRTUAL TABLE IF NOT EXISTS knowledge_fts USING fts5(
     content='knowledge_chunks', content_rowid='id',
     tokenize='porter unicode61 remove_diacritics 2'
 );
-CREATE TRIGGER IF NOT EXISTS knowledge_chunks_ai AFTER INSERT ON knowledge_chunks BEGIN
-    INSERT INTO knowledge_fts(rowid, scope, title, heading_path, text)
-    VALUES (new.id, new.scope, new.title, new.heading_path, new.text);
-END;
-CREATE TRIGGER IF NOT EXISTS knowledge_chunks_ad AFTER DELETE ON knowledge_chunks BEGIN
+{_FTS_ON_INSERT}CREATE TRIGGER IF NOT EXISTS knowledge_chunks_ad AFTER DELETE ON knowledge_chunks BEGIN
     INSERT INTO knowledge_fts(knowledge_fts, rowid, scope, title, heading_path, text)
     VALUES ('delete', old.id, old.scope, old.title, old.heading_path, old.text);
 END;
 """
+# An empty index given at least this many chunks at once (a downloaded draft's local file built, a
+# version published) indexes their words in one FTS5 'rebuild' rather than row by row: ~3x faster.
+BULK_LOAD = 64
 _COLUMNS = KnowledgeChunk.COLUMNS
 # bm25() weights, in the FTS5 columns' order: scope, title, heading_path, text
 _WEIGHTS = "0.0, 2.0, 3.0, 1.0"
 MAX_QUERY_TERMS = 32
 _WORD = re.compile(r"\w+", re.UNICODE)
+
+
+def _last_of_each(chunks: Sequence[KnowledgeChunk]) -> list[tuple[int, KnowledgeChunk]]:
+    """The chunks (with their positions) that adding them one by one leaves: the last of each
+    document and ordinal, where it came (a replaced chunk goes, its replacement is added)."""
+    last: dict[tuple[str, int], tuple[int, KnowledgeChunk]] = {}
+    for n, chunk in enumerate(chunks):
+        last.pop((chunk.document_id, chunk.ordinal), None)
+        last[(chunk.document_id, chunk.ordinal)] = (n, chunk)
+    return list(last.values())
 
 
 def scope_of(owner: str, resource: str, version: str) -> str:
@@ -181,11 +195,18 @@ class SqliteKnowledgeIndex:
         scope = scope_of(owner, resource, version)
         conn = self._conn
         with self._transaction():
-            for n, chunk in enumerate(chunks):
-                self._delete_rows(
-                    "owner = ? AND resource = ? AND version = ? AND document_id = ? AND ordinal = ?",
-                    (owner, resource, version, chunk.document_id, chunk.ordinal),
-                )
+            bulk = (
+                len(chunks) >= BULK_LOAD
+                and conn.execute("SELECT 1 FROM knowledge_chunks LIMIT 1").fetchone() is None
+            )
+            if bulk:  # nothing to replace; the words indexed once all rows are in (below)
+                conn.execute("DROP TRIGGER knowledge_chunks_ai")
+            for n, chunk in _last_of_each(chunks) if bulk else enumerate(chunks):
+                if not bulk:
+                    self._delete_rows(
+                        "owner = ? AND resource = ? AND version = ? AND document_id = ? AND ordinal = ?",
+                        (owner, resource, version, chunk.document_id, chunk.ordinal),
+                    )
                 cur = conn.execute(
                     "INSERT INTO knowledge_chunks (owner, resource, version, document_id, ordinal, scope,"
                     " title, heading_path, location, text, dimensions) VALUES (?,?,?,?,?,?,?,?,?,?,?)",
@@ -208,6 +229,9 @@ class SqliteKnowledgeIndex:
                         f"INSERT INTO {table} (rowid, scope, embedding) VALUES (?, ?, ?)",
                         (cur.lastrowid, scope, _floats(vectors[n])),
                     )
+            if bulk:  # the table held nothing else: its whole FTS5 index is these rows'
+                conn.execute("INSERT INTO knowledge_fts(knowledge_fts) VALUES ('rebuild')")
+                conn.execute(_FTS_ON_INSERT)
 
     def _delete_rows(self, where: str, params: tuple[Any, ...]) -> int:
         """Delete the chunks matching ``where`` and their vectors (inside the caller's transaction);
@@ -313,4 +337,4 @@ def _floats(vector: Sequence[float]) -> bytes:
     return struct.pack(f"<{len(vector)}f", *vector)
 
 
-__all__ = ["MAX_QUERY_TERMS", "SqliteKnowledgeIndex", "match_expression", "scope_of"]
+__all__ = ["BULK_LOAD", "MAX_QUERY_TERMS", "SqliteKnowledgeIndex", "match_expression", "scope_of"]
