@@ -280,3 +280,21 @@ async def test_a_server_waiting_for_authorization_leaves_the_other_servers_lists
     assert listed_at[0] == listed_at[1]
     assert [f["server"] for f in _failures(c)] == ["crm", "crm"]
     assert {t.name for t in harness.model.requests[-1].tools} >= {"ask"}  # people's tools are there
+
+
+async def test_authorizing_again_reuses_the_tenants_registered_client(
+    harness: Harness, records: DictRecords, server: tuple[str, AutoApprove]
+) -> None:
+    """A second authorization (a revoked token, new scopes) does not register another client at
+    the server each time; another tenant registers its own."""
+    url, provider = server
+    for _ in range(2):
+        landed, _ = await authorize(harness, "tenant-a", url)
+        assert landed.status_code == 200
+    assert len(provider.clients) == 1
+    landed, _ = await authorize(harness, "tenant-b", url)
+    assert landed.status_code == 200
+    assert len(provider.clients) == 2
+    async with _http(harness, "tenant-a") as http:
+        status = await http.get("/v1/mcp/oauth/connections", params={"server_url": url})
+    assert status.json()["connected"] is True

@@ -40,7 +40,12 @@ from agentvm.configcentre.sealing import is_sealed
 if TYPE_CHECKING:
     from collections.abc import Callable
 
-    from mcp.shared.auth import OAuthClientMetadata, OAuthMetadata, ProtectedResourceMetadata
+    from mcp.shared.auth import (
+        OAuthClientInformationFull,
+        OAuthClientMetadata,
+        OAuthMetadata,
+        ProtectedResourceMetadata,
+    )
 
     from agentvm.ports import McpOAuthAccess
 
@@ -158,13 +163,16 @@ async def start_authorization(
             scope = get_client_metadata_scopes(
                 extract_scope_from_www_auth(challenge), resource, metadata, _GRANT_TYPES
             )
-            client_metadata = _client_metadata(redirect_uri, scope)
-            client = await handle_registration_response(
-                await send(create_client_registration_request(metadata, client_metadata, origin))
-            )
-            check_registration_usable(client)
-            if metadata is not None:
-                client.issuer = str(metadata.issuer)
+            stored = SealedTokenStorage(access.records, access.sealer, tenant_id, server_url)
+            client = _reusable(await stored.get_client_info(), redirect_uri, metadata, clock())
+            if client is None:  # the first time, or the registration no longer fits: register again
+                client_metadata = _client_metadata(redirect_uri, scope)
+                client = await handle_registration_response(
+                    await send(create_client_registration_request(metadata, client_metadata, origin))
+                )
+                check_registration_usable(client)
+                if metadata is not None:
+                    client.issuer = str(metadata.issuer)
     except AuthorizationFailed:
         raise
     except EgressRefused as exc:
@@ -202,6 +210,25 @@ async def start_authorization(
     sealed = access.sealer.seal(_seal_name(tenant_id, key), json.dumps(pending))
     await access.records.put(tenant_id, key, sealed, expires_at=expires_at)
     return StartedAuthorization(f"{endpoint}?{urlencode(query)}", expires_at)
+
+
+def _reusable(
+    client: OAuthClientInformationFull | None,
+    redirect_uri: str,
+    metadata: OAuthMetadata | None,
+    now: float,
+) -> OAuthClientInformationFull | None:
+    """The client this tenant registered with the server before, if it still fits: the same
+    redirect URI, the same authorization server, a secret that has not expired. So authorizing a
+    server again (new scopes, a revoked token) does not leave a new registration behind each time."""
+    if client is None or redirect_uri not in [str(uri) for uri in client.redirect_uris or []]:
+        return None
+    if metadata is not None and client.issuer != str(metadata.issuer):
+        return None
+    expires = client.client_secret_expires_at
+    if expires and expires <= now:
+        return None
+    return client
 
 
 async def finish_authorization(
