@@ -153,8 +153,11 @@ async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
 
 
 async def stop(consumer: asyncio.Task[None]) -> None:
+    """Cancel a consumer and see it end, within the bounds its stop has: a query cut by the cancel
+    (psycopg cancels it on the server and waits up to 5 s, then 5 s more), the PostgreSQL queue's
+    HAND_BACK_S (5 s) for its turns, 5 s to write their rows back. 10 s was once too short in CI."""
     consumer.cancel()
-    await asyncio.wait([consumer], timeout=10)
+    await asyncio.wait([consumer], timeout=25)
     assert consumer.cancelled()
 
 
