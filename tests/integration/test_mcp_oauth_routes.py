@@ -298,3 +298,27 @@ async def test_authorizing_again_reuses_the_tenants_registered_client(
     async with _http(harness, "tenant-a") as http:
         status = await http.get("/v1/mcp/oauth/connections", params={"server_url": url})
     assert status.json()["connected"] is True
+
+
+async def test_the_waits_sweepers_task_session_carries_the_tenants_oauth(
+    harness: Harness, records: DictRecords, server: tuple[str, AutoApprove]
+) -> None:
+    """``ToolSources.task_session`` (the session the waits sweeper polls a suspended call's MCP task
+    through, turns/mcp_tasks.py) authenticates as the turn did: refused, saying why, before the
+    tenant authorized the server; its tools listed after."""
+    from agentvm.ports import McpServerFailed
+
+    url, _ = server
+    c, image_id = await _image(harness, url)
+    rt = harness.rt
+    image = await rt.store.get_image("tenant-a", image_id)
+    assert image is not None and rt.tools is not None
+    with pytest.raises(McpServerFailed, match="needs OAuth authorization"):
+        await rt.tools.task_session(image, "crm", mcp_oauth=rt.mcp_oauth_access())
+    landed, _ = await authorize(harness, "tenant-a", url)
+    assert landed.status_code == 200
+    session = await rt.tools.task_session(image, "crm", mcp_oauth=rt.mcp_oauth_access())
+    try:
+        assert "add" in {spec.name for spec in await session.list_tools()}
+    finally:
+        await session.aclose()
