@@ -168,3 +168,52 @@ async def test_search_pages_alike_from_the_newest_window_and_from_the_whole_inde
         assert await walk("apple", 100) == every
         assert await walk("zebra", 4) == [("img_old", 1)]  # outside the window: the whole index
         assert await walk('"apple img"', 7) == every  # a phrase, checked by the matcher
+
+
+@pytest.mark.parametrize("loop_turns", [0, 1, 2])
+async def test_a_cancel_landing_as_the_pool_hands_over_a_connection_is_not_lost(loop_turns: int) -> None:
+    # psycopg_pool on Python 3.11 waits with ``asyncio.wait_for``, which returns the connection and
+    # drops a cancel that lands in the instant it is handed over (docs: database.py). Without the
+    # check in ``Database.connection`` the waiter below ran its body and finished every time.
+    async with fresh_database(migrated=False, max_size=1) as database:
+        for _ in range(5):
+            ran = False
+
+            async def waiter() -> None:
+                nonlocal ran
+                async with database.connection() as conn:
+                    ran = True
+                    await conn.execute("SELECT 1")
+
+            async with database.connection():  # the only connection: the waiter queues for it
+                task = asyncio.create_task(waiter())
+                await asyncio.sleep(0.05)
+            for _ in range(loop_turns):  # the connection is being handed over meanwhile
+                await asyncio.sleep(0)
+            task.cancel()
+            await asyncio.wait([task], timeout=5)
+            assert task.cancelled() and not ran
+            async with database.connection() as conn:  # given back to the pool, still usable
+                await conn.execute("SELECT 1")
+
+
+async def test_a_timeout_expiring_as_the_pool_hands_over_a_connection_is_a_timeout() -> None:
+    async with fresh_database(migrated=False, max_size=1) as database:
+        outcome: list[str] = []
+        scopes: list[asyncio.Timeout] = []
+
+        async def waiter() -> None:
+            try:
+                async with asyncio.timeout(60) as scope:
+                    scopes.append(scope)
+                    async with database.connection():
+                        outcome.append("ran")
+            except TimeoutError:
+                outcome.append("timed out")
+
+        async with database.connection():
+            task = asyncio.create_task(waiter())
+            await asyncio.sleep(0.05)
+        scopes[0].reschedule(asyncio.get_running_loop().time())  # expires during the hand-over
+        await asyncio.wait([task], timeout=5)
+        assert outcome == ["timed out"]

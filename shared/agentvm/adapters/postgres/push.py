@@ -220,7 +220,8 @@ class PostgresPush:
         try:
             async with self._db.connection() as conn:
                 await conn.execute("SELECT pg_notify(%s, %s)", (push_channel(self.node), f"b{token}"))
-            await asyncio.wait_for(waiter, timeout_s)
+            async with asyncio.timeout(timeout_s):  # not wait_for: 3.11's can lose a cancel
+                await waiter
         except (TimeoutError, OSError):
             log.warning("push barrier timed out; going on")
         finally:

@@ -253,11 +253,13 @@ class PostgresTurnQueue:
         for _, (_, _, task) in entries:
             task.cancel()
         # Bounded: a turn cut off while it writes to a database that is away (a failover) may not
-        # finish cancelling until the pool gives up; the stop must not wait that long. What it had
-        # not written is resumed from the lease, as after a crash.
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(HAND_BACK_S):
-                await asyncio.gather(*(task for _, (_, _, task) in entries), return_exceptions=True)
+        # finish cancelling until the pool gives up, and a handler may swallow its cancel; the stop
+        # must not wait for either. ``asyncio.wait`` returns at the bound whatever the turns do
+        # (``gather`` under a timeout would wait for every turn to end). A turn still running is
+        # handed back all the same and resumed elsewhere from its stored steps, as after a crash.
+        tasks = [task for _, (_, _, task) in entries]
+        if tasks:
+            await asyncio.wait(tasks, timeout=HAND_BACK_S)
         self._inflight.clear()
         unsettled, self._unsettled = self._unsettled, {}
         entries = [entry for entry in entries if entry[0] not in unsettled]  # finished: not handed back
