@@ -459,3 +459,24 @@ def test_with_bedrock_access_the_embedders_build_a_bedrock_embedder_in_their_own
     embedder = embedder_for(settings)
     assert isinstance(embedder, BedrockEmbedder)
     assert embedder._client.meta.region_name == "eu-west-3"  # the boto3 client it calls
+
+
+def test_the_public_url_parameter_reaches_only_the_http_api_and_only_when_set(template, functions):
+    """Behind a custom domain the MCP OAuth redirect URI must name it (docs/mcp.md, "OAuth"); unset,
+    the variable is absent, so the request's own base URL is used."""
+    import re
+
+    parameter = template["Parameters"]["PublicUrl"]
+    assert parameter["Default"] == ""
+    assert template["Conditions"]["HasPublicUrl"] == {"Fn::Not": [{"Fn::Equals": [{"Ref": "PublicUrl"}, ""]}]}
+    for name, fn in functions.items():
+        variable = _environment(template, fn).get("AVM_PUBLIC_URL")
+        if name != "http_api":
+            assert variable is None, name
+            continue
+        assert variable == {"Fn::If": ["HasPublicUrl", {"Ref": "PublicUrl"}, {"Ref": "AWS::NoValue"}]}
+    for allowed in ("https://agents.example.com", "https://agents.example.com:8443/base/"):
+        assert re.fullmatch(parameter["AllowedPattern"], allowed)
+        assert Settings.model_validate({"public_url": allowed}).public_url == allowed
+    for refused in ("http://agents.example.com", "https://agents.example.com/a b", "javascript:alert(1)"):
+        assert not re.fullmatch(parameter["AllowedPattern"], refused)

@@ -352,8 +352,9 @@ class Feed:
         try:
             live = follow or band is not None or await _live(rt, image)
             while (live or not self.queue.empty()) and loop.time() < deadline:
-                try:
-                    payload = await asyncio.wait_for(self.queue.get(), KEEPALIVE_S)
+                try:  # not wait_for: on 3.11 it makes a task per frame and can lose a cancel
+                    async with asyncio.timeout(KEEPALIVE_S):
+                        payload = await self.queue.get()
                 except TimeoutError:
                     yield {}
                     continue
