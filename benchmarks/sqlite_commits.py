@@ -70,7 +70,7 @@ def _summary(times: list[float], turns: int) -> dict[str, float]:
         "writes": len(times),
         "write_ms_p50": round(statistics.median(ordered), 3),
         "write_ms_p99": round(ordered[int(len(ordered) * 0.99)], 3),
-        "write_ms_max": round(ordered[-1], 2),
+        "write_ms_max": round(ordered[-1], 3),
         "writes_over_2ms": sum(t > STALL_MS for t in times),
         "ms_per_turn": round(sum(times) / turns, 3),
     }

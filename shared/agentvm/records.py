@@ -224,6 +224,10 @@ class ToolWait(_Record):
     reason: str | None = None  # a denial's or cancellation's reason
     output: str | None = None  # a client tool's or a sandbox job's result, as the model reads it
     isError: bool = False
+    # an MCP task's rich result beside ``output``: its stored ``content`` parts (text and media, within
+    # the host's media limits) and ``structuredContent``; what the continuation stores, as inline
+    content: list[dict[str, Any]] = Field(default_factory=list)
+    structured: Any = None
     files: list[dict[str, Any]] = Field(default_factory=list)  # a sandbox job's changed files
     consumed: bool = False
     job: TurnJob

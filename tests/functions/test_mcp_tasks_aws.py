@@ -208,3 +208,28 @@ def test_a_task_that_fails_while_the_turn_waits_is_the_calls_error_result(stack)
     assert list(_ends(stack).values()) == ["failed"]
     [result] = stack.model.requests[1].messages[-1].tool_results
     assert result.is_error and result.content == "Error: the MCP task failed: the survey site is flooded"
+
+
+def test_a_suspended_tasks_image_and_structured_content_reach_the_model_and_the_store(stack):
+    """The sweeper keeps the task's rich result as a call followed inline does: the image is a media
+    block of the result the model reads, and the stored result has it and ``structuredContent``."""
+    from agentvm.adapters.aws.dynamodb.store import DynamoDbStore
+    from agentvm.llm import Attachment
+    from agentvm.messages import ToolResultMessage
+    from tests.mcp_servers.tasks_server import MAP_PNG
+
+    image = _start(stack, {"stages": 2, "seconds": 1.5, "map": True})
+    _sweep_until_the_turn_ends(stack)
+
+    [result] = stack.model.requests[1].messages[-1].tool_results
+    assert result.blocks == ("surveyed 2 stages", Attachment("image", "image/png", MAP_PNG))
+    assert not result.is_error
+    history = run_sync(DynamoDbStore(TABLE).list_messages(image["sessionId"]))
+    [stored] = [m for m in history if isinstance(m, ToolResultMessage)]
+    output = stored.toolResult.output
+    assert output.type == "content" and output.structuredContent == {"result": "surveyed 2 stages"}
+    assert output.value == [
+        {"type": "text", "text": "surveyed 2 stages"},
+        {"type": "media", "data": MAP_PNG, "mediaType": "image/png"},
+    ]
+    assert _frames(stack, "conversation_end")[-1]["reason"] == "completed"

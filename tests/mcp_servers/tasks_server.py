@@ -2,9 +2,10 @@
 (``io.modelcontextprotocol/tasks``, SEP-2663), served through the SDK's ``Extension`` interface.
 ``python tasks_server.py`` (stdio) or ``python tasks_server.py http <port>`` (Streamable HTTP).
 
-- ``survey(stages, seconds)``: to a client that declares the extension on its request, a task
+- ``survey(stages, seconds, map)``: to a client that declares the extension on its request, a task
   (``resultType: "task"``) whose ``statusMessage`` says which stage runs (``stage 2 of 4``), then
-  completes with ``surveyed <stages> stages``; to any other client, the same work in the call itself.
+  completes with ``surveyed <stages> stages`` (and ``structuredContent``; with ``map``, a PNG image
+  after the text: ``MAP_PNG``); to any other client, the same work in the call itself.
 - ``doomed(seconds)``: a task that fails after ``seconds`` (0.3) with a JSON-RPC error (``the survey
   site is flooded``).
 - ``consent(question)``: a task that asks the user (``input_required``: an ``elicitation/create``
@@ -18,6 +19,7 @@
 from __future__ import annotations
 
 import asyncio
+import base64
 import os
 import secrets
 import sys
@@ -31,6 +33,7 @@ from mcp_types import INVALID_PARAMS, RequestParams
 
 TASKS = "io.modelcontextprotocol/tasks"
 POLL_MS = 200
+MAP_PNG = base64.b64encode(b"\x89PNG\r\n\x1a\n" + b"map" * 40).decode()  # 128 bytes: a "map"
 
 _tasks: dict[str, dict[str, Any]] = {}
 _work: dict[str, asyncio.Task[None]] = {}
@@ -62,17 +65,20 @@ def _set(task_id: str, status: str, message: str | None = None, **payload: Any) 
         _log(task_id, status)
 
 
-async def _survey_work(task_id: str, stages: int, seconds: float) -> None:
+async def _survey_work(task_id: str, stages: int, seconds: float, with_map: bool = False) -> None:
     for stage in range(1, stages + 1):
         _set(task_id, "working", f"stage {stage} of {stages}")
         await asyncio.sleep(seconds)
     text = f"surveyed {stages} stages"
+    content: list[dict[str, Any]] = [{"type": "text", "text": text}]
+    if with_map:
+        content.append({"type": "image", "data": MAP_PNG, "mimeType": "image/png"})
     _set(
         task_id,
         "completed",
         "done",
         result={
-            "content": [{"type": "text", "text": text}],
+            "content": content,
             "structuredContent": {"result": text},
             "isError": False,
         },
@@ -143,7 +149,12 @@ class TasksExtension(Extension):
         }
         arguments = params.arguments or {}
         work = (
-            _survey_work(task_id, int(arguments.get("stages", 3)), float(arguments.get("seconds", 0.4)))
+            _survey_work(
+                task_id,
+                int(arguments.get("stages", 3)),
+                float(arguments.get("seconds", 0.4)),
+                bool(arguments.get("map", False)),
+            )
             if params.name == "survey"
             else _consent_work(task_id, str(arguments.get("question", "")))
             if params.name == "consent"
@@ -180,7 +191,7 @@ server = MCPServer("agentvm-test-tasks", extensions=[TasksExtension()])
 
 
 @server.tool()
-async def survey(stages: int = 3, seconds: float = 0.4) -> str:
+async def survey(stages: int = 3, seconds: float = 0.4, map: bool = False) -> str:  # noqa: A002
     """Survey something in stages (a task, for clients that take tasks)."""
     await asyncio.sleep(stages * seconds)
     return f"surveyed {stages} stages"

@@ -89,10 +89,16 @@ def stored_output(result: ToolResult, *, structured: Any = None) -> ToolResultOu
     blocks, AgentX's ``content`` output (``text`` and ``media`` parts, in order); a JSON value the
     tool returned beside it is kept as ``structuredContent``."""
     if result.blocks and not result.is_error:
-        parts = [_content_part(b) for b in result.blocks]
-        return ToolResultOutput(type="content", value=parts, structuredContent=structured)
+        return ToolResultOutput(
+            type="content", value=content_parts(result.blocks), structuredContent=structured
+        )
     kind: Literal["text", "error-text"] = "error-text" if result.is_error else "text"
     return ToolResultOutput(type=kind, value=result.content, structuredContent=structured)
+
+
+def content_parts(blocks: Sequence[ToolBlock]) -> list[dict[str, Any]]:
+    """``blocks`` as stored ``content`` parts (``blocks_of`` reads them back)."""
+    return [_content_part(b) for b in blocks]
 
 
 def _content_part(block: ToolBlock) -> dict[str, Any]:
@@ -222,6 +228,7 @@ __all__ = [
     "result_of",
     "steps_of",
     "blocks_of",
+    "content_parts",
     "stored_output",
     "tool_result_of",
     "turn_steps",

@@ -86,6 +86,9 @@ class LazyToolSources:
     ) -> None:
         self._settings = settings
         self.allow_stdio = allow_stdio
+        self.max_output_chars = settings.tool_max_output_chars
+        self.max_media_block_bytes = settings.tool_max_media_block_bytes
+        self.max_media_result_bytes = settings.tool_max_media_result_bytes
         self._sandbox = sandbox
         self._remote_sandbox = remote_sandbox
         self._keep_mcp_sessions = keep_mcp_sessions

@@ -233,6 +233,11 @@ class ToolCatalog(Protocol):
     (``agent.tools.sources.ToolSources``)."""
 
     allow_stdio: bool
+    # what one tool result may carry (agent/tools/media.py): a result that arrives outside a turn
+    # (an MCP task's, through the waits sweeper) is held to the same limits
+    max_output_chars: int
+    max_media_block_bytes: int
+    max_media_result_bytes: int
 
     async def toolbox(
         self,

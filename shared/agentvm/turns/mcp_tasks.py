@@ -24,13 +24,15 @@ import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agentvm.agent.history import content_parts
+from agentvm.agent.tools.media import bounded_blocks
 from agentvm.events import EventContext, agent_event
 from agentvm.ports import McpServerFailed
 
 if TYPE_CHECKING:
     from collections.abc import Awaitable, Callable
 
-    from agentvm.ports import McpSession, McpTaskHandedOff, McpTaskState, McpTaskSuspension
+    from agentvm.ports import McpSession, McpTaskHandedOff, McpTaskState, McpTaskSuspension, ToolOutput
     from agentvm.records import ToolWait, TurnJob
     from agentvm.runtime import Runtime
 
@@ -163,7 +165,16 @@ async def _follow(rt: Runtime, wait: ToolWait, sessions: _Sessions, decide: Deci
         await decide(rt, wait, "answered", output=text, is_error=True)
         return
     if state.status == "completed" and state.output is not None:
-        await decide(rt, wait, "answered", output=state.output.text, is_error=state.output.is_error)
+        output = state.output
+        await decide(
+            rt,
+            wait,
+            "answered",
+            output=output.text,
+            is_error=output.is_error,
+            content=_content(rt, output),
+            structured=output.structured,
+        )
         return
     if state.status in ("completed", "failed", "cancelled"):
         why = said(state.error or state.message or f"the task {state.status}")
@@ -174,6 +185,21 @@ async def _follow(rt: Runtime, wait: ToolWait, sessions: _Sessions, decide: Deci
     if state.poll_ms is not None and state.poll_ms > 0:
         task["pollMs"] = poll_ms = state.poll_ms
     await _remember(rt, wait, task, now + poll_ms)
+
+
+def _content(rt: Runtime, output: ToolOutput) -> list[dict[str, Any]]:
+    """A task's rich result as the wait keeps it: its blocks within the host's media and text
+    limits, as a call followed inline keeps them (``Toolbox``); an error stays text, as inline."""
+    if not output.blocks or output.is_error or rt.tools is None:
+        return []
+    limits = rt.tools
+    blocks = bounded_blocks(
+        output.blocks,
+        max_block_bytes=limits.max_media_block_bytes,
+        max_result_bytes=limits.max_media_result_bytes,
+        max_chars=limits.max_output_chars,
+    )
+    return content_parts(blocks)
 
 
 async def _report(

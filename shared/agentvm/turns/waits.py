@@ -22,10 +22,11 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING, Any
 
+from agentvm.agent.history import blocks_of
 from agentvm.agent.loop import INTERRUPTED_RESULT, Resolution
 from agentvm.agent.tools.toolbox import ToolRun, capped
 from agentvm.errors import AlreadyAnswered, BadRequest, NotFound
-from agentvm.llm import ToolResult
+from agentvm.llm import ToolResult, blocks_text
 from agentvm.ports import FileChange
 from agentvm.turns.mcp_tasks import cancel_task, follow_task_waits
 
@@ -55,9 +56,12 @@ def resolution_of(wait: ToolWait) -> Resolution:
         result = ToolResult(call_id, name, f"Execution denied: {reason}", is_error=True)
         return Resolution("result", ToolRun(result, "denied", 0.0, reason=reason))
     if wait.status == "answered":
-        result = ToolResult(call_id, name, capped(wait.output or ""), is_error=wait.isError)
+        blocks = blocks_of(wait.content)  # bounded when the wait was answered
+        text = blocks_text(blocks) if blocks else capped(wait.output or "")
+        result = ToolResult(call_id, name, text, is_error=wait.isError, blocks=blocks)
         files = tuple(FileChange(**f) for f in wait.files)
-        return Resolution("result", ToolRun(result, "error" if wait.isError else "ok", 0.0, files=files))
+        status = "error" if wait.isError else "ok"
+        return Resolution("result", ToolRun(result, status, 0.0, files=files, structured=wait.structured))
     if wait.status == "timed_out":
         waited = (wait.deadlineAt - wait.createdAt) / 1000
         text = {
@@ -92,8 +96,11 @@ async def decide(
     output: str | None = None,
     is_error: bool = False,
     files: list[dict[str, Any]] | None = None,
+    content: list[dict[str, Any]] | None = None,
+    structured: Any = None,
 ) -> ToolWait | None:
-    """Answer a pending wait and enqueue the turn's continuation. None: it was answered already."""
+    """Answer a pending wait and enqueue the turn's continuation. None: it was answered already.
+    ``content``/``structured``: a rich result (``ToolWait.content``), an MCP task's."""
     assert rt.waits is not None
     now = rt.clock.now_ms()
     changes: Mapping[str, Any] = {
@@ -104,6 +111,8 @@ async def decide(
         "output": output,
         "isError": is_error,
         "files": files or [],
+        "content": content or [],
+        "structured": structured,
         "checkAt": now + RETRY_MS,
     }
     decided = await rt.waits.decide(wait.turnId, wait.toolCallId, changes)

@@ -5,10 +5,13 @@ whole flow, on the AWS handlers against a real server: ``tests/functions/test_mc
 
 from __future__ import annotations
 
+import base64
+
 import pytest
 
 from agentvm.configcentre.sealing import SecretSealer, SecretUnreadable
 from agentvm.errors import BadRequest
+from agentvm.llm import Attachment, blocks_text
 from agentvm.ports import McpTaskHandedOff, McpTaskSuspension
 from agentvm.records import TASK_SUFFIX, ToolWait, TurnJob
 from agentvm.turns.mcp_tasks import sealed_name, task_of_wait
@@ -134,3 +137,38 @@ def test_a_call_hands_its_task_off_before_the_turns_own_deadline():
     assert follow() == 0.0
     unbounded = SimpleNamespace(turns=TurnSettings(turn_deadline_s=0), clock=clock)
     assert _inline_follow(unbounded, McpTaskSuspension(SEALER, 20.0))() == 20.0  # type: ignore[arg-type]
+
+
+def test_a_task_waits_rich_result_is_the_continuations_result_media_and_structured_content():
+    png = "iVBORw0KGgo="
+    content = [{"type": "text", "text": "surveyed"}, {"type": "media", "data": png, "mediaType": "image/png"}]
+    task = task_of_wait(McpTaskSuspension(SEALER), _job(), "call_1#task", _handoff(), now_ms=1_000)
+    answered = _wait(_job(), task, status="answered").model_copy(
+        update={"output": "surveyed [image]", "content": content, "structured": {"sites": 3}}
+    )
+    resolution = resolution_of(answered)
+    assert resolution.run is not None
+    result = resolution.run.result
+    assert result.blocks == ("surveyed", Attachment("image", "image/png", png))
+    assert result.content == blocks_text(result.blocks) and not result.is_error
+    assert resolution.run.structured == {"sites": 3}
+    assert "content" not in answered.to_wire() and png not in str(answered.to_wire())
+
+
+def test_a_tasks_media_is_held_to_the_hosts_limits_when_its_wait_is_answered():
+    from types import SimpleNamespace
+
+    from agentvm.ports import ToolOutput
+    from agentvm.turns.mcp_tasks import _content
+
+    small = Attachment("image", "image/png", base64.b64encode(b"x" * 30).decode())
+    large = Attachment("image", "image/png", base64.b64encode(b"x" * 300).decode())
+    limits = SimpleNamespace(max_output_chars=100, max_media_block_bytes=100, max_media_result_bytes=1000)
+    rt = SimpleNamespace(tools=limits)
+    parts = _content(rt, ToolOutput("t", blocks=("map:", small, large)))  # type: ignore[arg-type]
+    assert parts[:2] == [
+        {"type": "text", "text": "map:"},
+        {"type": "media", "data": small.data, "mediaType": "image/png"},
+    ]
+    assert parts[2]["type"] == "text" and "not sent: over the" in parts[2]["text"]
+    assert _content(rt, ToolOutput("t", is_error=True, blocks=("x", small))) == []  # type: ignore[arg-type]
