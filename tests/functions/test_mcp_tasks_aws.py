@@ -233,3 +233,94 @@ def test_a_suspended_tasks_image_and_structured_content_reach_the_model_and_the_
         {"type": "media", "data": MAP_PNG, "mediaType": "image/png"},
     ]
     assert _frames(stack, "conversation_end")[-1]["reason"] == "completed"
+
+
+def _start_consent(stack: Stack) -> tuple[str, dict[str, Any]]:
+    """A ``consent`` task that works 2 s (past the 1 s inline follow: the turn suspends), then asks."""
+    acme = stack.new_key("acme", "admin")
+    stack.connect(CONN, headers={"Authorization": f"Bearer {acme}"})
+    config = {"mcpServers": {"lab": stack.tasks}}  # type: ignore[attr-defined]
+    image = stack.request(CONN, "image_create", "i", containerId="alice", config=config)["record"]
+    stack.model.add(Calls(("consent", {"question": "Delete the old logs?", "after": 2})), "Done.")
+    stack.request(CONN, "message_send", "m", imageId=image["imageId"], content="clean up")
+    stack.run_turns()
+    assert [w["kind"] for w in _waits(stack)] == ["mcp_task"]
+    return acme, image
+
+
+def _sweep_until_asked(stack: Stack) -> dict[str, Any]:
+    deadline = time.monotonic() + 30
+    while not _frames(stack, "tool_elicitation"):
+        assert time.monotonic() < deadline, stack.push.frames(CONN)
+        _sweep(stack)
+        time.sleep(0.3)
+    [asked] = _frames(stack, "tool_elicitation")
+    return asked
+
+
+def test_a_question_a_suspended_task_asks_reaches_the_client_and_its_answer_the_task(stack):
+    acme, _ = _start_consent(stack)
+    globex = stack.new_key("globex", "admin")
+
+    asked = _sweep_until_asked(stack)
+
+    assert (asked["toolName"], asked["message"]) == ("consent", "Delete the old logs?")
+    assert asked["toolId"] == _waits(stack)[0]["toolCallId"].removesuffix("#task")
+    assert set(asked["requestedSchema"]["properties"]) == {"approve"}
+    url = f"/v1/elicitations/{asked['elicitationId']}"
+    assert stack.http("POST", url, globex, {"action": "decline"})[0] == 404  # another tenant's
+    _sweep(stack)  # not answered yet: the question stays open, asked once
+    assert len(_frames(stack, "tool_elicitation")) == 1
+    status, body = stack.http("POST", url, acme, {"action": "accept", "content": {"approve": True}})
+    assert (status, body) == (200, {"elicitationId": asked["elicitationId"], "action": "accept"})
+
+    _sweep_until_the_turn_ends(stack)
+
+    [result] = stack.model.requests[1].messages[-1].tool_results
+    assert (result.content, result.is_error) == ("accept: {'approve': True}", False)
+    [ended] = _frames(stack, "tool_elicitation_ended")
+    assert (ended["elicitationId"], ended["action"], ended["reason"]) == (
+        asked["elicitationId"],
+        "accept",
+        "answered",
+    )
+    assert list(_ends(stack).values()) == ["completed"]
+    assert stack.http("POST", url, acme, {"action": "decline"})[0] == 404  # answered once
+
+
+def test_a_question_a_suspended_task_asks_with_nobody_subscribed_is_declined(stack):
+    from tests.functions.aws_stack import load_event
+
+    _start_consent(stack)
+    event = load_event("apigw-ws-disconnect.json")
+    event["requestContext"]["connectionId"] = CONN
+    assert stack.ws_disconnect(event, stack.context) == {"statusCode": 200}  # nobody could answer
+
+    deadline = time.monotonic() + 30
+    while _waits_of_acme():
+        assert time.monotonic() < deadline
+        _sweep(stack)
+        stack.run_turns()
+        time.sleep(0.3)
+
+    assert _frames(stack, "tool_elicitation") == []
+    assert list(_ends(stack).values()) == ["completed"]
+    [result] = stack.model.requests[1].messages[-1].tool_results
+    assert result.content == "decline"
+
+
+def _waits_of_acme() -> list[Any]:
+    return [w for w in run_sync(DynamoDbToolWaits(TABLE).list_waits("acme")) if not w.consumed]
+
+
+def test_an_interrupt_while_a_suspended_task_asks_closes_the_question_and_cancels_the_task(stack):
+    acme, image = _start_consent(stack)
+    asked = _sweep_until_asked(stack)
+
+    stack.request(CONN, "agent_interrupt", "x", imageId=image["imageId"])
+
+    url = f"/v1/elicitations/{asked['elicitationId']}"
+    assert stack.http("POST", url, acme, {"action": "accept", "content": {"approve": True}})[0] == 404
+    assert list(_ends(stack).values()) == ["cancelled"]
+    stack.run_turns()
+    assert _frames(stack, "conversation_end")[-1]["reason"] == "interrupted"

@@ -8,9 +8,10 @@
   after the text: ``MAP_PNG``); to any other client, the same work in the call itself.
 - ``doomed(seconds)``: a task that fails after ``seconds`` (0.3) with a JSON-RPC error (``the survey
   site is flooded``).
-- ``consent(question)``: a task that asks the user (``input_required``: an ``elicitation/create``
-  in ``inputRequests``, answered with ``tasks/update``), then completes with what it was told
-  (``accept: {'approve': True}``, ``decline``...).
+- ``consent(question, after)``: a task that asks the user (``input_required``: an
+  ``elicitation/create`` in ``inputRequests``, answered with ``tasks/update``), after working
+  ``after`` seconds (0), then completes with what it was told (``accept: {'approve': True}``,
+  ``decline``...).
 - ``quick()``: an ordinary tool (``quick answer``), never a task.
 - ``tasks/get``, ``tasks/update``, ``tasks/cancel``; each task's end is appended to the file
   ``MCP_TASKS_LOG`` names (``<taskId> completed|failed|cancelled``), so a test sees what the server did.
@@ -99,7 +100,10 @@ class UpdateParams(RequestParams):
 _answers: dict[str, asyncio.Future[dict[str, Any]]] = {}
 
 
-async def _consent_work(task_id: str, question: str) -> None:
+async def _consent_work(task_id: str, question: str, after: float = 0.0) -> None:
+    if after:
+        _set(task_id, "working", "reading the request")
+        await asyncio.sleep(after)
     key = f"consent-{task_id[:6]}"
     _answers[task_id] = asyncio.get_running_loop().create_future()
     schema = {"type": "object", "properties": {"approve": {"type": "boolean"}}, "required": ["approve"]}
@@ -156,7 +160,7 @@ class TasksExtension(Extension):
                 bool(arguments.get("map", False)),
             )
             if params.name == "survey"
-            else _consent_work(task_id, str(arguments.get("question", "")))
+            else _consent_work(task_id, str(arguments.get("question", "")), float(arguments.get("after", 0)))
             if params.name == "consent"
             else _doomed_work(task_id, float(arguments.get("seconds", 0.3)))
         )
@@ -204,7 +208,7 @@ async def doomed(seconds: float = 0.3) -> str:
 
 
 @server.tool()
-async def consent(question: str) -> str:
+async def consent(question: str, after: float = 0.0) -> str:
     """Ask the user to approve something (a task, for clients that take tasks)."""
     return "no task: nobody was asked"
 

@@ -142,6 +142,14 @@ class Elicitations(Protocol):
     """The questions waiting for an answer (``Runtime.elicitations``)."""
 
     timeout_s: float
+    max_per_tenant: int  # open questions of one tenant at once; more are declined
+    # shared by the host's processes (None: one process): a question that outlives the process
+    # asking it (a suspended MCP task's, asked by the waits sweeper) is kept there only
+    store: ElicitationStore | None
+
+    def now_ms(self) -> int:
+        """The clock questions' deadlines are read on (epoch ms)."""
+        ...
 
     def wait_s(self) -> float:
         """How long a question asked now may wait: ``timeout_s``, or less when this process has less

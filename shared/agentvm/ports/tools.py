@@ -4,7 +4,7 @@ turn's tools come from (``ToolCatalog``)."""
 from __future__ import annotations
 
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -12,7 +12,7 @@ if TYPE_CHECKING:
 
     from agentvm.llm import ToolBlock, ToolSpec
     from agentvm.ports.centres import Sealer
-    from agentvm.ports.elicitations import ElicitFn
+    from agentvm.ports.elicitations import ElicitationAnswer, ElicitationRequest, ElicitFn
     from agentvm.ports.mcp_oauth import McpOAuthAccess
     from agentvm.ports.security import StorageAccount
     from agentvm.ports.store import Store
@@ -132,13 +132,15 @@ class McpTaskSuspension:
 class McpTaskState:
     """A task as ``tasks/get`` answered: ``status`` (working, input_required, completed, failed,
     cancelled), the server's status message and poll interval; once completed the tool's
-    ``output``, once failed the server's ``error`` message."""
+    ``output``, once failed the server's ``error`` message; while ``input_required``, its
+    ``questions`` (the ``elicitation/create`` requests of its ``inputRequests``, by their key)."""
 
     status: str
     message: str | None = None
     poll_ms: int | None = None
     output: ToolOutput | None = None
     error: str | None = None
+    questions: Mapping[str, ElicitationRequest] = field(default_factory=dict)
 
 
 class McpSession(Protocol):
@@ -165,6 +167,10 @@ class McpSession(Protocol):
 
     async def cancel_task(self, task_id: str) -> None:
         """``tasks/cancel`` of a 2026-07-28 task."""
+        ...
+
+    async def answer_task(self, task_id: str, answers: Mapping[str, ElicitationAnswer]) -> None:
+        """``tasks/update`` of a 2026-07-28 task: the user's answers to its questions, by key."""
         ...
 
     async def aclose(self) -> None: ...

@@ -21,7 +21,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import logging
+import secrets
 from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.history import content_parts
@@ -182,6 +184,8 @@ async def _follow(rt: Runtime, wait: ToolWait, sessions: _Sessions, decide: Deci
         await decide(rt, wait, "answered", output=f"Error: the MCP task {status}: {why}", is_error=True)
         return
     task = await _report(rt, wait, state, said)
+    if state.status == "input_required" and state.questions:
+        task = await _questions(rt, wait, session, task_id, state, task)
     if state.poll_ms is not None and state.poll_ms > 0:
         task["pollMs"] = poll_ms = state.poll_ms
     await _remember(rt, wait, task, now + poll_ms)
@@ -207,8 +211,6 @@ async def _report(
 ) -> dict[str, Any]:
     """A new status message (or status) of the task, pushed to the session's subscribers as the
     call's ``tool_progress``; returns the wait's task as it is now."""
-    from agentvm.streaming.fanout import Fanout
-
     assert wait.task is not None
     task = dict(wait.task)
     seen = (task.get("status") or "working", task.get("message"))
@@ -217,18 +219,83 @@ async def _report(
     repeated = state.message == seen[1]
     task.update(status=state.status, message=state.message, reports=int(task.get("reports") or 0) + 1)
     message = f"task {state.status}" if repeated or not state.message else state.message
-    job = wait.job
-    context = EventContext(job.containerId, job.imageId, job.agentId, job.sessionId, job.turnId)
     data = {
         "toolId": wait.callId,
         "toolName": wait.toolName,
         "progress": float(task["reports"]),
         "message": said(message)[:_MAX_MESSAGE_CHARS],
     }
-    frame = agent_event("tool_progress", data, now_ms=rt.clock.now_ms(), context=context)
-    with contextlib.suppress(Exception):  # a push that fails costs a status line
-        await Fanout(rt.connections, rt.push).publish_frame(job.sessionId, frame)
+    await _publish(rt, wait, "tool_progress", data)
     return task
+
+
+async def _questions(
+    rt: Runtime, wait: ToolWait, session: McpSession, task_id: str, state: McpTaskState, task: dict[str, Any]
+) -> dict[str, Any]:
+    """A suspended task asks the user (``input_required``): each new question is opened in the host's
+    shared question store until the wait's deadline and sent to the session's subscribers as
+    ``tool_elicitation`` (declined at once when nobody is subscribed, the question is too large, the
+    tenant has too many open or there is no shared store: as inline); each question answered since
+    (``POST /v1/elicitations/{id}`` in any function) goes to the server in one ``tasks/update``, then
+    ``tool_elicitation_ended``. Returns the wait's task with the open questions (``asked``: key ->
+    question id) and the keys answered (``answered``, each key is asked once)."""
+    from agentvm.agent.tools.elicitation import MAX_MESSAGE_CHARS, elicitation_event_data, too_large
+    from agentvm.ports import ElicitationAnswer, ElicitationOwner, PendingElicitation
+
+    desk, tenant = rt.elicitations, wait.tenantId
+    store = desk.store if desk is not None else None
+    asked: dict[str, str] = dict(task.get("asked") or {})
+    answered: list[str] = list(task.get("answered") or [])
+    answers: dict[str, ElicitationAnswer] = {}
+    owner = ElicitationOwner(tenant, wait.containerId, wait.sessionId, wait.turnId)
+    now = desk.now_ms() if desk is not None else 0  # the questions' clock: open until the wait's deadline
+    deadline_at = now + max(0, wait.deadlineAt - rt.clock.now_ms())
+    for key, question in state.questions.items():
+        if key in asked or key in answered:
+            continue
+        if (
+            desk is None
+            or store is None
+            or too_large(question)
+            or not await rt.connections.subscribers(wait.sessionId)
+            or await store.open_count(tenant, now) >= desk.max_per_tenant
+        ):
+            answers[key] = ElicitationAnswer("decline")
+            continue
+        kept = dataclasses.replace(question, message=question.message[:MAX_MESSAGE_CHARS])
+        pending = PendingElicitation(
+            f"elicit_{secrets.token_hex(12)}", owner, wait.callId, wait.toolName, kept, deadline_at
+        )
+        await store.put(pending)
+        asked[key] = pending.elicitation_id
+        await _publish(rt, wait, "tool_elicitation", elicitation_event_data(pending))
+    given: dict[str, ElicitationAnswer] = {}
+    for key, elicitation_id in asked.items():
+        answer = None if store is None else await store.answer_of(tenant, elicitation_id)
+        if answer is not None:
+            given[key] = answer
+    if answers or given:
+        await asyncio.wait_for(session.answer_task(task_id, {**answers, **given}), REQUEST_TIMEOUT_S)
+        answered.extend([*answers, *given])
+    for key, answer in given.items():
+        if store is not None:
+            await store.finish(tenant, asked[key])
+        data = {"elicitationId": asked.pop(key), "toolId": wait.callId, "toolName": wait.toolName}
+        await _publish(
+            rt, wait, "tool_elicitation_ended", {**data, "action": answer.action, "reason": "answered"}
+        )
+    return {**task, "asked": asked, "answered": answered}
+
+
+async def _publish(rt: Runtime, wait: ToolWait, kind: str, data: dict[str, Any]) -> None:
+    """An event of the waiting call, pushed to the session's subscribers (best effort)."""
+    from agentvm.streaming.fanout import Fanout
+
+    job = wait.job
+    context = EventContext(job.containerId, job.imageId, job.agentId, job.sessionId, job.turnId)
+    frame = agent_event(kind, data, now_ms=rt.clock.now_ms(), context=context)
+    with contextlib.suppress(Exception):  # a push that fails costs the client one event
+        await Fanout(rt.connections, rt.push).publish_frame(job.sessionId, frame)
 
 
 async def _remember(rt: Runtime, wait: ToolWait, task: dict[str, Any], poll_at: int) -> None:
@@ -253,7 +320,13 @@ async def cancel_task(rt: Runtime, wait: ToolWait) -> None:
 
 
 async def _cancel(rt: Runtime, wait: ToolWait, sessions: _Sessions) -> None:
-    """``tasks/cancel``, within ``CANCEL_TIMEOUT_S`` in all (an interrupt's function waits for it)."""
+    """``tasks/cancel``, within ``CANCEL_TIMEOUT_S`` in all (an interrupt's function waits for it);
+    the task's open questions are closed first (an answer given now would go nowhere)."""
+    store = rt.elicitations.store if rt.elicitations is not None else None
+    if store is not None:
+        for elicitation_id in dict((wait.task or {}).get("asked") or {}).values():
+            with contextlib.suppress(Exception):  # best effort: a question also closes at its deadline
+                await store.finish(wait.tenantId, elicitation_id)
 
     async def cancel() -> None:
         session = await sessions.of(wait)

@@ -51,3 +51,27 @@ def test_only_a_server_declaring_task_augmented_tool_calls_runs_them_as_tasks():
     )  # list/cancel only
     assert not supports_tasks(types.ServerCapabilities())
     assert not supports_tasks(None)
+
+
+def test_a_tasks_input_requests_become_questions_only_when_they_are_elicitations():
+    from agentvm.adapters.mcp.tasks import question_of
+    from agentvm.ports import ElicitationRequest
+
+    schema = {"type": "object", "properties": {"approve": {"type": "boolean"}}}
+    form = {
+        "method": "elicitation/create",
+        "params": {"mode": "form", "message": "OK?", "requestedSchema": schema},
+    }
+    url = {
+        "method": "elicitation/create",
+        "params": {
+            "mode": "url",
+            "message": "Sign in",
+            "url": "https://example.com/x",
+            "elicitationId": "e1",
+        },
+    }
+    assert question_of(form) == ElicitationRequest("OK?", schema=schema)
+    assert question_of(url) == ElicitationRequest("Sign in", mode="url", url="https://example.com/x")
+    assert question_of({"method": "sampling/createMessage", "params": {}}) is None  # not declared
+    assert question_of({"method": "elicitation/create", "params": {"message": 3}}) is None  # malformed

@@ -48,12 +48,12 @@ from agentvm.adapters.mcp.oauth import NeedsAuthorization
 from agentvm.adapters.mcp.stderr_tail import StderrTail
 from agentvm.agent.tools.reports import MCP_NEEDS_AUTHORIZATION
 from agentvm.llm import IMAGE_MEDIA_TYPES, Attachment, ToolBlock, ToolSpec, blocks_text
-from agentvm.ports import ElicitationRequest, McpServerFailed, ToolOutput
+from agentvm.ports import McpServerFailed, ToolOutput
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
-    from agentvm.ports import ElicitFn, McpTaskState, ProgressFn
+    from agentvm.ports import ElicitationAnswer, ElicitFn, McpTaskState, ProgressFn
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -194,6 +194,13 @@ class SdkMcpSession:
 
         client = await self._connected("call")
         await self._guard(tasks.cancel_task_2026(client.session, task_id), "tasks/cancel", "call")
+
+    async def answer_task(self, task_id: str, answers: Mapping[str, ElicitationAnswer]) -> None:
+        """``tasks/update`` of a 2026-07-28 task: the user's answers to its questions."""
+        from agentvm.adapters.mcp import tasks
+
+        client = await self._connected("call")
+        await self._guard(tasks.answer_task_2026(client.session, task_id, answers), "tasks/update", "call")
 
     @staticmethod
     def _tasks_extension_spoken(client: Any) -> bool:
@@ -349,17 +356,16 @@ class SdkMcpSession:
     async def _on_elicit(self, context: Any, params: Any) -> Any:
         """The server asks the user something (``elicitation/create``): the call's ``on_elicit``
         answers (see the module docstring for which call that is)."""
-        from mcp.types import ElicitRequestURLParams, ElicitResult
+        from mcp.types import ElicitResult
+
+        from agentvm.adapters.mcp.tasks import elicitation_request
 
         handler = _CALL_ELICITOR.get()
         if handler is None and self._elicitors:
             handler = self._elicitors[0]
         if handler is None:
             return ElicitResult(action="decline")
-        if isinstance(params, ElicitRequestURLParams):
-            request = ElicitationRequest(params.message, mode="url", url=params.url)
-        else:
-            request = ElicitationRequest(params.message, schema=dict(params.requested_schema or {}))
+        request = elicitation_request(params)
         answer = await handler(request)
         content = answer.content if answer.action == "accept" and request.mode == "form" else None
         return ElicitResult(action=answer.action, content=content)

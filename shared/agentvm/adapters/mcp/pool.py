@@ -43,7 +43,7 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Mapping
 
     from agentvm.llm import ToolSpec
-    from agentvm.ports import ElicitFn, McpTaskState, ProgressFn, ToolOutput
+    from agentvm.ports import ElicitationAnswer, ElicitFn, McpTaskState, ProgressFn, ToolOutput
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -328,6 +328,10 @@ class McpLease:
     async def cancel_task(self, task_id: str) -> None:
         entry = await self._held()
         await self._use(entry, lambda s: s.cancel_task(task_id))
+
+    async def answer_task(self, task_id: str, answers: Mapping[str, ElicitationAnswer]) -> None:
+        entry = await self._held()
+        await self._use(entry, lambda s: s.answer_task(task_id, answers))
 
     async def aclose(self) -> None:
         entry, self._entry = self._entry, None

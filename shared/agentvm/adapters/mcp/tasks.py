@@ -35,12 +35,12 @@ import mcp_types as types
 from mcp.shared.exceptions import MCPError
 from mcp_types import Request, RequestParams, Result
 
-from agentvm.ports import MCP_TASK_INLINE_S, McpTaskHandedOff, McpTaskState
+from agentvm.ports import MCP_TASK_INLINE_S, ElicitationRequest, McpTaskHandedOff, McpTaskState
 
 if TYPE_CHECKING:
-    from collections.abc import Awaitable, Callable
+    from collections.abc import Awaitable, Callable, Mapping
 
-    from agentvm.ports import ProgressFn, ToolOutput
+    from agentvm.ports import ElicitationAnswer, ProgressFn, ToolOutput
 
 log = logging.getLogger("agentvm.mcp")
 
@@ -305,6 +305,10 @@ async def get_task_2026(
     """One ``tasks/get`` of a 2026-07-28 task, on the SDK's ``ClientSession``; a completed task's
     ``CallToolResult`` made the tool's output by ``to_output``."""
     got = await session.send_request(_GetTask(params=_TaskIdParams(task_id=task_id)), _DetailedTask)
+    if got.status == "input_required":
+        asked = {key: question_of(request) for key, request in (got.input_requests or {}).items()}
+        questions = {key: q for key, q in asked.items() if q is not None}
+        return McpTaskState(got.status, got.status_message, got.poll_interval_ms, questions=questions)
     state = McpTaskState(got.status, got.status_message, got.poll_interval_ms)
     if got.status == "completed":
         result = types.CallToolResult.model_validate(got.result or {})
@@ -319,6 +323,37 @@ async def get_task_2026(
 async def cancel_task_2026(session: Any, task_id: str) -> None:
     """``tasks/cancel`` of a 2026-07-28 task, on the SDK's ``ClientSession``."""
     await session.send_request(_CancelTask(params=_TaskIdParams(task_id=task_id)), types.EmptyResult)
+
+
+async def answer_task_2026(session: Any, task_id: str, answers: Mapping[str, ElicitationAnswer]) -> None:
+    """``tasks/update`` of a 2026-07-28 task with the user's answers (``ElicitResult``s by key)."""
+    responses = {
+        key: types.ElicitResult(
+            action=answer.action, content=answer.content if answer.action == "accept" else None
+        ).model_dump(by_alias=True, mode="json", exclude_none=True)
+        for key, answer in answers.items()
+    }
+    update = _UpdateTaskParams(task_id=task_id, input_responses=responses)
+    await session.send_request(_UpdateTask(params=update), types.EmptyResult)
+
+
+def question_of(request: dict[str, Any]) -> ElicitationRequest | None:
+    """One of a task's ``inputRequests`` as a question for the user; None when it is not an
+    ``elicitation/create`` (sampling, roots: not declared, left unanswered) or is malformed."""
+    if request.get("method") != "elicitation/create":
+        return None
+    try:
+        params = types.ElicitRequest.model_validate(request).params
+    except ValueError:
+        return None
+    return elicitation_request(params)
+
+
+def elicitation_request(params: Any) -> ElicitationRequest:
+    """The SDK's ``elicitation/create`` params as the port's question (a form, or a URL to open)."""
+    if isinstance(params, types.ElicitRequestURLParams):
+        return ElicitationRequest(params.message, mode="url", url=params.url)
+    return ElicitationRequest(params.message, schema=dict(params.requested_schema or {}))
 
 
 async def _answer(request: dict[str, Any], elicit: Callable[[Any, Any], Awaitable[Any]] | None) -> Any:

@@ -57,6 +57,7 @@ if TYPE_CHECKING:
         elicitation_event_data,
         reset_current_elicitation,
         set_current_elicitation,
+        too_large,
     )
     from agentvm.agent.tools.media import (
         DEFAULT_MAX_BLOCK_BYTES,
@@ -126,6 +127,7 @@ __all__ = [
     "elicitation_event_data",
     "reset_current_elicitation",
     "set_current_elicitation",
+    "too_large",
     "ApprovalConfig",
     "BUILTIN_TOOLS",
     "BuiltinTool",
@@ -237,6 +239,7 @@ __getattr__, __dir__ = lazy_exports(
             "elicitation_event_data",
             "reset_current_elicitation",
             "set_current_elicitation",
+            "too_large",
         ],
         "media": [
             "DEFAULT_MAX_BLOCK_BYTES",

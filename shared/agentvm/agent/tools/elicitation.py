@@ -86,6 +86,9 @@ class ElicitationDesk:
         self._now_ms = now_ms
         self._open: dict[str, _Open] = {}
 
+    def now_ms(self) -> int:
+        return self._now_ms()
+
     def wait_s(self) -> float:
         budget = None if self._wait_budget is None else self._wait_budget()
         if budget is None:
@@ -243,7 +246,7 @@ class CallElicitation:
     async def __call__(self, request: ElicitationRequest) -> ElicitationAnswer:
         self.asked += 1
         desk = self._scope.desk
-        if _too_large(request) or self.closed:
+        if too_large(request) or self.closed:
             return ElicitationAnswer("decline")
         if not await self._scope.has_client():  # nobody could answer: the server hears it at once
             return ElicitationAnswer("decline")
@@ -323,7 +326,8 @@ def elicitation_event_data(pending: PendingElicitation) -> dict[str, Any]:
     return data
 
 
-def _too_large(request: ElicitationRequest) -> bool:
+def too_large(request: ElicitationRequest) -> bool:
+    """A question too large to show (declined at once)."""
     if request.mode == "url":
         return not request.url or len(request.url) > MAX_URL_CHARS
     return len(json.dumps(request.schema, default=str)) > MAX_SCHEMA_BYTES
@@ -381,4 +385,5 @@ __all__ = [
     "elicitation_event_data",
     "reset_current_elicitation",
     "set_current_elicitation",
+    "too_large",
 ]
