@@ -47,6 +47,10 @@ DEFAULT_POLL_MS = 1000  # a task whose server gave no poll interval
 REQUEST_TIMEOUT_S = 10.0  # a session's connection, and then one tasks/get
 CANCEL_TIMEOUT_S = 5.0  # a tasks/cancel, connection included (an interrupt waits for it)
 _MAX_MESSAGE_CHARS = 500
+# a suspended task's questions (``_questions``): at most this many in all, each key at most this
+# long; more are left unanswered (the wait's record keeps their keys: it must stay small)
+MAX_QUESTIONS = 20
+MAX_QUESTION_KEY_CHARS = 200
 
 _Key = tuple[str, str, str]  # (tenant, image, server)
 
@@ -253,6 +257,9 @@ async def _questions(
     for key, question in state.questions.items():
         if key in asked or key in answered:
             continue
+        if len(key) > MAX_QUESTION_KEY_CHARS or len(asked) + len(answered) + len(answers) >= MAX_QUESTIONS:
+            log.info("MCP task question left unanswered (over the limits)", extra={"turn_id": wait.turnId})
+            continue  # a server asking without end: the task waits until the wait's deadline
         if (
             desk is None
             or store is None

@@ -12,7 +12,7 @@ import pytest
 from agentvm.configcentre.sealing import SecretSealer, SecretUnreadable
 from agentvm.errors import BadRequest
 from agentvm.llm import Attachment, blocks_text
-from agentvm.ports import McpTaskHandedOff, McpTaskSuspension
+from agentvm.ports import ElicitationAnswer, McpTaskHandedOff, McpTaskSuspension
 from agentvm.records import TASK_SUFFIX, ToolWait, TurnJob
 from agentvm.turns.mcp_tasks import sealed_name, task_of_wait
 from agentvm.turns.waits import answer, resolution_of
@@ -172,3 +172,58 @@ def test_a_tasks_media_is_held_to_the_hosts_limits_when_its_wait_is_answered():
     ]
     assert parts[2]["type"] == "text" and "not sent: over the" in parts[2]["text"]
     assert _content(rt, ToolOutput("t", is_error=True, blocks=("x", small))) == []  # type: ignore[arg-type]
+
+
+class _AnsweringSession:
+    """The ``tasks/update`` calls a sweep makes (``McpSession.answer_task``)."""
+
+    def __init__(self) -> None:
+        self.updates: list[dict[str, str]] = []
+
+    async def answer_task(self, task_id: str, answers: dict) -> None:
+        self.updates.append({key: answer.action for key, answer in answers.items()})
+
+
+async def test_a_suspended_task_asking_without_end_gets_a_bounded_number_of_questions(harness):
+    from agentvm.adapters.local.sqlite.elicitations import SqliteElicitations
+    from agentvm.agent.tools.elicitation import ElicitationDesk
+    from agentvm.ports import ConnectionInfo, ElicitationRequest, McpTaskState
+    from agentvm.turns.mcp_tasks import MAX_QUESTION_KEY_CHARS, MAX_QUESTIONS, _questions
+
+    rt = harness.rt
+    store = SqliteElicitations(":memory:")
+    rt.elicitations = ElicitationDesk(store=store, now_ms=rt.clock.now_ms)
+    await rt.connections.register(ConnectionInfo("c", "default", 0))
+    await rt.connections.subscribe("c", "sess_1")
+    frames: list[str] = []
+
+    async def receive(payload: str) -> None:
+        frames.append(payload)
+
+    harness.push.attach("c", receive)
+    job = _job(tenant="default")
+    wait = _wait(job, {"server": "lab"})
+    wait.deadlineAt = rt.clock.now_ms() + 60_000
+    asked = {f"q{i}": ElicitationRequest(f"question {i}") for i in range(MAX_QUESTIONS + 5)}
+    asked["k" * (MAX_QUESTION_KEY_CHARS + 1)] = ElicitationRequest("a key too long to keep")
+    session = _AnsweringSession()
+
+    task = await _questions(rt, wait, session, TASK_ID, McpTaskState("input_required", questions=asked), {})
+
+    assert (len(task["asked"]), task["answered"], session.updates) == (
+        MAX_QUESTIONS,
+        [],
+        [],
+    )  # the rest: left
+    assert await store.open_count("default", rt.clock.now_ms()) == MAX_QUESTIONS
+    assert sum("tool_elicitation" in f for f in frames) == MAX_QUESTIONS
+    assert session.updates == []  # nothing answered yet
+    first = task["asked"]["q0"]
+    assert await rt.elicitations.answer("default", first, ElicitationAnswer("decline"))
+    wait.task = task
+    again = await _questions(
+        rt, wait, session, TASK_ID, McpTaskState("input_required", questions=asked), task
+    )
+    assert session.updates == [{"q0": "decline"}]  # one tasks/update with the answer given
+    assert "q0" not in again["asked"] and again["answered"] == ["q0"]
+    assert len(again["asked"]) == MAX_QUESTIONS - 1  # and still no more questions than the bound
