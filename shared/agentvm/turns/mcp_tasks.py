@@ -254,12 +254,13 @@ async def _questions(
     owner = ElicitationOwner(tenant, wait.containerId, wait.sessionId, wait.turnId)
     now = desk.now_ms() if desk is not None else 0  # the questions' clock: open until the wait's deadline
     deadline_at = now + max(0, wait.deadlineAt - rt.clock.now_ms())
+    left_out = 0
     for key, question in state.questions.items():
         if key in asked or key in answered:
             continue
         if len(key) > MAX_QUESTION_KEY_CHARS or len(asked) + len(answered) + len(answers) >= MAX_QUESTIONS:
-            log.info("MCP task question left unanswered (over the limits)", extra={"turn_id": wait.turnId})
-            continue  # a server asking without end: the task waits until the wait's deadline
+            left_out += 1  # a server asking without end: the task waits until the wait's deadline
+            continue
         if (
             desk is None
             or store is None
@@ -281,8 +282,16 @@ async def _questions(
         answer = None if store is None else await store.answer_of(tenant, elicitation_id)
         if answer is not None:
             given[key] = answer
+    if left_out:
+        log.info("MCP task questions left unanswered (over the limits)", extra={"turn_id": wait.turnId})
     if answers or given:
-        await asyncio.wait_for(session.answer_task(task_id, {**answers, **given}), REQUEST_TIMEOUT_S)
+        try:
+            await asyncio.wait_for(session.answer_task(task_id, {**answers, **given}), REQUEST_TIMEOUT_S)
+        except Exception as exc:  # the questions opened are kept; the answers go at the next sweep
+            log.warning(
+                "answering an MCP task failed", extra={"turn_id": wait.turnId, "error": type(exc).__name__}
+            )
+            return {**task, "asked": asked, "answered": answered}
         answered.extend([*answers, *given])
     for key, answer in given.items():
         if store is not None:

@@ -227,3 +227,25 @@ async def test_a_suspended_task_asking_without_end_gets_a_bounded_number_of_ques
     assert session.updates == [{"q0": "decline"}]  # one tasks/update with the answer given
     assert "q0" not in again["asked"] and again["answered"] == ["q0"]
     assert len(again["asked"]) == MAX_QUESTIONS - 1  # and still no more questions than the bound
+
+
+async def test_an_answer_the_server_could_not_take_is_sent_again_at_the_next_sweep(harness):
+    from agentvm.adapters.local.sqlite.elicitations import SqliteElicitations
+    from agentvm.agent.tools.elicitation import ElicitationDesk
+    from agentvm.ports import ElicitationRequest, McpTaskState
+    from agentvm.turns.mcp_tasks import _questions
+
+    class Unreachable(_AnsweringSession):
+        async def answer_task(self, task_id: str, answers: dict) -> None:
+            raise OSError("the server is away")
+
+    rt = harness.rt
+    rt.elicitations = ElicitationDesk(store=SqliteElicitations(":memory:"), now_ms=rt.clock.now_ms)
+    wait = _wait(_job(tenant="default"), {"server": "lab"})  # nobody subscribed: declined at once
+    state = McpTaskState("input_required", questions={"q": ElicitationRequest("OK?")})
+
+    task = await _questions(rt, wait, Unreachable(), TASK_ID, state, {})
+    assert (task["asked"], task["answered"]) == ({}, [])  # not recorded: decided again next sweep
+    session = _AnsweringSession()
+    task = await _questions(rt, wait, session, TASK_ID, state, task)
+    assert (session.updates, task["answered"]) == ([{"q": "decline"}], ["q"])
