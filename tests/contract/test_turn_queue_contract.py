@@ -550,3 +550,28 @@ async def test_a_turn_that_ignores_its_cancel_does_not_hold_up_the_stop() -> Non
     finally:
         release.set()
         await cluster.close()
+
+
+async def test_a_sqlite_consumers_stop_is_bounded_by_a_turn_that_ignores_its_cancel(tmp_path: Path) -> None:
+    from agentvm.adapters.local.sqlite.queue import STOP_WAIT_S
+
+    queue = SqliteTurnQueue(tmp_path / "queue.db", worker_id="w0", **FAST)
+    started, release = asyncio.Event(), asyncio.Event()
+
+    async def stubborn(j: TurnJob) -> None:
+        started.set()
+        while not release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await release.wait()
+
+    try:
+        await queue.enqueue(job("turn_1"))
+        consumer = asyncio.create_task(queue.run(stubborn))
+        await asyncio.wait_for(started.wait(), 5)
+        loop = asyncio.get_running_loop()
+        stopping_at = loop.time()
+        await stop(consumer)
+        assert loop.time() - stopping_at < STOP_WAIT_S + 5
+    finally:
+        release.set()
+        queue.close()

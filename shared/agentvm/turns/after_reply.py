@@ -18,7 +18,6 @@ is deleted (``process_turn`` without ``later``) and the session's next turn wait
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from typing import TYPE_CHECKING, Any
 
@@ -57,13 +56,16 @@ class AfterReplyTasks:
             await asyncio.gather(*self._tasks, return_exceptions=True)
 
     async def aclose(self, timeout_s: float = STOP_WAIT_S) -> None:
-        """Let the running work finish for up to ``timeout_s``, then cancel what is left."""
-        with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(timeout_s):
-                await self.wait()
-        for task in list(self._tasks):
+        """Let the running work finish for up to ``timeout_s``, then cancel what is left and give it
+        as long again to end (``asyncio.wait``: a task that ignores its cancel is left behind, the
+        process is stopping; ``gather`` would wait for it however long)."""
+        if self._tasks:
+            await asyncio.wait(set(self._tasks), timeout=timeout_s)
+        left = [task for task in self._tasks if not task.done()]
+        for task in left:
             task.cancel()
-        await asyncio.gather(*self._tasks, return_exceptions=True)
+        if left:
+            await asyncio.wait(left, timeout=timeout_s)
 
 
 __all__ = ["STOP_WAIT_S", "AfterReplyTasks"]

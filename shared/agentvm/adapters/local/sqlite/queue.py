@@ -67,6 +67,7 @@ CREATE TABLE IF NOT EXISTS queue_workers (
 );
 """
 LEASE_S = 15.0  # a worker that has not renewed its lease for this long is taken for dead
+STOP_WAIT_S = 5.0  # a stopped consumer waits this long for its cancelled handlers to end
 
 # Each live session's head (its oldest row not dead) when that head is waiting to run. A head
 # that is 'running' or waiting for a retry blocks the rest of its session.
@@ -215,10 +216,13 @@ class SqliteTurnQueue:
             # the next consumer's start-up re-queues the row, exactly as after a crash, so both
             # paths share one tested recovery, and an interrupted attempt is not counted as a
             # failure of the turn.
+            # Bounded: a handler that ignores its cancel must not hold the process's shutdown (its
+            # row stays 'running' all the same, re-queued as above).
             tasks = list(self._inflight.values())
             for task in tasks:
                 task.cancel()
-            await asyncio.gather(*tasks, return_exceptions=True)
+            if tasks:
+                await asyncio.wait(tasks, timeout=STOP_WAIT_S)
             # A task cancelled before its first step never ran its own cleanup.
             self._inflight.clear()
             self._running.clear()
