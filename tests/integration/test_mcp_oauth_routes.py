@@ -24,6 +24,7 @@ import pytest
 from agentvm.adapters.llm.scripted import Calls
 from agentvm.adapters.mcp.client import SdkMcpConnector
 from agentvm.adapters.mcp.oauth import StoredOAuth, record_key
+from agentvm.adapters.mcp.oauth_flow import pending_key
 from agentvm.agent.tools.sources import ToolSources
 from agentvm.api.app import create_app
 from tests.mcp_servers.oauth_provider import AutoApprove, DictRecords, protected_server
@@ -205,8 +206,9 @@ async def test_refusals_store_nothing_and_say_so_on_a_page(
         # does not open: nothing is stored, for B or A
         moved = (await http.post("/v1/mcp/oauth/authorizations", json={"server_url": url})).json()
         state = dict(httpx.URL(moved["authorization_url"]).params)["state"]
-        _, sealed, expires_at = records.rows[f"mcp-oauth-pending/{state}"]
-        records.rows[f"mcp-oauth-pending/{state}"] = ("tenant-b", sealed, expires_at)
+        assert not [k for k in records.rows if state in k]  # kept under the state's hash only
+        _, sealed, expires_at = records.rows[pending_key(state)]
+        records.rows[pending_key(state)] = ("tenant-b", sealed, expires_at)
         async with httpx.AsyncClient() as browser:
             landing = httpx.URL((await browser.get(moved["authorization_url"])).headers["location"])
         hijacked = await http.get(f"{landing.path}?{landing.query.decode()}")

@@ -52,10 +52,18 @@ async def test_authorized_on_one_worker_called_back_on_the_other_then_used_in_a_
                 assert not [e for e in turn.events if isinstance(e, McpServerFailedEvent)]
                 assert "42" in turn.text
         # at rest and in the log files: no token, no client secret (the database, its WAL, logs.db)
-        kept = b"".join(path.read_bytes() for path in tmp_path.rglob("*") if path.is_file())
-        assert b"mcp-oauth" in kept  # the records are there, sealed
-        secrets_ = [*provider.every_token, *(str(c.client_secret) for c in provider.clients.values())]
+        files = {path: path.read_bytes() for path in tmp_path.rglob("*") if path.is_file()}
+        assert any(b"mcp-oauth" in kept for kept in files.values())  # the records are there, sealed
+        secrets_ = {f"token {i}": token for i, token in enumerate(provider.every_token)}
+        secrets_ |= {
+            f"client secret {i}": str(c.client_secret) for i, c in enumerate(provider.clients.values())
+        }
         assert len(secrets_) == 3
-        secrets_ += [value for values in parse_qs(landing.query).values() for value in values]  # code, state
-        for secret in secrets_:
-            assert secret.encode() not in kept
+        secrets_ |= {f"{name} (callback)": value for name, [value] in parse_qs(landing.query).items()}
+        found = {
+            name: str(path)
+            for name, secret in secrets_.items()
+            for path, kept in files.items()
+            if secret.encode() in kept
+        }
+        assert found == {}

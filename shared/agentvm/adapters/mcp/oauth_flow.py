@@ -10,7 +10,7 @@ request and response):
    the server for its ``WWW-Authenticate`` challenge, protected resource metadata, authorization
    server metadata, a client registered for the callback URL, PKCE and a random ``state``. What the
    callback needs (server URL, code verifier, redirect URI, client, metadata) is sealed and stored
-   as a **pending authorization** under the state, for ``PENDING_TTL_S``; the admin opens the
+   as a **pending authorization** under the state's hash, for ``PENDING_TTL_S``; the admin opens the
    returned ``authorization_url``.
 2. ``finish_authorization`` (``GET /v1/mcp/oauth/callback``, no API key: the state is a single-use
    capability): the pending record is *taken* (read and deleted at once, so a state works once),
@@ -24,6 +24,7 @@ private networks are allowed (``AVM_TOOL_ALLOW_PRIVATE_NETWORKS``), as MCP serve
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import re
@@ -80,7 +81,9 @@ def callback_url(public_url: str | None, request_base_url: str) -> str:
 
 
 def pending_key(state: str) -> str:
-    return f"mcp-oauth-pending/{state}"
+    """Where the pending authorization of ``state`` is kept: under the state's SHA-256, never the
+    state itself (a single-use capability; a store's deleted rows and keys may linger at rest)."""
+    return f"mcp-oauth-pending/{hashlib.sha256(state.encode()).hexdigest()}"
 
 
 def _seal_name(tenant_id: str, key: str) -> str:
