@@ -148,6 +148,19 @@ class Recorder:
         await self.on("n0")(j)
 
 
+class Stubborn:
+    """A turn that ignores its cancel (as code that swallows one does) until ``release`` is set."""
+
+    def __init__(self) -> None:
+        self.started, self.release = asyncio.Event(), asyncio.Event()
+
+    async def __call__(self, j: TurnJob) -> None:
+        self.started.set()
+        while not self.release.is_set():
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.release.wait()
+
+
 async def until(predicate: Callable[[], bool], timeout: float = 10.0) -> None:
     async with asyncio.timeout(timeout):
         while not predicate():
@@ -524,21 +537,13 @@ async def test_a_consumer_cancelled_as_the_pool_hands_it_a_connection_ends() -> 
 
 @pytest.mark.postgres
 async def test_a_turn_that_ignores_its_cancel_does_not_hold_up_the_stop() -> None:
-    cluster = PostgresCluster()
+    cluster, stubborn = PostgresCluster(), Stubborn()
     try:
         a = await cluster.node(lease_s=60.0)
         b = await cluster.node(lease_s=60.0)
-        started, release = asyncio.Event(), asyncio.Event()
-
-        async def stubborn(j: TurnJob) -> None:
-            started.set()
-            while not release.is_set():
-                with contextlib.suppress(asyncio.CancelledError):
-                    await release.wait()
-
         consumer = asyncio.create_task(a.run(stubborn))
         await a.enqueue(job("turn_1"))
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(stubborn.started.wait(), 5)
         loop = asyncio.get_running_loop()
         stopping_at = loop.time()
         await stop(consumer)
@@ -548,7 +553,7 @@ async def test_a_turn_that_ignores_its_cancel_does_not_hold_up_the_stop() -> Non
             await b.drain(shared.on("b"))  # handed back: b runs it without waiting for the lease
         assert shared.done == ["turn_1"]
     finally:
-        release.set()
+        stubborn.release.set()
         await cluster.close()
 
 
@@ -556,22 +561,15 @@ async def test_a_sqlite_consumers_stop_is_bounded_by_a_turn_that_ignores_its_can
     from agentvm.adapters.local.sqlite.queue import STOP_WAIT_S
 
     queue = SqliteTurnQueue(tmp_path / "queue.db", worker_id="w0", **FAST)
-    started, release = asyncio.Event(), asyncio.Event()
-
-    async def stubborn(j: TurnJob) -> None:
-        started.set()
-        while not release.is_set():
-            with contextlib.suppress(asyncio.CancelledError):
-                await release.wait()
-
+    stubborn = Stubborn()
     try:
         await queue.enqueue(job("turn_1"))
         consumer = asyncio.create_task(queue.run(stubborn))
-        await asyncio.wait_for(started.wait(), 5)
+        await asyncio.wait_for(stubborn.started.wait(), 5)
         loop = asyncio.get_running_loop()
         stopping_at = loop.time()
         await stop(consumer)
         assert loop.time() - stopping_at < STOP_WAIT_S + 5
     finally:
-        release.set()
+        stubborn.release.set()
         queue.close()
