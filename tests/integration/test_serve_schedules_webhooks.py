@@ -34,7 +34,9 @@ def test_a_scheduled_turn_ends_in_a_signed_webhook(tmp_path):
             secret = hook.json()["secret"]
             body = {"imageId": session["imageId"], "cron": "* * * * *", "message": "tick"}
             schedule = api.post("/v1/schedules", json=body).json()["schedule"]
-            clock.offset_ms = 61_000  # the next minute has come: the schedule is due
+            # just past the schedule's next minute, well before the one after (a fixed 61 s after a
+            # schedule made in a minute's last second passed two minutes: the later one fired)
+            clock.offset_ms = schedule["nextAt"] + 500 - time.time_ns() // 1_000_000
             deadline = time.monotonic() + 30
             while not receiver.requests and time.monotonic() < deadline:
                 time.sleep(0.05)
