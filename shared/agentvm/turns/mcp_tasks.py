@@ -27,7 +27,7 @@ import secrets
 from typing import TYPE_CHECKING, Any
 
 from agentvm.agent.history import content_parts
-from agentvm.agent.tools.media import bounded_blocks
+from agentvm.agent.tools.media import result_blocks
 from agentvm.events import EventContext, agent_event
 from agentvm.ports import McpServerFailed
 
@@ -196,18 +196,9 @@ async def _follow(rt: Runtime, wait: ToolWait, sessions: _Sessions, decide: Deci
 
 
 def _content(rt: Runtime, output: ToolOutput) -> list[dict[str, Any]]:
-    """A task's rich result as the wait keeps it: its blocks within the host's media and text
-    limits, as a call followed inline keeps them (``Toolbox``); an error stays text, as inline."""
-    if not output.blocks or output.is_error or rt.tools is None:
-        return []
-    limits = rt.tools
-    blocks = bounded_blocks(
-        output.blocks,
-        max_block_bytes=limits.max_media_block_bytes,
-        max_result_bytes=limits.max_media_result_bytes,
-        max_chars=limits.max_output_chars,
-    )
-    return content_parts(blocks)
+    """A task's rich result as the wait keeps it: the blocks a call followed inline keeps, within
+    the host's limits (``result_blocks``)."""
+    return [] if rt.tools is None else content_parts(result_blocks(output, rt.tools))
 
 
 async def _report(

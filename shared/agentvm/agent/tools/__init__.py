@@ -62,7 +62,9 @@ if TYPE_CHECKING:
     from agentvm.agent.tools.media import (
         DEFAULT_MAX_BLOCK_BYTES,
         DEFAULT_MAX_RESULT_BYTES,
+        ResultLimits,
         bounded_blocks,
+        result_blocks,
     )
     from agentvm.agent.tools.memory import (
         MEMORY_SPECS,
@@ -156,6 +158,7 @@ __all__ = [
     "MissingSecret",
     "PROGRESS_INTERVAL_S",
     "RemoteSandboxTool",
+    "ResultLimits",
     "SPECS",
     "SandboxTool",
     "MEMORY_TOOLS",
@@ -171,6 +174,7 @@ __all__ = [
     "Toolbox",
     "TurnMcpSessions",
     "bounded_blocks",
+    "result_blocks",
     "capped",
     "check_input_schema",
     "check_public",
@@ -244,7 +248,9 @@ __getattr__, __dir__ = lazy_exports(
         "media": [
             "DEFAULT_MAX_BLOCK_BYTES",
             "DEFAULT_MAX_RESULT_BYTES",
+            "ResultLimits",
             "bounded_blocks",
+            "result_blocks",
         ],
         "reports": [
             "CallProgress",

@@ -10,12 +10,14 @@ with the turn's step, so a resumed turn and a later turn's history send the same
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 
 from agentvm.llm import Attachment, ToolBlock
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
+
+    from agentvm.ports import ToolOutput
 
 MB = 1024 * 1024
 DEFAULT_MAX_BLOCK_BYTES = 5 * MB
@@ -61,8 +63,36 @@ def bounded_blocks(
     return tuple(out)
 
 
+class ResultLimits(Protocol):
+    """Whoever holds a tool result's limits: a turn's ``Toolbox``, the host's ``ToolCatalog`` (a
+    result that arrives outside a turn: an MCP task's, through the waits sweeper)."""
+
+    max_output_chars: int
+    max_media_block_bytes: int
+    max_media_result_bytes: int
+
+
+def result_blocks(output: ToolOutput, limits: ResultLimits) -> tuple[ToolBlock, ...]:
+    """The blocks a tool's output keeps as a rich result, within ``limits``; none for a text result
+    or an error (stored as text, its media as placeholders)."""
+    if not output.blocks or output.is_error:
+        return ()
+    return bounded_blocks(
+        output.blocks,
+        max_block_bytes=limits.max_media_block_bytes,
+        max_result_bytes=limits.max_media_result_bytes,
+        max_chars=limits.max_output_chars,
+    )
+
+
 def _size(n: int) -> str:
     return f"{n / MB:g} MB" if n >= MB else f"{n // 1024} KB" if n >= 1024 else f"{n} bytes"
 
 
-__all__ = ["DEFAULT_MAX_BLOCK_BYTES", "DEFAULT_MAX_RESULT_BYTES", "bounded_blocks"]
+__all__ = [
+    "DEFAULT_MAX_BLOCK_BYTES",
+    "DEFAULT_MAX_RESULT_BYTES",
+    "ResultLimits",
+    "bounded_blocks",
+    "result_blocks",
+]

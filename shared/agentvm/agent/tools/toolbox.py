@@ -27,7 +27,7 @@ from agentvm.agent.tools.elicitation import (
     reset_current_elicitation,
     set_current_elicitation,
 )
-from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES, bounded_blocks
+from agentvm.agent.tools.media import DEFAULT_MAX_BLOCK_BYTES, DEFAULT_MAX_RESULT_BYTES, result_blocks
 from agentvm.agent.tools.reports import (
     CallProgress,
     ToolReports,
@@ -203,14 +203,9 @@ class Toolbox:
             if asking is not None:
                 asking.close()
         status = "error" if output.is_error else "ok"
-        if not output.blocks or output.is_error:  # an error is stored as text: its media as placeholders
+        blocks = result_blocks(output, self)
+        if not blocks:  # a text result, or an error (stored as text: its media as placeholders)
             return replace(done(output.text, status, output.files), structured=output.structured)
-        blocks = bounded_blocks(
-            output.blocks,
-            max_block_bytes=self.max_media_block_bytes,
-            max_result_bytes=self.max_media_result_bytes,
-            max_chars=self.max_output_chars,
-        )
         result = ToolResult(call.id, call.name, blocks_text(blocks), is_error=output.is_error, blocks=blocks)
         return ToolRun(
             result, status, loop.time() - started, files=output.files, structured=output.structured
